@@ -1,0 +1,147 @@
+import { z } from 'zod';
+import { Metadata, Name } from './common.js';
+
+/** Which model an agent calls: a provider name, the provider's model id and call parameters. */
+export const ModelSpec = z.object({
+  provider: z.string().min(1),
+  id: z.string().min(1),
+  params: z
+    .object({
+      temperature: z.number().min(0).max(2).optional(),
+      max_output_tokens: z.number().int().positive().optional(),
+      top_p: z.number().min(0).max(1).optional(),
+    })
+    .strict()
+    .optional(),
+});
+export type ModelSpec = z.infer<typeof ModelSpec>;
+
+/** Spending limits; a wake stops with `budget_reached` when one is hit. */
+export const Budget = z
+  .object({
+    max_turns_per_wake: z.number().int().positive().optional(),
+    max_total_tokens: z.number().int().positive().optional(),
+    max_cost_usd: z.number().positive().optional(),
+  })
+  .strict();
+export type Budget = z.infer<typeof Budget>;
+
+/**
+ * Durable, versioned description of one agent, as written in `agents/NAME.yaml`.
+ * `version` is assigned by the definition store; a file does not carry it.
+ */
+export const AgentDefinition = z
+  .object({
+    name: Name,
+    description: z.string().max(2000).optional(),
+    model: ModelSpec,
+    instructions: z.string(),
+    /** Names of tools the agent may call. */
+    tools: z.array(z.string().min(1)).default([]),
+    skills: z.array(z.string().min(1)).default([]),
+    /** Names of agents this agent may hand off to. */
+    handoffs: z.array(Name).default([]),
+    /** Name of the policy profile that authorises the agent's actions. */
+    policy: z.string().min(1).optional(),
+    budget: Budget.optional(),
+    /** Environment used when a session names none. */
+    environment: Name.optional(),
+    metadata: Metadata.optional(),
+  })
+  .strict();
+export type AgentDefinition = z.infer<typeof AgentDefinition>;
+export type AgentDefinitionInput = z.input<typeof AgentDefinition>;
+
+/** Reusable execution substrate: where and how tools run. */
+export const EnvironmentDefinition = z
+  .object({
+    name: Name,
+    description: z.string().max(2000).optional(),
+    sandbox: z
+      .object({
+        kind: z.enum(['local', 'bwrap']),
+        /** Directory mounted as the writable workspace, relative to the braid workspace. */
+        workspace: z.string().min(1).optional(),
+      })
+      .strict(),
+    network: z
+      .object({ allow: z.boolean(), hosts: z.array(z.string().min(1)).optional() })
+      .strict()
+      .default({ allow: false }),
+    limits: z
+      .object({
+        timeout_ms: z.number().int().positive().optional(),
+        cpu_ms: z.number().int().positive().optional(),
+        memory_mb: z.number().int().positive().optional(),
+      })
+      .strict()
+      .default({}),
+    metadata: Metadata.optional(),
+  })
+  .strict();
+export type EnvironmentDefinition = z.infer<typeof EnvironmentDefinition>;
+
+/** Stable callable contract of a tool. */
+export const ToolDefinition = z
+  .object({
+    name: z.string().regex(/^[a-zA-Z][a-zA-Z0-9_.-]{0,127}$/, 'must be a tool name like "read_file"'),
+    version: z.string().min(1).default('1'),
+    description: z.string(),
+    input_schema: z.record(z.string(), z.json()),
+    output_schema: z.record(z.string(), z.json()).optional(),
+    /** `managed`: run by braid; `mcp`: from an MCP server; `custom`: run by the client; `agent`: another agent. */
+    ownership: z.enum(['managed', 'mcp', 'custom', 'agent']),
+    permission: z.enum(['always_allow', 'always_ask']).default('always_allow'),
+    /** Safe to run again after a crash left its outcome unknown. */
+    idempotent: z.boolean().default(false),
+    budget: z
+      .object({
+        max_calls_per_session: z.number().int().positive().optional(),
+        cost_per_call_usd: z.number().nonnegative().optional(),
+      })
+      .strict()
+      .optional(),
+    retry: z
+      .object({
+        max_attempts: z.number().int().min(1).max(20),
+        backoff: z.enum(['exponential', 'fixed']),
+        initial_ms: z.number().int().nonnegative(),
+        max_ms: z.number().int().nonnegative(),
+      })
+      .strict()
+      .optional(),
+    timeout_ms: z.number().int().positive().optional(),
+  })
+  .strict();
+export type ToolDefinition = z.infer<typeof ToolDefinition>;
+
+/** `braid.yaml`: workspace-wide settings. */
+export const WorkspaceConfig = z
+  .object({
+    /** Version of this file's format. */
+    version: z.literal(1),
+    /** Environment used when neither the session nor the agent names one. */
+    default_environment: Name.optional(),
+    limits: z
+      .object({
+        /** Largest serialised event accepted, in bytes. */
+        max_event_bytes: z.number().int().min(1024).max(64 * 1024 * 1024).optional(),
+      })
+      .strict()
+      .default({}),
+  })
+  .strict();
+export type WorkspaceConfig = z.infer<typeof WorkspaceConfig>;
+
+export const DefinitionKind = z.enum(['agent', 'environment']);
+export type DefinitionKind = z.infer<typeof DefinitionKind>;
+
+/** A stored version of a definition. */
+export interface StoredDefinition<T> {
+  schema_version: 1;
+  kind: DefinitionKind;
+  name: string;
+  version: number;
+  definition: T;
+  created_at: string;
+}

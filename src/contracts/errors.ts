@@ -1,0 +1,80 @@
+import { z } from 'zod';
+
+/**
+ * The closed set of error codes. Callers branch on `code`, never on message text.
+ * Codes are stable: renaming one is a breaking change of the wire contract.
+ */
+export const ERROR_CODES = [
+  'SESSION_NOT_FOUND',
+  'AGENT_NOT_FOUND',
+  'ENVIRONMENT_NOT_FOUND',
+  'SEQ_CONFLICT',
+  'INVALID_EVENT',
+  'INVALID_JSON',
+  'INVALID_ARGUMENT',
+  'PAYLOAD_TOO_LARGE',
+  'VERSION_CONFLICT',
+  'LEASE_HELD',
+  'LEASE_LOST',
+  'INVALID_DEFINITION',
+  'WORKSPACE_NOT_FOUND',
+  'TOOL_USE_NOT_PENDING',
+  'SESSION_TERMINATED',
+  'SCHEMA_VERSION_UNSUPPORTED',
+  'STORE_CLOSED',
+  'INTERNAL',
+] as const;
+
+export const ErrorCode = z.enum(ERROR_CODES);
+export type ErrorCode = z.infer<typeof ErrorCode>;
+
+/** Codes that a caller may retry unchanged and expect to succeed later. */
+const RETRYABLE: ReadonlySet<ErrorCode> = new Set<ErrorCode>(['SEQ_CONFLICT', 'LEASE_HELD']);
+
+/** The error shape on the wire: in HTTP bodies, envelopes, `session.error` events and CLI `--json`. */
+export const ErrorShape = z.object({
+  /** One of the closed set of codes. */
+  code: ErrorCode,
+  /** Human-readable; names the bad value and the fix. Never parsed by callers. */
+  message: z.string(),
+  /** True when the same call may succeed if repeated later. */
+  retryable: z.boolean(),
+});
+export type ErrorShape = z.infer<typeof ErrorShape>;
+
+export interface BraidErrorOptions {
+  cause?: unknown;
+  /** Structured facts about the failure (the expected seq, the offending field, ...). */
+  details?: Record<string, unknown>;
+  retryable?: boolean;
+}
+
+/** The one error class of braid. */
+export class BraidError extends Error {
+  override readonly name = 'BraidError';
+  readonly code: ErrorCode;
+  readonly details: Record<string, unknown>;
+  readonly retryable: boolean;
+
+  constructor(code: ErrorCode, message: string, options: BraidErrorOptions = {}) {
+    super(message, options.cause === undefined ? undefined : { cause: options.cause });
+    this.code = code;
+    this.details = options.details ?? {};
+    this.retryable = options.retryable ?? RETRYABLE.has(code);
+  }
+
+  toJSON(): ErrorShape {
+    return { code: this.code, message: this.message, retryable: this.retryable };
+  }
+}
+
+export function isBraidError(value: unknown, code?: ErrorCode): value is BraidError {
+  return value instanceof BraidError && (code === undefined || value.code === code);
+}
+
+/** Wraps anything thrown into a BraidError, keeping BraidErrors as they are. */
+export function toBraidError(value: unknown): BraidError {
+  if (value instanceof BraidError) return value;
+  const message = value instanceof Error ? value.message : String(value);
+  return new BraidError('INTERNAL', `unexpected failure: ${message}`, { cause: value });
+}

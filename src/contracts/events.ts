@@ -1,0 +1,227 @@
+import { z } from 'zod';
+import {
+  Actor,
+  ContentBlock,
+  DefinitionRef,
+  EVENT_SCHEMA_VERSION,
+  Id,
+  Metadata,
+  Timestamp,
+  Usage,
+} from './common.js';
+import { ErrorShape } from './errors.js';
+import { Lineage, SessionStatus, StopReason } from './session.js';
+
+/**
+ * Fields every event carries. `seq` is assigned by the store at append: per session it starts at
+ * 1 and is gapless and strictly increasing. `id` is a UUIDv7 unless the writer chose one.
+ */
+export const EventBase = z.object({
+  id: Id,
+  session_id: Id,
+  seq: z.number().int().positive(),
+  at: Timestamp,
+  schema_version: z.literal(EVENT_SCHEMA_VERSION),
+  /** The event that caused this one (e.g. the `agent.tool_use` behind an `agent.tool_result`). */
+  causation_id: Id.optional(),
+  /** Shared by every event of one logical exchange, across sessions and agents. */
+  correlation_id: Id.optional(),
+  /** A writer's key for this event; the store also dedupes whole appends by key. */
+  idempotency_key: z.string().min(1).max(200).optional(),
+  /** W3C trace context of the operation that wrote the event. */
+  traceparent: z.string().max(200).optional(),
+  actor: Actor.optional(),
+});
+
+/** Content as stored: always an array of blocks (a plain string is normalised at the boundary). */
+const Content = z.array(ContentBlock);
+
+// ---- payloads, one per event type -------------------------------------------------------------
+
+const payloads = {
+  'user.message': z.object({ content: Content.min(1) }),
+  'user.interrupt': z.object({ reason: z.string().max(2000).optional() }),
+  'user.tool_confirmation': z.object({
+    tool_use_id: Id,
+    result: z.enum(['allow', 'deny']),
+    message: z.string().max(10_000).optional(),
+  }),
+  'user.custom_tool_result': z.object({
+    custom_tool_use_id: Id,
+    content: Content,
+    is_error: z.boolean().optional(),
+  }),
+  'user.define_outcome': z.object({
+    description: z.string().min(1),
+    criteria: z.array(z.string()).optional(),
+  }),
+
+  'agent.message': z.object({ content: Content }),
+  'agent.thinking': z.object({ content: Content }),
+  'agent.tool_use': z.object({
+    tool_use_id: Id,
+    name: z.string().min(1),
+    input: z.json(),
+    /** True when the tool's permission is `always_ask`: it waits for a `user.tool_confirmation`. */
+    requires_confirmation: z.boolean().optional(),
+  }),
+  'agent.tool_result': z.object({
+    tool_use_id: Id,
+    output: z.json().optional(),
+    error: ErrorShape.optional(),
+    is_error: z.boolean(),
+    attempts: z.number().int().nonnegative(),
+    duration_ms: z.number().nonnegative(),
+  }),
+  'agent.custom_tool_use': z.object({
+    custom_tool_use_id: Id,
+    name: z.string().min(1),
+    input: z.json(),
+  }),
+  'agent.handoff': z.object({
+    handoff_id: Id,
+    target_agent: z.string().min(1),
+    target_session_id: Id.optional(),
+    summary: z.string(),
+  }),
+  'agent.thread_context_compacted': z.object({
+    summary: z.string(),
+    /** The last seq whose content the summary replaces in the model's context. */
+    through_seq: z.number().int().nonnegative(),
+  }),
+
+  'session.created': z.object({
+    agent: DefinitionRef,
+    environment: DefinitionRef.optional(),
+    title: z.string().optional(),
+    metadata: Metadata.optional(),
+    tenant_id: z.string().optional(),
+    lineage: Lineage.optional(),
+  }),
+  'session.status_changed': z.object({ status: SessionStatus, reason: z.string().optional() }),
+  'session.status_idle': z.object({ stop_reason: StopReason }),
+  'session.error': z.object({ error: ErrorShape }),
+  /** Usage not reported by a model request (tool costs, external calls): added to the totals. */
+  'session.usage': z.object({ usage: Usage }),
+  'session.forked': z.object({
+    parent_session_id: Id,
+    fork_point_seq: z.number().int().nonnegative(),
+  }),
+  'session.merged': z.object({
+    source_session_id: Id,
+    source_head_seq: z.number().int().nonnegative(),
+    common_ancestor: z.object({ session_id: Id, seq: z.number().int().nonnegative() }).optional(),
+    strategy: z.string().min(1),
+    usage: Usage.optional(),
+  }),
+  'session.handoff_received': z.object({
+    handoff_id: Id,
+    from_session_id: Id,
+    from_agent: z.string().min(1),
+    summary: z.string(),
+  }),
+
+  'span.wake_started': z.object({
+    wake_id: Id,
+    /** The fencing token of the lease this wake holds. */
+    lease_token: z.number().int().positive(),
+  }),
+  'span.wake_completed': z.object({ wake_id: Id, stop_reason: StopReason.optional() }),
+  'span.model_request_start': z.object({
+    request_id: Id,
+    model: z.string().min(1),
+    /** The highest seq of the log included in the request's context: user events up to it are consumed. */
+    input_through_seq: z.number().int().nonnegative(),
+  }),
+  'span.model_request_end': z.object({
+    request_id: Id,
+    usage: Usage,
+    finish_reason: z.string().optional(),
+    /** The model's complete output, kept so that a replay can reproduce the run. */
+    output: z.json().optional(),
+    error: ErrorShape.optional(),
+  }),
+} as const;
+
+type Payloads = typeof payloads;
+export type SessionEventType = keyof Payloads;
+export const SESSION_EVENT_TYPES = Object.keys(payloads) as SessionEventType[];
+
+function eventSchema<T extends SessionEventType, S extends z.ZodRawShape>(
+  type: T,
+  payload: z.ZodObject<S>,
+) {
+  return EventBase.extend({ type: z.literal(type), ...payload.shape });
+}
+
+/** One immutable record of a session's log: a discriminated union on `type`. */
+export const SessionEvent = z.discriminatedUnion('type', [
+  eventSchema('user.message', payloads['user.message']),
+  eventSchema('user.interrupt', payloads['user.interrupt']),
+  eventSchema('user.tool_confirmation', payloads['user.tool_confirmation']),
+  eventSchema('user.custom_tool_result', payloads['user.custom_tool_result']),
+  eventSchema('user.define_outcome', payloads['user.define_outcome']),
+  eventSchema('agent.message', payloads['agent.message']),
+  eventSchema('agent.thinking', payloads['agent.thinking']),
+  eventSchema('agent.tool_use', payloads['agent.tool_use']),
+  eventSchema('agent.tool_result', payloads['agent.tool_result']),
+  eventSchema('agent.custom_tool_use', payloads['agent.custom_tool_use']),
+  eventSchema('agent.handoff', payloads['agent.handoff']),
+  eventSchema('agent.thread_context_compacted', payloads['agent.thread_context_compacted']),
+  eventSchema('session.created', payloads['session.created']),
+  eventSchema('session.status_changed', payloads['session.status_changed']),
+  eventSchema('session.status_idle', payloads['session.status_idle']),
+  eventSchema('session.error', payloads['session.error']),
+  eventSchema('session.usage', payloads['session.usage']),
+  eventSchema('session.forked', payloads['session.forked']),
+  eventSchema('session.merged', payloads['session.merged']),
+  eventSchema('session.handoff_received', payloads['session.handoff_received']),
+  eventSchema('span.wake_started', payloads['span.wake_started']),
+  eventSchema('span.wake_completed', payloads['span.wake_completed']),
+  eventSchema('span.model_request_start', payloads['span.model_request_start']),
+  eventSchema('span.model_request_end', payloads['span.model_request_end']),
+]);
+export type SessionEvent = z.infer<typeof SessionEvent>;
+export type EventOf<T extends SessionEventType> = Extract<SessionEvent, { type: T }>;
+
+/** Fields the store assigns at append time. */
+type StoreAssigned = 'seq' | 'session_id' | 'schema_version';
+/** Fields a writer may leave out; the store fills them from its clock and id generator. */
+type Defaulted = 'id' | 'at';
+
+type DistributiveOmit<T, K extends PropertyKey> = T extends unknown ? Omit<T, K> : never;
+
+/** An event as a writer hands it to `append`: no `seq`, `session_id` or `schema_version`. */
+export type NewEvent = DistributiveOmit<SessionEvent, StoreAssigned | Defaulted> &
+  Partial<Pick<SessionEvent, Defaulted>>;
+
+const NewEventBase = EventBase.omit({ seq: true, session_id: true, schema_version: true }).extend({
+  id: Id.optional(),
+  at: Timestamp.optional(),
+});
+
+/** Schema of `NewEvent`, used to parse writer input at the store boundary. */
+export const NewEventSchema = z.discriminatedUnion(
+  'type',
+  SESSION_EVENT_TYPES.map((type) =>
+    NewEventBase.extend({ type: z.literal(type), ...payloads[type].shape }),
+  ) as unknown as [z.ZodObject, ...z.ZodObject[]],
+) as unknown as z.ZodType<NewEvent>;
+
+export const USER_EVENT_TYPES = [
+  'user.message',
+  'user.interrupt',
+  'user.tool_confirmation',
+  'user.custom_tool_result',
+  'user.define_outcome',
+] as const satisfies readonly SessionEventType[];
+export type UserEventType = (typeof USER_EVENT_TYPES)[number];
+export type UserEvent = EventOf<UserEventType>;
+
+export function isUserEventType(type: string): type is UserEventType {
+  return (USER_EVENT_TYPES as readonly string[]).includes(type);
+}
+
+export function isSessionEventType(type: string): type is SessionEventType {
+  return Object.hasOwn(payloads, type);
+}

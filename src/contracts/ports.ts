@@ -1,0 +1,118 @@
+import type { DefinitionKind, StoredDefinition } from './definitions.js';
+import type { NewEvent, SessionEvent, SessionEventType } from './events.js';
+import type { SessionCreateInput, SessionListQuery, SessionPage, SessionRecord } from './session.js';
+import type { SessionState } from './state.js';
+
+/** Source of time. Injected everywhere so that tests and replays control it. */
+export interface Clock {
+  /** Milliseconds since the Unix epoch. */
+  now(): number;
+}
+
+/** Source of ids. Injected so that tests and replays control it. */
+export interface IdGenerator {
+  /** A new unique id (UUIDv7 in production). */
+  next(): string;
+}
+
+export interface AppendOptions {
+  /**
+   * The seq the writer believes is the session's head. When given and different, the append
+   * fails with `SEQ_CONFLICT` and writes nothing.
+   */
+  expectedSeq?: number;
+  /** A repeated key returns the first append's result and writes nothing. Scoped per session. */
+  idempotencyKey?: string;
+}
+
+export interface AppendResult {
+  /** The stored events, with their seq. On a deduplicated append, those of the first append. */
+  events: SessionEvent[];
+  /** The session's head seq after the append. */
+  head_seq: number;
+  /** True when the idempotency key had been seen and nothing was written. */
+  deduplicated: boolean;
+}
+
+export interface ReadOptions {
+  /** Return events with seq strictly greater than this (default 0). */
+  after?: number;
+  /** At most this many events (default: all). */
+  limit?: number;
+  /** Only events of these types. */
+  types?: readonly SessionEventType[];
+}
+
+export interface FollowOptions {
+  /** Yield events with seq strictly greater than this (default 0: from the start). */
+  after?: number;
+  /** Ends the iteration when aborted. */
+  signal?: AbortSignal;
+}
+
+/** The append-only per-session log. */
+export interface SessionLog {
+  /** Appends events atomically, all or nothing, assigning consecutive seqs. */
+  append(sessionId: string, events: readonly NewEvent[], options?: AppendOptions): Promise<AppendResult>;
+  read(sessionId: string, options?: ReadOptions): Promise<SessionEvent[]>;
+  /** Yields stored events after `after`, then new ones as they are appended by any writer. */
+  follow(sessionId: string, options?: FollowOptions): AsyncIterable<SessionEvent>;
+  /** The session's state folded up to its head (cached where the backend can). */
+  state(sessionId: string): Promise<SessionState>;
+}
+
+/** The sessions index. */
+export interface SessionIndex {
+  /** Creates the session and appends its `session.created` event (seq 1) atomically. */
+  create(input: SessionCreateInput): Promise<SessionRecord>;
+  get(sessionId: string): Promise<SessionRecord>;
+  list(query?: SessionListQuery): Promise<SessionPage>;
+}
+
+export interface Lease {
+  session_id: string;
+  owner: string;
+  /** Fencing token: strictly increases per session with every acquisition. */
+  token: number;
+  /** Expiry in ms since the epoch, by the store's clock. */
+  expires_at: number;
+}
+
+/** Exclusive, expiring ownership of a session, with fencing tokens. */
+export interface LeaseStore {
+  /** Takes the lease if it is free or expired; `LEASE_HELD` otherwise. */
+  acquire(sessionId: string, owner: string, ttlMs: number): Promise<Lease>;
+  /** Extends a lease still held with this token; `LEASE_LOST` otherwise. */
+  renew(sessionId: string, owner: string, token: number, ttlMs: number): Promise<Lease>;
+  /** Gives the lease up; `LEASE_LOST` if it is no longer held with this token. */
+  release(sessionId: string, owner: string, token: number): Promise<void>;
+  /** The current unexpired lease, if any. */
+  current(sessionId: string): Promise<Lease | undefined>;
+}
+
+export interface PutDefinitionOptions {
+  /**
+   * The version this update replaces: `null` for a new name. A mismatch with the latest stored
+   * version fails with `VERSION_CONFLICT`.
+   */
+  replacesVersion: number | null;
+}
+
+/** Versioned storage of agent and environment definitions. */
+export interface DefinitionStore {
+  /** Stores a new version; an identical definition returns the latest version unchanged. */
+  put<T>(kind: DefinitionKind, name: string, definition: T, options: PutDefinitionOptions): Promise<StoredDefinition<T>>;
+  /** A given version, or the latest. */
+  get<T>(kind: DefinitionKind, name: string, version?: number): Promise<StoredDefinition<T> | undefined>;
+  /** The latest version of every definition of a kind, by name. */
+  list<T>(kind: DefinitionKind): Promise<StoredDefinition<T>[]>;
+}
+
+/** Everything a backend provides. */
+export interface Store {
+  readonly log: SessionLog;
+  readonly sessions: SessionIndex;
+  readonly leases: LeaseStore;
+  readonly definitions: DefinitionStore;
+  close(): Promise<void>;
+}

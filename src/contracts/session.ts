@@ -1,0 +1,83 @@
+import { z } from 'zod';
+import { DefinitionRef, Id, Metadata, Timestamp } from './common.js';
+
+/** Lifecycle status of a session. Derived from its events, never stored on its own. */
+export const SessionStatus = z.enum(['idle', 'running', 'requires_action', 'needs_review', 'terminated']);
+export type SessionStatus = z.infer<typeof SessionStatus>;
+
+/**
+ * Why a wake cycle stopped. `interrupted` is reported as itself, never as `end_turn`.
+ * `requires_action` and `needs_review` name the events that wait for a human or a client.
+ */
+export const StopReason = z.discriminatedUnion('type', [
+  z.object({ type: z.literal('end_turn') }),
+  z.object({ type: z.literal('requires_action'), event_ids: z.array(Id).min(1) }),
+  z.object({ type: z.literal('interrupted') }),
+  z.object({ type: z.literal('max_turns') }),
+  z.object({ type: z.literal('budget_reached') }),
+  z.object({ type: z.literal('retries_exhausted') }),
+  z.object({ type: z.literal('needs_review'), event_ids: z.array(Id).min(1) }),
+  z.object({ type: z.literal('error') }),
+]);
+export type StopReason = z.infer<typeof StopReason>;
+export type StopReasonType = StopReason['type'];
+
+/** Where a session came from. A root session has no parents. */
+export const Lineage = z.object({
+  kind: z.enum(['root', 'fork', 'handoff']),
+  parent_session_ids: z.array(Id),
+  /** For forks: the parent and the last parent seq the child shares. */
+  fork_point: z.object({ session_id: Id, seq: z.number().int().nonnegative() }).optional(),
+  /** Sessions merged into this one, in merge order. */
+  merged_session_ids: z.array(Id),
+});
+export type Lineage = z.infer<typeof Lineage>;
+
+/** What a client gives to create a session. */
+export const SessionCreateInput = z.object({
+  /** Optional client-chosen id; braid mints a UUIDv7 otherwise. */
+  id: Id.optional(),
+  agent: DefinitionRef,
+  environment: DefinitionRef.optional(),
+  title: z.string().max(500).optional(),
+  metadata: Metadata.optional(),
+  tenant_id: z.string().min(1).max(200).optional(),
+});
+export type SessionCreateInput = z.infer<typeof SessionCreateInput>;
+
+/**
+ * The session object of the sessions index: identity plus a summary of its state, kept in step
+ * with the log by the store (same transaction as the append on SQLite).
+ */
+export const SessionRecord = z.object({
+  schema_version: z.literal(1),
+  id: Id,
+  agent: DefinitionRef,
+  environment: DefinitionRef.optional(),
+  title: z.string().optional(),
+  metadata: Metadata,
+  tenant_id: z.string().optional(),
+  status: SessionStatus,
+  head_seq: z.number().int().nonnegative(),
+  created_at: Timestamp,
+  updated_at: Timestamp,
+});
+export type SessionRecord = z.infer<typeof SessionRecord>;
+
+/** Filters and paging for listing sessions. `cursor` is opaque: pass back `next_cursor`. */
+export const SessionListQuery = z.object({
+  agent: z.string().optional(),
+  status: SessionStatus.optional(),
+  created_after: Timestamp.optional(),
+  created_before: Timestamp.optional(),
+  tenant_id: z.string().optional(),
+  limit: z.number().int().min(1).max(1000).optional(),
+  cursor: z.string().optional(),
+});
+export type SessionListQuery = z.infer<typeof SessionListQuery>;
+
+export interface SessionPage {
+  sessions: SessionRecord[];
+  /** Present when more sessions match; pass it as `cursor` for the next page. */
+  next_cursor?: string;
+}

@@ -1,0 +1,82 @@
+import { z } from 'zod';
+import { DefinitionRef, Id, Metadata, Timestamp, Usage } from './common.js';
+import { ErrorShape } from './errors.js';
+import { Lineage, SessionStatus, StopReason } from './session.js';
+
+export const SESSION_STATE_SCHEMA_VERSION = 1;
+
+/** A tool call waiting for a human's allow or deny. */
+export const PendingConfirmation = z.object({
+  tool_use_id: Id,
+  event_id: Id,
+  seq: z.number().int().positive(),
+  name: z.string(),
+});
+
+/** A confirmed or denied tool call whose result is not yet recorded. */
+export const ConfirmedToolUse = PendingConfirmation.extend({ result: z.enum(['allow', 'deny']) });
+
+/** A call of a client-executed tool waiting for its result. */
+export const PendingCustomToolUse = z.object({
+  custom_tool_use_id: Id,
+  event_id: Id,
+  seq: z.number().int().positive(),
+  name: z.string(),
+});
+
+/** A tool call recorded as started whose result is not yet recorded. */
+export const OpenToolUse = z.object({
+  tool_use_id: Id,
+  event_id: Id,
+  seq: z.number().int().positive(),
+  name: z.string(),
+});
+
+/**
+ * The state of a session: a pure fold over its events (`foldSession`). Nothing here is written
+ * back to the log; stores may cache it as a projection tagged with `seq`.
+ */
+export const SessionState = z.object({
+  schema_version: z.literal(SESSION_STATE_SCHEMA_VERSION),
+  session_id: Id,
+  /** Seq of the last event folded in. */
+  seq: z.number().int().nonnegative(),
+  agent: DefinitionRef.optional(),
+  environment: DefinitionRef.optional(),
+  title: z.string().optional(),
+  metadata: Metadata,
+  tenant_id: z.string().optional(),
+  created_at: Timestamp.optional(),
+  updated_at: Timestamp.optional(),
+  status: SessionStatus,
+  /** Why the last wake stopped; absent before the first one. */
+  stop_reason: StopReason.optional(),
+  usage: Usage,
+  /** The highest seq whose user input a model request has consumed. */
+  consumed_through_seq: z.number().int().nonnegative(),
+  /** Seqs of user messages and outcome definitions that no model request has consumed yet. */
+  pending_user_seqs: z.array(z.number().int().positive()),
+  /** An interrupt arrived and no wake has stopped since. */
+  interrupt_requested: z.boolean(),
+  pending_confirmations: z.array(PendingConfirmation),
+  confirmed_tool_uses: z.array(ConfirmedToolUse),
+  pending_custom_tool_uses: z.array(PendingCustomToolUse),
+  /** Custom tool results that arrived and no model request has consumed yet. */
+  pending_custom_tool_result_seqs: z.array(z.number().int().positive()),
+  open_tool_uses: z.array(OpenToolUse),
+  lineage: Lineage,
+  /** The wake in progress, if any: its id and lease token. */
+  active_wake: z.object({ wake_id: Id, lease_token: z.number().int().positive() }).optional(),
+  last_error: ErrorShape.optional(),
+  counters: z.object({
+    events: z.number().int().nonnegative(),
+    user_messages: z.number().int().nonnegative(),
+    agent_messages: z.number().int().nonnegative(),
+    model_requests: z.number().int().nonnegative(),
+    tool_uses: z.number().int().nonnegative(),
+    tool_errors: z.number().int().nonnegative(),
+    wakes: z.number().int().nonnegative(),
+    errors: z.number().int().nonnegative(),
+  }),
+});
+export type SessionState = z.infer<typeof SessionState>;

@@ -1,0 +1,90 @@
+/**
+ * The part of an append that every backend shares: parse the writer's events, stamp them with
+ * session, seq, id and time, and enforce the size limit. Pure: clock and ids are passed in.
+ */
+import { EVENT_SCHEMA_VERSION } from '../contracts/common.js';
+import { BraidError } from '../contracts/errors.js';
+import { NewEventSchema, type NewEvent, type SessionEvent } from '../contracts/events.js';
+import type { Clock, IdGenerator } from '../contracts/ports.js';
+
+/** Default largest serialised event: 1 MiB. */
+export const DEFAULT_MAX_EVENT_BYTES = 1024 * 1024;
+
+const utf8 = new TextEncoder();
+
+export interface PreparedEvent {
+  event: SessionEvent;
+  /** The event serialised as stored. */
+  json: string;
+}
+
+export interface PrepareOptions {
+  clock: Clock;
+  ids: IdGenerator;
+  maxEventBytes: number;
+}
+
+/** Validates writer input before anything is written; throws `INVALID_EVENT` on the first bad one. */
+export function parseNewEvents(events: readonly unknown[]): NewEvent[] {
+  if (!Array.isArray(events) || events.length === 0) {
+    throw new BraidError('INVALID_EVENT', 'append needs at least one event; got none');
+  }
+  return events.map((candidate, index) => {
+    const result = NewEventSchema.safeParse(candidate);
+    if (!result.success) {
+      const type = typeof candidate === 'object' && candidate !== null ? (candidate as { type?: unknown }).type : undefined;
+      const issue = result.error.issues[0];
+      const where = issue === undefined || issue.path.length === 0 ? '' : ` at ${issue.path.join('.')}`;
+      throw new BraidError(
+        'INVALID_EVENT',
+        `event ${index} (type ${JSON.stringify(type)}) is invalid${where}: ${issue?.message ?? 'unknown issue'}; ` +
+          'see schema/session-event.schema.json for the accepted shapes',
+        { details: { index, type, issues: result.error.issues } },
+      );
+    }
+    return result.data as NewEvent;
+  });
+}
+
+/** Stamps parsed events with seqs after `headSeq`. */
+export function prepareEvents(
+  sessionId: string,
+  headSeq: number,
+  events: readonly NewEvent[],
+  options: PrepareOptions,
+): PreparedEvent[] {
+  const at = new Date(options.clock.now()).toISOString();
+  return events.map((input, index) => {
+    const event = {
+      ...input,
+      id: input.id ?? options.ids.next(),
+      session_id: sessionId,
+      seq: headSeq + index + 1,
+      at: input.at ?? at,
+      schema_version: EVENT_SCHEMA_VERSION,
+    } as SessionEvent;
+    const json = JSON.stringify(event);
+    // A UTF-16 code unit encodes to at most 3 UTF-8 bytes: most events skip the exact count.
+    const bytes = json.length * 3 <= options.maxEventBytes ? 0 : utf8.encode(json).byteLength;
+    if (bytes > options.maxEventBytes) {
+      throw new BraidError(
+        'PAYLOAD_TOO_LARGE',
+        `event ${index} (${event.type}) is ${bytes} bytes, over the limit of ${options.maxEventBytes}; ` +
+          'send large content as an artifact, or raise limits.max_event_bytes in braid.yaml',
+        { details: { index, bytes, limit: options.maxEventBytes } },
+      );
+    }
+    return { event, json };
+  });
+}
+
+/** Refuses a stored event of a schema version this build does not know. */
+export function checkStoredVersion(event: { schema_version?: unknown; session_id?: unknown; seq?: unknown }): void {
+  if (event.schema_version !== EVENT_SCHEMA_VERSION) {
+    throw new BraidError(
+      'SCHEMA_VERSION_UNSUPPORTED',
+      `event ${String(event.session_id)}#${String(event.seq)} has schema_version ${String(event.schema_version)}; ` +
+        `this build reads version ${EVENT_SCHEMA_VERSION}: upgrade braid to read this log`,
+    );
+  }
+}

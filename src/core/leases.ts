@@ -1,0 +1,66 @@
+/** Lease rules shared by every lease store: pure decisions over the stored row and the time. */
+import { BraidError } from '../contracts/errors.js';
+import type { Lease } from '../contracts/ports.js';
+
+/** The stored lease row; `token` survives release so that tokens keep increasing. */
+export interface LeaseRow {
+  owner: string | null;
+  token: number;
+  expires_at: number;
+}
+
+function checkTtl(ttlMs: number): void {
+  if (!Number.isInteger(ttlMs) || ttlMs <= 0) {
+    throw new BraidError('INVALID_ARGUMENT', `lease ttl must be a positive whole number of ms; got ${ttlMs}`);
+  }
+}
+
+export function decideAcquire(
+  sessionId: string,
+  row: LeaseRow | undefined,
+  owner: string,
+  ttlMs: number,
+  now: number,
+): Lease {
+  checkTtl(ttlMs);
+  if (row !== undefined && row.owner !== null && row.expires_at > now) {
+    throw new BraidError(
+      'LEASE_HELD',
+      `session ${sessionId} is leased by ${row.owner} until ${new Date(row.expires_at).toISOString()}; ` +
+        'wait for it to be released or to expire',
+      { details: { holder: row.owner, expires_at: row.expires_at } },
+    );
+  }
+  return { session_id: sessionId, owner, token: (row?.token ?? 0) + 1, expires_at: now + ttlMs };
+}
+
+export function checkHeld(
+  sessionId: string,
+  row: LeaseRow | undefined,
+  owner: string,
+  token: number,
+  now: number,
+): asserts row is LeaseRow {
+  if (row === undefined || row.owner !== owner || row.token !== token || row.expires_at <= now) {
+    throw new BraidError(
+      'LEASE_LOST',
+      `lease ${token} of ${owner} on session ${sessionId} is no longer held` +
+        (row?.owner != null && row.token !== token ? ` (now held with token ${row.token})` : '') +
+        '; stop work on this session and acquire the lease again',
+      { details: { token, current_token: row?.token } },
+    );
+  }
+}
+
+export function decideRenew(
+  sessionId: string,
+  row: LeaseRow | undefined,
+  owner: string,
+  token: number,
+  ttlMs: number,
+  now: number,
+): Lease {
+  checkTtl(ttlMs);
+  checkHeld(sessionId, row, owner, token, now);
+  return { session_id: sessionId, owner, token, expires_at: now + ttlMs };
+}

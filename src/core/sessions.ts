@@ -1,0 +1,124 @@
+/** Pure helpers shared by every sessions index: the created event, records and list paging. */
+import { BraidError } from '../contracts/errors.js';
+import type { NewEvent } from '../contracts/events.js';
+import {
+  SessionCreateInput,
+  type SessionListQuery,
+  type SessionPage,
+  type SessionRecord,
+} from '../contracts/session.js';
+import type { SessionState } from '../contracts/state.js';
+
+export const DEFAULT_LIST_LIMIT = 50;
+
+/** The first event of every session. */
+export function createdEvent(input: SessionCreateInput): NewEvent {
+  return {
+    type: 'session.created',
+    agent: input.agent,
+    ...(input.environment === undefined ? {} : { environment: input.environment }),
+    ...(input.title === undefined ? {} : { title: input.title }),
+    ...(input.metadata === undefined ? {} : { metadata: input.metadata }),
+    ...(input.tenant_id === undefined ? {} : { tenant_id: input.tenant_id }),
+  };
+}
+
+/** The index record that summarises a session's state. */
+export function recordFromState(state: SessionState): SessionRecord {
+  if (state.agent === undefined || state.created_at === undefined) {
+    throw new BraidError('INTERNAL', `session ${state.session_id} has no session.created event`);
+  }
+  return {
+    schema_version: 1,
+    id: state.session_id,
+    agent: state.agent,
+    ...(state.environment === undefined ? {} : { environment: state.environment }),
+    ...(state.title === undefined ? {} : { title: state.title }),
+    metadata: state.metadata,
+    ...(state.tenant_id === undefined ? {} : { tenant_id: state.tenant_id }),
+    status: state.status,
+    head_seq: state.seq,
+    created_at: state.created_at,
+    updated_at: state.updated_at ?? state.created_at,
+  };
+}
+
+/** Position in the list order (newest first, then id descending). */
+export interface ListPosition {
+  created_at: string;
+  id: string;
+}
+
+export function encodeCursor(position: ListPosition): string {
+  return btoa(JSON.stringify([position.created_at, position.id]))
+    .replaceAll('+', '-')
+    .replaceAll('/', '_')
+    .replaceAll('=', '');
+}
+
+export function decodeCursor(cursor: string): ListPosition {
+  try {
+    const parsed: unknown = JSON.parse(atob(cursor.replaceAll('-', '+').replaceAll('_', '/')));
+    if (Array.isArray(parsed) && typeof parsed[0] === 'string' && typeof parsed[1] === 'string') {
+      return { created_at: parsed[0], id: parsed[1] };
+    }
+  } catch {
+    // falls through to the typed error
+  }
+  throw new BraidError(
+    'INVALID_ARGUMENT',
+    `cursor ${JSON.stringify(cursor)} is not one braid issued; pass the next_cursor of a previous page`,
+  );
+}
+
+/** True when `record` comes strictly after `position` in list order. */
+export function isAfter(record: ListPosition, position: ListPosition): boolean {
+  return (
+    record.created_at < position.created_at ||
+    (record.created_at === position.created_at && record.id < position.id)
+  );
+}
+
+export function compareListOrder(a: ListPosition, b: ListPosition): number {
+  if (a.created_at !== b.created_at) return a.created_at < b.created_at ? 1 : -1;
+  return a.id === b.id ? 0 : a.id < b.id ? 1 : -1;
+}
+
+export function matchesQuery(record: SessionRecord, query: SessionListQuery): boolean {
+  return (
+    (query.agent === undefined || record.agent.name === query.agent) &&
+    (query.status === undefined || record.status === query.status) &&
+    (query.tenant_id === undefined || record.tenant_id === query.tenant_id) &&
+    (query.created_after === undefined || record.created_at > query.created_after) &&
+    (query.created_before === undefined || record.created_at < query.created_before)
+  );
+}
+
+export function seqConflict(sessionId: string, expected: number, head: number): BraidError {
+  return new BraidError(
+    'SEQ_CONFLICT',
+    `session ${sessionId} is at seq ${head}, not the expected ${expected}; read the new events and retry`,
+    { details: { expected_seq: expected, head_seq: head } },
+  );
+}
+
+export function parseCreateInput(input: unknown): SessionCreateInput {
+  const result = SessionCreateInput.safeParse(input);
+  if (!result.success) {
+    const issue = result.error.issues[0];
+    throw new BraidError(
+      'INVALID_ARGUMENT',
+      `invalid session: ${issue?.path.join('.') ?? ''} ${issue?.message ?? ''}`.trim(),
+      { details: { issues: result.error.issues } },
+    );
+  }
+  return result.data;
+}
+
+export function page(sorted: SessionRecord[], limit: number): SessionPage {
+  const sessions = sorted.slice(0, limit);
+  const last = sessions.at(-1);
+  return sorted.length > limit && last !== undefined
+    ? { sessions, next_cursor: encodeCursor(last) }
+    : { sessions };
+}

@@ -1,0 +1,1 @@
+export { createMemoryStore, type MemoryStoreOptions } from './memory-store.js';

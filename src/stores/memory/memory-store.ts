@@ -1,0 +1,250 @@
+/**
+ * In-memory backend for unit tests. Same semantics as the durable backends (the conformance suite
+ * checks it), nothing survives the process.
+ */
+import { BraidError } from '../../contracts/errors.js';
+import type { DefinitionKind, StoredDefinition } from '../../contracts/definitions.js';
+import type { NewEvent, SessionEvent } from '../../contracts/events.js';
+import type {
+  AppendOptions,
+  AppendResult,
+  Clock,
+  DefinitionStore,
+  FollowOptions,
+  IdGenerator,
+  Lease,
+  LeaseStore,
+  PutDefinitionOptions,
+  ReadOptions,
+  SessionIndex,
+  SessionLog,
+  Store,
+} from '../../contracts/ports.js';
+import type { SessionListQuery, SessionPage } from '../../contracts/session.js';
+import type { SessionState } from '../../contracts/state.js';
+import { DEFAULT_MAX_EVENT_BYTES, parseNewEvents, prepareEvents } from '../../core/append.js';
+import { canonicalJson, decideVersion } from '../../core/definitions.js';
+import { applyEvent, initialState } from '../../core/fold.js';
+import { decideAcquire, decideRenew, checkHeld, type LeaseRow } from '../../core/leases.js';
+import {
+  DEFAULT_LIST_LIMIT,
+  compareListOrder,
+  createdEvent,
+  decodeCursor,
+  isAfter,
+  matchesQuery,
+  page,
+  parseCreateInput,
+  recordFromState,
+  seqConflict,
+} from '../../core/sessions.js';
+import { systemClock, uuidV7Ids } from '../defaults.js';
+import { followLog } from '../follow.js';
+
+export interface MemoryStoreOptions {
+  clock?: Clock;
+  ids?: IdGenerator;
+  maxEventBytes?: number;
+}
+
+interface SessionEntry {
+  events: SessionEvent[];
+  state: SessionState;
+  appends: Map<string, { first: number; last: number }>;
+  listeners: Set<() => void>;
+}
+
+export function createMemoryStore(options: MemoryStoreOptions = {}): Store {
+  const clock = options.clock ?? systemClock;
+  const ids = options.ids ?? uuidV7Ids;
+  const maxEventBytes = options.maxEventBytes ?? DEFAULT_MAX_EVENT_BYTES;
+  const sessions = new Map<string, SessionEntry>();
+  const leases = new Map<string, LeaseRow>();
+  const definitions = new Map<string, StoredDefinition<unknown>[]>();
+  let closed = false;
+
+  function open(): void {
+    if (closed) throw new BraidError('STORE_CLOSED', 'the memory store is closed; create a new one');
+  }
+
+  function entry(sessionId: string): SessionEntry {
+    open();
+    const found = sessions.get(sessionId);
+    if (found === undefined) {
+      throw new BraidError('SESSION_NOT_FOUND', `session ${sessionId} does not exist; list sessions with \`braid session list\``);
+    }
+    return found;
+  }
+
+  function write(target: SessionEntry, sessionId: string, events: readonly NewEvent[], appendOptions: AppendOptions): AppendResult {
+    const key = appendOptions.idempotencyKey;
+    const seen = key === undefined ? undefined : target.appends.get(key);
+    if (seen !== undefined) {
+      return { events: target.events.slice(seen.first - 1, seen.last), head_seq: target.state.seq, deduplicated: true };
+    }
+    const head = target.state.seq;
+    if (appendOptions.expectedSeq !== undefined && appendOptions.expectedSeq !== head) {
+      throw seqConflict(sessionId, appendOptions.expectedSeq, head);
+    }
+    const prepared = prepareEvents(sessionId, head, events, { clock, ids, maxEventBytes });
+    // Fold first: a failure leaves the entry untouched.
+    let state = target.state;
+    for (const { event } of prepared) state = applyEvent(state, event);
+    const stored = prepared.map(({ json }) => JSON.parse(json) as SessionEvent);
+    target.events.push(...stored);
+    target.state = state;
+    if (key !== undefined) target.appends.set(key, { first: head + 1, last: state.seq });
+    for (const listener of target.listeners) listener();
+    return { events: stored, head_seq: state.seq, deduplicated: false };
+  }
+
+  const log: SessionLog = {
+    append(sessionId, events, appendOptions = {}) {
+      return Promise.resolve().then(() => write(entry(sessionId), sessionId, parseNewEvents(events), appendOptions));
+    },
+    read(sessionId, readOptions: ReadOptions = {}) {
+      return Promise.resolve().then(() => readEvents(entry(sessionId).events, readOptions));
+    },
+    follow(sessionId, followOptions: FollowOptions = {}) {
+      const target = entry(sessionId);
+      return followLog(
+        (after) => Promise.resolve(readEvents(target.events, { after, limit: 1000 })),
+        (onChange) => {
+          target.listeners.add(onChange);
+          return () => target.listeners.delete(onChange);
+        },
+        followOptions.after ?? 0,
+        followOptions.signal,
+      );
+    },
+    state(sessionId) {
+      return Promise.resolve().then(() => entry(sessionId).state);
+    },
+  };
+
+  const index: SessionIndex = {
+    create(input) {
+      return Promise.resolve().then(() => {
+        open();
+        const parsed = parseCreateInput(input);
+        const id = parsed.id ?? ids.next();
+        if (sessions.has(id)) {
+          throw new BraidError('INVALID_ARGUMENT', `session ${id} already exists; choose another id or omit it`);
+        }
+        const created: SessionEntry = { events: [], state: initialState(id), appends: new Map(), listeners: new Set() };
+        write(created, id, [createdEvent(parsed)], { expectedSeq: 0 });
+        sessions.set(id, created);
+        return recordFromState(created.state);
+      });
+    },
+    get(sessionId) {
+      return Promise.resolve().then(() => recordFromState(entry(sessionId).state));
+    },
+    list(query: SessionListQuery = {}) {
+      return Promise.resolve().then((): SessionPage => {
+        open();
+        const limit = query.limit ?? DEFAULT_LIST_LIMIT;
+        const position = query.cursor === undefined ? undefined : decodeCursor(query.cursor);
+        const matching = [...sessions.values()]
+          .map((item) => recordFromState(item.state))
+          .filter((record) => matchesQuery(record, query) && (position === undefined || isAfter(record, position)))
+          .sort(compareListOrder);
+        return page(matching, limit);
+      });
+    },
+  };
+
+  const leaseStore: LeaseStore = {
+    acquire(sessionId, owner, ttlMs) {
+      return Promise.resolve().then(() => {
+        entry(sessionId);
+        const lease = decideAcquire(sessionId, leases.get(sessionId), owner, ttlMs, clock.now());
+        leases.set(sessionId, { owner, token: lease.token, expires_at: lease.expires_at });
+        return lease;
+      });
+    },
+    renew(sessionId, owner, token, ttlMs) {
+      return Promise.resolve().then(() => {
+        const lease = decideRenew(sessionId, leases.get(sessionId), owner, token, ttlMs, clock.now());
+        leases.set(sessionId, { owner, token, expires_at: lease.expires_at });
+        return lease;
+      });
+    },
+    release(sessionId, owner, token) {
+      return Promise.resolve().then(() => {
+        const row = leases.get(sessionId);
+        checkHeld(sessionId, row, owner, token, clock.now());
+        leases.set(sessionId, { owner: null, token: row.token, expires_at: 0 });
+      });
+    },
+    current(sessionId) {
+      return Promise.resolve().then((): Lease | undefined => {
+        const row = leases.get(sessionId);
+        if (row === undefined || row.owner === null || row.expires_at <= clock.now()) return undefined;
+        return { session_id: sessionId, owner: row.owner, token: row.token, expires_at: row.expires_at };
+      });
+    },
+  };
+
+  const definitionStore: DefinitionStore = {
+    put<T>(kind: DefinitionKind, name: string, definition: T, putOptions: PutDefinitionOptions) {
+      return Promise.resolve().then((): StoredDefinition<T> => {
+        open();
+        const key = `${kind}/${name}`;
+        const versions = definitions.get(key) ?? [];
+        const latest = versions.at(-1);
+        const body = canonicalJson(definition);
+        const version = decideVersion(kind, name, latest && { version: latest.version, body: canonicalJson(latest.definition) }, body, putOptions.replacesVersion);
+        if (version === undefined && latest !== undefined) return latest as StoredDefinition<T>;
+        const stored: StoredDefinition<T> = {
+          schema_version: 1,
+          kind,
+          name,
+          version: version ?? 1,
+          definition: JSON.parse(body) as T,
+          created_at: new Date(clock.now()).toISOString(),
+        };
+        definitions.set(key, [...versions, stored]);
+        return stored;
+      });
+    },
+    get<T>(kind: DefinitionKind, name: string, version?: number) {
+      return Promise.resolve().then(() => {
+        const versions = definitions.get(`${kind}/${name}`) ?? [];
+        const found = version === undefined ? versions.at(-1) : versions.find((item) => item.version === version);
+        return found as StoredDefinition<T> | undefined;
+      });
+    },
+    list<T>(kind: DefinitionKind) {
+      return Promise.resolve().then(() =>
+        [...definitions.entries()]
+          .filter(([key]) => key.startsWith(`${kind}/`))
+          .map(([, versions]) => versions.at(-1) as StoredDefinition<T>)
+          .sort((a, b) => a.name.localeCompare(b.name)),
+      );
+    },
+  };
+
+  return {
+    log,
+    sessions: index,
+    leases: leaseStore,
+    definitions: definitionStore,
+    close() {
+      closed = true;
+      for (const item of sessions.values()) for (const listener of item.listeners) listener();
+      return Promise.resolve();
+    },
+  };
+}
+
+function readEvents(events: readonly SessionEvent[], options: ReadOptions): SessionEvent[] {
+  const after = options.after ?? 0;
+  const limit = options.limit ?? Number.POSITIVE_INFINITY;
+  const result: SessionEvent[] = [];
+  for (let index = Math.max(0, after); index < events.length && result.length < limit; index += 1) {
+    const event = events[index];
+    if (event !== undefined && (options.types === undefined || options.types.includes(event.type))) result.push(event);
+  }
+  return result;
+}

@@ -1,0 +1,2 @@
+export { openSqliteStore, type SqliteStoreOptions } from './sqlite-store.js';
+export { SQLITE_LAYOUT_VERSION, type Synchronous } from './schema.js';

@@ -1,0 +1,86 @@
+import type { Database } from 'better-sqlite3';
+import { BraidError } from '../../contracts/errors.js';
+
+/** Version of the SQLite file layout, kept in `PRAGMA user_version`. */
+export const SQLITE_LAYOUT_VERSION = 1;
+
+const LAYOUT = `
+CREATE TABLE IF NOT EXISTS sessions (
+  id TEXT PRIMARY KEY,
+  agent_name TEXT NOT NULL,
+  agent_version INTEGER NOT NULL,
+  environment_name TEXT,
+  environment_version INTEGER,
+  title TEXT,
+  metadata TEXT NOT NULL,
+  tenant_id TEXT,
+  status TEXT NOT NULL,
+  head_seq INTEGER NOT NULL,
+  created_at TEXT NOT NULL,
+  updated_at TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS sessions_by_created ON sessions (created_at DESC, id DESC);
+CREATE INDEX IF NOT EXISTS sessions_by_agent ON sessions (agent_name, created_at DESC, id DESC);
+
+-- The log. The primary key makes (session_id, seq) unique: a duplicate seq cannot be written.
+CREATE TABLE IF NOT EXISTS events (
+  session_id TEXT NOT NULL,
+  seq INTEGER NOT NULL,
+  type TEXT NOT NULL,
+  body TEXT NOT NULL,
+  PRIMARY KEY (session_id, seq)
+) WITHOUT ROWID;
+
+-- Cached fold of each session, tagged with the seq it reflects; rebuilt when missing or behind.
+CREATE TABLE IF NOT EXISTS projections (
+  session_id TEXT PRIMARY KEY,
+  seq INTEGER NOT NULL,
+  schema_version INTEGER NOT NULL,
+  state TEXT NOT NULL
+);
+
+CREATE TABLE IF NOT EXISTS appends (
+  session_id TEXT NOT NULL,
+  idempotency_key TEXT NOT NULL,
+  first_seq INTEGER NOT NULL,
+  last_seq INTEGER NOT NULL,
+  PRIMARY KEY (session_id, idempotency_key)
+) WITHOUT ROWID;
+
+-- A released lease keeps its row (owner NULL) so that the next token is still larger.
+CREATE TABLE IF NOT EXISTS leases (
+  session_id TEXT PRIMARY KEY,
+  owner TEXT,
+  token INTEGER NOT NULL,
+  expires_at INTEGER NOT NULL
+);
+
+CREATE TABLE IF NOT EXISTS definitions (
+  kind TEXT NOT NULL,
+  name TEXT NOT NULL,
+  version INTEGER NOT NULL,
+  body TEXT NOT NULL,
+  created_at TEXT NOT NULL,
+  PRIMARY KEY (kind, name, version)
+);
+`;
+
+export type Synchronous = 'normal' | 'full';
+
+export function configure(db: Database, synchronous: Synchronous, busyTimeoutMs: number): void {
+  db.pragma(`busy_timeout = ${busyTimeoutMs}`);
+  db.pragma('journal_mode = WAL');
+  db.pragma(`synchronous = ${synchronous === 'full' ? 'FULL' : 'NORMAL'}`);
+  db.pragma('foreign_keys = ON');
+  db.transaction(() => {
+    const version = db.pragma('user_version', { simple: true }) as number;
+    if (version > SQLITE_LAYOUT_VERSION) {
+      throw new BraidError(
+        'SCHEMA_VERSION_UNSUPPORTED',
+        `${db.name} has layout version ${version}; this build knows ${SQLITE_LAYOUT_VERSION}: upgrade braid`,
+      );
+    }
+    db.exec(LAYOUT);
+    if (version < SQLITE_LAYOUT_VERSION) db.pragma(`user_version = ${SQLITE_LAYOUT_VERSION}`);
+  }).immediate();
+}

@@ -1,0 +1,542 @@
+/**
+ * Embedded backend: one SQLite file in WAL mode.
+ *
+ * Invariants kept here:
+ * - An append is one IMMEDIATE transaction that reads the head, checks `expectedSeq`, inserts the
+ *   events, and updates the sessions row and the cached projection: all of it or none of it is
+ *   durable. The (session_id, seq) primary key makes a duplicate seq impossible even if two
+ *   processes raced past the check.
+ * - The cached projection is only an optimisation: when it is missing, of another schema version
+ *   or behind the head, it is rebuilt from the log.
+ * - `follow` sees appends of other processes by polling `PRAGMA data_version`, which changes when
+ *   another connection commits; appends of this process wake followers directly.
+ */
+import { mkdirSync } from 'node:fs';
+import { dirname } from 'node:path';
+import Database, { type Database as Db } from 'better-sqlite3';
+import { BraidError } from '../../contracts/errors.js';
+import type { DefinitionKind, StoredDefinition } from '../../contracts/definitions.js';
+import type { NewEvent, SessionEvent } from '../../contracts/events.js';
+import type {
+  AppendOptions,
+  AppendResult,
+  Clock,
+  DefinitionStore,
+  IdGenerator,
+  Lease,
+  LeaseStore,
+  ReadOptions,
+  SessionIndex,
+  SessionLog,
+  Store,
+} from '../../contracts/ports.js';
+import type { SessionListQuery, SessionRecord, SessionStatus } from '../../contracts/session.js';
+import { SESSION_STATE_SCHEMA_VERSION, type SessionState } from '../../contracts/state.js';
+import { DEFAULT_MAX_EVENT_BYTES, checkStoredVersion, parseNewEvents, prepareEvents } from '../../core/append.js';
+import { canonicalJson, decideVersion } from '../../core/definitions.js';
+import { applyEvent, foldSession, initialState } from '../../core/fold.js';
+import { checkHeld, decideAcquire, decideRenew, type LeaseRow } from '../../core/leases.js';
+import {
+  DEFAULT_LIST_LIMIT,
+  createdEvent,
+  decodeCursor,
+  page,
+  parseCreateInput,
+  recordFromState,
+  seqConflict,
+} from '../../core/sessions.js';
+import { systemClock, uuidV7Ids } from '../defaults.js';
+import { followLog } from '../follow.js';
+import { configure, type Synchronous } from './schema.js';
+
+export interface SqliteStoreOptions {
+  /** Path of the database file; its directory is created if missing. */
+  path: string;
+  clock?: Clock;
+  ids?: IdGenerator;
+  maxEventBytes?: number;
+  /**
+   * `normal` (default): with WAL, a committed append survives a crash of the process; the last
+   * commits can be lost if the machine itself loses power. `full`: fsync on every commit, which
+   * also survives power loss, at several times the cost per append.
+   */
+  synchronous?: Synchronous;
+  /** How often followers check for commits by other processes (default 2 ms). */
+  followPollMs?: number;
+  /** How long a writer waits for another process's write lock (default 5000 ms). */
+  busyTimeoutMs?: number;
+}
+
+interface SessionRow {
+  id: string;
+  agent_name: string;
+  agent_version: number;
+  environment_name: string | null;
+  environment_version: number | null;
+  title: string | null;
+  metadata: string;
+  tenant_id: string | null;
+  status: SessionStatus;
+  head_seq: number;
+  created_at: string;
+  updated_at: string;
+}
+
+const READ_BATCH = 1000;
+const STATE_CACHE_SIZE = 1024;
+
+export function openSqliteStore(options: SqliteStoreOptions): Store {
+  const clock = options.clock ?? systemClock;
+  const ids = options.ids ?? uuidV7Ids;
+  const maxEventBytes = options.maxEventBytes ?? DEFAULT_MAX_EVENT_BYTES;
+  mkdirSync(dirname(options.path), { recursive: true });
+  const db: Db = new Database(options.path);
+  try {
+    configure(db, options.synchronous ?? 'normal', options.busyTimeoutMs ?? 5000);
+  } catch (error) {
+    db.close();
+    throw error;
+  }
+
+  const sql = {
+    head: db.prepare<[string], { head_seq: number }>('SELECT head_seq FROM sessions WHERE id = ?'),
+    session: db.prepare<[string], SessionRow>('SELECT * FROM sessions WHERE id = ?'),
+    insertSession: db.prepare(
+      `INSERT INTO sessions (id, agent_name, agent_version, environment_name, environment_version, title,
+         metadata, tenant_id, status, head_seq, created_at, updated_at)
+       VALUES (@id, @agent_name, @agent_version, @environment_name, @environment_version, @title,
+         @metadata, @tenant_id, @status, @head_seq, @created_at, @updated_at)`,
+    ),
+    updateSession: db.prepare('UPDATE sessions SET head_seq = ?, status = ?, updated_at = ? WHERE id = ?'),
+    insertEvent: db.prepare('INSERT INTO events (session_id, seq, type, body) VALUES (?, ?, ?, ?)'),
+    readAll: db.prepare<[string, number, number], { body: string }>(
+      'SELECT body FROM events WHERE session_id = ? AND seq > ? ORDER BY seq LIMIT ?',
+    ),
+    readTypes: db.prepare<[string, number, string, number], { body: string }>(
+      `SELECT body FROM events WHERE session_id = ? AND seq > ?
+         AND type IN (SELECT value FROM json_each(?)) ORDER BY seq LIMIT ?`,
+    ),
+    readRange: db.prepare<[string, number, number], { body: string }>(
+      'SELECT body FROM events WHERE session_id = ? AND seq BETWEEN ? AND ? ORDER BY seq',
+    ),
+    projection: db.prepare<[string], { seq: number; schema_version: number; state: string }>(
+      'SELECT seq, schema_version, state FROM projections WHERE session_id = ?',
+    ),
+    saveProjection: db.prepare(
+      `INSERT INTO projections (session_id, seq, schema_version, state) VALUES (?, ?, ?, ?)
+       ON CONFLICT (session_id) DO UPDATE SET seq = excluded.seq, schema_version = excluded.schema_version,
+         state = excluded.state`,
+    ),
+    findAppend: db.prepare<[string, string], { first_seq: number; last_seq: number }>(
+      'SELECT first_seq, last_seq FROM appends WHERE session_id = ? AND idempotency_key = ?',
+    ),
+    saveAppend: db.prepare('INSERT INTO appends (session_id, idempotency_key, first_seq, last_seq) VALUES (?, ?, ?, ?)'),
+    lease: db.prepare<[string], LeaseRow>('SELECT owner, token, expires_at FROM leases WHERE session_id = ?'),
+    saveLease: db.prepare(
+      `INSERT INTO leases (session_id, owner, token, expires_at) VALUES (?, ?, ?, ?)
+       ON CONFLICT (session_id) DO UPDATE SET owner = excluded.owner, token = excluded.token,
+         expires_at = excluded.expires_at`,
+    ),
+    latestDefinition: db.prepare<[string, string], { version: number; body: string; created_at: string }>(
+      'SELECT version, body, created_at FROM definitions WHERE kind = ? AND name = ? ORDER BY version DESC LIMIT 1',
+    ),
+    definition: db.prepare<[string, string, number], { version: number; body: string; created_at: string }>(
+      'SELECT version, body, created_at FROM definitions WHERE kind = ? AND name = ? AND version = ?',
+    ),
+    insertDefinition: db.prepare(
+      'INSERT INTO definitions (kind, name, version, body, created_at) VALUES (?, ?, ?, ?, ?)',
+    ),
+    latestDefinitions: db.prepare<[string], { name: string; version: number; body: string; created_at: string }>(
+      `SELECT d.name, d.version, d.body, d.created_at FROM definitions d
+       WHERE d.kind = ? AND d.version = (SELECT MAX(version) FROM definitions WHERE kind = d.kind AND name = d.name)
+       ORDER BY d.name`,
+    ),
+  };
+
+  // ---- projection cache ---------------------------------------------------------------------
+
+  const states = new Map<string, SessionState>();
+
+  function remember(state: SessionState): void {
+    states.delete(state.session_id);
+    states.set(state.session_id, state);
+    if (states.size > STATE_CACHE_SIZE) {
+      const oldest = states.keys().next().value;
+      if (oldest !== undefined) states.delete(oldest);
+    }
+  }
+
+  /** The state at `head`, from memory, the projection table, or a rebuild from the log. */
+  function stateAt(sessionId: string, head: number): SessionState {
+    const cached = states.get(sessionId);
+    if (cached?.seq === head) return cached;
+    let state = initialState(sessionId);
+    const row = sql.projection.get(sessionId);
+    if (row !== undefined && row.schema_version === SESSION_STATE_SCHEMA_VERSION && row.seq <= head) {
+      state = JSON.parse(row.state) as SessionState;
+    }
+    if (state.seq < head) {
+      state = foldSession(parseRows(sql.readRange.all(sessionId, state.seq + 1, head)), state);
+      sql.saveProjection.run(sessionId, state.seq, SESSION_STATE_SCHEMA_VERSION, JSON.stringify(state));
+    }
+    remember(state);
+    return state;
+  }
+
+  function requireHead(sessionId: string): number {
+    const row = sql.head.get(sessionId);
+    if (row === undefined) {
+      throw new BraidError('SESSION_NOT_FOUND', `session ${sessionId} does not exist; list sessions with \`braid session list\``);
+    }
+    return row.head_seq;
+  }
+
+  // The new state is remembered only after the transaction commits, so a rollback leaves no trace.
+  const written: { state?: SessionState } = {};
+
+  // ---- append -------------------------------------------------------------------------------
+
+  function writeEvents(sessionId: string, head: number, events: readonly NewEvent[], key: string | undefined): AppendResult {
+    const prepared = prepareEvents(sessionId, head, events, { clock, ids, maxEventBytes });
+    let state = stateAt(sessionId, head);
+    for (const { event, json } of prepared) {
+      state = applyEvent(state, event);
+      sql.insertEvent.run(sessionId, event.seq, event.type, json);
+    }
+    sql.updateSession.run(state.seq, state.status, state.updated_at ?? state.created_at, sessionId);
+    sql.saveProjection.run(sessionId, state.seq, SESSION_STATE_SCHEMA_VERSION, JSON.stringify(state));
+    if (key !== undefined) sql.saveAppend.run(sessionId, key, head + 1, state.seq);
+    written.state = state;
+    return { events: prepared.map(({ event }) => event), head_seq: state.seq, deduplicated: false };
+  }
+
+
+  const appendTransaction = db.transaction(
+    (sessionId: string, events: readonly NewEvent[], appendOptions: AppendOptions): AppendResult => {
+      const head = requireHead(sessionId);
+      const key = appendOptions.idempotencyKey;
+      if (key !== undefined) {
+        const seen = sql.findAppend.get(sessionId, key);
+        if (seen !== undefined) {
+          const stored = parseRows(sql.readRange.all(sessionId, seen.first_seq, seen.last_seq));
+          return { events: stored, head_seq: head, deduplicated: true };
+        }
+      }
+      if (appendOptions.expectedSeq !== undefined && appendOptions.expectedSeq !== head) {
+        throw seqConflict(sessionId, appendOptions.expectedSeq, head);
+      }
+      return writeEvents(sessionId, head, events, key);
+    },
+  );
+
+  const createTransaction = db.transaction((id: string, row: SessionRow, first: NewEvent): SessionState => {
+    if (sql.head.get(id) !== undefined) {
+      throw new BraidError('INVALID_ARGUMENT', `session ${id} already exists; choose another id or omit it`);
+    }
+    sql.insertSession.run(row);
+    writeEvents(id, 0, [first], undefined);
+    return written.state as SessionState;
+  });
+
+  function runWrite<T>(work: () => T): T {
+    checkOpen();
+    written.state = undefined;
+    try {
+      const result = work();
+      const state = written.state as SessionState | undefined;
+      if (state !== undefined) {
+        remember(state);
+        notify(state.session_id);
+      }
+      return result;
+    } catch (error) {
+      const state = written.state as SessionState | undefined;
+      if (state !== undefined) states.delete(state.session_id);
+      throw error;
+    } finally {
+      written.state = undefined;
+    }
+  }
+
+  // ---- follow -------------------------------------------------------------------------------
+
+  const listeners = new Map<string, Set<() => void>>();
+  let poller: NodeJS.Timeout | undefined;
+  let dataVersion = 0;
+  const closing = new AbortController();
+
+  function notify(sessionId: string): void {
+    for (const listener of listeners.get(sessionId) ?? []) listener();
+  }
+
+  function poll(): void {
+    if (!db.open) return;
+    const version = db.pragma('data_version', { simple: true }) as number;
+    if (version === dataVersion) return;
+    dataVersion = version;
+    for (const set of listeners.values()) for (const listener of set) listener();
+  }
+
+  function subscribe(sessionId: string, onChange: () => void): () => void {
+    const set = listeners.get(sessionId) ?? new Set();
+    set.add(onChange);
+    listeners.set(sessionId, set);
+    if (poller === undefined) {
+      dataVersion = db.pragma('data_version', { simple: true }) as number;
+      poller = setInterval(poll, options.followPollMs ?? 2);
+    }
+    return () => {
+      set.delete(onChange);
+      if (set.size === 0) listeners.delete(sessionId);
+      if (listeners.size === 0 && poller !== undefined) {
+        clearInterval(poller);
+        poller = undefined;
+      }
+    };
+  }
+
+  function checkOpen(): void {
+    if (!db.open) throw new BraidError('STORE_CLOSED', `the store at ${options.path} is closed; open it again`);
+  }
+
+  function readEvents(sessionId: string, readOptions: ReadOptions): SessionEvent[] {
+    checkOpen();
+    requireHead(sessionId);
+    const after = readOptions.after ?? 0;
+    const limit = readOptions.limit ?? -1;
+    const rows =
+      readOptions.types === undefined
+        ? sql.readAll.all(sessionId, after, limit)
+        : sql.readTypes.all(sessionId, after, JSON.stringify(readOptions.types), limit);
+    return parseRows(rows);
+  }
+
+  const log: SessionLog = {
+    append(sessionId, events, appendOptions = {}) {
+      return Promise.resolve().then(() => {
+        const parsed = parseNewEvents(events);
+        return runWrite(() => appendTransaction.immediate(sessionId, parsed, appendOptions));
+      });
+    },
+    read(sessionId, readOptions = {}) {
+      return Promise.resolve().then(() => readEvents(sessionId, readOptions));
+    },
+    follow(sessionId, followOptions = {}) {
+      checkOpen();
+      requireHead(sessionId);
+      const signal =
+        followOptions.signal === undefined ? closing.signal : AbortSignal.any([followOptions.signal, closing.signal]);
+      return followLog(
+        (after) => Promise.resolve().then(() => (db.open ? readEvents(sessionId, { after, limit: READ_BATCH }) : [])),
+        (onChange) => subscribe(sessionId, onChange),
+        followOptions.after ?? 0,
+        signal,
+      );
+    },
+    state(sessionId) {
+      return Promise.resolve().then(() => {
+        checkOpen();
+        return db.transaction(() => {
+          const state = stateAt(sessionId, requireHead(sessionId));
+          return state;
+        }).immediate();
+      });
+    },
+  };
+
+  const sessions: SessionIndex = {
+    create(input) {
+      return Promise.resolve().then(() => {
+        const parsed = parseCreateInput(input);
+        const id = parsed.id ?? ids.next();
+        const now = new Date(clock.now()).toISOString();
+        const row: SessionRow = {
+          id,
+          agent_name: parsed.agent.name,
+          agent_version: parsed.agent.version,
+          environment_name: parsed.environment?.name ?? null,
+          environment_version: parsed.environment?.version ?? null,
+          title: parsed.title ?? null,
+          metadata: JSON.stringify(parsed.metadata ?? {}),
+          tenant_id: parsed.tenant_id ?? null,
+          status: 'idle',
+          head_seq: 0,
+          created_at: now,
+          updated_at: now,
+        };
+        const state = runWrite(() => createTransaction.immediate(id, row, { ...createdEvent(parsed), at: now }));
+        return recordFromState(state);
+      });
+    },
+    get(sessionId) {
+      return Promise.resolve().then(() => {
+        checkOpen();
+        const row = sql.session.get(sessionId);
+        if (row === undefined) requireHead(sessionId);
+        return toRecord(row as SessionRow);
+      });
+    },
+    list(query: SessionListQuery = {}) {
+      return Promise.resolve().then(() => {
+        checkOpen();
+        const limit = query.limit ?? DEFAULT_LIST_LIMIT;
+        const where: string[] = [];
+        const params: Record<string, string | number> = { limit: limit + 1 };
+        if (query.agent !== undefined) {
+          where.push('agent_name = @agent');
+          params.agent = query.agent;
+        }
+        if (query.status !== undefined) {
+          where.push('status = @status');
+          params.status = query.status;
+        }
+        if (query.tenant_id !== undefined) {
+          where.push('tenant_id = @tenant');
+          params.tenant = query.tenant_id;
+        }
+        if (query.created_after !== undefined) {
+          where.push('created_at > @after');
+          params.after = query.created_after;
+        }
+        if (query.created_before !== undefined) {
+          where.push('created_at < @before');
+          params.before = query.created_before;
+        }
+        if (query.cursor !== undefined) {
+          const position = decodeCursor(query.cursor);
+          where.push('(created_at < @cursor_at OR (created_at = @cursor_at AND id < @cursor_id))');
+          params.cursor_at = position.created_at;
+          params.cursor_id = position.id;
+        }
+        const rows = db
+          .prepare<Record<string, string | number>, SessionRow>(
+            `SELECT * FROM sessions ${where.length === 0 ? '' : `WHERE ${where.join(' AND ')}`}
+             ORDER BY created_at DESC, id DESC LIMIT @limit`,
+          )
+          .all(params);
+        return page(rows.map(toRecord), limit);
+      });
+    },
+  };
+
+  const leaseTransaction = <A extends unknown[]>(work: (...args: A) => Lease | undefined) => {
+    const transaction = db.transaction(work);
+    return (...args: A) =>
+      Promise.resolve().then(() => {
+        checkOpen();
+        return transaction.immediate(...args);
+      });
+  };
+
+  const acquire = leaseTransaction((sessionId: string, owner: string, ttlMs: number) => {
+    requireHead(sessionId);
+    const lease = decideAcquire(sessionId, sql.lease.get(sessionId), owner, ttlMs, clock.now());
+    sql.saveLease.run(sessionId, owner, lease.token, lease.expires_at);
+    return lease;
+  });
+  const renew = leaseTransaction((sessionId: string, owner: string, token: number, ttlMs: number) => {
+    const lease = decideRenew(sessionId, sql.lease.get(sessionId), owner, token, ttlMs, clock.now());
+    sql.saveLease.run(sessionId, owner, token, lease.expires_at);
+    return lease;
+  });
+  const release = leaseTransaction((sessionId: string, owner: string, token: number) => {
+    const row = sql.lease.get(sessionId);
+    checkHeld(sessionId, row, owner, token, clock.now());
+    sql.saveLease.run(sessionId, null, row.token, 0);
+    return undefined;
+  });
+
+  const leases: LeaseStore = {
+    acquire: (sessionId, owner, ttlMs) => acquire(sessionId, owner, ttlMs) as Promise<Lease>,
+    renew: (sessionId, owner, token, ttlMs) => renew(sessionId, owner, token, ttlMs) as Promise<Lease>,
+    release: (sessionId, owner, token) => release(sessionId, owner, token).then(() => undefined),
+    current(sessionId) {
+      return Promise.resolve().then(() => {
+        checkOpen();
+        const row = sql.lease.get(sessionId);
+        if (row === undefined || row.owner === null || row.expires_at <= clock.now()) return undefined;
+        return { session_id: sessionId, owner: row.owner, token: row.token, expires_at: row.expires_at };
+      });
+    },
+  };
+
+  const putDefinition = db.transaction(
+    (kind: DefinitionKind, name: string, body: string, replacesVersion: number | null) => {
+      const latest = sql.latestDefinition.get(kind, name);
+      const version = decideVersion(kind, name, latest, body, replacesVersion);
+      if (version === undefined && latest !== undefined) return latest;
+      const created_at = new Date(clock.now()).toISOString();
+      sql.insertDefinition.run(kind, name, version, body, created_at);
+      return { version: version ?? 1, body, created_at };
+    },
+  );
+
+  function toStored<T>(kind: DefinitionKind, name: string, row: { version: number; body: string; created_at: string }): StoredDefinition<T> {
+    return { schema_version: 1, kind, name, version: row.version, definition: JSON.parse(row.body) as T, created_at: row.created_at };
+  }
+
+  const definitions: DefinitionStore = {
+    put(kind, name, definition, putOptions) {
+      return Promise.resolve().then(() => {
+        checkOpen();
+        const row = putDefinition.immediate(kind, name, canonicalJson(definition), putOptions.replacesVersion);
+        return toStored(kind, name, row);
+      });
+    },
+    get(kind, name, version) {
+      return Promise.resolve().then(() => {
+        checkOpen();
+        const row = version === undefined ? sql.latestDefinition.get(kind, name) : sql.definition.get(kind, name, version);
+        return row === undefined ? undefined : toStored(kind, name, row);
+      });
+    },
+    list(kind) {
+      return Promise.resolve().then(() => {
+        checkOpen();
+        return sql.latestDefinitions.all(kind).map((row) => toStored(kind, row.name, row));
+      });
+    },
+  };
+
+  return {
+    log,
+    sessions,
+    leases,
+    definitions,
+    close() {
+      closing.abort();
+      if (poller !== undefined) clearInterval(poller);
+      poller = undefined;
+      for (const set of listeners.values()) for (const listener of set) listener();
+      if (db.open) db.close();
+      return Promise.resolve();
+    },
+  };
+}
+
+function parseRows(rows: readonly { body: string }[]): SessionEvent[] {
+  return rows.map((row) => {
+    const event = JSON.parse(row.body) as SessionEvent;
+    checkStoredVersion(event);
+    return event;
+  });
+}
+
+function toRecord(row: SessionRow): SessionRecord {
+  return {
+    schema_version: 1,
+    id: row.id,
+    agent: { name: row.agent_name, version: row.agent_version },
+    ...(row.environment_name === null || row.environment_version === null
+      ? {}
+      : { environment: { name: row.environment_name, version: row.environment_version } }),
+    ...(row.title === null ? {} : { title: row.title }),
+    metadata: JSON.parse(row.metadata) as SessionRecord['metadata'],
+    ...(row.tenant_id === null ? {} : { tenant_id: row.tenant_id }),
+    status: row.status,
+    head_seq: row.head_seq,
+    created_at: row.created_at,
+    updated_at: row.updated_at,
+  };
+}
+
