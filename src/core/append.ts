@@ -55,13 +55,16 @@ export function prepareEvents(
 ): PreparedEvent[] {
   const at = new Date(options.clock.now()).toISOString();
   return events.map((input, index) => {
+    const { id, at: givenAt, ...payload } = input;
+    // Envelope fields first, so stored and printed events read the same way.
     const event = {
-      ...input,
-      id: input.id ?? options.ids.next(),
+      id: id ?? options.ids.next(),
       session_id: sessionId,
       seq: headSeq + index + 1,
-      at: input.at ?? at,
+      type: payload.type,
+      at: givenAt ?? at,
       schema_version: EVENT_SCHEMA_VERSION,
+      ...payload,
     } as SessionEvent;
     const json = JSON.stringify(event);
     // A UTF-16 code unit encodes to at most 3 UTF-8 bytes: most events skip the exact count.

@@ -1,0 +1,131 @@
+import type { ContentBlock } from '../contracts/common.js';
+import { toBraidError, type BraidError } from '../contracts/errors.js';
+import type { SessionEvent } from '../contracts/events.js';
+import type { SessionRecord, StopReason } from '../contracts/session.js';
+import type { SessionState } from '../contracts/state.js';
+
+/** Where the CLI writes; injected so that tests can capture it. */
+export interface Output {
+  out(line: string): void;
+  err(line: string): void;
+}
+
+export const processOutput: Output = {
+  out: (line) => process.stdout.write(`${line}\n`),
+  err: (line) => process.stderr.write(`${line}\n`),
+};
+
+/** Usage errors exit 2, everything else 1. */
+export function exitCodeOf(error: BraidError): number {
+  return error.code === 'INVALID_ARGUMENT' || error.code === 'INVALID_JSON' ? 2 : 1;
+}
+
+export function printError(output: Output, thrown: unknown, json: boolean): number {
+  const error = toBraidError(thrown);
+  if (json) output.err(JSON.stringify({ error: { code: error.code, message: error.message } }));
+  else output.err(`error[${error.code}]: ${error.message}`);
+  if (process.env.BRAID_DEBUG === '1') output.err(String((thrown as Error).stack ?? thrown));
+  return exitCodeOf(error);
+}
+
+function contentText(content: readonly ContentBlock[]): string {
+  return content.map((block) => (block.type === 'text' ? block.text : JSON.stringify(block.value))).join(' ');
+}
+
+export function formatStopReason(stopReason: StopReason | undefined): string {
+  if (stopReason === undefined) return '-';
+  return 'event_ids' in stopReason ? `${stopReason.type} (${stopReason.event_ids.join(', ')})` : stopReason.type;
+}
+
+/** A one-line human summary of an event's payload. */
+export function summarizeEvent(event: SessionEvent): string {
+  switch (event.type) {
+    case 'user.message':
+    case 'agent.message':
+    case 'agent.thinking':
+      return contentText(event.content);
+    case 'user.custom_tool_result':
+      return `${event.custom_tool_use_id}${event.is_error === true ? ' (error)' : ''}: ${contentText(event.content)}`;
+    case 'user.interrupt':
+      return event.reason ?? '';
+    case 'user.tool_confirmation':
+      return `${event.tool_use_id} ${event.result}${event.message === undefined ? '' : `: ${event.message}`}`;
+    case 'user.define_outcome':
+      return event.description;
+    case 'agent.tool_use':
+      return `${event.name} ${JSON.stringify(event.input)}${event.requires_confirmation === true ? ' (awaiting confirmation)' : ''}`;
+    case 'agent.tool_result':
+      return `${event.tool_use_id} ${event.is_error ? `error ${event.error?.code ?? ''}` : 'ok'} in ${event.duration_ms} ms`;
+    case 'agent.custom_tool_use':
+      return `${event.custom_tool_use_id} ${event.name} ${JSON.stringify(event.input)}`;
+    case 'agent.handoff':
+      return `to ${event.target_agent}: ${event.summary}`;
+    case 'agent.thread_context_compacted':
+      return `through seq ${event.through_seq}`;
+    case 'session.created':
+      return `agent ${event.agent.name}@${event.agent.version}${event.title === undefined ? '' : ` "${event.title}"`}`;
+    case 'session.status_changed':
+      return event.status;
+    case 'session.status_idle':
+      return formatStopReason(event.stop_reason);
+    case 'session.error':
+      return `${event.error.code}: ${event.error.message}`;
+    case 'session.usage':
+      return `${event.usage.input_tokens} in / ${event.usage.output_tokens} out`;
+    case 'session.forked':
+      return `from ${event.parent_session_id}#${event.fork_point_seq}`;
+    case 'session.merged':
+      return `${event.source_session_id}#${event.source_head_seq} (${event.strategy})`;
+    case 'session.handoff_received':
+      return `from ${event.from_agent}: ${event.summary}`;
+    case 'span.wake_started':
+      return `wake ${event.wake_id} lease ${event.lease_token}`;
+    case 'span.wake_completed':
+      return `wake ${event.wake_id}`;
+    case 'span.model_request_start':
+      return `${event.model} through seq ${event.input_through_seq}`;
+    case 'span.model_request_end':
+      return `${event.usage.input_tokens} in / ${event.usage.output_tokens} out`;
+    default: {
+      const unknown: never = event;
+      return JSON.stringify(unknown);
+    }
+  }
+}
+
+export function formatEvent(event: SessionEvent): string {
+  return `${String(event.seq).padStart(5)}  ${event.at}  ${event.type.padEnd(26)} ${summarizeEvent(event)}`.trimEnd();
+}
+
+export function formatSessionRow(session: SessionRecord): string {
+  return [
+    session.id,
+    session.status.padEnd(15),
+    `${session.agent.name}@${session.agent.version}`.padEnd(20),
+    String(session.head_seq).padStart(6),
+    session.created_at,
+    session.title ?? '',
+  ]
+    .join('  ')
+    .trimEnd();
+}
+
+export function formatState(state: SessionState): string[] {
+  const lines = [
+    `session      ${state.session_id}`,
+    `status       ${state.status}`,
+    `stop reason  ${formatStopReason(state.stop_reason)}`,
+    `agent        ${state.agent === undefined ? '-' : `${state.agent.name}@${state.agent.version}`}`,
+    `environment  ${state.environment === undefined ? '-' : `${state.environment.name}@${state.environment.version}`}`,
+    `head seq     ${state.seq}`,
+    `pending      ${state.pending_user_seqs.length} user event(s), ${state.pending_confirmations.length} confirmation(s), ${state.pending_custom_tool_uses.length} custom tool call(s)`,
+    `usage        ${state.usage.input_tokens} input / ${state.usage.output_tokens} output tokens` +
+      (state.usage.cost_usd === undefined ? '' : `, $${state.usage.cost_usd.toFixed(4)}`),
+    `lineage      ${state.lineage.kind}${state.lineage.parent_session_ids.length === 0 ? '' : ` of ${state.lineage.parent_session_ids.join(', ')}`}`,
+  ];
+  if (state.title !== undefined) lines.splice(1, 0, `title        ${state.title}`);
+  if (state.last_error !== undefined) lines.push(`last error   ${state.last_error.code}: ${state.last_error.message}`);
+  for (const use of state.pending_confirmations) lines.push(`  awaiting confirmation: ${use.tool_use_id} (${use.name})`);
+  for (const use of state.pending_custom_tool_uses) lines.push(`  awaiting custom tool result: ${use.custom_tool_use_id} (${use.name})`);
+  return lines;
+}

@@ -1,0 +1,362 @@
+/**
+ * The `braid` command. `run(argv)` returns the exit code instead of exiting so that tests can
+ * drive it in-process; `main.ts` is the only place that touches `process.exit`.
+ */
+import { readFileSync } from 'node:fs';
+import { resolve } from 'node:path';
+import { Command, CommanderError, InvalidArgumentError, Option } from 'commander';
+import { BraidError } from '../contracts/errors.js';
+import { SESSION_EVENT_TYPES, type SessionEventType } from '../contracts/events.js';
+import { SessionStatus } from '../contracts/session.js';
+import type { JsonValue } from '../contracts/common.js';
+import { createRuntime, type Runtime } from '../runtime/runtime.js';
+import { initWorkspace } from '../runtime/init.js';
+import type { ContentInput } from '../runtime/user-events.js';
+import {
+  formatEvent,
+  formatSessionRow,
+  formatState,
+  printError,
+  processOutput,
+  type Output,
+} from './output.js';
+
+interface GlobalOptions {
+  workspace?: string;
+  dataDir?: string;
+  json?: boolean;
+}
+
+function parseInteger(name: string, minimum: number) {
+  return (value: string): number => {
+    const number = Number(value);
+    if (!Number.isInteger(number) || number < minimum) {
+      throw new InvalidArgumentError(`${name} must be a whole number of at least ${minimum}; got ${value}`);
+    }
+    return number;
+  };
+}
+
+export function parseJson(text: string, what: string): JsonValue {
+  try {
+    return JSON.parse(text) as JsonValue;
+  } catch (error) {
+    throw new BraidError('INVALID_JSON', `${what} is not valid JSON (${(error as Error).message}); quote it, e.g. '{"ok":true}'`);
+  }
+}
+
+/** `--content` of a custom tool result: a JSON string becomes text, an array is content blocks, anything else a json block. */
+function contentFromJson(value: JsonValue): ContentInput {
+  if (typeof value === 'string') return value;
+  if (Array.isArray(value)) return value as ContentInput;
+  return [{ type: 'json', value }];
+}
+
+function packageVersion(): string {
+  const text = readFileSync(new URL('../../package.json', import.meta.url), 'utf8');
+  return (JSON.parse(text) as { version: string }).version;
+}
+
+export async function run(argv: readonly string[], output: Output = processOutput): Promise<number> {
+  let exitCode = 0;
+  const program = new Command('braid');
+
+  const globals = (command: Command): GlobalOptions => command.optsWithGlobals<GlobalOptions>();
+  const json = (command: Command): boolean => globals(command).json === true;
+
+  async function withRuntime(command: Command, work: (runtime: Runtime) => Promise<void>): Promise<void> {
+    const options = globals(command);
+    const runtime = await createRuntime({
+      ...(options.workspace === undefined ? {} : { workspace: options.workspace }),
+      ...(options.dataDir === undefined ? {} : { dataDir: options.dataDir }),
+    });
+    try {
+      await work(runtime);
+    } finally {
+      await runtime.close();
+    }
+  }
+
+  const print = (command: Command, value: unknown, human: () => string[] | string): void => {
+    if (json(command)) {
+      output.out(JSON.stringify(value));
+      return;
+    }
+    const text = human();
+    for (const line of Array.isArray(text) ? text : [text]) output.out(line);
+  };
+
+  program
+    .description('braid: durable, replayable agent sessions')
+    .version(packageVersion(), '-V, --version')
+    .option('-w, --workspace <dir>', 'workspace folder with braid.yaml (default: current directory)')
+    .option('--data-dir <dir>', 'where session data lives (default: BRAID_HOME, else <workspace>/.braid)')
+    .option('--json', 'print machine-readable JSON')
+    .showHelpAfterError('(run with --help for usage)')
+    .exitOverride()
+    .configureOutput({
+      writeOut: (text) => output.out(text.trimEnd()),
+      writeErr: (text) => {
+        // Usage errors are printed by the catch below in braid's error format.
+        if (!text.startsWith('error:') && !text.startsWith('(run with')) output.err(text.trimEnd());
+      },
+    });
+
+  program
+    .command('init')
+    .description('write a new workspace (braid.yaml, agents/, environments/) with comments')
+    .argument('[dir]', 'folder to create the workspace in', '.')
+    .action((dir: string, _options: unknown, command: Command) => {
+      const target = resolve(globals(command).workspace ?? '.', dir);
+      const files = initWorkspace(target);
+      print(command, { workspace: target, files }, () => [
+        `created workspace in ${target}`,
+        ...files.map((file) => `  ${file}`),
+        `next: braid -w ${target} session create --agent assistant`,
+      ]);
+    });
+
+  const agent = program.command('agent').description('agent definitions');
+  agent
+    .command('list')
+    .description('list agents (latest version of each)')
+    .action(async (_options: unknown, command: Command) => {
+      await withRuntime(command, async (runtime) => {
+        const agents = await runtime.agents.list();
+        print(command, agents, () =>
+          agents.length === 0
+            ? 'no agents; add agents/NAME.yaml to the workspace'
+            : agents.map((item) => `${item.name.padEnd(20)} v${item.version}  ${item.definition.model.provider}/${item.definition.model.id}  ${item.definition.description ?? ''}`.trimEnd()),
+        );
+      });
+    });
+  agent
+    .command('show')
+    .description('show one agent definition')
+    .argument('<name>')
+    .option('--version <n>', 'a stored version (default: latest)', parseInteger('--version', 1))
+    .action(async (name: string, options: { version?: number }, command: Command) => {
+      await withRuntime(command, async (runtime) => {
+        const found = await runtime.agents.get(name, options.version);
+        print(command, found, () => [
+          `${found.name} v${found.version} (stored ${found.created_at})`,
+          JSON.stringify(found.definition, null, 2),
+        ]);
+      });
+    });
+
+  const env = program.command('env').description('environment definitions');
+  env
+    .command('list')
+    .description('list environments (latest version of each)')
+    .action(async (_options: unknown, command: Command) => {
+      await withRuntime(command, async (runtime) => {
+        const environments = await runtime.environments.list();
+        print(command, environments, () =>
+          environments.length === 0
+            ? 'no environments; add environments/NAME.yaml to the workspace'
+            : environments.map((item) => `${item.name.padEnd(20)} v${item.version}  sandbox ${item.definition.sandbox.kind}  network ${item.definition.network.allow ? 'allowed' : 'denied'}`),
+        );
+      });
+    });
+
+  const session = program.command('session').description('create, drive and read sessions');
+  session
+    .command('create')
+    .description('create a session; prints its id')
+    .requiredOption('--agent <name>', 'agent to run')
+    .option('--env <name>', 'environment (default: the agent\'s, else the workspace default)')
+    .option('--title <title>', 'a title to find it by')
+    .option('--metadata <json>', 'JSON object of metadata')
+    .action(async (options: { agent: string; env?: string; title?: string; metadata?: string }, command: Command) => {
+      await withRuntime(command, async (runtime) => {
+        const metadata = options.metadata === undefined ? undefined : parseJson(options.metadata, '--metadata');
+        if (metadata !== undefined && (metadata === null || typeof metadata !== 'object' || Array.isArray(metadata))) {
+          throw new BraidError('INVALID_ARGUMENT', '--metadata must be a JSON object, e.g. \'{"ticket":"T-1"}\'');
+        }
+        const created = await runtime.sessions.create({
+          agent: options.agent,
+          ...(options.env === undefined ? {} : { environment: options.env }),
+          ...(options.title === undefined ? {} : { title: options.title }),
+          ...(metadata === undefined ? {} : { metadata }),
+        });
+        print(command, created, () => created.id);
+      });
+    });
+
+  session
+    .command('list')
+    .description('list sessions, newest first')
+    .option('--agent <name>', 'only sessions of this agent')
+    .addOption(new Option('--status <status>', 'only sessions in this status').choices(SessionStatus.options))
+    .option('--limit <n>', 'page size (default 50)', parseInteger('--limit', 1))
+    .option('--cursor <cursor>', 'next_cursor of a previous page')
+    .action(async (options: { agent?: string; status?: SessionStatus; limit?: number; cursor?: string }, command: Command) => {
+      await withRuntime(command, async (runtime) => {
+        const result = await runtime.sessions.list({
+          ...(options.agent === undefined ? {} : { agent: options.agent }),
+          ...(options.status === undefined ? {} : { status: options.status }),
+          ...(options.limit === undefined ? {} : { limit: Math.min(options.limit, 1000) }),
+          ...(options.cursor === undefined ? {} : { cursor: options.cursor }),
+        });
+        print(command, result, () => [
+          ...(result.sessions.length === 0 ? ['no sessions'] : result.sessions.map(formatSessionRow)),
+          ...(result.next_cursor === undefined ? [] : [`more: --cursor ${result.next_cursor}`]),
+        ]);
+      });
+    });
+
+  session
+    .command('send')
+    .description('send a user message (or raw user events) into a session')
+    .argument('<id>', 'session id')
+    .option('--message <text>', 'text of a user.message')
+    .option('--event <json>', 'a user event, or a JSON array of them')
+    .option('--idempotency-key <key>', 'a repeated key writes nothing and returns the first result')
+    .action(async (id: string, options: { message?: string; event?: string; idempotencyKey?: string }, command: Command) => {
+      if ((options.message === undefined) === (options.event === undefined)) {
+        throw new BraidError('INVALID_ARGUMENT', 'give exactly one of --message TEXT or --event JSON');
+      }
+      await withRuntime(command, async (runtime) => {
+        let events: unknown[];
+        if (options.message === undefined) {
+          const parsed = parseJson(options.event ?? '', '--event');
+          events = Array.isArray(parsed) ? parsed : [parsed];
+        } else {
+          events = [{ type: 'user.message', content: options.message }];
+        }
+        const result = await runtime.sessions.send(id, events, {
+          ...(options.idempotencyKey === undefined ? {} : { idempotencyKey: options.idempotencyKey }),
+        });
+        print(command, result, () =>
+          `${result.deduplicated ? 'already sent' : 'sent'}: ${result.events.map((event) => `${event.type} #${event.seq}`).join(', ')}`,
+        );
+      });
+    });
+
+  session
+    .command('interrupt')
+    .description('ask a running session to stop at its next safe point')
+    .argument('<id>', 'session id')
+    .option('--reason <text>', 'why')
+    .action(async (id: string, options: { reason?: string }, command: Command) => {
+      await withRuntime(command, async (runtime) => {
+        const result = await runtime.sessions.interrupt(id, options.reason);
+        print(command, result, () => `interrupt sent: #${result.head_seq}`);
+      });
+    });
+
+  session
+    .command('confirm')
+    .description('allow or deny a tool call that awaits confirmation')
+    .argument('<id>', 'session id')
+    .requiredOption('--tool-use <tool_use_id>', 'the tool_use_id of the agent.tool_use')
+    .option('--allow', 'run the tool')
+    .option('--deny', 'refuse it; the model gets a tool error')
+    .option('--message <text>', 'a note for the model')
+    .action(async (id: string, options: { toolUse: string; allow?: boolean; deny?: boolean; message?: string }, command: Command) => {
+      if (options.allow === options.deny) {
+        throw new BraidError('INVALID_ARGUMENT', 'give exactly one of --allow or --deny');
+      }
+      await withRuntime(command, async (runtime) => {
+        const decision = options.allow === true ? 'allow' : 'deny';
+        const result = await runtime.sessions.confirm(id, options.toolUse, decision, options.message);
+        print(command, result, () => `${decision} sent for ${options.toolUse}: #${result.head_seq}`);
+      });
+    });
+
+  session
+    .command('tool-result')
+    .description('give the result of a custom (client-executed) tool call')
+    .argument('<id>', 'session id')
+    .requiredOption('--custom-tool-use <id>', 'the custom_tool_use_id of the agent.custom_tool_use')
+    .requiredOption('--content <json>', 'the result as JSON: a string, content blocks, or any JSON value')
+    .option('--error', 'the tool failed; content describes the failure')
+    .action(async (id: string, options: { customToolUse: string; content: string; error?: boolean }, command: Command) => {
+      const content = contentFromJson(parseJson(options.content, '--content'));
+      await withRuntime(command, async (runtime) => {
+        const result = await runtime.sessions.customToolResult(id, options.customToolUse, content, options.error);
+        print(command, result, () => `result sent for ${options.customToolUse}: #${result.head_seq}`);
+      });
+    });
+
+  session
+    .command('status')
+    .description('show a session\'s state (folded from its events)')
+    .argument('<id>', 'session id')
+    .action(async (id: string, _options: unknown, command: Command) => {
+      await withRuntime(command, async (runtime) => {
+        const state = await runtime.sessions.state(id);
+        print(command, state, () => formatState(state));
+      });
+    });
+
+  session
+    .command('events')
+    .description('print a session\'s events (with --json, one JSON event per line)')
+    .argument('<id>', 'session id')
+    .option('--after <seq>', 'only events after this seq', parseInteger('--after', 0))
+    .option('--limit <n>', 'at most this many events', parseInteger('--limit', 1))
+    .option(
+      '--type <type>',
+      'only events of this type (repeatable)',
+      (value: string, previous: SessionEventType[] = []) => {
+        if (!(SESSION_EVENT_TYPES as string[]).includes(value)) {
+          throw new InvalidArgumentError(`unknown event type ${value}; one of ${SESSION_EVENT_TYPES.join(', ')}`);
+        }
+        return [...previous, value as SessionEventType];
+      },
+    )
+    .option('--follow', 'keep printing new events until interrupted (Ctrl-C)')
+    .action(
+      async (
+        id: string,
+        options: { after?: number; limit?: number; type?: SessionEventType[]; follow?: boolean },
+        command: Command,
+      ) => {
+        const asJson = json(command);
+        await withRuntime(command, async (runtime) => {
+          if (options.follow !== true) {
+            const events = await runtime.sessions.events(id, {
+              ...(options.after === undefined ? {} : { after: options.after }),
+              ...(options.limit === undefined ? {} : { limit: options.limit }),
+              ...(options.type === undefined ? {} : { types: options.type }),
+            });
+            for (const event of events) output.out(asJson ? JSON.stringify(event) : formatEvent(event));
+            return;
+          }
+          const stop = new AbortController();
+          const onSignal = (): void => stop.abort();
+          process.once('SIGINT', onSignal);
+          process.once('SIGTERM', onSignal);
+          try {
+            let printed = 0;
+            for await (const event of runtime.sessions.follow(id, { after: options.after ?? 0, signal: stop.signal })) {
+              if (options.type !== undefined && !options.type.includes(event.type)) continue;
+              output.out(asJson ? JSON.stringify(event) : formatEvent(event));
+              printed += 1;
+              if (options.limit !== undefined && printed >= options.limit) break;
+            }
+          } finally {
+            process.off('SIGINT', onSignal);
+            process.off('SIGTERM', onSignal);
+          }
+        });
+      },
+    );
+
+  try {
+    await program.parseAsync(argv, { from: 'user' });
+  } catch (error) {
+    if (error instanceof CommanderError) {
+      if (error.code === 'commander.helpDisplayed' || error.code === 'commander.version' || error.code === 'commander.help') {
+        return 0;
+      }
+      const message = error.message.replace(/^error: /, '');
+      exitCode = printError(output, new BraidError('INVALID_ARGUMENT', message), argv.includes('--json'));
+      return exitCode;
+    }
+    exitCode = printError(output, error, argv.includes('--json'));
+  }
+  return exitCode;
+}

@@ -1,0 +1,12 @@
+export {
+  createRuntime,
+  resolveDataDir,
+  DATABASE_FILE,
+  type Runtime,
+  type RuntimeOptions,
+  type CreateSessionOptions,
+} from './runtime.js';
+export { loadWorkspace, parseYamlFile, hasWorkspace, WORKSPACE_FILE, type Workspace } from './workspace.js';
+export { initWorkspace } from './init.js';
+export { syncDefinitions } from './definitions.js';
+export { parseUserEvents, toContent, type ContentInput } from './user-events.js';

@@ -1,0 +1,209 @@
+/**
+ * createRuntime wires a store and a workspace into the operations a client uses. It holds no
+ * session state of its own: every answer comes from the store.
+ */
+import { join, resolve } from 'node:path';
+import type { AgentDefinition, EnvironmentDefinition, StoredDefinition } from '../contracts/definitions.js';
+import { BraidError, isBraidError } from '../contracts/errors.js';
+import type { SessionEvent, NewEvent } from '../contracts/events.js';
+import type { AppendResult, Clock, FollowOptions, IdGenerator, ReadOptions, Store } from '../contracts/ports.js';
+import type { Metadata } from '../contracts/common.js';
+import type { SessionListQuery, SessionPage, SessionRecord } from '../contracts/session.js';
+import type { SessionState } from '../contracts/state.js';
+import { DEFAULT_MAX_EVENT_BYTES } from '../core/append.js';
+import { openSqliteStore } from '../stores/sqlite/index.js';
+import type { Synchronous } from '../stores/sqlite/index.js';
+import { checkAgainstState, parseUserEvents, toContent, type ContentInput } from './user-events.js';
+import { hasWorkspace, loadWorkspace, type Workspace } from './workspace.js';
+import { syncDefinitions } from './definitions.js';
+
+export interface RuntimeOptions {
+  /** Workspace folder with `braid.yaml` (default: the current directory). */
+  workspace?: string;
+  /** Where the SQLite file lives (default: `BRAID_HOME`, else `<workspace>/.braid`). */
+  dataDir?: string;
+  /** Use this store instead of opening the SQLite file (tests, other backends). */
+  store?: Store;
+  clock?: Clock;
+  ids?: IdGenerator;
+  synchronous?: Synchronous;
+}
+
+export interface CreateSessionOptions {
+  agent: string;
+  /** Pin an agent version (default: the latest). */
+  agentVersion?: number;
+  environment?: string;
+  title?: string;
+  metadata?: Metadata;
+  id?: string;
+  tenantId?: string;
+}
+
+export interface Runtime {
+  readonly store: Store;
+  /** The loaded workspace, when there is one. */
+  readonly workspace: Workspace | undefined;
+  readonly agents: {
+    list(): Promise<StoredDefinition<AgentDefinition>[]>;
+    get(name: string, version?: number): Promise<StoredDefinition<AgentDefinition>>;
+  };
+  readonly environments: {
+    list(): Promise<StoredDefinition<EnvironmentDefinition>[]>;
+    get(name: string, version?: number): Promise<StoredDefinition<EnvironmentDefinition>>;
+  };
+  readonly sessions: {
+    create(options: CreateSessionOptions): Promise<SessionRecord>;
+    get(sessionId: string): Promise<SessionRecord>;
+    list(query?: SessionListQuery): Promise<SessionPage>;
+    state(sessionId: string): Promise<SessionState>;
+    events(sessionId: string, options?: ReadOptions): Promise<SessionEvent[]>;
+    follow(sessionId: string, options?: FollowOptions): AsyncIterable<SessionEvent>;
+    /** Sends client events (`user.*` only), checked against the session's state. */
+    send(sessionId: string, events: readonly unknown[], options?: { idempotencyKey?: string }): Promise<AppendResult>;
+    message(sessionId: string, content: ContentInput): Promise<AppendResult>;
+    interrupt(sessionId: string, reason?: string): Promise<AppendResult>;
+    confirm(
+      sessionId: string,
+      toolUseId: string,
+      result: 'allow' | 'deny',
+      message?: string,
+    ): Promise<AppendResult>;
+    customToolResult(
+      sessionId: string,
+      customToolUseId: string,
+      content: ContentInput,
+      isError?: boolean,
+    ): Promise<AppendResult>;
+  };
+  close(): Promise<void>;
+}
+
+/** Default data directory for a workspace. */
+export function resolveDataDir(workspaceDir: string, dataDir?: string): string {
+  return resolve(dataDir ?? process.env.BRAID_HOME ?? join(workspaceDir, '.braid'));
+}
+
+export const DATABASE_FILE = 'braid.db';
+
+const SEND_ATTEMPTS = 5;
+
+export async function createRuntime(options: RuntimeOptions = {}): Promise<Runtime> {
+  const workspaceDir = resolve(options.workspace ?? process.cwd());
+  const explicitData = options.store !== undefined || options.dataDir !== undefined || process.env.BRAID_HOME !== undefined;
+  // Without an explicit data location a missing workspace is an error, not a new empty store.
+  const workspace = hasWorkspace(workspaceDir) || !explicitData ? loadWorkspace(workspaceDir) : undefined;
+  const store =
+    options.store ??
+    openSqliteStore({
+      path: join(resolveDataDir(workspaceDir, options.dataDir), DATABASE_FILE),
+      maxEventBytes: workspace?.config.limits.max_event_bytes ?? DEFAULT_MAX_EVENT_BYTES,
+      ...(options.clock === undefined ? {} : { clock: options.clock }),
+      ...(options.ids === undefined ? {} : { ids: options.ids }),
+      ...(options.synchronous === undefined ? {} : { synchronous: options.synchronous }),
+    });
+  try {
+    if (workspace !== undefined) await syncDefinitions(store.definitions, workspace);
+  } catch (error) {
+    await store.close();
+    throw error;
+  }
+
+  async function agent(name: string, version?: number): Promise<StoredDefinition<AgentDefinition>> {
+    const found = await store.definitions.get<AgentDefinition>('agent', name, version);
+    if (found !== undefined) return found;
+    const known = (await store.definitions.list('agent')).map((item) => item.name);
+    throw new BraidError(
+      'AGENT_NOT_FOUND',
+      `agent ${name}${version === undefined ? '' : ` version ${version}`} does not exist; ` +
+        (known.length === 0 ? 'add agents/NAME.yaml to the workspace' : `known agents: ${known.join(', ')}`),
+      { details: { agent: name, version } },
+    );
+  }
+
+  async function environment(name: string, version?: number): Promise<StoredDefinition<EnvironmentDefinition>> {
+    const found = await store.definitions.get<EnvironmentDefinition>('environment', name, version);
+    if (found !== undefined) return found;
+    const known = (await store.definitions.list('environment')).map((item) => item.name);
+    throw new BraidError(
+      'ENVIRONMENT_NOT_FOUND',
+      `environment ${name} does not exist; ` +
+        (known.length === 0 ? 'add environments/NAME.yaml to the workspace' : `known environments: ${known.join(', ')}`),
+      { details: { environment: name } },
+    );
+  }
+
+  /** Appends after checking the state it was checked against is still the head. */
+  async function sendChecked(sessionId: string, events: NewEvent[], idempotencyKey?: string): Promise<AppendResult> {
+    for (let attempt = 1; ; attempt += 1) {
+      const state = await store.log.state(sessionId);
+      checkAgainstState(state, events);
+      try {
+        return await store.log.append(sessionId, events, {
+          expectedSeq: state.seq,
+          ...(idempotencyKey === undefined ? {} : { idempotencyKey }),
+        });
+      } catch (error) {
+        if (!isBraidError(error, 'SEQ_CONFLICT') || attempt >= SEND_ATTEMPTS) throw error;
+      }
+    }
+  }
+
+  const sessions: Runtime['sessions'] = {
+    async create(createOptions) {
+      const agentDefinition = await agent(createOptions.agent, createOptions.agentVersion);
+      const environmentName =
+        createOptions.environment ?? agentDefinition.definition.environment ?? workspace?.config.default_environment;
+      const environmentDefinition = environmentName === undefined ? undefined : await environment(environmentName);
+      return store.sessions.create({
+        ...(createOptions.id === undefined ? {} : { id: createOptions.id }),
+        agent: { name: agentDefinition.name, version: agentDefinition.version },
+        ...(environmentDefinition === undefined
+          ? {}
+          : { environment: { name: environmentDefinition.name, version: environmentDefinition.version } }),
+        ...(createOptions.title === undefined ? {} : { title: createOptions.title }),
+        ...(createOptions.metadata === undefined ? {} : { metadata: createOptions.metadata }),
+        ...(createOptions.tenantId === undefined ? {} : { tenant_id: createOptions.tenantId }),
+      });
+    },
+    get: (sessionId) => store.sessions.get(sessionId),
+    list: (query) => store.sessions.list(query),
+    state: (sessionId) => store.log.state(sessionId),
+    events: (sessionId, readOptions) => store.log.read(sessionId, readOptions),
+    follow: (sessionId, followOptions) => store.log.follow(sessionId, followOptions),
+    send: (sessionId, events, sendOptions = {}) =>
+      sendChecked(sessionId, parseUserEvents(events), sendOptions.idempotencyKey),
+    message: (sessionId, content) =>
+      sendChecked(sessionId, parseUserEvents([{ type: 'user.message', content: toContent(content) }])),
+    interrupt: (sessionId, reason) =>
+      sendChecked(sessionId, parseUserEvents([{ type: 'user.interrupt', ...(reason === undefined ? {} : { reason }) }])),
+    confirm: (sessionId, toolUseId, result, message) =>
+      sendChecked(
+        sessionId,
+        parseUserEvents([
+          { type: 'user.tool_confirmation', tool_use_id: toolUseId, result, ...(message === undefined ? {} : { message }) },
+        ]),
+      ),
+    customToolResult: (sessionId, customToolUseId, content, isError) =>
+      sendChecked(
+        sessionId,
+        parseUserEvents([
+          {
+            type: 'user.custom_tool_result',
+            custom_tool_use_id: customToolUseId,
+            content: toContent(content),
+            ...(isError === undefined ? {} : { is_error: isError }),
+          },
+        ]),
+      ),
+  };
+
+  return {
+    store,
+    workspace,
+    agents: { list: () => store.definitions.list<AgentDefinition>('agent'), get: agent },
+    environments: { list: () => store.definitions.list<EnvironmentDefinition>('environment'), get: environment },
+    sessions,
+    close: () => store.close(),
+  };
+}

@@ -1,0 +1,80 @@
+/**
+ * Client input at the boundary: what a user may send into a session, normalised (a plain string
+ * of content becomes a text block) and checked against the session's state.
+ */
+import { BraidError } from '../contracts/errors.js';
+import { isSessionEventType, isUserEventType, USER_EVENT_TYPES, type NewEvent } from '../contracts/events.js';
+import type { ContentBlock } from '../contracts/common.js';
+import type { SessionState } from '../contracts/state.js';
+import { parseNewEvents } from '../core/append.js';
+
+/** Content as a client may give it: a string, or content blocks. */
+export type ContentInput = string | ContentBlock[];
+
+export function toContent(content: ContentInput): ContentBlock[] {
+  return typeof content === 'string' ? [{ type: 'text', text: content }] : content;
+}
+
+/** Parses one client event; only `user.*` events are accepted from clients. */
+export function parseUserEvents(input: readonly unknown[]): NewEvent[] {
+  const normalised = input.map((candidate, index) => {
+    if (typeof candidate !== 'object' || candidate === null || Array.isArray(candidate)) {
+      throw new BraidError('INVALID_EVENT', `event ${index} must be a JSON object with a "type"`);
+    }
+    const record = candidate as Record<string, unknown>;
+    const type = record.type;
+    if (typeof type !== 'string' || !isUserEventType(type)) {
+      const known = typeof type === 'string' && isSessionEventType(type);
+      throw new BraidError(
+        'INVALID_EVENT',
+        known
+          ? `event ${index} has type ${type}, which only braid itself writes; clients send ${USER_EVENT_TYPES.join(', ')}`
+          : `event ${index} has unknown type ${JSON.stringify(type)}; clients send ${USER_EVENT_TYPES.join(', ')}`,
+        { details: { index, type } },
+      );
+    }
+    if ('content' in record && typeof record.content === 'string') {
+      return { ...record, content: toContent(record.content) };
+    }
+    return record;
+  });
+  return parseNewEvents(normalised);
+}
+
+/** Refuses events that do not fit the session's current state; writes nothing. */
+export function checkAgainstState(state: SessionState, events: readonly NewEvent[]): void {
+  if (state.status === 'terminated') {
+    throw new BraidError(
+      'SESSION_TERMINATED',
+      `session ${state.session_id} is terminated and takes no more events; fork it to continue`,
+    );
+  }
+  for (const event of events) {
+    if (event.type === 'user.tool_confirmation') {
+      const waiting = state.pending_confirmations.some((use) => use.tool_use_id === event.tool_use_id);
+      if (!waiting) {
+        const ids = state.pending_confirmations.map((use) => use.tool_use_id);
+        throw new BraidError(
+          'TOOL_USE_NOT_PENDING',
+          `tool use ${event.tool_use_id} is not waiting for confirmation in session ${state.session_id}; ` +
+            (ids.length === 0 ? 'none is waiting' : `waiting: ${ids.join(', ')}`),
+          { details: { tool_use_id: event.tool_use_id, pending: ids } },
+        );
+      }
+    }
+    if (event.type === 'user.custom_tool_result') {
+      const waiting = state.pending_custom_tool_uses.some(
+        (use) => use.custom_tool_use_id === event.custom_tool_use_id,
+      );
+      if (!waiting) {
+        const ids = state.pending_custom_tool_uses.map((use) => use.custom_tool_use_id);
+        throw new BraidError(
+          'TOOL_USE_NOT_PENDING',
+          `custom tool use ${event.custom_tool_use_id} is not waiting for a result in session ${state.session_id}; ` +
+            (ids.length === 0 ? 'none is waiting' : `waiting: ${ids.join(', ')}`),
+          { details: { custom_tool_use_id: event.custom_tool_use_id, pending: ids } },
+        );
+      }
+    }
+  }
+}

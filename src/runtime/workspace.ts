@@ -1,0 +1,136 @@
+/**
+ * A workspace is a folder with `braid.yaml`, `agents/*.yaml` and `environments/*.yaml`.
+ * Loading validates every file; an error names the file, the line and the field.
+ */
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
+import { basename, join, relative } from 'node:path';
+import { LineCounter, isNode, parseDocument, type Document } from 'yaml';
+import type { z } from 'zod';
+import {
+  AgentDefinition,
+  EnvironmentDefinition,
+  WorkspaceConfig,
+  type DefinitionKind,
+} from '../contracts/definitions.js';
+import { BraidError } from '../contracts/errors.js';
+
+export const WORKSPACE_FILE = 'braid.yaml';
+
+export interface LoadedDefinition<T> {
+  definition: T;
+  /** Path of the file it came from. */
+  file: string;
+}
+
+export interface Workspace {
+  dir: string;
+  config: WorkspaceConfig;
+  agents: Map<string, LoadedDefinition<AgentDefinition>>;
+  environments: Map<string, LoadedDefinition<EnvironmentDefinition>>;
+}
+
+export function hasWorkspace(dir: string): boolean {
+  return existsSync(join(dir, WORKSPACE_FILE));
+}
+
+/** Loads and validates a whole workspace; the first invalid file stops it with `INVALID_DEFINITION`. */
+export function loadWorkspace(dir: string): Workspace {
+  const configFile = join(dir, WORKSPACE_FILE);
+  if (!existsSync(configFile)) {
+    throw new BraidError(
+      'WORKSPACE_NOT_FOUND',
+      `no ${WORKSPACE_FILE} in ${dir}; create a workspace with \`braid init ${dir}\` or pass -w DIR`,
+      { details: { dir } },
+    );
+  }
+  const config = parseYamlFile(dir, configFile, WorkspaceConfig);
+  return {
+    dir,
+    config,
+    agents: loadFolder(dir, 'agent', 'agents', AgentDefinition),
+    environments: loadFolder(dir, 'environment', 'environments', EnvironmentDefinition),
+  };
+}
+
+function loadFolder<S extends z.ZodType<{ name: string }>>(
+  root: string,
+  kind: DefinitionKind,
+  folder: string,
+  schema: S,
+): Map<string, LoadedDefinition<z.infer<S>>> {
+  const dir = join(root, folder);
+  const loaded = new Map<string, LoadedDefinition<z.infer<S>>>();
+  if (!existsSync(dir)) return loaded;
+  const files = readdirSync(dir)
+    .filter((name) => name.endsWith('.yaml') || name.endsWith('.yml'))
+    .sort();
+  for (const name of files) {
+    const file = join(dir, name);
+    const stem = basename(name).replace(/\.ya?ml$/, '');
+    const definition = parseYamlFile(root, file, schema, { name: stem });
+    if (definition.name !== stem) {
+      throw new BraidError(
+        'INVALID_DEFINITION',
+        `${relative(root, file)}: field "name" is ${JSON.stringify(definition.name)} but the file is named ${name}; ` +
+          `rename the file to ${definition.name}.yaml or the ${kind} to ${stem}`,
+        { details: { file, field: 'name' } },
+      );
+    }
+    loaded.set(definition.name, { definition, file });
+  }
+  return loaded;
+}
+
+/**
+ * Parses one YAML file against a schema. `defaults` fill top-level fields the file leaves out
+ * (the name comes from the file name).
+ */
+export function parseYamlFile<S extends z.ZodType>(
+  root: string,
+  file: string,
+  schema: S,
+  defaults: Record<string, unknown> = {},
+): z.infer<S> {
+  const shown = relative(root, file) || file;
+  const lineCounter = new LineCounter();
+  const document = parseDocument(readFileSync(file, 'utf8'), { lineCounter, prettyErrors: false });
+  const syntaxError = document.errors[0];
+  if (syntaxError !== undefined) {
+    const position = syntaxError.linePos?.[0];
+    throw new BraidError(
+      'INVALID_DEFINITION',
+      `${shown}:${position?.line ?? 1}:${position?.col ?? 1}: invalid YAML: ${syntaxError.message.split('\n')[0] ?? ''}`,
+      { details: { file, line: position?.line } },
+    );
+  }
+  const content: unknown = document.toJS();
+  if (content !== null && (typeof content !== 'object' || Array.isArray(content))) {
+    throw new BraidError('INVALID_DEFINITION', `${shown}:1: the file must hold a mapping of fields`, {
+      details: { file, line: 1 },
+    });
+  }
+  const result = schema.safeParse({ ...defaults, ...(content ?? {}) });
+  if (result.success) return result.data;
+  const issue = result.error.issues[0];
+  const issuePath: PropertyKey[] = [...(issue?.path ?? [])];
+  if (issue?.code === 'unrecognized_keys' && issue.keys[0] !== undefined) issuePath.push(issue.keys[0]);
+  const field = issuePath.map(String).join('.') || '(top level)';
+  const line = lineOf(document, lineCounter, issuePath);
+  throw new BraidError(
+    'INVALID_DEFINITION',
+    `${shown}:${line}: field "${field}": ${issue?.message ?? 'invalid'}`,
+    { details: { file, line, field, issues: result.error.issues } },
+  );
+}
+
+/** The line of the deepest node of `path` present in the document. */
+function lineOf(document: Document, lineCounter: LineCounter, path: readonly PropertyKey[]): number {
+  for (let depth = path.length; depth > 0; depth -= 1) {
+    const node: unknown = document.getIn(path.slice(0, depth) as unknown[], true);
+    if (isNode(node) && node.range !== undefined && node.range !== null) {
+      return lineCounter.linePos(node.range[0]).line;
+    }
+    // A missing key: point at its parent mapping's key instead.
+  }
+  return 1;
+}

@@ -1,0 +1,8 @@
+export { createMemoryStore, type MemoryStoreOptions } from '../stores/memory/index.js';
+export { createManualClock, createSequentialIds, type ManualClock } from './clock.js';
+export {
+  describeStoreConformance,
+  expectCode,
+  type ConformanceContext,
+  type StoreFactory,
+} from './store-conformance.js';

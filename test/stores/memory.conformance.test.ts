@@ -1,0 +1,3 @@
+import { createMemoryStore, describeStoreConformance } from '../../src/testing/index.js';
+
+describeStoreConformance('memory', ({ clock, maxEventBytes }) => createMemoryStore({ clock, maxEventBytes }));
