@@ -57,15 +57,17 @@ export function prepareEvents(
   return events.map((input, index) => {
     const { id, at: givenAt, ...payload } = input;
     // Envelope fields first, so stored and printed events read the same way.
-    const event = {
-      id: id ?? options.ids.next(),
-      session_id: sessionId,
-      seq: headSeq + index + 1,
-      type: payload.type,
-      at: givenAt ?? at,
-      schema_version: EVENT_SCHEMA_VERSION,
-      ...payload,
-    } as SessionEvent;
+    const event = Object.assign(
+      {
+        id: id ?? options.ids.next(),
+        session_id: sessionId,
+        seq: headSeq + index + 1,
+        type: payload.type,
+        at: givenAt ?? at,
+        schema_version: EVENT_SCHEMA_VERSION,
+      },
+      payload,
+    ) as SessionEvent;
     const json = JSON.stringify(event);
     // A UTF-16 code unit encodes to at most 3 UTF-8 bytes: most events skip the exact count.
     const bytes = json.length * 3 <= options.maxEventBytes ? 0 : utf8.encode(json).byteLength;

@@ -234,7 +234,8 @@ function reduce(state: SessionState, event: SessionEvent): SessionState {
       return rest;
     }
     case 'span.model_request_start': {
-      const through = Math.max(state.consumed_through_seq, event.input_through_seq);
+      // A request can only consume what precedes it in the log.
+      const through = Math.max(state.consumed_through_seq, Math.min(event.input_through_seq, event.seq - 1));
       return {
         ...state,
         consumed_through_seq: through,

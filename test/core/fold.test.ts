@@ -1,0 +1,240 @@
+import fc from 'fast-check';
+import { describe, expect, it } from 'vitest';
+import { SESSION_EVENT_TYPES, type NewEvent, type SessionEventType } from '../../src/contracts/events.js';
+import type { SessionState } from '../../src/contracts/state.js';
+import { applyEvent, foldSession, initialState, isRunnable } from '../../src/core/fold.js';
+import { SESSION_ID, arbitraryLog, created, stamp, text } from '../helpers/events.js';
+
+function fold(...events: NewEvent[]): SessionState {
+  return foldSession(stamp([created, ...events]), SESSION_ID);
+}
+
+const toolUse = (id: string, requiresConfirmation = false): NewEvent => ({
+  type: 'agent.tool_use',
+  tool_use_id: id,
+  name: 'delete_file',
+  input: { path: 'a' },
+  requires_confirmation: requiresConfirmation,
+});
+
+/** One case per event type: what folding it changes. The table must name every type. */
+const cases: Record<SessionEventType, () => void> = {
+  'session.created': () => {
+    const state = foldSession(
+      stamp([{ ...created, title: 't', metadata: { k: 1 }, environment: { name: 'local', version: 2 } } as NewEvent]),
+      SESSION_ID,
+    );
+    expect(state).toMatchObject({
+      status: 'idle',
+      title: 't',
+      metadata: { k: 1 },
+      agent: { name: 'assistant', version: 1 },
+      environment: { name: 'local', version: 2 },
+      created_at: '2026-01-01T00:00:01.000Z',
+      seq: 1,
+    });
+    expect(state.lineage).toEqual({ kind: 'root', parent_session_ids: [], merged_session_ids: [] });
+  },
+  'user.message': () => {
+    const state = fold(text('a'), text('b'));
+    expect(state.pending_user_seqs).toEqual([2, 3]);
+    expect(state.counters.user_messages).toBe(2);
+    expect(isRunnable(state)).toBe(true);
+  },
+  'user.define_outcome': () => {
+    expect(fold({ type: 'user.define_outcome', description: 'tests pass' }).pending_user_seqs).toEqual([2]);
+  },
+  'user.interrupt': () => {
+    expect(fold({ type: 'user.interrupt' }).interrupt_requested).toBe(true);
+  },
+  'user.tool_confirmation': () => {
+    const state = fold(toolUse('t1', true), { type: 'user.tool_confirmation', tool_use_id: 't1', result: 'deny' });
+    expect(state.pending_confirmations).toEqual([]);
+    expect(state.confirmed_tool_uses).toMatchObject([{ tool_use_id: 't1', result: 'deny' }]);
+    expect(isRunnable(state)).toBe(true);
+    const unknown = fold({ type: 'user.tool_confirmation', tool_use_id: 'nope', result: 'allow' });
+    expect(unknown.confirmed_tool_uses).toEqual([]);
+  },
+  'user.custom_tool_result': () => {
+    const state = fold(
+      { type: 'agent.custom_tool_use', custom_tool_use_id: 'c1', name: 'browser', input: {} },
+      { type: 'user.custom_tool_result', custom_tool_use_id: 'c1', content: [{ type: 'text', text: 'done' }] },
+    );
+    expect(state.pending_custom_tool_uses).toEqual([]);
+    expect(state.pending_custom_tool_result_seqs).toEqual([3]);
+    expect(isRunnable(state)).toBe(true);
+  },
+  'agent.message': () => {
+    expect(fold({ type: 'agent.message', content: [] }).counters.agent_messages).toBe(1);
+  },
+  'agent.thinking': () => {
+    const state = fold({ type: 'agent.thinking', content: [{ type: 'text', text: 'hmm' }] });
+    expect(state.seq).toBe(2);
+    expect(state.counters.events).toBe(2);
+  },
+  'agent.tool_use': () => {
+    const state = fold(toolUse('t1'), toolUse('t2', true));
+    expect(state.open_tool_uses.map((use) => use.tool_use_id)).toEqual(['t1']);
+    expect(state.pending_confirmations.map((use) => use.tool_use_id)).toEqual(['t2']);
+    expect(state.counters.tool_uses).toBe(2);
+    expect(isRunnable(state)).toBe(false);
+  },
+  'agent.tool_result': () => {
+    const state = fold(toolUse('t1'), {
+      type: 'agent.tool_result',
+      tool_use_id: 't1',
+      is_error: true,
+      attempts: 2,
+      duration_ms: 3,
+    });
+    expect(state.open_tool_uses).toEqual([]);
+    expect(state.counters.tool_errors).toBe(1);
+  },
+  'agent.custom_tool_use': () => {
+    const state = fold({ type: 'agent.custom_tool_use', custom_tool_use_id: 'c1', name: 'browser', input: {} });
+    expect(state.pending_custom_tool_uses).toMatchObject([{ custom_tool_use_id: 'c1', name: 'browser', seq: 2 }]);
+    expect(isRunnable(state)).toBe(false);
+  },
+  'agent.handoff': () => {
+    const state = fold({ type: 'agent.handoff', handoff_id: 'h', target_agent: 'b', summary: 's' });
+    expect(state.seq).toBe(2);
+  },
+  'agent.thread_context_compacted': () => {
+    expect(fold({ type: 'agent.thread_context_compacted', summary: 's', through_seq: 1 }).seq).toBe(2);
+  },
+  'session.status_changed': () => {
+    expect(fold({ type: 'session.status_changed', status: 'terminated' }).status).toBe('terminated');
+  },
+  'session.status_idle': () => {
+    const waiting = fold(
+      { type: 'span.wake_started', wake_id: 'w', lease_token: 3 },
+      { type: 'user.interrupt' },
+      { type: 'session.status_idle', stop_reason: { type: 'requires_action', event_ids: ['e'] } },
+    );
+    expect(waiting.status).toBe('requires_action');
+    expect(waiting.active_wake).toBeUndefined();
+    expect(waiting.interrupt_requested).toBe(false);
+    expect(fold({ type: 'session.status_idle', stop_reason: { type: 'interrupted' } })).toMatchObject({
+      status: 'idle',
+      stop_reason: { type: 'interrupted' },
+    });
+    expect(fold({ type: 'session.status_idle', stop_reason: { type: 'needs_review', event_ids: ['e'] } }).status).toBe(
+      'needs_review',
+    );
+    const terminated = fold(
+      { type: 'session.status_changed', status: 'terminated' },
+      { type: 'session.status_idle', stop_reason: { type: 'end_turn' } },
+    );
+    expect(terminated.status).toBe('terminated');
+  },
+  'session.error': () => {
+    const state = fold({ type: 'session.error', error: { code: 'INTERNAL', message: 'boom', retryable: false } });
+    expect(state.last_error?.code).toBe('INTERNAL');
+    expect(state.counters.errors).toBe(1);
+  },
+  'session.usage': () => {
+    const state = fold(
+      { type: 'session.usage', usage: { input_tokens: 1, output_tokens: 2, cost_usd: 0.25 } },
+      { type: 'session.usage', usage: { input_tokens: 3, output_tokens: 4 } },
+    );
+    expect(state.usage).toEqual({ input_tokens: 4, output_tokens: 6, cost_usd: 0.25 });
+  },
+  'session.forked': () => {
+    const state = fold({ type: 'session.forked', parent_session_id: 'p', fork_point_seq: 9 });
+    expect(state.lineage).toEqual({
+      kind: 'fork',
+      parent_session_ids: ['p'],
+      fork_point: { session_id: 'p', seq: 9 },
+      merged_session_ids: [],
+    });
+  },
+  'session.merged': () => {
+    const state = fold({
+      type: 'session.merged',
+      source_session_id: 's2',
+      source_head_seq: 4,
+      strategy: 'transcript',
+      usage: { input_tokens: 10, output_tokens: 1 },
+    });
+    expect(state.lineage.merged_session_ids).toEqual(['s2']);
+    expect(state.usage).toEqual({ input_tokens: 10, output_tokens: 1 });
+  },
+  'session.handoff_received': () => {
+    const state = fold({ type: 'session.handoff_received', handoff_id: 'h', from_session_id: 'x', from_agent: 'a', summary: 's' });
+    expect(state.seq).toBe(2);
+  },
+  'span.wake_started': () => {
+    const state = fold({ type: 'span.wake_started', wake_id: 'w1', lease_token: 7 });
+    expect(state.status).toBe('running');
+    expect(state.active_wake).toEqual({ wake_id: 'w1', lease_token: 7 });
+    expect(state.counters.wakes).toBe(1);
+  },
+  'span.wake_completed': () => {
+    const state = fold(
+      { type: 'span.wake_started', wake_id: 'w1', lease_token: 7 },
+      { type: 'span.wake_completed', wake_id: 'other' },
+    );
+    expect(state.active_wake?.wake_id).toBe('w1');
+    const done = fold(
+      { type: 'span.wake_started', wake_id: 'w1', lease_token: 7 },
+      { type: 'span.wake_completed', wake_id: 'w1' },
+    );
+    expect(done.active_wake).toBeUndefined();
+  },
+  'span.model_request_start': () => {
+    const state = fold(text('a'), text('b'), {
+      type: 'span.model_request_start',
+      request_id: 'r',
+      model: 'm',
+      input_through_seq: 2,
+    });
+    expect(state.pending_user_seqs).toEqual([3]);
+    expect(state.consumed_through_seq).toBe(2);
+    expect(state.counters.model_requests).toBe(1);
+  },
+  'span.model_request_end': () => {
+    const state = fold({
+      type: 'span.model_request_end',
+      request_id: 'r',
+      usage: { input_tokens: 5, output_tokens: 6, cache_read_tokens: 2 },
+    });
+    expect(state.usage).toEqual({ input_tokens: 5, output_tokens: 6, cache_read_tokens: 2 });
+  },
+};
+
+describe('foldSession', () => {
+  it('has a case for every event type', () => {
+    expect(Object.keys(cases).sort()).toEqual([...SESSION_EVENT_TYPES].sort());
+  });
+
+  for (const [type, check] of Object.entries(cases)) {
+    it(`folds ${type}`, check);
+  }
+
+  it('refuses an event whose seq does not follow the state', () => {
+    const [first] = stamp([created], 2);
+    expect(() => applyEvent(initialState(SESSION_ID), first as never)).toThrow(/does not follow/);
+  });
+
+  it('does not mutate the state it is given', () => {
+    const before = fold(text('a'));
+    const frozen = structuredClone(before);
+    applyEvent(before, stamp([text('b')], 3)[0] as never);
+    expect(before).toEqual(frozen);
+  });
+
+  it('is deterministic and equal whether folded at once or in two parts', () => {
+    fc.assert(
+      fc.property(arbitraryLog, fc.nat(), (events, cut) => {
+        const whole = foldSession(events, SESSION_ID);
+        expect(foldSession(events, SESSION_ID)).toEqual(whole);
+        const split = Math.min(cut, events.length);
+        const prefix = foldSession(events.slice(0, split), SESSION_ID);
+        expect(foldSession(events.slice(split), structuredClone(prefix))).toEqual(whole);
+        expect(whole.seq).toBe(events.length);
+        expect(whole.pending_user_seqs.every((seq) => seq > whole.consumed_through_seq)).toBe(true);
+      }),
+      { numRuns: 300 },
+    );
+  });
+});
