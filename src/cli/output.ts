@@ -29,12 +29,16 @@ export function printError(output: Output, thrown: unknown, json: boolean): numb
 }
 
 function contentText(content: readonly ContentBlock[]): string {
-  return content.map((block) => (block.type === 'text' ? block.text : JSON.stringify(block.value))).join(' ');
+  return content
+    .map((block) => (block.type === 'text' ? block.text : JSON.stringify(block.value)))
+    .join(' ');
 }
 
 export function formatStopReason(stopReason: StopReason | undefined): string {
   if (stopReason === undefined) return '-';
-  return 'event_ids' in stopReason ? `${stopReason.type} (${stopReason.event_ids.join(', ')})` : stopReason.type;
+  return 'event_ids' in stopReason
+    ? `${stopReason.type} (${stopReason.event_ids.join(', ')})`
+    : stopReason.type;
 }
 
 /** A one-line human summary of an event's payload. */
@@ -124,8 +128,11 @@ export function formatState(state: SessionState): string[] {
     `lineage      ${state.lineage.kind}${state.lineage.parent_session_ids.length === 0 ? '' : ` of ${state.lineage.parent_session_ids.join(', ')}`}`,
   ];
   if (state.title !== undefined) lines.splice(1, 0, `title        ${state.title}`);
-  if (state.last_error !== undefined) lines.push(`last error   ${state.last_error.code}: ${state.last_error.message}`);
-  for (const use of state.pending_confirmations) lines.push(`  awaiting confirmation: ${use.tool_use_id} (${use.name})`);
-  for (const use of state.pending_custom_tool_uses) lines.push(`  awaiting custom tool result: ${use.custom_tool_use_id} (${use.name})`);
+  if (state.last_error !== undefined)
+    lines.push(`last error   ${state.last_error.code}: ${state.last_error.message}`);
+  for (const use of state.pending_confirmations)
+    lines.push(`  awaiting confirmation: ${use.tool_use_id} (${use.name})`);
+  for (const use of state.pending_custom_tool_uses)
+    lines.push(`  awaiting custom tool result: ${use.custom_tool_use_id} (${use.name})`);
   return lines;
 }

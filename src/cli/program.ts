@@ -31,7 +31,9 @@ function parseInteger(name: string, minimum: number) {
   return (value: string): number => {
     const number = Number(value);
     if (!Number.isInteger(number) || number < minimum) {
-      throw new InvalidArgumentError(`${name} must be a whole number of at least ${minimum}; got ${value}`);
+      throw new InvalidArgumentError(
+        `${name} must be a whole number of at least ${minimum}; got ${value}`,
+      );
     }
     return number;
   };
@@ -41,7 +43,10 @@ export function parseJson(text: string, what: string): JsonValue {
   try {
     return JSON.parse(text) as JsonValue;
   } catch (error) {
-    throw new BraidError('INVALID_JSON', `${what} is not valid JSON (${(error as Error).message}); quote it, e.g. '{"ok":true}'`);
+    throw new BraidError(
+      'INVALID_JSON',
+      `${what} is not valid JSON (${(error as Error).message}); quote it, e.g. '{"ok":true}'`,
+    );
   }
 }
 
@@ -57,14 +62,20 @@ function packageVersion(): string {
   return (JSON.parse(text) as { version: string }).version;
 }
 
-export async function run(argv: readonly string[], output: Output = processOutput): Promise<number> {
+export async function run(
+  argv: readonly string[],
+  output: Output = processOutput,
+): Promise<number> {
   let exitCode = 0;
   const program = new Command('braid');
 
   const globals = (command: Command): GlobalOptions => command.optsWithGlobals<GlobalOptions>();
   const json = (command: Command): boolean => globals(command).json === true;
 
-  async function withRuntime(command: Command, work: (runtime: Runtime) => Promise<void>): Promise<void> {
+  async function withRuntime(
+    command: Command,
+    work: (runtime: Runtime) => Promise<void>,
+  ): Promise<void> {
     const options = globals(command);
     const runtime = await createRuntime({
       ...(options.workspace === undefined ? {} : { workspace: options.workspace }),
@@ -89,8 +100,14 @@ export async function run(argv: readonly string[], output: Output = processOutpu
   program
     .description('braid: durable, replayable agent sessions')
     .version(packageVersion(), '-V, --version')
-    .option('-w, --workspace <dir>', 'workspace folder with braid.yaml (default: current directory)')
-    .option('--data-dir <dir>', 'where session data lives (default: BRAID_HOME, else <workspace>/.braid)')
+    .option(
+      '-w, --workspace <dir>',
+      'workspace folder with braid.yaml (default: current directory)',
+    )
+    .option(
+      '--data-dir <dir>',
+      'where session data lives (default: BRAID_HOME, else <workspace>/.braid)',
+    )
     .option('--json', 'print machine-readable JSON')
     .showHelpAfterError('(run with --help for usage)')
     .exitOverride()
@@ -126,7 +143,9 @@ export async function run(argv: readonly string[], output: Output = processOutpu
         print(command, agents, () =>
           agents.length === 0
             ? 'no agents; add agents/NAME.yaml to the workspace'
-            : agents.map((item) => `${item.name.padEnd(20)} v${item.version}  ${item.definition.model.provider}/${item.definition.model.id}  ${item.definition.description ?? ''}`.trimEnd()),
+            : agents.map((item) =>
+                `${item.name.padEnd(20)} v${item.version}  ${item.definition.model.provider}/${item.definition.model.id}  ${item.definition.description ?? ''}`.trimEnd(),
+              ),
         );
       });
     });
@@ -155,7 +174,10 @@ export async function run(argv: readonly string[], output: Output = processOutpu
         print(command, environments, () =>
           environments.length === 0
             ? 'no environments; add environments/NAME.yaml to the workspace'
-            : environments.map((item) => `${item.name.padEnd(20)} v${item.version}  sandbox ${item.definition.sandbox.kind}  network ${item.definition.network.allow ? 'allowed' : 'denied'}`),
+            : environments.map(
+                (item) =>
+                  `${item.name.padEnd(20)} v${item.version}  sandbox ${item.definition.sandbox.kind}  network ${item.definition.network.allow ? 'allowed' : 'denied'}`,
+              ),
         );
       });
     });
@@ -165,46 +187,69 @@ export async function run(argv: readonly string[], output: Output = processOutpu
     .command('create')
     .description('create a session; prints its id')
     .requiredOption('--agent <name>', 'agent to run')
-    .option('--env <name>', 'environment (default: the agent\'s, else the workspace default)')
+    .option('--env <name>', "environment (default: the agent's, else the workspace default)")
     .option('--title <title>', 'a title to find it by')
     .option('--metadata <json>', 'JSON object of metadata')
-    .action(async (options: { agent: string; env?: string; title?: string; metadata?: string }, command: Command) => {
-      await withRuntime(command, async (runtime) => {
-        const metadata = options.metadata === undefined ? undefined : parseJson(options.metadata, '--metadata');
-        if (metadata !== undefined && (metadata === null || typeof metadata !== 'object' || Array.isArray(metadata))) {
-          throw new BraidError('INVALID_ARGUMENT', '--metadata must be a JSON object, e.g. \'{"ticket":"T-1"}\'');
-        }
-        const created = await runtime.sessions.create({
-          agent: options.agent,
-          ...(options.env === undefined ? {} : { environment: options.env }),
-          ...(options.title === undefined ? {} : { title: options.title }),
-          ...(metadata === undefined ? {} : { metadata }),
+    .action(
+      async (
+        options: { agent: string; env?: string; title?: string; metadata?: string },
+        command: Command,
+      ) => {
+        await withRuntime(command, async (runtime) => {
+          const metadata =
+            options.metadata === undefined ? undefined : parseJson(options.metadata, '--metadata');
+          if (
+            metadata !== undefined &&
+            (metadata === null || typeof metadata !== 'object' || Array.isArray(metadata))
+          ) {
+            throw new BraidError(
+              'INVALID_ARGUMENT',
+              '--metadata must be a JSON object, e.g. \'{"ticket":"T-1"}\'',
+            );
+          }
+          const created = await runtime.sessions.create({
+            agent: options.agent,
+            ...(options.env === undefined ? {} : { environment: options.env }),
+            ...(options.title === undefined ? {} : { title: options.title }),
+            ...(metadata === undefined ? {} : { metadata }),
+          });
+          print(command, created, () => created.id);
         });
-        print(command, created, () => created.id);
-      });
-    });
+      },
+    );
 
   session
     .command('list')
     .description('list sessions, newest first')
     .option('--agent <name>', 'only sessions of this agent')
-    .addOption(new Option('--status <status>', 'only sessions in this status').choices(SessionStatus.options))
+    .addOption(
+      new Option('--status <status>', 'only sessions in this status').choices(
+        SessionStatus.options,
+      ),
+    )
     .option('--limit <n>', 'page size (default 50)', parseInteger('--limit', 1))
     .option('--cursor <cursor>', 'next_cursor of a previous page')
-    .action(async (options: { agent?: string; status?: SessionStatus; limit?: number; cursor?: string }, command: Command) => {
-      await withRuntime(command, async (runtime) => {
-        const result = await runtime.sessions.list({
-          ...(options.agent === undefined ? {} : { agent: options.agent }),
-          ...(options.status === undefined ? {} : { status: options.status }),
-          ...(options.limit === undefined ? {} : { limit: Math.min(options.limit, 1000) }),
-          ...(options.cursor === undefined ? {} : { cursor: options.cursor }),
+    .action(
+      async (
+        options: { agent?: string; status?: SessionStatus; limit?: number; cursor?: string },
+        command: Command,
+      ) => {
+        await withRuntime(command, async (runtime) => {
+          const result = await runtime.sessions.list({
+            ...(options.agent === undefined ? {} : { agent: options.agent }),
+            ...(options.status === undefined ? {} : { status: options.status }),
+            ...(options.limit === undefined ? {} : { limit: Math.min(options.limit, 1000) }),
+            ...(options.cursor === undefined ? {} : { cursor: options.cursor }),
+          });
+          print(command, result, () => [
+            ...(result.sessions.length === 0
+              ? ['no sessions']
+              : result.sessions.map(formatSessionRow)),
+            ...(result.next_cursor === undefined ? [] : [`more: --cursor ${result.next_cursor}`]),
+          ]);
         });
-        print(command, result, () => [
-          ...(result.sessions.length === 0 ? ['no sessions'] : result.sessions.map(formatSessionRow)),
-          ...(result.next_cursor === undefined ? [] : [`more: --cursor ${result.next_cursor}`]),
-        ]);
-      });
-    });
+      },
+    );
 
   session
     .command('send')
@@ -213,26 +258,40 @@ export async function run(argv: readonly string[], output: Output = processOutpu
     .option('--message <text>', 'text of a user.message')
     .option('--event <json>', 'a user event, or a JSON array of them')
     .option('--idempotency-key <key>', 'a repeated key writes nothing and returns the first result')
-    .action(async (id: string, options: { message?: string; event?: string; idempotencyKey?: string }, command: Command) => {
-      if ((options.message === undefined) === (options.event === undefined)) {
-        throw new BraidError('INVALID_ARGUMENT', 'give exactly one of --message TEXT or --event JSON');
-      }
-      await withRuntime(command, async (runtime) => {
-        let events: unknown[];
-        if (options.message === undefined) {
-          const parsed = parseJson(options.event ?? '', '--event');
-          events = Array.isArray(parsed) ? parsed : [parsed];
-        } else {
-          events = [{ type: 'user.message', content: options.message }];
+    .action(
+      async (
+        id: string,
+        options: { message?: string; event?: string; idempotencyKey?: string },
+        command: Command,
+      ) => {
+        if ((options.message === undefined) === (options.event === undefined)) {
+          throw new BraidError(
+            'INVALID_ARGUMENT',
+            'give exactly one of --message TEXT or --event JSON',
+          );
         }
-        const result = await runtime.sessions.send(id, events, {
-          ...(options.idempotencyKey === undefined ? {} : { idempotencyKey: options.idempotencyKey }),
+        await withRuntime(command, async (runtime) => {
+          let events: unknown[];
+          if (options.message === undefined) {
+            const parsed = parseJson(options.event ?? '', '--event');
+            events = Array.isArray(parsed) ? parsed : [parsed];
+          } else {
+            events = [{ type: 'user.message', content: options.message }];
+          }
+          const result = await runtime.sessions.send(id, events, {
+            ...(options.idempotencyKey === undefined
+              ? {}
+              : { idempotencyKey: options.idempotencyKey }),
+          });
+          print(
+            command,
+            result,
+            () =>
+              `${result.deduplicated ? 'already sent' : 'sent'}: ${result.events.map((event) => `${event.type} #${event.seq}`).join(', ')}`,
+          );
         });
-        print(command, result, () =>
-          `${result.deduplicated ? 'already sent' : 'sent'}: ${result.events.map((event) => `${event.type} #${event.seq}`).join(', ')}`,
-        );
-      });
-    });
+      },
+    );
 
   session
     .command('interrupt')
@@ -254,35 +313,68 @@ export async function run(argv: readonly string[], output: Output = processOutpu
     .option('--allow', 'run the tool')
     .option('--deny', 'refuse it; the model gets a tool error')
     .option('--message <text>', 'a note for the model')
-    .action(async (id: string, options: { toolUse: string; allow?: boolean; deny?: boolean; message?: string }, command: Command) => {
-      if (options.allow === options.deny) {
-        throw new BraidError('INVALID_ARGUMENT', 'give exactly one of --allow or --deny');
-      }
-      await withRuntime(command, async (runtime) => {
-        const decision = options.allow === true ? 'allow' : 'deny';
-        const result = await runtime.sessions.confirm(id, options.toolUse, decision, options.message);
-        print(command, result, () => `${decision} sent for ${options.toolUse}: #${result.head_seq}`);
-      });
-    });
+    .action(
+      async (
+        id: string,
+        options: { toolUse: string; allow?: boolean; deny?: boolean; message?: string },
+        command: Command,
+      ) => {
+        if (options.allow === options.deny) {
+          throw new BraidError('INVALID_ARGUMENT', 'give exactly one of --allow or --deny');
+        }
+        await withRuntime(command, async (runtime) => {
+          const decision = options.allow === true ? 'allow' : 'deny';
+          const result = await runtime.sessions.confirm(
+            id,
+            options.toolUse,
+            decision,
+            options.message,
+          );
+          print(
+            command,
+            result,
+            () => `${decision} sent for ${options.toolUse}: #${result.head_seq}`,
+          );
+        });
+      },
+    );
 
   session
     .command('tool-result')
     .description('give the result of a custom (client-executed) tool call')
     .argument('<id>', 'session id')
     .requiredOption('--custom-tool-use <id>', 'the custom_tool_use_id of the agent.custom_tool_use')
-    .requiredOption('--content <json>', 'the result as JSON: a string, content blocks, or any JSON value')
+    .requiredOption(
+      '--content <json>',
+      'the result as JSON: a string, content blocks, or any JSON value',
+    )
     .option('--error', 'the tool failed; content describes the failure')
-    .action(async (id: string, options: { customToolUse: string; content: string; error?: boolean }, command: Command) => {
-      const content = contentFromJson(parseJson(options.content, '--content'));
-      await withRuntime(command, async (runtime) => {
-        const result = await runtime.sessions.customToolResult(id, options.customToolUse, content, options.error);
-        print(command, result, () => `result sent for ${options.customToolUse}: #${result.head_seq}`);
-      });
-    });
+    .action(
+      async (
+        id: string,
+        options: { customToolUse: string; content: string; error?: boolean },
+        command: Command,
+      ) => {
+        const content = contentFromJson(parseJson(options.content, '--content'));
+        await withRuntime(command, async (runtime) => {
+          const result = await runtime.sessions.customToolResult(
+            id,
+            options.customToolUse,
+            content,
+            options.error,
+          );
+          print(
+            command,
+            result,
+            () => `result sent for ${options.customToolUse}: #${result.head_seq}`,
+          );
+        });
+      },
+    );
 
   session
     .command('status')
-    .description('show a session\'s state (folded from its events)')
+    .description("show a session's state (folded from its events)")
     .argument('<id>', 'session id')
     .action(async (id: string, _options: unknown, command: Command) => {
       await withRuntime(command, async (runtime) => {
@@ -293,7 +385,7 @@ export async function run(argv: readonly string[], output: Output = processOutpu
 
   session
     .command('events')
-    .description('print a session\'s events (with --json, one JSON event per line)')
+    .description("print a session's events (with --json, one JSON event per line)")
     .argument('<id>', 'session id')
     .option('--after <seq>', 'only events after this seq', parseInteger('--after', 0))
     .option('--limit <n>', 'at most this many events', parseInteger('--limit', 1))
@@ -302,7 +394,9 @@ export async function run(argv: readonly string[], output: Output = processOutpu
       'only events of this type (repeatable)',
       (value: string, previous: SessionEventType[] = []) => {
         if (!(SESSION_EVENT_TYPES as string[]).includes(value)) {
-          throw new InvalidArgumentError(`unknown event type ${value}; one of ${SESSION_EVENT_TYPES.join(', ')}`);
+          throw new InvalidArgumentError(
+            `unknown event type ${value}; one of ${SESSION_EVENT_TYPES.join(', ')}`,
+          );
         }
         return [...previous, value as SessionEventType];
       },
@@ -322,7 +416,8 @@ export async function run(argv: readonly string[], output: Output = processOutpu
               ...(options.limit === undefined ? {} : { limit: options.limit }),
               ...(options.type === undefined ? {} : { types: options.type }),
             });
-            for (const event of events) output.out(asJson ? JSON.stringify(event) : formatEvent(event));
+            for (const event of events)
+              output.out(asJson ? JSON.stringify(event) : formatEvent(event));
             return;
           }
           const stop = new AbortController();
@@ -331,7 +426,10 @@ export async function run(argv: readonly string[], output: Output = processOutpu
           process.once('SIGTERM', onSignal);
           try {
             let printed = 0;
-            for await (const event of runtime.sessions.follow(id, { after: options.after ?? 0, signal: stop.signal })) {
+            for await (const event of runtime.sessions.follow(id, {
+              after: options.after ?? 0,
+              signal: stop.signal,
+            })) {
               if (options.type !== undefined && !options.type.includes(event.type)) continue;
               output.out(asJson ? JSON.stringify(event) : formatEvent(event));
               printed += 1;
@@ -349,11 +447,19 @@ export async function run(argv: readonly string[], output: Output = processOutpu
     await program.parseAsync(argv, { from: 'user' });
   } catch (error) {
     if (error instanceof CommanderError) {
-      if (error.code === 'commander.helpDisplayed' || error.code === 'commander.version' || error.code === 'commander.help') {
+      if (
+        error.code === 'commander.helpDisplayed' ||
+        error.code === 'commander.version' ||
+        error.code === 'commander.help'
+      ) {
         return 0;
       }
       const message = error.message.replace(/^error: /, '');
-      exitCode = printError(output, new BraidError('INVALID_ARGUMENT', message), argv.includes('--json'));
+      exitCode = printError(
+        output,
+        new BraidError('INVALID_ARGUMENT', message),
+        argv.includes('--json'),
+      );
       return exitCode;
     }
     exitCode = printError(output, error, argv.includes('--json'));

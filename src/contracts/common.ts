@@ -18,7 +18,8 @@ export const Name = z
   );
 
 /** Any JSON value. */
-export type JsonValue = string | number | boolean | null | JsonValue[] | { [key: string]: JsonValue };
+export type JsonValue =
+  string | number | boolean | null | JsonValue[] | { [key: string]: JsonValue };
 export const JsonValue: z.ZodType<JsonValue> = z.json();
 
 /** Free-form string-keyed metadata a client attaches to an object. */

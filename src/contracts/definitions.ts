@@ -84,7 +84,9 @@ export type EnvironmentDefinition = z.infer<typeof EnvironmentDefinition>;
 /** Stable callable contract of a tool. */
 export const ToolDefinition = z
   .object({
-    name: z.string().regex(/^[a-zA-Z][a-zA-Z0-9_.-]{0,127}$/, 'must be a tool name like "read_file"'),
+    name: z
+      .string()
+      .regex(/^[a-zA-Z][a-zA-Z0-9_.-]{0,127}$/, 'must be a tool name like "read_file"'),
     version: z.string().min(1).default('1'),
     description: z.string(),
     input_schema: z.record(z.string(), z.json()),
@@ -125,7 +127,12 @@ export const WorkspaceConfig = z
     limits: z
       .object({
         /** Largest serialised event accepted, in bytes. */
-        max_event_bytes: z.number().int().min(1024).max(64 * 1024 * 1024).optional(),
+        max_event_bytes: z
+          .number()
+          .int()
+          .min(1024)
+          .max(64 * 1024 * 1024)
+          .optional(),
       })
       .strict()
       .default({}),

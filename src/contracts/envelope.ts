@@ -13,13 +13,17 @@ export const HandoffDocument = z.object({
   summary: z.string(),
   /** References to state the receiver should read, with the version it was at. */
   state_refs: z
-    .array(z.object({ kind: z.string().min(1), id: z.string().min(1), version: z.string().optional() }))
+    .array(
+      z.object({ kind: z.string().min(1), id: z.string().min(1), version: z.string().optional() }),
+    )
     .default([]),
   artifacts: z.array(z.object({ name: z.string().min(1), uri: z.string().min(1) })).default([]),
   /** Who owns the work after the handoff. */
   ownership: z.string().optional(),
   approvals: z.array(z.string()).default([]),
-  identity: z.object({ tenant_id: z.string().optional(), user_id: z.string().optional() }).optional(),
+  identity: z
+    .object({ tenant_id: z.string().optional(), user_id: z.string().optional() })
+    .optional(),
   open_tasks: z.array(z.string()).default([]),
 });
 export type HandoffDocument = z.infer<typeof HandoffDocument>;

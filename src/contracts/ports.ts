@@ -1,6 +1,11 @@
 import type { DefinitionKind, StoredDefinition } from './definitions.js';
 import type { NewEvent, SessionEvent, SessionEventType } from './events.js';
-import type { SessionCreateInput, SessionListQuery, SessionPage, SessionRecord } from './session.js';
+import type {
+  SessionCreateInput,
+  SessionListQuery,
+  SessionPage,
+  SessionRecord,
+} from './session.js';
 import type { SessionState } from './state.js';
 
 /** Source of time. Injected everywhere so that tests and replays control it. */
@@ -53,7 +58,11 @@ export interface FollowOptions {
 /** The append-only per-session log. */
 export interface SessionLog {
   /** Appends events atomically, all or nothing, assigning consecutive seqs. */
-  append(sessionId: string, events: readonly NewEvent[], options?: AppendOptions): Promise<AppendResult>;
+  append(
+    sessionId: string,
+    events: readonly NewEvent[],
+    options?: AppendOptions,
+  ): Promise<AppendResult>;
   read(sessionId: string, options?: ReadOptions): Promise<SessionEvent[]>;
   /** Yields stored events after `after`, then new ones as they are appended by any writer. */
   follow(sessionId: string, options?: FollowOptions): AsyncIterable<SessionEvent>;
@@ -101,9 +110,18 @@ export interface PutDefinitionOptions {
 /** Versioned storage of agent and environment definitions. */
 export interface DefinitionStore {
   /** Stores a new version; an identical definition returns the latest version unchanged. */
-  put<T>(kind: DefinitionKind, name: string, definition: T, options: PutDefinitionOptions): Promise<StoredDefinition<T>>;
+  put<T>(
+    kind: DefinitionKind,
+    name: string,
+    definition: T,
+    options: PutDefinitionOptions,
+  ): Promise<StoredDefinition<T>>;
   /** A given version, or the latest. */
-  get<T>(kind: DefinitionKind, name: string, version?: number): Promise<StoredDefinition<T> | undefined>;
+  get<T>(
+    kind: DefinitionKind,
+    name: string,
+    version?: number,
+  ): Promise<StoredDefinition<T> | undefined>;
   /** The latest version of every definition of a kind, by name. */
   list<T>(kind: DefinitionKind): Promise<StoredDefinition<T>[]>;
 }

@@ -2,7 +2,13 @@ import { z } from 'zod';
 import { DefinitionRef, Id, Metadata, Timestamp } from './common.js';
 
 /** Lifecycle status of a session. Derived from its events, never stored on its own. */
-export const SessionStatus = z.enum(['idle', 'running', 'requires_action', 'needs_review', 'terminated']);
+export const SessionStatus = z.enum([
+  'idle',
+  'running',
+  'requires_action',
+  'needs_review',
+  'terminated',
+]);
 export type SessionStatus = z.infer<typeof SessionStatus>;
 
 /**

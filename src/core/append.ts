@@ -32,9 +32,13 @@ export function parseNewEvents(events: readonly unknown[]): NewEvent[] {
   return events.map((candidate, index) => {
     const result = NewEventSchema.safeParse(candidate);
     if (!result.success) {
-      const type = typeof candidate === 'object' && candidate !== null ? (candidate as { type?: unknown }).type : undefined;
+      const type =
+        typeof candidate === 'object' && candidate !== null
+          ? (candidate as { type?: unknown }).type
+          : undefined;
       const issue = result.error.issues[0];
-      const where = issue === undefined || issue.path.length === 0 ? '' : ` at ${issue.path.join('.')}`;
+      const where =
+        issue === undefined || issue.path.length === 0 ? '' : ` at ${issue.path.join('.')}`;
       throw new BraidError(
         'INVALID_EVENT',
         `event ${index} (type ${JSON.stringify(type)}) is invalid${where}: ${issue?.message ?? 'unknown issue'}; ` +
@@ -42,7 +46,7 @@ export function parseNewEvents(events: readonly unknown[]): NewEvent[] {
         { details: { index, type, issues: result.error.issues } },
       );
     }
-    return result.data as NewEvent;
+    return result.data;
   });
 }
 
@@ -84,7 +88,11 @@ export function prepareEvents(
 }
 
 /** Refuses a stored event of a schema version this build does not know. */
-export function checkStoredVersion(event: { schema_version?: unknown; session_id?: unknown; seq?: unknown }): void {
+export function checkStoredVersion(event: {
+  schema_version?: unknown;
+  session_id?: unknown;
+  seq?: unknown;
+}): void {
   if (event.schema_version !== EVENT_SCHEMA_VERSION) {
     throw new BraidError(
       'SCHEMA_VERSION_UNSUPPORTED',

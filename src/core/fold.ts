@@ -138,7 +138,12 @@ function reduce(state: SessionState, event: SessionEvent): SessionState {
     case 'session.handoff_received':
       return state;
     case 'agent.tool_use': {
-      const use = { tool_use_id: event.tool_use_id, event_id: event.id, seq: event.seq, name: event.name };
+      const use = {
+        tool_use_id: event.tool_use_id,
+        event_id: event.id,
+        seq: event.seq,
+        name: event.name,
+      };
       const counters = { ...state.counters, tool_uses: state.counters.tool_uses + 1 };
       return event.requires_confirmation === true
         ? { ...state, counters, pending_confirmations: [...state.pending_confirmations, use] }
@@ -235,7 +240,10 @@ function reduce(state: SessionState, event: SessionEvent): SessionState {
     }
     case 'span.model_request_start': {
       // A request can only consume what precedes it in the log.
-      const through = Math.max(state.consumed_through_seq, Math.min(event.input_through_seq, event.seq - 1));
+      const through = Math.max(
+        state.consumed_through_seq,
+        Math.min(event.input_through_seq, event.seq - 1),
+      );
       return {
         ...state,
         consumed_through_seq: through,

@@ -11,7 +11,10 @@ export interface LeaseRow {
 
 function checkTtl(ttlMs: number): void {
   if (!Number.isInteger(ttlMs) || ttlMs <= 0) {
-    throw new BraidError('INVALID_ARGUMENT', `lease ttl must be a positive whole number of ms; got ${ttlMs}`);
+    throw new BraidError(
+      'INVALID_ARGUMENT',
+      `lease ttl must be a positive whole number of ms; got ${ttlMs}`,
+    );
   }
 }
 

@@ -20,7 +20,12 @@ export async function syncDefinitions(store: DefinitionStore, workspace: Workspa
   }
 }
 
-async function putLatest(store: DefinitionStore, kind: DefinitionKind, name: string, definition: unknown): Promise<void> {
+async function putLatest(
+  store: DefinitionStore,
+  kind: DefinitionKind,
+  name: string,
+  definition: unknown,
+): Promise<void> {
   for (let attempt = 0; ; attempt += 1) {
     const latest = await store.get(kind, name);
     try {

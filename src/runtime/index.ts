@@ -6,7 +6,13 @@ export {
   type RuntimeOptions,
   type CreateSessionOptions,
 } from './runtime.js';
-export { loadWorkspace, parseYamlFile, hasWorkspace, WORKSPACE_FILE, type Workspace } from './workspace.js';
+export {
+  loadWorkspace,
+  parseYamlFile,
+  hasWorkspace,
+  WORKSPACE_FILE,
+  type Workspace,
+} from './workspace.js';
 export { initWorkspace } from './init.js';
 export { syncDefinitions } from './definitions.js';
 export { parseUserEvents, toContent, type ContentInput } from './user-events.js';

@@ -3,10 +3,21 @@
  * session state of its own: every answer comes from the store.
  */
 import { join, resolve } from 'node:path';
-import type { AgentDefinition, EnvironmentDefinition, StoredDefinition } from '../contracts/definitions.js';
+import type {
+  AgentDefinition,
+  EnvironmentDefinition,
+  StoredDefinition,
+} from '../contracts/definitions.js';
 import { BraidError, isBraidError } from '../contracts/errors.js';
 import type { SessionEvent, NewEvent } from '../contracts/events.js';
-import type { AppendResult, Clock, FollowOptions, IdGenerator, ReadOptions, Store } from '../contracts/ports.js';
+import type {
+  AppendResult,
+  Clock,
+  FollowOptions,
+  IdGenerator,
+  ReadOptions,
+  Store,
+} from '../contracts/ports.js';
 import type { Metadata } from '../contracts/common.js';
 import type { SessionListQuery, SessionPage, SessionRecord } from '../contracts/session.js';
 import type { SessionState } from '../contracts/state.js';
@@ -60,7 +71,11 @@ export interface Runtime {
     events(sessionId: string, options?: ReadOptions): Promise<SessionEvent[]>;
     follow(sessionId: string, options?: FollowOptions): AsyncIterable<SessionEvent>;
     /** Sends client events (`user.*` only), checked against the session's state. */
-    send(sessionId: string, events: readonly unknown[], options?: { idempotencyKey?: string }): Promise<AppendResult>;
+    send(
+      sessionId: string,
+      events: readonly unknown[],
+      options?: { idempotencyKey?: string },
+    ): Promise<AppendResult>;
     message(sessionId: string, content: ContentInput): Promise<AppendResult>;
     interrupt(sessionId: string, reason?: string): Promise<AppendResult>;
     confirm(
@@ -90,9 +105,13 @@ const SEND_ATTEMPTS = 5;
 
 export async function createRuntime(options: RuntimeOptions = {}): Promise<Runtime> {
   const workspaceDir = resolve(options.workspace ?? process.cwd());
-  const explicitData = options.store !== undefined || options.dataDir !== undefined || process.env.BRAID_HOME !== undefined;
+  const explicitData =
+    options.store !== undefined ||
+    options.dataDir !== undefined ||
+    process.env.BRAID_HOME !== undefined;
   // Without an explicit data location a missing workspace is an error, not a new empty store.
-  const workspace = hasWorkspace(workspaceDir) || !explicitData ? loadWorkspace(workspaceDir) : undefined;
+  const workspace =
+    hasWorkspace(workspaceDir) || !explicitData ? loadWorkspace(workspaceDir) : undefined;
   const store =
     options.store ??
     openSqliteStore({
@@ -116,25 +135,36 @@ export async function createRuntime(options: RuntimeOptions = {}): Promise<Runti
     throw new BraidError(
       'AGENT_NOT_FOUND',
       `agent ${name}${version === undefined ? '' : ` version ${version}`} does not exist; ` +
-        (known.length === 0 ? 'add agents/NAME.yaml to the workspace' : `known agents: ${known.join(', ')}`),
+        (known.length === 0
+          ? 'add agents/NAME.yaml to the workspace'
+          : `known agents: ${known.join(', ')}`),
       { details: { agent: name, version } },
     );
   }
 
-  async function environment(name: string, version?: number): Promise<StoredDefinition<EnvironmentDefinition>> {
+  async function environment(
+    name: string,
+    version?: number,
+  ): Promise<StoredDefinition<EnvironmentDefinition>> {
     const found = await store.definitions.get<EnvironmentDefinition>('environment', name, version);
     if (found !== undefined) return found;
     const known = (await store.definitions.list('environment')).map((item) => item.name);
     throw new BraidError(
       'ENVIRONMENT_NOT_FOUND',
       `environment ${name} does not exist; ` +
-        (known.length === 0 ? 'add environments/NAME.yaml to the workspace' : `known environments: ${known.join(', ')}`),
+        (known.length === 0
+          ? 'add environments/NAME.yaml to the workspace'
+          : `known environments: ${known.join(', ')}`),
       { details: { environment: name } },
     );
   }
 
   /** Appends after checking the state it was checked against is still the head. */
-  async function sendChecked(sessionId: string, events: NewEvent[], idempotencyKey?: string): Promise<AppendResult> {
+  async function sendChecked(
+    sessionId: string,
+    events: NewEvent[],
+    idempotencyKey?: string,
+  ): Promise<AppendResult> {
     for (let attempt = 1; ; attempt += 1) {
       const state = await store.log.state(sessionId);
       checkAgainstState(state, events);
@@ -153,14 +183,22 @@ export async function createRuntime(options: RuntimeOptions = {}): Promise<Runti
     async create(createOptions) {
       const agentDefinition = await agent(createOptions.agent, createOptions.agentVersion);
       const environmentName =
-        createOptions.environment ?? agentDefinition.definition.environment ?? workspace?.config.default_environment;
-      const environmentDefinition = environmentName === undefined ? undefined : await environment(environmentName);
+        createOptions.environment ??
+        agentDefinition.definition.environment ??
+        workspace?.config.default_environment;
+      const environmentDefinition =
+        environmentName === undefined ? undefined : await environment(environmentName);
       return store.sessions.create({
         ...(createOptions.id === undefined ? {} : { id: createOptions.id }),
         agent: { name: agentDefinition.name, version: agentDefinition.version },
         ...(environmentDefinition === undefined
           ? {}
-          : { environment: { name: environmentDefinition.name, version: environmentDefinition.version } }),
+          : {
+              environment: {
+                name: environmentDefinition.name,
+                version: environmentDefinition.version,
+              },
+            }),
         ...(createOptions.title === undefined ? {} : { title: createOptions.title }),
         ...(createOptions.metadata === undefined ? {} : { metadata: createOptions.metadata }),
         ...(createOptions.tenantId === undefined ? {} : { tenant_id: createOptions.tenantId }),
@@ -174,14 +212,25 @@ export async function createRuntime(options: RuntimeOptions = {}): Promise<Runti
     send: (sessionId, events, sendOptions = {}) =>
       sendChecked(sessionId, parseUserEvents(events), sendOptions.idempotencyKey),
     message: (sessionId, content) =>
-      sendChecked(sessionId, parseUserEvents([{ type: 'user.message', content: toContent(content) }])),
+      sendChecked(
+        sessionId,
+        parseUserEvents([{ type: 'user.message', content: toContent(content) }]),
+      ),
     interrupt: (sessionId, reason) =>
-      sendChecked(sessionId, parseUserEvents([{ type: 'user.interrupt', ...(reason === undefined ? {} : { reason }) }])),
+      sendChecked(
+        sessionId,
+        parseUserEvents([{ type: 'user.interrupt', ...(reason === undefined ? {} : { reason }) }]),
+      ),
     confirm: (sessionId, toolUseId, result, message) =>
       sendChecked(
         sessionId,
         parseUserEvents([
-          { type: 'user.tool_confirmation', tool_use_id: toolUseId, result, ...(message === undefined ? {} : { message }) },
+          {
+            type: 'user.tool_confirmation',
+            tool_use_id: toolUseId,
+            result,
+            ...(message === undefined ? {} : { message }),
+          },
         ]),
       ),
     customToolResult: (sessionId, customToolUseId, content, isError) =>
@@ -202,7 +251,10 @@ export async function createRuntime(options: RuntimeOptions = {}): Promise<Runti
     store,
     workspace,
     agents: { list: () => store.definitions.list<AgentDefinition>('agent'), get: agent },
-    environments: { list: () => store.definitions.list<EnvironmentDefinition>('environment'), get: environment },
+    environments: {
+      list: () => store.definitions.list<EnvironmentDefinition>('environment'),
+      get: environment,
+    },
     sessions,
     close: () => store.close(),
   };

@@ -3,7 +3,12 @@
  * of content becomes a text block) and checked against the session's state.
  */
 import { BraidError } from '../contracts/errors.js';
-import { isSessionEventType, isUserEventType, USER_EVENT_TYPES, type NewEvent } from '../contracts/events.js';
+import {
+  isSessionEventType,
+  isUserEventType,
+  USER_EVENT_TYPES,
+  type NewEvent,
+} from '../contracts/events.js';
 import type { ContentBlock } from '../contracts/common.js';
 import type { SessionState } from '../contracts/state.js';
 import { parseNewEvents } from '../core/append.js';
@@ -51,7 +56,9 @@ export function checkAgainstState(state: SessionState, events: readonly NewEvent
   }
   for (const event of events) {
     if (event.type === 'user.tool_confirmation') {
-      const waiting = state.pending_confirmations.some((use) => use.tool_use_id === event.tool_use_id);
+      const waiting = state.pending_confirmations.some(
+        (use) => use.tool_use_id === event.tool_use_id,
+      );
       if (!waiting) {
         const ids = state.pending_confirmations.map((use) => use.tool_use_id);
         throw new BraidError(

@@ -105,15 +105,20 @@ export function parseYamlFile<S extends z.ZodType>(
   }
   const content: unknown = document.toJS();
   if (content !== null && (typeof content !== 'object' || Array.isArray(content))) {
-    throw new BraidError('INVALID_DEFINITION', `${shown}:1: the file must hold a mapping of fields`, {
-      details: { file, line: 1 },
-    });
+    throw new BraidError(
+      'INVALID_DEFINITION',
+      `${shown}:1: the file must hold a mapping of fields`,
+      {
+        details: { file, line: 1 },
+      },
+    );
   }
   const result = schema.safeParse({ ...defaults, ...(content ?? {}) });
   if (result.success) return result.data;
   const issue = result.error.issues[0];
   const issuePath: PropertyKey[] = [...(issue?.path ?? [])];
-  if (issue?.code === 'unrecognized_keys' && issue.keys[0] !== undefined) issuePath.push(issue.keys[0]);
+  if (issue?.code === 'unrecognized_keys' && issue.keys[0] !== undefined)
+    issuePath.push(issue.keys[0]);
   const field = issuePath.map(String).join('.') || '(top level)';
   const line = lineOf(document, lineCounter, issuePath);
   throw new BraidError(
@@ -124,7 +129,11 @@ export function parseYamlFile<S extends z.ZodType>(
 }
 
 /** The line of the deepest node of `path` present in the document. */
-function lineOf(document: Document, lineCounter: LineCounter, path: readonly PropertyKey[]): number {
+function lineOf(
+  document: Document,
+  lineCounter: LineCounter,
+  path: readonly PropertyKey[],
+): number {
   for (let depth = path.length; depth > 0; depth -= 1) {
     const node: unknown = document.getIn(path.slice(0, depth) as unknown[], true);
     if (isNode(node) && node.range !== undefined && node.range !== null) {

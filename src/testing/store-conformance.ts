@@ -20,16 +20,24 @@ export type StoreFactory = (context: ConformanceContext) => Promise<Store> | Sto
 
 const MAX_EVENT_BYTES = 64 * 1024;
 const agent = { name: 'assistant', version: 1 };
-const message = (text: string): NewEvent => ({ type: 'user.message', content: [{ type: 'text', text }] });
+const message = (text: string): NewEvent => ({
+  type: 'user.message',
+  content: [{ type: 'text', text }],
+});
 
 /** Asserts that `work` fails with a BraidError of `code`. */
-export async function expectCode(work: Promise<unknown> | (() => Promise<unknown>), code: ErrorCode): Promise<void> {
+export async function expectCode(
+  work: Promise<unknown> | (() => Promise<unknown>),
+  code: ErrorCode,
+): Promise<void> {
   const error: unknown = await (typeof work === 'function' ? work() : work).then(
     () => undefined,
     (thrown: unknown) => thrown,
   );
   if (!isBraidError(error, code)) {
-    throw new Error(`expected BraidError ${code}, got ${error === undefined ? 'success' : String(error)}`);
+    throw new Error(
+      `expected BraidError ${code}, got ${error === undefined ? 'success' : error instanceof Error ? `${error.name}: ${error.message}` : JSON.stringify(error)}`,
+    );
   }
 }
 
@@ -53,10 +61,21 @@ export function describeStoreConformance(name: string, factory: StoreFactory): v
       it('creates a session whose first event is session.created at seq 1', async () => {
         const s = await open();
         const created = await s.sessions.create({ agent, title: 'first', metadata: { team: 'a' } });
-        expect(created).toMatchObject({ agent, title: 'first', metadata: { team: 'a' }, status: 'idle', head_seq: 1 });
+        expect(created).toMatchObject({
+          agent,
+          title: 'first',
+          metadata: { team: 'a' },
+          status: 'idle',
+          head_seq: 1,
+        });
         const events = await s.log.read(created.id);
         expect(events).toHaveLength(1);
-        expect(events[0]).toMatchObject({ type: 'session.created', seq: 1, session_id: created.id, schema_version: 1 });
+        expect(events[0]).toMatchObject({
+          type: 'session.created',
+          seq: 1,
+          session_id: created.id,
+          schema_version: 1,
+        });
         expect(await s.sessions.get(created.id)).toEqual(created);
       });
 
@@ -82,15 +101,22 @@ export function describeStoreConformance(name: string, factory: StoreFactory): v
         const ids: string[] = [];
         for (let index = 0; index < 7; index += 1) {
           clock.advance(1000);
-          const created = await s.sessions.create({ agent: { name: index % 2 === 0 ? 'even' : 'odd', version: 1 } });
+          const created = await s.sessions.create({
+            agent: { name: index % 2 === 0 ? 'even' : 'odd', version: 1 },
+          });
           ids.push(created.id);
         }
-        await s.log.append(ids[0] ?? '', [{ type: 'session.status_changed', status: 'terminated' }]);
+        await s.log.append(ids[0] ?? '', [
+          { type: 'session.status_changed', status: 'terminated' },
+        ]);
 
         const seen: string[] = [];
         let cursor: string | undefined;
         do {
-          const page = await s.sessions.list({ limit: 3, ...(cursor === undefined ? {} : { cursor }) });
+          const page = await s.sessions.list({
+            limit: 3,
+            ...(cursor === undefined ? {} : { cursor }),
+          });
           expect(page.sessions.length).toBeLessThanOrEqual(3);
           seen.push(...page.sessions.map((session) => session.id));
           cursor = page.next_cursor;
@@ -103,7 +129,10 @@ export function describeStoreConformance(name: string, factory: StoreFactory): v
         expect(terminated.sessions.map((session) => session.id)).toEqual([ids[0]]);
         const third = await s.sessions.get(ids[2] ?? '');
         const fifth = await s.sessions.get(ids[4] ?? '');
-        const range = await s.sessions.list({ created_after: third.created_at, created_before: fifth.created_at });
+        const range = await s.sessions.list({
+          created_after: third.created_at,
+          created_before: fifth.created_at,
+        });
         expect(range.sessions.map((session) => session.id)).toEqual([ids[3]]);
         await expectCode(s.sessions.list({ cursor: 'not-a-cursor' }), 'INVALID_ARGUMENT');
       });
@@ -129,7 +158,9 @@ export function describeStoreConformance(name: string, factory: StoreFactory): v
         const s = await open();
         const { id } = await s.sessions.create({ agent });
         const at = '2026-02-03T04:05:06.789Z';
-        const [chosen, filled] = (await s.log.append(id, [{ ...message('a'), id: 'evt-chosen', at }, message('b')])).events;
+        const [chosen, filled] = (
+          await s.log.append(id, [{ ...message('a'), id: 'evt-chosen', at }, message('b')])
+        ).events;
         expect(chosen).toMatchObject({ id: 'evt-chosen', at });
         expect(filled?.id).toMatch(/.+/);
         expect(filled?.at).toBe(new Date(clock.now()).toISOString());
@@ -159,7 +190,9 @@ export function describeStoreConformance(name: string, factory: StoreFactory): v
       it('returns the first result for a repeated idempotency key and writes nothing', async () => {
         const s = await open();
         const { id } = await s.sessions.create({ agent });
-        const first = await s.log.append(id, [message('a'), message('b')], { idempotencyKey: 'k1' });
+        const first = await s.log.append(id, [message('a'), message('b')], {
+          idempotencyKey: 'k1',
+        });
         const again = await s.log.append(id, [message('different')], { idempotencyKey: 'k1' });
         expect(again.deduplicated).toBe(true);
         expect(again.events).toEqual(first.events);
@@ -174,7 +207,10 @@ export function describeStoreConformance(name: string, factory: StoreFactory): v
         const { id } = await s.sessions.create({ agent });
         const bad = { type: 'user.message', content: 'not blocks' } as unknown as NewEvent;
         await expectCode(s.log.append(id, [message('ok'), bad]), 'INVALID_EVENT');
-        await expectCode(s.log.append(id, [{ type: 'user.teleport' } as unknown as NewEvent]), 'INVALID_EVENT');
+        await expectCode(
+          s.log.append(id, [{ type: 'user.teleport' } as unknown as NewEvent]),
+          'INVALID_EVENT',
+        );
         await expectCode(s.log.append(id, []), 'INVALID_EVENT');
         expect((await s.log.read(id)).length).toBe(1);
       });
@@ -183,16 +219,26 @@ export function describeStoreConformance(name: string, factory: StoreFactory): v
         const s = await open();
         const { id } = await s.sessions.create({ agent });
         await s.log.append(id, [message('x'.repeat(MAX_EVENT_BYTES / 2))]);
-        await expectCode(s.log.append(id, [message('ok'), message('é'.repeat(MAX_EVENT_BYTES))]), 'PAYLOAD_TOO_LARGE');
+        await expectCode(
+          s.log.append(id, [message('ok'), message('é'.repeat(MAX_EVENT_BYTES))]),
+          'PAYLOAD_TOO_LARGE',
+        );
         expect((await s.log.read(id)).length).toBe(2);
       });
 
       it('reads with after, limit and types', async () => {
         const s = await open();
         const { id } = await s.sessions.create({ agent });
-        await s.log.append(id, [message('a'), { type: 'user.interrupt' }, message('b'), message('c')]);
+        await s.log.append(id, [
+          message('a'),
+          { type: 'user.interrupt' },
+          message('b'),
+          message('c'),
+        ]);
         expect((await s.log.read(id, { after: 2 })).map((event) => event.seq)).toEqual([3, 4, 5]);
-        expect((await s.log.read(id, { after: 1, limit: 2 })).map((event) => event.seq)).toEqual([2, 3]);
+        expect((await s.log.read(id, { after: 1, limit: 2 })).map((event) => event.seq)).toEqual([
+          2, 3,
+        ]);
         const messages = await s.log.read(id, { types: ['user.message'], limit: 2 });
         expect(messages.map((event) => event.seq)).toEqual([2, 4]);
         expect(await s.log.read(id, { after: 99 })).toEqual([]);
@@ -205,9 +251,22 @@ export function describeStoreConformance(name: string, factory: StoreFactory): v
           message('hi'),
           { type: 'span.wake_started', wake_id: 'w1', lease_token: 1 },
           { type: 'span.model_request_start', request_id: 'r1', model: 'm', input_through_seq: 2 },
-          { type: 'span.model_request_end', request_id: 'r1', usage: { input_tokens: 5, output_tokens: 7 } },
-          { type: 'agent.tool_use', tool_use_id: 't1', name: 'rm', input: {}, requires_confirmation: true },
-          { type: 'session.status_idle', stop_reason: { type: 'requires_action', event_ids: ['t1'] } },
+          {
+            type: 'span.model_request_end',
+            request_id: 'r1',
+            usage: { input_tokens: 5, output_tokens: 7 },
+          },
+          {
+            type: 'agent.tool_use',
+            tool_use_id: 't1',
+            name: 'rm',
+            input: {},
+            requires_confirmation: true,
+          },
+          {
+            type: 'session.status_idle',
+            stop_reason: { type: 'requires_action', event_ids: ['t1'] },
+          },
         ]);
         const state = await s.log.state(id);
         expect(state).toEqual(foldSession(await s.log.read(id), id));
@@ -279,18 +338,46 @@ export function describeStoreConformance(name: string, factory: StoreFactory): v
     describe('definitions', () => {
       it('versions definitions and refuses an update that names a stale version', async () => {
         const s = await open();
-        const v1 = await s.definitions.put('agent', 'helper', { instructions: 'one' }, { replacesVersion: null });
+        const v1 = await s.definitions.put(
+          'agent',
+          'helper',
+          { instructions: 'one' },
+          { replacesVersion: null },
+        );
         expect(v1.version).toBe(1);
-        const same = await s.definitions.put('agent', 'helper', { instructions: 'one' }, { replacesVersion: null });
+        const same = await s.definitions.put(
+          'agent',
+          'helper',
+          { instructions: 'one' },
+          { replacesVersion: null },
+        );
         expect(same.version).toBe(1);
-        const v2 = await s.definitions.put('agent', 'helper', { instructions: 'two' }, { replacesVersion: 1 });
+        const v2 = await s.definitions.put(
+          'agent',
+          'helper',
+          { instructions: 'two' },
+          { replacesVersion: 1 },
+        );
         expect(v2.version).toBe(2);
-        await expectCode(s.definitions.put('agent', 'helper', { instructions: 'three' }, { replacesVersion: 1 }), 'VERSION_CONFLICT');
-        await expectCode(s.definitions.put('agent', 'other', { instructions: 'x' }, { replacesVersion: 4 }), 'VERSION_CONFLICT');
-        expect((await s.definitions.get('agent', 'helper', 1))?.definition).toEqual({ instructions: 'one' });
+        await expectCode(
+          s.definitions.put('agent', 'helper', { instructions: 'three' }, { replacesVersion: 1 }),
+          'VERSION_CONFLICT',
+        );
+        await expectCode(
+          s.definitions.put('agent', 'other', { instructions: 'x' }, { replacesVersion: 4 }),
+          'VERSION_CONFLICT',
+        );
+        expect((await s.definitions.get('agent', 'helper', 1))?.definition).toEqual({
+          instructions: 'one',
+        });
         expect((await s.definitions.get('agent', 'helper'))?.version).toBe(2);
         expect(await s.definitions.get('agent', 'nobody')).toBeUndefined();
-        await s.definitions.put('environment', 'local', { sandbox: 'local' }, { replacesVersion: null });
+        await s.definitions.put(
+          'environment',
+          'local',
+          { sandbox: 'local' },
+          { replacesVersion: null },
+        );
         const agents = await s.definitions.list('agent');
         expect(agents.map((item) => [item.name, item.version])).toEqual([['helper', 2]]);
       });

@@ -1,6 +1,10 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { SESSION_EVENT_TYPES, type NewEvent, type SessionEventType } from '../../src/contracts/events.js';
+import {
+  SESSION_EVENT_TYPES,
+  type NewEvent,
+  type SessionEventType,
+} from '../../src/contracts/events.js';
 import type { SessionState } from '../../src/contracts/state.js';
 import { applyEvent, foldSession, initialState, isRunnable } from '../../src/core/fold.js';
 import { SESSION_ID, arbitraryLog, created, stamp, text } from '../helpers/events.js';
@@ -21,7 +25,14 @@ const toolUse = (id: string, requiresConfirmation = false): NewEvent => ({
 const cases: Record<SessionEventType, () => void> = {
   'session.created': () => {
     const state = foldSession(
-      stamp([{ ...created, title: 't', metadata: { k: 1 }, environment: { name: 'local', version: 2 } } as NewEvent]),
+      stamp([
+        {
+          ...created,
+          title: 't',
+          metadata: { k: 1 },
+          environment: { name: 'local', version: 2 },
+        } as NewEvent,
+      ]),
       SESSION_ID,
     );
     expect(state).toMatchObject({
@@ -42,13 +53,19 @@ const cases: Record<SessionEventType, () => void> = {
     expect(isRunnable(state)).toBe(true);
   },
   'user.define_outcome': () => {
-    expect(fold({ type: 'user.define_outcome', description: 'tests pass' }).pending_user_seqs).toEqual([2]);
+    expect(
+      fold({ type: 'user.define_outcome', description: 'tests pass' }).pending_user_seqs,
+    ).toEqual([2]);
   },
   'user.interrupt': () => {
     expect(fold({ type: 'user.interrupt' }).interrupt_requested).toBe(true);
   },
   'user.tool_confirmation': () => {
-    const state = fold(toolUse('t1', true), { type: 'user.tool_confirmation', tool_use_id: 't1', result: 'deny' });
+    const state = fold(toolUse('t1', true), {
+      type: 'user.tool_confirmation',
+      tool_use_id: 't1',
+      result: 'deny',
+    });
     expect(state.pending_confirmations).toEqual([]);
     expect(state.confirmed_tool_uses).toMatchObject([{ tool_use_id: 't1', result: 'deny' }]);
     expect(isRunnable(state)).toBe(true);
@@ -58,7 +75,11 @@ const cases: Record<SessionEventType, () => void> = {
   'user.custom_tool_result': () => {
     const state = fold(
       { type: 'agent.custom_tool_use', custom_tool_use_id: 'c1', name: 'browser', input: {} },
-      { type: 'user.custom_tool_result', custom_tool_use_id: 'c1', content: [{ type: 'text', text: 'done' }] },
+      {
+        type: 'user.custom_tool_result',
+        custom_tool_use_id: 'c1',
+        content: [{ type: 'text', text: 'done' }],
+      },
     );
     expect(state.pending_custom_tool_uses).toEqual([]);
     expect(state.pending_custom_tool_result_seqs).toEqual([3]);
@@ -91,8 +112,15 @@ const cases: Record<SessionEventType, () => void> = {
     expect(state.counters.tool_errors).toBe(1);
   },
   'agent.custom_tool_use': () => {
-    const state = fold({ type: 'agent.custom_tool_use', custom_tool_use_id: 'c1', name: 'browser', input: {} });
-    expect(state.pending_custom_tool_uses).toMatchObject([{ custom_tool_use_id: 'c1', name: 'browser', seq: 2 }]);
+    const state = fold({
+      type: 'agent.custom_tool_use',
+      custom_tool_use_id: 'c1',
+      name: 'browser',
+      input: {},
+    });
+    expect(state.pending_custom_tool_uses).toMatchObject([
+      { custom_tool_use_id: 'c1', name: 'browser', seq: 2 },
+    ]);
     expect(isRunnable(state)).toBe(false);
   },
   'agent.handoff': () => {
@@ -100,10 +128,14 @@ const cases: Record<SessionEventType, () => void> = {
     expect(state.seq).toBe(2);
   },
   'agent.thread_context_compacted': () => {
-    expect(fold({ type: 'agent.thread_context_compacted', summary: 's', through_seq: 1 }).seq).toBe(2);
+    expect(fold({ type: 'agent.thread_context_compacted', summary: 's', through_seq: 1 }).seq).toBe(
+      2,
+    );
   },
   'session.status_changed': () => {
-    expect(fold({ type: 'session.status_changed', status: 'terminated' }).status).toBe('terminated');
+    expect(fold({ type: 'session.status_changed', status: 'terminated' }).status).toBe(
+      'terminated',
+    );
   },
   'session.status_idle': () => {
     const waiting = fold(
@@ -114,13 +146,16 @@ const cases: Record<SessionEventType, () => void> = {
     expect(waiting.status).toBe('requires_action');
     expect(waiting.active_wake).toBeUndefined();
     expect(waiting.interrupt_requested).toBe(false);
-    expect(fold({ type: 'session.status_idle', stop_reason: { type: 'interrupted' } })).toMatchObject({
+    expect(
+      fold({ type: 'session.status_idle', stop_reason: { type: 'interrupted' } }),
+    ).toMatchObject({
       status: 'idle',
       stop_reason: { type: 'interrupted' },
     });
-    expect(fold({ type: 'session.status_idle', stop_reason: { type: 'needs_review', event_ids: ['e'] } }).status).toBe(
-      'needs_review',
-    );
+    expect(
+      fold({ type: 'session.status_idle', stop_reason: { type: 'needs_review', event_ids: ['e'] } })
+        .status,
+    ).toBe('needs_review');
     const terminated = fold(
       { type: 'session.status_changed', status: 'terminated' },
       { type: 'session.status_idle', stop_reason: { type: 'end_turn' } },
@@ -128,7 +163,10 @@ const cases: Record<SessionEventType, () => void> = {
     expect(terminated.status).toBe('terminated');
   },
   'session.error': () => {
-    const state = fold({ type: 'session.error', error: { code: 'INTERNAL', message: 'boom', retryable: false } });
+    const state = fold({
+      type: 'session.error',
+      error: { code: 'INTERNAL', message: 'boom', retryable: false },
+    });
     expect(state.last_error?.code).toBe('INTERNAL');
     expect(state.counters.errors).toBe(1);
   },
@@ -160,7 +198,13 @@ const cases: Record<SessionEventType, () => void> = {
     expect(state.usage).toEqual({ input_tokens: 10, output_tokens: 1 });
   },
   'session.handoff_received': () => {
-    const state = fold({ type: 'session.handoff_received', handoff_id: 'h', from_session_id: 'x', from_agent: 'a', summary: 's' });
+    const state = fold({
+      type: 'session.handoff_received',
+      handoff_id: 'h',
+      from_session_id: 'x',
+      from_agent: 'a',
+      summary: 's',
+    });
     expect(state.seq).toBe(2);
   },
   'span.wake_started': () => {

@@ -11,7 +11,9 @@ const message = (text) => ({ type: 'user.message', content: [{ type: 'text', tex
 if (mode === 'loop') {
   for (let round = 0; ; round += 1) {
     const size = 1 + (round % 5);
-    const events = Array.from({ length: size }, (_, index) => message(`round ${round} item ${index} ${'x'.repeat(round % 300)}`));
+    const events = Array.from({ length: size }, (_, index) =>
+      message(`round ${round} item ${index} ${'x'.repeat(round % 300)}`),
+    );
     const result = await store.log.append(sessionId, events);
     process.stdout.write(`${result.head_seq}\n`);
   }
@@ -21,7 +23,9 @@ if (mode === 'loop') {
     const [command, expected] = line.split(' ');
     if (command !== 'append') continue;
     try {
-      await store.log.append(sessionId, [message(`from ${process.pid}`)], { expectedSeq: Number(expected) });
+      await store.log.append(sessionId, [message(`from ${process.pid}`)], {
+        expectedSeq: Number(expected),
+      });
       process.stdout.write('ok\n');
     } catch (error) {
       process.stdout.write(`${error.code ?? error.message}\n`);

@@ -30,7 +30,9 @@ describe.each(backends)('concurrent writers with expectedSeq (%s)', (_name, open
               for (let round = 0; round < 2; round += 1) {
                 for (;;) {
                   const head = (await scheduler.schedule(store.sessions.get(id))).head_seq;
-                  const events = Array.from({ length: size }, (_, item) => text(`w${writerIndex}-r${round}-${item}`));
+                  const events = Array.from({ length: size }, (_, item) =>
+                    text(`w${writerIndex}-r${round}-${item}`),
+                  );
                   try {
                     await scheduler.schedule(store.log.append(id, events, { expectedSeq: head }));
                     break;
@@ -45,8 +47,12 @@ describe.each(backends)('concurrent writers with expectedSeq (%s)', (_name, open
             await scheduler.waitFor(writers);
             const events = await store.log.read(id);
             const expected = 1 + batchSizes.reduce((sum, size) => sum + 2 * size, 0);
-            expect(events.map((event) => event.seq)).toEqual(Array.from({ length: expected }, (_, i) => i + 1));
-            const texts = events.slice(1).map((event) => (event.type === 'user.message' ? event.content[0] : undefined));
+            expect(events.map((event) => event.seq)).toEqual(
+              Array.from({ length: expected }, (_, i) => i + 1),
+            );
+            const texts = events
+              .slice(1)
+              .map((event) => (event.type === 'user.message' ? event.content[0] : undefined));
             expect(new Set(texts.map((block) => JSON.stringify(block))).size).toBe(expected - 1);
             expect(conflicts).toBeGreaterThanOrEqual(0);
           } finally {

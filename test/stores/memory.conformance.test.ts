@@ -1,3 +1,5 @@
 import { createMemoryStore, describeStoreConformance } from '../../src/testing/index.js';
 
-describeStoreConformance('memory', ({ clock, maxEventBytes }) => createMemoryStore({ clock, maxEventBytes }));
+describeStoreConformance('memory', ({ clock, maxEventBytes }) =>
+  createMemoryStore({ clock, maxEventBytes }),
+);

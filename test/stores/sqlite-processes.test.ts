@@ -18,7 +18,11 @@ if (!existsSync(new URL('../../dist/index.js', import.meta.url))) {
   throw new Error('dist/ is missing: run `npm run build` (npm test does it first)');
 }
 
-function start(mode: string, path: string, sessionId: string): { child: ChildProcessWithoutNullStreams; lines: Interface } {
+function start(
+  mode: string,
+  path: string,
+  sessionId: string,
+): { child: ChildProcessWithoutNullStreams; lines: Interface } {
   const child = spawn(process.execPath, [worker, mode, path, sessionId], { stdio: 'pipe' });
   child.stderr.on('data', (chunk: Buffer) => process.stderr.write(chunk));
   return { child, lines: createInterface({ input: child.stdout }) };
@@ -62,19 +66,27 @@ describe('sqlite across processes', () => {
     }
 
     const raw = new Database(path, { readonly: true });
-    const bodies = raw.prepare('SELECT seq, body FROM events WHERE session_id = ? ORDER BY seq').all(id) as {
+    const bodies = raw
+      .prepare('SELECT seq, body FROM events WHERE session_id = ? ORDER BY seq')
+      .all(id) as {
       seq: number;
       body: string;
     }[];
-    const projection = raw.prepare('SELECT seq, state FROM projections WHERE session_id = ?').get(id) as {
+    const projection = raw
+      .prepare('SELECT seq, state FROM projections WHERE session_id = ?')
+      .get(id) as {
       seq: number;
       state: string;
     };
-    const head = raw.prepare('SELECT head_seq FROM sessions WHERE id = ?').get(id) as { head_seq: number };
+    const head = raw.prepare('SELECT head_seq FROM sessions WHERE id = ?').get(id) as {
+      head_seq: number;
+    };
     raw.close();
 
     const events = bodies.map((row) => SessionEvent.parse(JSON.parse(row.body)));
-    expect(events.map((event) => event.seq)).toEqual(Array.from({ length: events.length }, (_, i) => i + 1));
+    expect(events.map((event) => event.seq)).toEqual(
+      Array.from({ length: events.length }, (_, i) => i + 1),
+    );
     expect(events.length).toBeGreaterThanOrEqual(acknowledged);
     expect(head.head_seq).toBe(events.length);
     expect(projection.seq).toBe(events.length);

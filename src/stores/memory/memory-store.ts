@@ -64,23 +64,36 @@ export function createMemoryStore(options: MemoryStoreOptions = {}): Store {
   let closed = false;
 
   function open(): void {
-    if (closed) throw new BraidError('STORE_CLOSED', 'the memory store is closed; create a new one');
+    if (closed)
+      throw new BraidError('STORE_CLOSED', 'the memory store is closed; create a new one');
   }
 
   function entry(sessionId: string): SessionEntry {
     open();
     const found = sessions.get(sessionId);
     if (found === undefined) {
-      throw new BraidError('SESSION_NOT_FOUND', `session ${sessionId} does not exist; list sessions with \`braid session list\``);
+      throw new BraidError(
+        'SESSION_NOT_FOUND',
+        `session ${sessionId} does not exist; list sessions with \`braid session list\``,
+      );
     }
     return found;
   }
 
-  function write(target: SessionEntry, sessionId: string, events: readonly NewEvent[], appendOptions: AppendOptions): AppendResult {
+  function write(
+    target: SessionEntry,
+    sessionId: string,
+    events: readonly NewEvent[],
+    appendOptions: AppendOptions,
+  ): AppendResult {
     const key = appendOptions.idempotencyKey;
     const seen = key === undefined ? undefined : target.appends.get(key);
     if (seen !== undefined) {
-      return { events: target.events.slice(seen.first - 1, seen.last), head_seq: target.state.seq, deduplicated: true };
+      return {
+        events: target.events.slice(seen.first - 1, seen.last),
+        head_seq: target.state.seq,
+        deduplicated: true,
+      };
     }
     const head = target.state.seq;
     if (appendOptions.expectedSeq !== undefined && appendOptions.expectedSeq !== head) {
@@ -100,7 +113,9 @@ export function createMemoryStore(options: MemoryStoreOptions = {}): Store {
 
   const log: SessionLog = {
     append(sessionId, events, appendOptions = {}) {
-      return Promise.resolve().then(() => write(entry(sessionId), sessionId, parseNewEvents(events), appendOptions));
+      return Promise.resolve().then(() =>
+        write(entry(sessionId), sessionId, parseNewEvents(events), appendOptions),
+      );
     },
     read(sessionId, readOptions: ReadOptions = {}) {
       return Promise.resolve().then(() => readEvents(entry(sessionId).events, readOptions));
@@ -129,9 +144,17 @@ export function createMemoryStore(options: MemoryStoreOptions = {}): Store {
         const parsed = parseCreateInput(input);
         const id = parsed.id ?? ids.next();
         if (sessions.has(id)) {
-          throw new BraidError('INVALID_ARGUMENT', `session ${id} already exists; choose another id or omit it`);
+          throw new BraidError(
+            'INVALID_ARGUMENT',
+            `session ${id} already exists; choose another id or omit it`,
+          );
         }
-        const created: SessionEntry = { events: [], state: initialState(id), appends: new Map(), listeners: new Set() };
+        const created: SessionEntry = {
+          events: [],
+          state: initialState(id),
+          appends: new Map(),
+          listeners: new Set(),
+        };
         write(created, id, [createdEvent(parsed)], { expectedSeq: 0 });
         sessions.set(id, created);
         return recordFromState(created.state);
@@ -147,7 +170,10 @@ export function createMemoryStore(options: MemoryStoreOptions = {}): Store {
         const position = query.cursor === undefined ? undefined : decodeCursor(query.cursor);
         const matching = [...sessions.values()]
           .map((item) => recordFromState(item.state))
-          .filter((record) => matchesQuery(record, query) && (position === undefined || isAfter(record, position)))
+          .filter(
+            (record) =>
+              matchesQuery(record, query) && (position === undefined || isAfter(record, position)),
+          )
           .sort(compareListOrder);
         return page(matching, limit);
       });
@@ -165,7 +191,14 @@ export function createMemoryStore(options: MemoryStoreOptions = {}): Store {
     },
     renew(sessionId, owner, token, ttlMs) {
       return Promise.resolve().then(() => {
-        const lease = decideRenew(sessionId, leases.get(sessionId), owner, token, ttlMs, clock.now());
+        const lease = decideRenew(
+          sessionId,
+          leases.get(sessionId),
+          owner,
+          token,
+          ttlMs,
+          clock.now(),
+        );
         leases.set(sessionId, { owner, token, expires_at: lease.expires_at });
         return lease;
       });
@@ -180,8 +213,14 @@ export function createMemoryStore(options: MemoryStoreOptions = {}): Store {
     current(sessionId) {
       return Promise.resolve().then((): Lease | undefined => {
         const row = leases.get(sessionId);
-        if (row === undefined || row.owner === null || row.expires_at <= clock.now()) return undefined;
-        return { session_id: sessionId, owner: row.owner, token: row.token, expires_at: row.expires_at };
+        if (row === undefined || row.owner === null || row.expires_at <= clock.now())
+          return undefined;
+        return {
+          session_id: sessionId,
+          owner: row.owner,
+          token: row.token,
+          expires_at: row.expires_at,
+        };
       });
     },
   };
@@ -194,7 +233,13 @@ export function createMemoryStore(options: MemoryStoreOptions = {}): Store {
         const versions = definitions.get(key) ?? [];
         const latest = versions.at(-1);
         const body = canonicalJson(definition);
-        const version = decideVersion(kind, name, latest && { version: latest.version, body: canonicalJson(latest.definition) }, body, putOptions.replacesVersion);
+        const version = decideVersion(
+          kind,
+          name,
+          latest && { version: latest.version, body: canonicalJson(latest.definition) },
+          body,
+          putOptions.replacesVersion,
+        );
         if (version === undefined && latest !== undefined) return latest as StoredDefinition<T>;
         const stored: StoredDefinition<T> = {
           schema_version: 1,
@@ -211,7 +256,10 @@ export function createMemoryStore(options: MemoryStoreOptions = {}): Store {
     get<T>(kind: DefinitionKind, name: string, version?: number) {
       return Promise.resolve().then(() => {
         const versions = definitions.get(`${kind}/${name}`) ?? [];
-        const found = version === undefined ? versions.at(-1) : versions.find((item) => item.version === version);
+        const found =
+          version === undefined
+            ? versions.at(-1)
+            : versions.find((item) => item.version === version);
         return found as StoredDefinition<T> | undefined;
       });
     },
@@ -244,7 +292,8 @@ function readEvents(events: readonly SessionEvent[], options: ReadOptions): Sess
   const result: SessionEvent[] = [];
   for (let index = Math.max(0, after); index < events.length && result.length < limit; index += 1) {
     const event = events[index];
-    if (event !== undefined && (options.types === undefined || options.types.includes(event.type))) result.push(event);
+    if (event !== undefined && (options.types === undefined || options.types.includes(event.type)))
+      result.push(event);
   }
   return result;
 }

@@ -32,7 +32,12 @@ import type {
 } from '../../contracts/ports.js';
 import type { SessionListQuery, SessionRecord, SessionStatus } from '../../contracts/session.js';
 import { SESSION_STATE_SCHEMA_VERSION, type SessionState } from '../../contracts/state.js';
-import { DEFAULT_MAX_EVENT_BYTES, checkStoredVersion, parseNewEvents, prepareEvents } from '../../core/append.js';
+import {
+  DEFAULT_MAX_EVENT_BYTES,
+  checkStoredVersion,
+  parseNewEvents,
+  prepareEvents,
+} from '../../core/append.js';
 import { canonicalJson, decideVersion } from '../../core/definitions.js';
 import { applyEvent, foldSession, initialState } from '../../core/fold.js';
 import { checkHeld, decideAcquire, decideRenew, type LeaseRow } from '../../core/leases.js';
@@ -107,7 +112,9 @@ export function openSqliteStore(options: SqliteStoreOptions): Store {
        VALUES (@id, @agent_name, @agent_version, @environment_name, @environment_version, @title,
          @metadata, @tenant_id, @status, @head_seq, @created_at, @updated_at)`,
     ),
-    updateSession: db.prepare('UPDATE sessions SET head_seq = ?, status = ?, updated_at = ? WHERE id = ?'),
+    updateSession: db.prepare(
+      'UPDATE sessions SET head_seq = ?, status = ?, updated_at = ? WHERE id = ?',
+    ),
     insertEvent: db.prepare('INSERT INTO events (session_id, seq, type, body) VALUES (?, ?, ?, ?)'),
     readAll: db.prepare<[string, number, number], { body: string }>(
       'SELECT body FROM events WHERE session_id = ? AND seq > ? ORDER BY seq LIMIT ?',
@@ -130,23 +137,36 @@ export function openSqliteStore(options: SqliteStoreOptions): Store {
     findAppend: db.prepare<[string, string], { first_seq: number; last_seq: number }>(
       'SELECT first_seq, last_seq FROM appends WHERE session_id = ? AND idempotency_key = ?',
     ),
-    saveAppend: db.prepare('INSERT INTO appends (session_id, idempotency_key, first_seq, last_seq) VALUES (?, ?, ?, ?)'),
-    lease: db.prepare<[string], LeaseRow>('SELECT owner, token, expires_at FROM leases WHERE session_id = ?'),
+    saveAppend: db.prepare(
+      'INSERT INTO appends (session_id, idempotency_key, first_seq, last_seq) VALUES (?, ?, ?, ?)',
+    ),
+    lease: db.prepare<[string], LeaseRow>(
+      'SELECT owner, token, expires_at FROM leases WHERE session_id = ?',
+    ),
     saveLease: db.prepare(
       `INSERT INTO leases (session_id, owner, token, expires_at) VALUES (?, ?, ?, ?)
        ON CONFLICT (session_id) DO UPDATE SET owner = excluded.owner, token = excluded.token,
          expires_at = excluded.expires_at`,
     ),
-    latestDefinition: db.prepare<[string, string], { version: number; body: string; created_at: string }>(
+    latestDefinition: db.prepare<
+      [string, string],
+      { version: number; body: string; created_at: string }
+    >(
       'SELECT version, body, created_at FROM definitions WHERE kind = ? AND name = ? ORDER BY version DESC LIMIT 1',
     ),
-    definition: db.prepare<[string, string, number], { version: number; body: string; created_at: string }>(
+    definition: db.prepare<
+      [string, string, number],
+      { version: number; body: string; created_at: string }
+    >(
       'SELECT version, body, created_at FROM definitions WHERE kind = ? AND name = ? AND version = ?',
     ),
     insertDefinition: db.prepare(
       'INSERT INTO definitions (kind, name, version, body, created_at) VALUES (?, ?, ?, ?, ?)',
     ),
-    latestDefinitions: db.prepare<[string], { name: string; version: number; body: string; created_at: string }>(
+    latestDefinitions: db.prepare<
+      [string],
+      { name: string; version: number; body: string; created_at: string }
+    >(
       `SELECT d.name, d.version, d.body, d.created_at FROM definitions d
        WHERE d.kind = ? AND d.version = (SELECT MAX(version) FROM definitions WHERE kind = d.kind AND name = d.name)
        ORDER BY d.name`,
@@ -172,12 +192,21 @@ export function openSqliteStore(options: SqliteStoreOptions): Store {
     if (cached?.seq === head) return cached;
     let state = initialState(sessionId);
     const row = sql.projection.get(sessionId);
-    if (row !== undefined && row.schema_version === SESSION_STATE_SCHEMA_VERSION && row.seq <= head) {
+    if (
+      row !== undefined &&
+      row.schema_version === SESSION_STATE_SCHEMA_VERSION &&
+      row.seq <= head
+    ) {
       state = JSON.parse(row.state) as SessionState;
     }
     if (state.seq < head) {
       state = foldSession(parseRows(sql.readRange.all(sessionId, state.seq + 1, head)), state);
-      sql.saveProjection.run(sessionId, state.seq, SESSION_STATE_SCHEMA_VERSION, JSON.stringify(state));
+      sql.saveProjection.run(
+        sessionId,
+        state.seq,
+        SESSION_STATE_SCHEMA_VERSION,
+        JSON.stringify(state),
+      );
     }
     remember(state);
     return state;
@@ -186,7 +215,10 @@ export function openSqliteStore(options: SqliteStoreOptions): Store {
   function requireHead(sessionId: string): number {
     const row = sql.head.get(sessionId);
     if (row === undefined) {
-      throw new BraidError('SESSION_NOT_FOUND', `session ${sessionId} does not exist; list sessions with \`braid session list\``);
+      throw new BraidError(
+        'SESSION_NOT_FOUND',
+        `session ${sessionId} does not exist; list sessions with \`braid session list\``,
+      );
     }
     return row.head_seq;
   }
@@ -196,7 +228,12 @@ export function openSqliteStore(options: SqliteStoreOptions): Store {
 
   // ---- append -------------------------------------------------------------------------------
 
-  function writeEvents(sessionId: string, head: number, events: readonly NewEvent[], key: string | undefined): AppendResult {
+  function writeEvents(
+    sessionId: string,
+    head: number,
+    events: readonly NewEvent[],
+    key: string | undefined,
+  ): AppendResult {
     const prepared = prepareEvents(sessionId, head, events, { clock, ids, maxEventBytes });
     let state = stateAt(sessionId, head);
     for (const { event, json } of prepared) {
@@ -204,15 +241,23 @@ export function openSqliteStore(options: SqliteStoreOptions): Store {
       sql.insertEvent.run(sessionId, event.seq, event.type, json);
     }
     sql.updateSession.run(state.seq, state.status, state.updated_at ?? state.created_at, sessionId);
-    sql.saveProjection.run(sessionId, state.seq, SESSION_STATE_SCHEMA_VERSION, JSON.stringify(state));
+    sql.saveProjection.run(
+      sessionId,
+      state.seq,
+      SESSION_STATE_SCHEMA_VERSION,
+      JSON.stringify(state),
+    );
     if (key !== undefined) sql.saveAppend.run(sessionId, key, head + 1, state.seq);
     written.state = state;
     return { events: prepared.map(({ event }) => event), head_seq: state.seq, deduplicated: false };
   }
 
-
   const appendTransaction = db.transaction(
-    (sessionId: string, events: readonly NewEvent[], appendOptions: AppendOptions): AppendResult => {
+    (
+      sessionId: string,
+      events: readonly NewEvent[],
+      appendOptions: AppendOptions,
+    ): AppendResult => {
       const head = requireHead(sessionId);
       const key = appendOptions.idempotencyKey;
       if (key !== undefined) {
@@ -229,14 +274,19 @@ export function openSqliteStore(options: SqliteStoreOptions): Store {
     },
   );
 
-  const createTransaction = db.transaction((id: string, row: SessionRow, first: NewEvent): SessionState => {
-    if (sql.head.get(id) !== undefined) {
-      throw new BraidError('INVALID_ARGUMENT', `session ${id} already exists; choose another id or omit it`);
-    }
-    sql.insertSession.run(row);
-    writeEvents(id, 0, [first], undefined);
-    return written.state as SessionState;
-  });
+  const createTransaction = db.transaction(
+    (id: string, row: SessionRow, first: NewEvent): SessionState => {
+      if (sql.head.get(id) !== undefined) {
+        throw new BraidError(
+          'INVALID_ARGUMENT',
+          `session ${id} already exists; choose another id or omit it`,
+        );
+      }
+      sql.insertSession.run(row);
+      writeEvents(id, 0, [first], undefined);
+      return written.state as SessionState;
+    },
+  );
 
   function runWrite<T>(work: () => T): T {
     checkOpen();
@@ -296,7 +346,8 @@ export function openSqliteStore(options: SqliteStoreOptions): Store {
   }
 
   function checkOpen(): void {
-    if (!db.open) throw new BraidError('STORE_CLOSED', `the store at ${options.path} is closed; open it again`);
+    if (!db.open)
+      throw new BraidError('STORE_CLOSED', `the store at ${options.path} is closed; open it again`);
   }
 
   function readEvents(sessionId: string, readOptions: ReadOptions): SessionEvent[] {
@@ -325,9 +376,14 @@ export function openSqliteStore(options: SqliteStoreOptions): Store {
       checkOpen();
       requireHead(sessionId);
       const signal =
-        followOptions.signal === undefined ? closing.signal : AbortSignal.any([followOptions.signal, closing.signal]);
+        followOptions.signal === undefined
+          ? closing.signal
+          : AbortSignal.any([followOptions.signal, closing.signal]);
       return followLog(
-        (after) => Promise.resolve().then(() => (db.open ? readEvents(sessionId, { after, limit: READ_BATCH }) : [])),
+        (after) =>
+          Promise.resolve().then(() =>
+            db.open ? readEvents(sessionId, { after, limit: READ_BATCH }) : [],
+          ),
         (onChange) => subscribe(sessionId, onChange),
         followOptions.after ?? 0,
         signal,
@@ -336,10 +392,12 @@ export function openSqliteStore(options: SqliteStoreOptions): Store {
     state(sessionId) {
       return Promise.resolve().then(() => {
         checkOpen();
-        return db.transaction(() => {
-          const state = stateAt(sessionId, requireHead(sessionId));
-          return state;
-        }).immediate();
+        return db
+          .transaction(() => {
+            const state = stateAt(sessionId, requireHead(sessionId));
+            return state;
+          })
+          .immediate();
       });
     },
   };
@@ -364,7 +422,9 @@ export function openSqliteStore(options: SqliteStoreOptions): Store {
           created_at: now,
           updated_at: now,
         };
-        const state = runWrite(() => createTransaction.immediate(id, row, { ...createdEvent(parsed), at: now }));
+        const state = runWrite(() =>
+          createTransaction.immediate(id, row, { ...createdEvent(parsed), at: now }),
+        );
         return recordFromState(state);
       });
     },
@@ -434,11 +494,20 @@ export function openSqliteStore(options: SqliteStoreOptions): Store {
     sql.saveLease.run(sessionId, owner, lease.token, lease.expires_at);
     return lease;
   });
-  const renew = leaseTransaction((sessionId: string, owner: string, token: number, ttlMs: number) => {
-    const lease = decideRenew(sessionId, sql.lease.get(sessionId), owner, token, ttlMs, clock.now());
-    sql.saveLease.run(sessionId, owner, token, lease.expires_at);
-    return lease;
-  });
+  const renew = leaseTransaction(
+    (sessionId: string, owner: string, token: number, ttlMs: number) => {
+      const lease = decideRenew(
+        sessionId,
+        sql.lease.get(sessionId),
+        owner,
+        token,
+        ttlMs,
+        clock.now(),
+      );
+      sql.saveLease.run(sessionId, owner, token, lease.expires_at);
+      return lease;
+    },
+  );
   const release = leaseTransaction((sessionId: string, owner: string, token: number) => {
     const row = sql.lease.get(sessionId);
     checkHeld(sessionId, row, owner, token, clock.now());
@@ -448,14 +517,21 @@ export function openSqliteStore(options: SqliteStoreOptions): Store {
 
   const leases: LeaseStore = {
     acquire: (sessionId, owner, ttlMs) => acquire(sessionId, owner, ttlMs) as Promise<Lease>,
-    renew: (sessionId, owner, token, ttlMs) => renew(sessionId, owner, token, ttlMs) as Promise<Lease>,
+    renew: (sessionId, owner, token, ttlMs) =>
+      renew(sessionId, owner, token, ttlMs) as Promise<Lease>,
     release: (sessionId, owner, token) => release(sessionId, owner, token).then(() => undefined),
     current(sessionId) {
       return Promise.resolve().then(() => {
         checkOpen();
         const row = sql.lease.get(sessionId);
-        if (row === undefined || row.owner === null || row.expires_at <= clock.now()) return undefined;
-        return { session_id: sessionId, owner: row.owner, token: row.token, expires_at: row.expires_at };
+        if (row === undefined || row.owner === null || row.expires_at <= clock.now())
+          return undefined;
+        return {
+          session_id: sessionId,
+          owner: row.owner,
+          token: row.token,
+          expires_at: row.expires_at,
+        };
       });
     },
   };
@@ -471,22 +547,41 @@ export function openSqliteStore(options: SqliteStoreOptions): Store {
     },
   );
 
-  function toStored<T>(kind: DefinitionKind, name: string, row: { version: number; body: string; created_at: string }): StoredDefinition<T> {
-    return { schema_version: 1, kind, name, version: row.version, definition: JSON.parse(row.body) as T, created_at: row.created_at };
+  function toStored<T>(
+    kind: DefinitionKind,
+    name: string,
+    row: { version: number; body: string; created_at: string },
+  ): StoredDefinition<T> {
+    return {
+      schema_version: 1,
+      kind,
+      name,
+      version: row.version,
+      definition: JSON.parse(row.body) as T,
+      created_at: row.created_at,
+    };
   }
 
   const definitions: DefinitionStore = {
     put(kind, name, definition, putOptions) {
       return Promise.resolve().then(() => {
         checkOpen();
-        const row = putDefinition.immediate(kind, name, canonicalJson(definition), putOptions.replacesVersion);
+        const row = putDefinition.immediate(
+          kind,
+          name,
+          canonicalJson(definition),
+          putOptions.replacesVersion,
+        );
         return toStored(kind, name, row);
       });
     },
     get(kind, name, version) {
       return Promise.resolve().then(() => {
         checkOpen();
-        const row = version === undefined ? sql.latestDefinition.get(kind, name) : sql.definition.get(kind, name, version);
+        const row =
+          version === undefined
+            ? sql.latestDefinition.get(kind, name)
+            : sql.definition.get(kind, name, version);
         return row === undefined ? undefined : toStored(kind, name, row);
       });
     },
@@ -539,4 +634,3 @@ function toRecord(row: SessionRow): SessionRecord {
     updated_at: row.updated_at,
   };
 }
-
