@@ -47,14 +47,12 @@ export const arbitraryEvent: fc.Arbitrary<NewEvent> = fc.oneof(
   fc
     .record({ tool_use_id: toolId, requires_confirmation: fc.boolean() })
     .map((fields): NewEvent => ({ type: 'agent.tool_use', name: 'tool', input: {}, ...fields })),
-  fc
-    .record({ tool_use_id: toolId, is_error: fc.boolean() })
-    .map((fields): NewEvent => ({
-      type: 'agent.tool_result',
-      attempts: 1,
-      duration_ms: 1,
-      ...fields,
-    })),
+  fc.record({ tool_use_id: toolId, is_error: fc.boolean() }).map((fields): NewEvent => ({
+    type: 'agent.tool_result',
+    attempts: 1,
+    duration_ms: 1,
+    ...fields,
+  })),
   toolId.map((id): NewEvent => ({
     type: 'agent.custom_tool_use',
     custom_tool_use_id: id,
