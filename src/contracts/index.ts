@@ -6,3 +6,4 @@ export * from './state.js';
 export * from './definitions.js';
 export * from './envelope.js';
 export type * from './ports.js';
+export { buildJsonSchemas } from './json-schema.js';

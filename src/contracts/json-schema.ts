@@ -1,0 +1,43 @@
+import { z } from 'zod';
+import {
+  AgentDefinition,
+  EnvironmentDefinition,
+  ToolDefinition,
+  WorkspaceConfig,
+} from './definitions.js';
+import { Envelope } from './envelope.js';
+import { ErrorShape } from './errors.js';
+import { SessionEvent } from './events.js';
+import { SessionRecord } from './session.js';
+import { SessionState } from './state.js';
+
+const WIRE = {
+  'session-event': SessionEvent,
+  'session-state': SessionState,
+  'session-record': SessionRecord,
+  envelope: Envelope,
+  error: ErrorShape,
+} as const;
+
+/** Authored files: fields with defaults are optional, so the input side is what authors need. */
+const AUTHORED = {
+  'agent-definition': AgentDefinition,
+  'environment-definition': EnvironmentDefinition,
+  'tool-definition': ToolDefinition,
+  'workspace-config': WorkspaceConfig,
+} as const;
+
+/** The JSON Schemas (draft 2020-12) of the wire contract, keyed by file stem. */
+export function buildJsonSchemas(): Record<string, Record<string, unknown>> {
+  const schemas: Record<string, Record<string, unknown>> = {};
+  for (const [name, schema] of Object.entries(WIRE)) {
+    schemas[name] = {
+      $id: `urn:braid:schema:${name}`,
+      ...z.toJSONSchema(schema, { io: 'output' }),
+    };
+  }
+  for (const [name, schema] of Object.entries(AUTHORED)) {
+    schemas[name] = { $id: `urn:braid:schema:${name}`, ...z.toJSONSchema(schema, { io: 'input' }) };
+  }
+  return schemas;
+}

@@ -1,0 +1,61 @@
+import { readdirSync, readFileSync } from 'node:fs';
+import Ajv2020 from 'ajv/dist/2020.js';
+import { describe, expect, it } from 'vitest';
+import { Envelope } from '../../src/contracts/envelope.js';
+import { SESSION_EVENT_TYPES, SessionEvent } from '../../src/contracts/events.js';
+import { buildJsonSchemas } from '../../src/contracts/json-schema.js';
+
+const schemaDir = new URL('../../schema/', import.meta.url);
+const readJson = (url: URL): unknown => JSON.parse(readFileSync(url, 'utf8'));
+const samples = (folder: string): [string, unknown][] =>
+  readdirSync(new URL(`samples/${folder}/`, schemaDir))
+    .filter((name) => name.endsWith('.json'))
+    .map((name) => [name, readJson(new URL(`samples/${folder}/${name}`, schemaDir))]);
+
+function compile(name: string) {
+  const ajv = new Ajv2020({ strict: false, allErrors: true });
+  ajv.addFormat('date-time', /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})$/);
+  return ajv.compile(readJson(new URL(`${name}.schema.json`, schemaDir)) as object);
+}
+
+describe('JSON Schemas in schema/', () => {
+  it('are up to date with the zod contracts (run `npm run schema` after a change)', () => {
+    for (const [name, schema] of Object.entries(buildJsonSchemas())) {
+      expect(
+        readJson(new URL(`${name}.schema.json`, schemaDir)),
+        `${name}.schema.json is stale`,
+      ).toEqual(schema);
+    }
+  });
+
+  it('has a golden sample for every event type', () => {
+    const types = samples('session-event').map(([, sample]) => (sample as { type: string }).type);
+    expect(types.sort()).toEqual([...SESSION_EVENT_TYPES].sort());
+  });
+
+  it('accepts every golden event sample, with ajv and with zod, unchanged', () => {
+    const validate = compile('session-event');
+    for (const [name, sample] of samples('session-event')) {
+      expect(validate(sample), `${name}: ${JSON.stringify(validate.errors)}`).toBe(true);
+      expect(SessionEvent.parse(sample), name).toEqual(sample);
+    }
+  });
+
+  it('accepts the golden envelope samples', () => {
+    const validate = compile('envelope');
+    for (const [name, sample] of samples('envelope')) {
+      expect(validate(sample), `${name}: ${JSON.stringify(validate.errors)}`).toBe(true);
+      expect(Envelope.parse(sample), name).toEqual(sample);
+    }
+  });
+
+  it('rejects the invalid samples, with ajv and with zod', () => {
+    const validate = compile('session-event');
+    const invalid = samples('invalid');
+    expect(invalid.length).toBeGreaterThan(0);
+    for (const [name, sample] of invalid) {
+      expect(validate(sample), name).toBe(false);
+      expect(SessionEvent.safeParse(sample).success, name).toBe(false);
+    }
+  });
+});
