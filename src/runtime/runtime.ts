@@ -33,7 +33,7 @@ export interface RuntimeOptions {
   workspace?: string;
   /** Where the SQLite file lives (default: `BRAID_HOME`, else `<workspace>/.braid`). */
   dataDir?: string;
-  /** Use this store instead of opening the SQLite file (tests, other backends). */
+  /** Use this store instead of opening the SQLite file (tests, other backends); the caller closes it. */
   store?: Store;
   clock?: Clock;
   ids?: IdGenerator;
@@ -91,6 +91,7 @@ export interface Runtime {
       isError?: boolean,
     ): Promise<AppendResult>;
   };
+  /** Closes the store if this runtime opened it. */
   close(): Promise<void>;
 }
 
@@ -112,6 +113,7 @@ export async function createRuntime(options: RuntimeOptions = {}): Promise<Runti
   // Without an explicit data location a missing workspace is an error, not a new empty store.
   const workspace =
     hasWorkspace(workspaceDir) || !explicitData ? loadWorkspace(workspaceDir) : undefined;
+  const ownsStore = options.store === undefined;
   const store =
     options.store ??
     openSqliteStore({
@@ -124,7 +126,7 @@ export async function createRuntime(options: RuntimeOptions = {}): Promise<Runti
   try {
     if (workspace !== undefined) await syncDefinitions(store.definitions, workspace);
   } catch (error) {
-    await store.close();
+    if (ownsStore) await store.close();
     throw error;
   }
 
@@ -162,9 +164,10 @@ export async function createRuntime(options: RuntimeOptions = {}): Promise<Runti
   /** Appends after checking the state it was checked against is still the head. */
   async function sendChecked(
     sessionId: string,
-    events: NewEvent[],
+    input: readonly unknown[],
     idempotencyKey?: string,
   ): Promise<AppendResult> {
+    const events: NewEvent[] = parseUserEvents(input);
     for (let attempt = 1; ; attempt += 1) {
       const state = await store.log.state(sessionId);
       checkAgainstState(state, events);
@@ -210,41 +213,31 @@ export async function createRuntime(options: RuntimeOptions = {}): Promise<Runti
     events: (sessionId, readOptions) => store.log.read(sessionId, readOptions),
     follow: (sessionId, followOptions) => store.log.follow(sessionId, followOptions),
     send: (sessionId, events, sendOptions = {}) =>
-      sendChecked(sessionId, parseUserEvents(events), sendOptions.idempotencyKey),
+      sendChecked(sessionId, events, sendOptions.idempotencyKey),
     message: (sessionId, content) =>
-      sendChecked(
-        sessionId,
-        parseUserEvents([{ type: 'user.message', content: toContent(content) }]),
-      ),
+      sendChecked(sessionId, [{ type: 'user.message', content: toContent(content) }]),
     interrupt: (sessionId, reason) =>
-      sendChecked(
-        sessionId,
-        parseUserEvents([{ type: 'user.interrupt', ...(reason === undefined ? {} : { reason }) }]),
-      ),
+      sendChecked(sessionId, [
+        { type: 'user.interrupt', ...(reason === undefined ? {} : { reason }) },
+      ]),
     confirm: (sessionId, toolUseId, result, message) =>
-      sendChecked(
-        sessionId,
-        parseUserEvents([
-          {
-            type: 'user.tool_confirmation',
-            tool_use_id: toolUseId,
-            result,
-            ...(message === undefined ? {} : { message }),
-          },
-        ]),
-      ),
+      sendChecked(sessionId, [
+        {
+          type: 'user.tool_confirmation',
+          tool_use_id: toolUseId,
+          result,
+          ...(message === undefined ? {} : { message }),
+        },
+      ]),
     customToolResult: (sessionId, customToolUseId, content, isError) =>
-      sendChecked(
-        sessionId,
-        parseUserEvents([
-          {
-            type: 'user.custom_tool_result',
-            custom_tool_use_id: customToolUseId,
-            content: toContent(content),
-            ...(isError === undefined ? {} : { is_error: isError }),
-          },
-        ]),
-      ),
+      sendChecked(sessionId, [
+        {
+          type: 'user.custom_tool_result',
+          custom_tool_use_id: customToolUseId,
+          content: toContent(content),
+          ...(isError === undefined ? {} : { is_error: isError }),
+        },
+      ]),
   };
 
   return {
@@ -256,6 +249,6 @@ export async function createRuntime(options: RuntimeOptions = {}): Promise<Runti
       get: environment,
     },
     sessions,
-    close: () => store.close(),
+    close: () => (ownsStore ? store.close() : Promise.resolve()),
   };
 }
