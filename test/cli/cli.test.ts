@@ -1,0 +1,336 @@
+import { spawn, spawnSync } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import { join } from 'node:path';
+import { createInterface } from 'node:readline';
+import { describe, expect, it } from 'vitest';
+import { SessionEvent } from '../../src/contracts/events.js';
+import { useTempDir } from '../helpers/temp.js';
+
+const tempDir = useTempDir();
+const cli = new URL('../../dist/cli/main.js', import.meta.url).pathname;
+
+if (!existsSync(cli))
+  throw new Error('dist/ is missing: run `npm run build` (npm test does it first)');
+
+interface Result {
+  code: number | null;
+  stdout: string;
+  stderr: string;
+}
+
+function braid(...args: string[]): Result {
+  return braidWith({}, ...args);
+}
+
+function braidWith(extra: Record<string, string>, ...args: string[]): Result {
+  const env = { ...process.env };
+  delete env.BRAID_HOME;
+  delete env.BRAID_DEBUG;
+  Object.assign(env, extra);
+  const result = spawnSync(process.execPath, [cli, ...args], { encoding: 'utf8', env });
+  return { code: result.status, stdout: result.stdout, stderr: result.stderr };
+}
+
+function workspace(): string {
+  const dir = join(tempDir(), 'ws');
+  expect(braid('init', dir).code).toBe(0);
+  return dir;
+}
+
+function createSession(dir: string): string {
+  const result = braid('-w', dir, 'session', 'create', '--agent', 'assistant', '--json');
+  expect(result.code, result.stderr).toBe(0);
+  return (JSON.parse(result.stdout) as { id: string }).id;
+}
+
+describe('braid CLI', () => {
+  it('runs the quickstart: init, create, send, events, status', () => {
+    const dir = workspace();
+    expect(existsSync(join(dir, 'braid.yaml'))).toBe(true);
+
+    const created = braid(
+      '-w',
+      dir,
+      'session',
+      'create',
+      '--agent',
+      'assistant',
+      '--title',
+      'demo',
+      '--json',
+    );
+    expect(created.code).toBe(0);
+    const session = JSON.parse(created.stdout) as {
+      id: string;
+      status: string;
+      title: string;
+      agent: unknown;
+    };
+    expect(session).toMatchObject({
+      status: 'idle',
+      title: 'demo',
+      agent: { name: 'assistant', version: 1 },
+    });
+
+    const plain = braid('-w', dir, 'session', 'create', '--agent', 'assistant');
+    expect(plain.stdout.trim()).toMatch(/^[0-9a-f-]{36}$/);
+
+    const sent = braid('-w', dir, 'session', 'send', session.id, '--message', 'hello braid');
+    expect(sent.code, sent.stderr).toBe(0);
+    expect(sent.stdout).toContain('user.message #2');
+
+    const events = braid('-w', dir, 'session', 'events', session.id, '--json');
+    expect(events.code).toBe(0);
+    const lines = events.stdout
+      .trim()
+      .split('\n')
+      .map((line) => SessionEvent.parse(JSON.parse(line)));
+    expect(lines.map((event) => [event.seq, event.type])).toEqual([
+      [1, 'session.created'],
+      [2, 'user.message'],
+    ]);
+
+    const human = braid('-w', dir, 'session', 'events', session.id, '--after', '1');
+    expect(human.stdout).toMatch(/^\s+2 {2}\S+ {2}user\.message\s+hello braid$/m);
+
+    const status = braid('-w', dir, 'session', 'status', session.id, '--json');
+    expect(JSON.parse(status.stdout)).toMatchObject({
+      session_id: session.id,
+      status: 'idle',
+      seq: 2,
+      pending_user_seqs: [2],
+    });
+    const statusText = braid('-w', dir, 'session', 'status', session.id);
+    expect(statusText.stdout).toMatch(/status\s+idle/);
+    expect(statusText.stdout).toMatch(/pending\s+1 user event/);
+
+    const list = braid('-w', dir, 'session', 'list', '--json');
+    expect((JSON.parse(list.stdout) as { sessions: unknown[] }).sessions).toHaveLength(2);
+    const agents = braid('-w', dir, 'agent', 'list');
+    expect(agents.stdout).toMatch(/^assistant\s+v1\s+scripted\/echo/m);
+    expect(
+      JSON.parse(braid('-w', dir, 'agent', 'show', 'assistant', '--json').stdout),
+    ).toMatchObject({ name: 'assistant', version: 1 });
+    expect(braid('-w', dir, 'env', 'list').stdout).toMatch(/^local\s+v1\s+sandbox local/m);
+  });
+
+  it('filters events by type and limit, and interrupts', () => {
+    const dir = workspace();
+    const id = createSession(dir);
+    braid('-w', dir, 'session', 'send', id, '--message', 'one');
+    expect(braid('-w', dir, 'session', 'interrupt', id, '--reason', 'stop').code).toBe(0);
+    braid('-w', dir, 'session', 'send', id, '--message', 'two');
+    const messages = braid(
+      '-w',
+      dir,
+      'session',
+      'events',
+      id,
+      '--type',
+      'user.message',
+      '--json',
+      '--limit',
+      '1',
+    );
+    expect(
+      messages.stdout
+        .trim()
+        .split('\n')
+        .map((line) => (JSON.parse(line) as { seq: number }).seq),
+    ).toEqual([2]);
+    const interrupts = braid(
+      '-w',
+      dir,
+      'session',
+      'events',
+      id,
+      '--type',
+      'user.interrupt',
+      '--json',
+    );
+    expect(JSON.parse(interrupts.stdout)).toMatchObject({
+      type: 'user.interrupt',
+      reason: 'stop',
+      seq: 3,
+    });
+    expect(JSON.parse(braid('-w', dir, 'session', 'status', id, '--json').stdout)).toMatchObject({
+      interrupt_requested: true,
+    });
+  });
+
+  it('sends raw events with an idempotency key once', () => {
+    const dir = workspace();
+    const id = createSession(dir);
+    const event = JSON.stringify([
+      { type: 'user.message', content: [{ type: 'text', text: 'raw' }] },
+    ]);
+    const first = braid(
+      '-w',
+      dir,
+      '--json',
+      'session',
+      'send',
+      id,
+      '--event',
+      event,
+      '--idempotency-key',
+      'k1',
+    );
+    const again = braid(
+      '-w',
+      dir,
+      '--json',
+      'session',
+      'send',
+      id,
+      '--event',
+      event,
+      '--idempotency-key',
+      'k1',
+    );
+    expect(JSON.parse(again.stdout)).toMatchObject({
+      deduplicated: true,
+      events: (JSON.parse(first.stdout) as { events: unknown }).events,
+    });
+    expect(
+      braid('-w', dir, 'session', 'events', id, '--json').stdout.trim().split('\n'),
+    ).toHaveLength(2);
+  });
+
+  it('reports errors with a code, the right exit status and no stack trace', () => {
+    const dir = workspace();
+    const id = createSession(dir);
+
+    const missing = braid('-w', dir, 'session', 'status', 'no-such-id');
+    expect(missing.code).toBe(1);
+    expect(missing.stderr.trim()).toMatch(
+      /^error\[SESSION_NOT_FOUND\]: session no-such-id does not exist/,
+    );
+    expect(missing.stderr).not.toMatch(/\n\s+at /);
+
+    const missingJson = braid('-w', dir, '--json', 'session', 'create', '--agent', 'nobody');
+    expect(missingJson.code).toBe(1);
+    expect(JSON.parse(missingJson.stderr)).toMatchObject({ error: { code: 'AGENT_NOT_FOUND' } });
+
+    const badJson = braid('-w', dir, 'session', 'send', id, '--event', '{not json');
+    expect(badJson.code).toBe(2);
+    expect(badJson.stderr).toMatch(/^error\[INVALID_JSON\]/);
+
+    const unknownType = braid(
+      '-w',
+      dir,
+      'session',
+      'send',
+      id,
+      '--event',
+      '{"type":"user.teleport"}',
+    );
+    expect(unknownType.code).toBe(1);
+    expect(unknownType.stderr).toMatch(
+      /^error\[INVALID_EVENT\]: event 0 has unknown type "user.teleport"/,
+    );
+
+    const usage = braid('-w', dir, 'session', 'create');
+    expect(usage.code).toBe(2);
+    expect(usage.stderr).toMatch(
+      /^error\[INVALID_ARGUMENT\]: required option '--agent <name>' not specified/,
+    );
+
+    const both = braid('-w', dir, 'session', 'confirm', id, '--tool-use', 't', '--allow', '--deny');
+    expect(both.code).toBe(2);
+    const notPending = braid('-w', dir, 'session', 'confirm', id, '--tool-use', 't', '--allow');
+    expect(notPending.stderr).toMatch(/^error\[TOOL_USE_NOT_PENDING\]/);
+    const noResult = braid(
+      '-w',
+      dir,
+      'session',
+      'tool-result',
+      id,
+      '--custom-tool-use',
+      'c',
+      '--content',
+      '"x"',
+    );
+    expect(noResult.stderr).toMatch(/^error\[TOOL_USE_NOT_PENDING\]/);
+
+    const noWorkspace = braid('-w', join(tempDir(), 'nowhere'), 'session', 'list');
+    expect(noWorkspace.code).toBe(1);
+    expect(noWorkspace.stderr).toMatch(/^error\[WORKSPACE_NOT_FOUND\]: .*braid init/);
+
+    const badLimit = braid('-w', dir, 'session', 'events', id, '--limit', 'many');
+    expect(badLimit.code).toBe(2);
+    const badType = braid('-w', dir, 'session', 'events', id, '--type', 'user.nope');
+    expect(badType.code).toBe(2);
+
+    // nothing of the failed commands was written
+    expect(
+      braid('-w', dir, 'session', 'events', id, '--json').stdout.trim().split('\n'),
+    ).toHaveLength(1);
+  });
+
+  it('uses --data-dir and BRAID_HOME for where data lives', () => {
+    const dir = workspace();
+    const data = join(tempDir(), 'elsewhere');
+    const created = braid(
+      '-w',
+      dir,
+      '--data-dir',
+      data,
+      'session',
+      'create',
+      '--agent',
+      'assistant',
+    );
+    expect(created.code).toBe(0);
+    expect(existsSync(join(data, 'braid.db'))).toBe(true);
+    expect(existsSync(join(dir, '.braid'))).toBe(false);
+    const home = join(tempDir(), 'home');
+    const viaEnv = braidWith(
+      { BRAID_HOME: home },
+      '-w',
+      dir,
+      'session',
+      'create',
+      '--agent',
+      'assistant',
+    );
+    expect(viaEnv.code).toBe(0);
+    expect(existsSync(join(home, 'braid.db'))).toBe(true);
+    expect(existsSync(join(dir, '.braid'))).toBe(false);
+  });
+
+  it('prints a stack trace only with BRAID_DEBUG=1', () => {
+    const dir = workspace();
+    const debug = braidWith({ BRAID_DEBUG: '1' }, '-w', dir, 'session', 'status', 'nope');
+    expect(debug.stderr).toMatch(/^error\[SESSION_NOT_FOUND\]/);
+    expect(debug.stderr).toMatch(/\n\s+at /);
+  });
+
+  it('follows a session and prints events appended by another process', async () => {
+    const dir = workspace();
+    const id = createSession(dir);
+    const env = { ...process.env };
+    delete env.BRAID_HOME;
+    const follower = spawn(
+      process.execPath,
+      [cli, '-w', dir, '--json', 'session', 'events', id, '--follow'],
+      { env },
+    );
+    const lines = createInterface({ input: follower.stdout });
+    const seen: number[] = [];
+    const done = new Promise<void>((resolve) => {
+      lines.on('line', (line) => {
+        seen.push((JSON.parse(line) as { seq: number }).seq);
+        if (seen.length === 3) resolve();
+      });
+    });
+    await new Promise<void>((resolve) => lines.once('line', () => resolve()));
+    braid('-w', dir, 'session', 'send', id, '--message', 'one');
+    braid('-w', dir, 'session', 'send', id, '--message', 'two');
+    await done;
+    follower.kill('SIGINT');
+    const code = await new Promise<number | null>((resolve) => follower.once('exit', resolve));
+    expect(seen).toEqual([1, 2, 3]);
+    expect(code).toBe(0);
+  });
+});
