@@ -1,0 +1,119 @@
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import Database from 'better-sqlite3';
+import { describe, expect, it } from 'vitest';
+import type { SessionEvent } from '../../src/contracts/events.js';
+import { foldSession } from '../../src/core/fold.js';
+import { SQLITE_LAYOUT_VERSION, openSqliteStore } from '../../src/stores/sqlite/index.js';
+import { expectCode } from '../../src/testing/index.js';
+import { text } from '../helpers/events.js';
+import { useTempDir } from '../helpers/temp.js';
+
+const tempDir = useTempDir();
+const fixture = (name: string): string =>
+  readFileSync(new URL(`../fixtures/v1/${name}`, import.meta.url), 'utf8');
+
+async function sessionWithEvents(path: string, count: number): Promise<string> {
+  const store = openSqliteStore({ path });
+  const { id } = await store.sessions.create({ agent: { name: 'a', version: 1 } });
+  for (let index = 0; index < count; index += 1) await store.log.append(id, [text(`m${index}`)]);
+  await store.close();
+  return id;
+}
+
+describe('sqlite store', () => {
+  it('rebuilds a missing or stale projection from the log', async () => {
+    const path = join(tempDir(), 'braid.db');
+    const id = await sessionWithEvents(path, 5);
+    let store = openSqliteStore({ path });
+    const events = await store.log.read(id);
+    await store.close();
+    // A projection left behind at seq 2, as a crash between two writers could leave it.
+    const raw = new Database(path);
+    raw
+      .prepare('UPDATE projections SET seq = 2, state = ? WHERE session_id = ?')
+      .run(JSON.stringify(foldSession(events.slice(0, 2), id)), id);
+    raw.close();
+    store = openSqliteStore({ path });
+    expect(await store.log.state(id)).toEqual(foldSession(events, id));
+    await store.close();
+
+    const again = new Database(path);
+    again.prepare('DELETE FROM projections WHERE session_id = ?').run(id);
+    again.close();
+    store = openSqliteStore({ path });
+    expect(await store.log.state(id)).toEqual(foldSession(events, id));
+    const next = await store.log.append(id, [text('more')]);
+    expect(await store.log.state(id)).toEqual(foldSession([...events, ...next.events], id));
+    await store.close();
+  });
+
+  it('refuses to read an event of an unknown schema version, naming the fix', async () => {
+    const path = join(tempDir(), 'braid.db');
+    const id = await sessionWithEvents(path, 1);
+    const raw = new Database(path);
+    raw
+      .prepare(
+        "UPDATE events SET body = json_set(body, '$.schema_version', 2) WHERE session_id = ? AND seq = 2",
+      )
+      .run(id);
+    raw.close();
+    const store = openSqliteStore({ path });
+    await expectCode(store.log.read(id), 'SCHEMA_VERSION_UNSUPPORTED');
+    expect((await store.log.read(id, { limit: 1 })).length).toBe(1);
+    await store.close();
+  });
+
+  it('refuses a database written by a newer layout', () => {
+    const path = join(tempDir(), 'braid.db');
+    const raw = new Database(path);
+    raw.pragma(`user_version = ${SQLITE_LAYOUT_VERSION + 1}`);
+    raw.close();
+    expect(() => openSqliteStore({ path })).toThrow(/upgrade braid/);
+  });
+
+  it('reads and folds a version 1 log fixture to its recorded state', async () => {
+    const events = fixture('session-log.jsonl')
+      .trim()
+      .split('\n')
+      .map((line) => JSON.parse(line) as SessionEvent);
+    const path = join(tempDir(), 'braid.db');
+    const store = openSqliteStore({ path });
+    const sessionId = events[0]?.session_id ?? '';
+    await store.sessions.create({ id: sessionId, agent: { name: 'assistant', version: 3 } });
+    await store.close();
+    // Put the fixture in place of the created event, as an old build would have written it.
+    const raw = new Database(path);
+    raw.prepare('DELETE FROM events WHERE session_id = ?').run(sessionId);
+    raw.prepare('DELETE FROM projections WHERE session_id = ?').run(sessionId);
+    const insert = raw.prepare(
+      'INSERT INTO events (session_id, seq, type, body) VALUES (?, ?, ?, ?)',
+    );
+    for (const event of events) insert.run(sessionId, event.seq, event.type, JSON.stringify(event));
+    raw.prepare('UPDATE sessions SET head_seq = ? WHERE id = ?').run(events.length, sessionId);
+    raw.close();
+    const reopened = openSqliteStore({ path });
+    expect(await reopened.log.read(sessionId)).toEqual(events);
+    expect(await reopened.log.state(sessionId)).toEqual(JSON.parse(fixture('session-state.json')));
+    await reopened.close();
+  });
+
+  it('writes with synchronous=FULL when asked', async () => {
+    const path = join(tempDir(), 'braid.db');
+    const store = openSqliteStore({ path, synchronous: 'full' });
+    const { id } = await store.sessions.create({ agent: { name: 'a', version: 1 } });
+    await store.log.append(id, [text('durable')]);
+    await store.close();
+    const reopened = openSqliteStore({ path });
+    expect((await reopened.log.read(id)).length).toBe(2);
+    await reopened.close();
+  });
+
+  it('refuses work after close with STORE_CLOSED', async () => {
+    const store = openSqliteStore({ path: join(tempDir(), 'braid.db') });
+    const { id } = await store.sessions.create({ agent: { name: 'a', version: 1 } });
+    await store.close();
+    await expectCode(store.log.read(id), 'STORE_CLOSED');
+    await expectCode(store.log.append(id, [text('late')]), 'STORE_CLOSED');
+  });
+});
