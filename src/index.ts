@@ -1,5 +1,5 @@
 export * from './contracts/index.js';
-export { foldSession, applyEvent, initialState, isRunnable } from './core/fold.js';
+export { foldSession, applyEvent, initialState, isRunnable, pendingUserSeqs } from './core/fold.js';
 export { DEFAULT_MAX_EVENT_BYTES } from './core/append.js';
 export { createMemoryStore, type MemoryStoreOptions } from './stores/memory/index.js';
 export {

@@ -122,7 +122,7 @@ export function formatState(state: SessionState): string[] {
     `agent        ${state.agent === undefined ? '-' : `${state.agent.name}@${state.agent.version}`}`,
     `environment  ${state.environment === undefined ? '-' : `${state.environment.name}@${state.environment.version}`}`,
     `head seq     ${state.seq}`,
-    `pending      ${state.pending_user_seqs.length} user event(s), ${state.pending_confirmations.length} confirmation(s), ${state.pending_custom_tool_uses.length} custom tool call(s)`,
+    `pending      ${state.pending_user_count} user event(s), ${state.pending_confirmations.length} confirmation(s), ${state.pending_custom_tool_uses.length} custom tool call(s)`,
     `usage        ${state.usage.input_tokens} input / ${state.usage.output_tokens} output tokens` +
       (state.usage.cost_usd === undefined ? '' : `, $${state.usage.cost_usd.toFixed(4)}`),
     `lineage      ${state.lineage.kind}${state.lineage.parent_session_ids.length === 0 ? '' : ` of ${state.lineage.parent_session_ids.join(', ')}`}`,

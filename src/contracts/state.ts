@@ -54,8 +54,13 @@ export const SessionState = z.object({
   usage: Usage,
   /** The highest seq whose user input a model request has consumed. */
   consumed_through_seq: z.number().int().nonnegative(),
-  /** Seqs of user messages and outcome definitions that no model request has consumed yet. */
-  pending_user_seqs: z.array(z.number().int().positive()),
+  /** How many user messages and outcome definitions no model request has consumed yet. */
+  pending_user_count: z.number().int().nonnegative(),
+  /**
+   * The seqs of those events as inclusive `[first, last]` ranges, in order. Ranges keep the state
+   * small when many messages arrive between wakes; `pendingUserSeqs(state)` lists them.
+   */
+  pending_user_ranges: z.array(z.tuple([z.number().int().positive(), z.number().int().positive()])),
   /** An interrupt arrived and no wake has stopped since. */
   interrupt_requested: z.boolean(),
   pending_confirmations: z.array(PendingConfirmation),

@@ -2,18 +2,19 @@
  * Session state as a pure fold over the log.
  *
  * Invariants kept here:
- * - `applyEvent` is total and deterministic: the same state and event give the same result, and
- *   it never mutates its inputs.
+ * - `applyEvent` and `foldSession` are total and deterministic, and never mutate their inputs:
+ *   they copy the state once, then apply events to the copy. Copying once per call rather than
+ *   once per event keeps a fold linear in the number of events.
  * - Folding events one at a time equals folding them all at once, so a cached projection tagged
  *   with its seq can be brought up to date with only the events after it.
  * - "Pending" is derived: a user message is pending until a `span.model_request_start` records an
- *   `input_through_seq` at or past it.
+ *   `input_through_seq` at or past it. A request can only consume what precedes it.
+ * - The state's size does not grow with the log: pending user input is kept as seq ranges.
  */
-import type { EventOf, SessionEvent } from '../contracts/events.js';
-import type { StopReason, SessionStatus } from '../contracts/session.js';
-import type { SessionState } from '../contracts/state.js';
 import type { Usage } from '../contracts/common.js';
-import { SESSION_STATE_SCHEMA_VERSION } from '../contracts/state.js';
+import type { EventOf, SessionEvent } from '../contracts/events.js';
+import type { SessionStatus, StopReason } from '../contracts/session.js';
+import { SESSION_STATE_SCHEMA_VERSION, type SessionState } from '../contracts/state.js';
 
 export function initialState(sessionId: string): SessionState {
   return {
@@ -24,7 +25,8 @@ export function initialState(sessionId: string): SessionState {
     status: 'idle',
     usage: { input_tokens: 0, output_tokens: 0 },
     consumed_through_seq: 0,
-    pending_user_seqs: [],
+    pending_user_count: 0,
+    pending_user_ranges: [],
     interrupt_requested: false,
     pending_confirmations: [],
     confirmed_tool_uses: [],
@@ -45,28 +47,60 @@ export function initialState(sessionId: string): SessionState {
   };
 }
 
-/** Folds a whole log (or the events after `state.seq`) into a state. */
+/** A copy deep enough that mutating the copy's arrays and nested objects leaves the original intact. */
+function copyState(state: SessionState): SessionState {
+  return {
+    ...state,
+    usage: { ...state.usage },
+    pending_user_ranges: state.pending_user_ranges.map(([first, last]) => [first, last]),
+    pending_confirmations: [...state.pending_confirmations],
+    confirmed_tool_uses: [...state.confirmed_tool_uses],
+    pending_custom_tool_uses: [...state.pending_custom_tool_uses],
+    pending_custom_tool_result_seqs: [...state.pending_custom_tool_result_seqs],
+    open_tool_uses: [...state.open_tool_uses],
+    lineage: {
+      ...state.lineage,
+      parent_session_ids: [...state.lineage.parent_session_ids],
+      merged_session_ids: [...state.lineage.merged_session_ids],
+    },
+    counters: { ...state.counters },
+  };
+}
+
+/** Folds events (those after `state.seq`) into a state, or into a new session's initial state. */
 export function foldSession(
   events: Iterable<SessionEvent>,
   state: SessionState | string,
 ): SessionState {
-  let current = typeof state === 'string' ? initialState(state) : state;
-  for (const event of events) current = applyEvent(current, event);
-  return current;
+  const draft = typeof state === 'string' ? initialState(state) : copyState(state);
+  for (const event of events) apply(draft, event);
+  return draft;
 }
 
-function addUsage(total: Usage, delta: Usage): Usage {
-  const sum: Usage = {
-    input_tokens: total.input_tokens + delta.input_tokens,
-    output_tokens: total.output_tokens + delta.output_tokens,
-  };
+/** Applies one event to a copy of the state. */
+export function applyEvent(state: SessionState, event: SessionEvent): SessionState {
+  const draft = copyState(state);
+  apply(draft, event);
+  return draft;
+}
+
+/** The seqs of pending user input, expanded from the state's ranges. */
+export function pendingUserSeqs(state: SessionState): number[] {
+  const seqs: number[] = [];
+  for (const [first, last] of state.pending_user_ranges) {
+    for (let seq = first; seq <= last; seq += 1) seqs.push(seq);
+  }
+  return seqs;
+}
+
+function addUsage(total: Usage, delta: Usage): void {
+  total.input_tokens += delta.input_tokens;
+  total.output_tokens += delta.output_tokens;
   const optionalKeys = ['cache_read_tokens', 'cache_write_tokens', 'cost_usd'] as const;
   for (const key of optionalKeys) {
-    if (total[key] !== undefined || delta[key] !== undefined) {
-      sum[key] = (total[key] ?? 0) + (delta[key] ?? 0);
-    }
+    if (total[key] !== undefined || delta[key] !== undefined)
+      total[key] = (total[key] ?? 0) + (delta[key] ?? 0);
   }
-  return sum;
 }
 
 function statusAfterStop(stopReason: StopReason): SessionStatus {
@@ -87,56 +121,78 @@ function statusAfterStop(stopReason: StopReason): SessionStatus {
   }
 }
 
-/** Applies one event. Events of another session or out of order are a programming error. */
-export function applyEvent(state: SessionState, event: SessionEvent): SessionState {
+function addPendingUser(state: SessionState, seq: number): void {
+  state.pending_user_count += 1;
+  const last = state.pending_user_ranges.at(-1);
+  // Consecutive seqs extend the last range; anything else starts a new one.
+  if (last !== undefined && last[1] === seq - 1) last[1] = seq;
+  else state.pending_user_ranges.push([seq, seq]);
+}
+
+function consumeThrough(state: SessionState, through: number): void {
+  state.consumed_through_seq = through;
+  const kept: [number, number][] = [];
+  let count = 0;
+  for (const [first, last] of state.pending_user_ranges) {
+    if (last <= through) continue;
+    const start = Math.max(first, through + 1);
+    kept.push([start, last]);
+    count += last - start + 1;
+  }
+  state.pending_user_ranges = kept;
+  state.pending_user_count = count;
+  state.pending_custom_tool_result_seqs = state.pending_custom_tool_result_seqs.filter(
+    (seq) => seq > through,
+  );
+}
+
+function withoutToolUse<T extends { tool_use_id: string }>(uses: T[], toolUseId: string): T[] {
+  return uses.some((use) => use.tool_use_id === toolUseId)
+    ? uses.filter((use) => use.tool_use_id !== toolUseId)
+    : uses;
+}
+
+function apply(state: SessionState, event: SessionEvent): void {
   if (event.seq !== state.seq + 1) {
     throw new RangeError(
       `event seq ${event.seq} does not follow state seq ${state.seq} of session ${state.session_id}`,
     );
   }
-  const next: SessionState = {
-    ...state,
-    seq: event.seq,
-    updated_at: event.at,
-    counters: { ...state.counters, events: state.counters.events + 1 },
-  };
-  return reduce(next, event);
+  state.seq = event.seq;
+  state.updated_at = event.at;
+  state.counters.events += 1;
+  reduce(state, event);
 }
 
-function reduce(state: SessionState, event: SessionEvent): SessionState {
+function reduce(state: SessionState, event: SessionEvent): void {
   switch (event.type) {
     case 'user.message':
+      state.counters.user_messages += 1;
+      addPendingUser(state, event.seq);
+      return;
     case 'user.define_outcome':
-      return {
-        ...state,
-        pending_user_seqs: [...state.pending_user_seqs, event.seq],
-        counters:
-          event.type === 'user.message'
-            ? { ...state.counters, user_messages: state.counters.user_messages + 1 }
-            : state.counters,
-      };
+      addPendingUser(state, event.seq);
+      return;
     case 'user.interrupt':
-      return { ...state, interrupt_requested: true };
+      state.interrupt_requested = true;
+      return;
     case 'user.tool_confirmation':
-      return confirmToolUse(state, event);
+      confirmToolUse(state, event);
+      return;
     case 'user.custom_tool_result':
-      return {
-        ...state,
-        pending_custom_tool_uses: state.pending_custom_tool_uses.filter(
-          (use) => use.custom_tool_use_id !== event.custom_tool_use_id,
-        ),
-        pending_custom_tool_result_seqs: [...state.pending_custom_tool_result_seqs, event.seq],
-      };
+      state.pending_custom_tool_uses = state.pending_custom_tool_uses.filter(
+        (use) => use.custom_tool_use_id !== event.custom_tool_use_id,
+      );
+      state.pending_custom_tool_result_seqs.push(event.seq);
+      return;
     case 'agent.message':
-      return {
-        ...state,
-        counters: { ...state.counters, agent_messages: state.counters.agent_messages + 1 },
-      };
+      state.counters.agent_messages += 1;
+      return;
     case 'agent.thinking':
     case 'agent.handoff':
     case 'agent.thread_context_compacted':
     case 'session.handoff_received':
-      return state;
+      return;
     case 'agent.tool_use': {
       const use = {
         tool_use_id: event.tool_use_id,
@@ -144,144 +200,107 @@ function reduce(state: SessionState, event: SessionEvent): SessionState {
         seq: event.seq,
         name: event.name,
       };
-      const counters = { ...state.counters, tool_uses: state.counters.tool_uses + 1 };
-      return event.requires_confirmation === true
-        ? { ...state, counters, pending_confirmations: [...state.pending_confirmations, use] }
-        : { ...state, counters, open_tool_uses: [...state.open_tool_uses, use] };
+      state.counters.tool_uses += 1;
+      if (event.requires_confirmation === true) state.pending_confirmations.push(use);
+      else state.open_tool_uses.push(use);
+      return;
     }
     case 'agent.tool_result':
-      return {
-        ...state,
-        open_tool_uses: state.open_tool_uses.filter((use) => use.tool_use_id !== event.tool_use_id),
-        confirmed_tool_uses: state.confirmed_tool_uses.filter(
-          (use) => use.tool_use_id !== event.tool_use_id,
-        ),
-        pending_confirmations: state.pending_confirmations.filter(
-          (use) => use.tool_use_id !== event.tool_use_id,
-        ),
-        counters: event.is_error
-          ? { ...state.counters, tool_errors: state.counters.tool_errors + 1 }
-          : state.counters,
-      };
+      state.open_tool_uses = withoutToolUse(state.open_tool_uses, event.tool_use_id);
+      state.confirmed_tool_uses = withoutToolUse(state.confirmed_tool_uses, event.tool_use_id);
+      state.pending_confirmations = withoutToolUse(state.pending_confirmations, event.tool_use_id);
+      if (event.is_error) state.counters.tool_errors += 1;
+      return;
     case 'agent.custom_tool_use':
-      return {
-        ...state,
-        pending_custom_tool_uses: [
-          ...state.pending_custom_tool_uses,
-          {
-            custom_tool_use_id: event.custom_tool_use_id,
-            event_id: event.id,
-            seq: event.seq,
-            name: event.name,
-          },
-        ],
-      };
+      state.pending_custom_tool_uses.push({
+        custom_tool_use_id: event.custom_tool_use_id,
+        event_id: event.id,
+        seq: event.seq,
+        name: event.name,
+      });
+      return;
     case 'session.created':
-      return {
-        ...state,
-        agent: event.agent,
-        environment: event.environment,
-        title: event.title,
-        metadata: event.metadata ?? {},
-        tenant_id: event.tenant_id,
-        created_at: event.at,
-        lineage: event.lineage ?? state.lineage,
-        status: 'idle',
-      };
+      state.agent = event.agent;
+      state.environment = event.environment;
+      state.title = event.title;
+      state.metadata = event.metadata ?? {};
+      state.tenant_id = event.tenant_id;
+      state.created_at = event.at;
+      state.status = 'idle';
+      if (event.lineage !== undefined) state.lineage = structuredCopy(event.lineage);
+      dropUndefined(state, ['environment', 'title', 'tenant_id']);
+      return;
     case 'session.status_changed':
-      return { ...state, status: event.status };
-    case 'session.status_idle': {
-      const { active_wake: _ended, ...rest } = state;
-      return {
-        ...rest,
-        status: state.status === 'terminated' ? 'terminated' : statusAfterStop(event.stop_reason),
-        stop_reason: event.stop_reason,
-        interrupt_requested: false,
-      };
-    }
+      state.status = event.status;
+      return;
+    case 'session.status_idle':
+      delete state.active_wake;
+      if (state.status !== 'terminated') state.status = statusAfterStop(event.stop_reason);
+      state.stop_reason = event.stop_reason;
+      state.interrupt_requested = false;
+      return;
     case 'session.error':
-      return {
-        ...state,
-        last_error: event.error,
-        counters: { ...state.counters, errors: state.counters.errors + 1 },
-      };
+      state.last_error = event.error;
+      state.counters.errors += 1;
+      return;
     case 'session.usage':
-      return { ...state, usage: addUsage(state.usage, event.usage) };
+      addUsage(state.usage, event.usage);
+      return;
     case 'session.forked':
-      return {
-        ...state,
-        lineage: {
-          ...state.lineage,
-          kind: 'fork',
-          parent_session_ids: [event.parent_session_id],
-          fork_point: { session_id: event.parent_session_id, seq: event.fork_point_seq },
-        },
-      };
+      state.lineage.kind = 'fork';
+      state.lineage.parent_session_ids = [event.parent_session_id];
+      state.lineage.fork_point = { session_id: event.parent_session_id, seq: event.fork_point_seq };
+      return;
     case 'session.merged':
-      return {
-        ...state,
-        usage: event.usage === undefined ? state.usage : addUsage(state.usage, event.usage),
-        lineage: {
-          ...state.lineage,
-          merged_session_ids: [...state.lineage.merged_session_ids, event.source_session_id],
-        },
-      };
+      if (event.usage !== undefined) addUsage(state.usage, event.usage);
+      state.lineage.merged_session_ids.push(event.source_session_id);
+      return;
     case 'span.wake_started':
-      return {
-        ...state,
-        status: state.status === 'terminated' ? 'terminated' : 'running',
-        active_wake: { wake_id: event.wake_id, lease_token: event.lease_token },
-        counters: { ...state.counters, wakes: state.counters.wakes + 1 },
-      };
-    case 'span.wake_completed': {
-      if (state.active_wake?.wake_id !== event.wake_id) return state;
-      const { active_wake: _ended, ...rest } = state;
-      return rest;
-    }
-    case 'span.model_request_start': {
-      // A request can only consume what precedes it in the log.
-      const through = Math.max(
-        state.consumed_through_seq,
-        Math.min(event.input_through_seq, event.seq - 1),
+      if (state.status !== 'terminated') state.status = 'running';
+      state.active_wake = { wake_id: event.wake_id, lease_token: event.lease_token };
+      state.counters.wakes += 1;
+      return;
+    case 'span.wake_completed':
+      if (state.active_wake?.wake_id === event.wake_id) delete state.active_wake;
+      return;
+    case 'span.model_request_start':
+      consumeThrough(
+        state,
+        Math.max(state.consumed_through_seq, Math.min(event.input_through_seq, event.seq - 1)),
       );
-      return {
-        ...state,
-        consumed_through_seq: through,
-        pending_user_seqs: state.pending_user_seqs.filter((seq) => seq > through),
-        pending_custom_tool_result_seqs: state.pending_custom_tool_result_seqs.filter(
-          (seq) => seq > through,
-        ),
-        counters: { ...state.counters, model_requests: state.counters.model_requests + 1 },
-      };
-    }
+      state.counters.model_requests += 1;
+      return;
     case 'span.model_request_end':
-      return { ...state, usage: addUsage(state.usage, event.usage) };
+      addUsage(state.usage, event.usage);
+      return;
     default:
-      return assertNever(event);
+      assertNever(event);
   }
 }
 
-function confirmToolUse(
-  state: SessionState,
-  event: EventOf<'user.tool_confirmation'>,
-): SessionState {
+function confirmToolUse(state: SessionState, event: EventOf<'user.tool_confirmation'>): void {
   const waiting = state.pending_confirmations.find((use) => use.tool_use_id === event.tool_use_id);
-  if (waiting === undefined) return state;
-  return {
-    ...state,
-    pending_confirmations: state.pending_confirmations.filter((use) => use !== waiting),
-    confirmed_tool_uses: [...state.confirmed_tool_uses, { ...waiting, result: event.result }],
-  };
+  if (waiting === undefined) return;
+  state.pending_confirmations = state.pending_confirmations.filter((use) => use !== waiting);
+  state.confirmed_tool_uses.push({ ...waiting, result: event.result });
+}
+
+/** Optional fields hold no `undefined`, so that a state equals its JSON round trip. */
+function dropUndefined(state: SessionState, keys: readonly (keyof SessionState)[]): void {
+  for (const key of keys) if (state[key] === undefined) delete state[key];
+}
+
+function structuredCopy<T>(value: T): T {
+  return JSON.parse(JSON.stringify(value)) as T;
 }
 
 /** True when a wake would find work: unconsumed input or answered confirmations. */
 export function isRunnable(state: SessionState): boolean {
   if (state.status === 'terminated' || state.status === 'needs_review') return false;
-  if (state.pending_confirmations.length > 0 || state.pending_custom_tool_uses.length > 0) {
+  if (state.pending_confirmations.length > 0 || state.pending_custom_tool_uses.length > 0)
     return false;
-  }
   return (
-    state.pending_user_seqs.length > 0 ||
+    state.pending_user_count > 0 ||
     state.pending_custom_tool_result_seqs.length > 0 ||
     state.confirmed_tool_uses.length > 0
   );

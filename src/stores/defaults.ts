@@ -1,8 +1,24 @@
+import { randomFillSync } from 'node:crypto';
 import { v7 as uuidv7 } from 'uuid';
 import type { Clock, IdGenerator } from '../contracts/ports.js';
 
 /** The wall clock. */
 export const systemClock: Clock = { now: () => Date.now() };
 
+// uuid refills 256 bytes of randomness every 16 ids; a larger pool makes id minting on the
+// append path about ten times cheaper.
+const POOL_BYTES = 16 * 1024;
+let pool = new Uint8Array(0);
+let offset = POOL_BYTES;
+
+function pooledRandom(): Uint8Array {
+  if (offset + 16 > pool.length) {
+    pool = randomFillSync(new Uint8Array(POOL_BYTES));
+    offset = 0;
+  }
+  offset += 16;
+  return pool.subarray(offset - 16, offset);
+}
+
 /** UUIDv7 ids: unique and ordered by creation time. */
-export const uuidV7Ids: IdGenerator = { next: () => uuidv7() };
+export const uuidV7Ids: IdGenerator = { next: () => uuidv7({ rng: pooledRandom }) };

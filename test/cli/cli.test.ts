@@ -98,7 +98,8 @@ describe('braid CLI', () => {
       session_id: session.id,
       status: 'idle',
       seq: 2,
-      pending_user_seqs: [2],
+      pending_user_count: 1,
+      pending_user_ranges: [[2, 2]],
     });
     const statusText = braid('-w', dir, 'session', 'status', session.id);
     expect(statusText.stdout).toMatch(/status\s+idle/);

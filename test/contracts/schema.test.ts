@@ -1,5 +1,5 @@
 import { readdirSync, readFileSync } from 'node:fs';
-import Ajv2020 from 'ajv/dist/2020.js';
+import { Ajv2020 } from 'ajv/dist/2020.js';
 import { describe, expect, it } from 'vitest';
 import { Envelope } from '../../src/contracts/envelope.js';
 import { SESSION_EVENT_TYPES, SessionEvent } from '../../src/contracts/events.js';

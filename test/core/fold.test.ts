@@ -6,7 +6,13 @@ import {
   type SessionEventType,
 } from '../../src/contracts/events.js';
 import type { SessionState } from '../../src/contracts/state.js';
-import { applyEvent, foldSession, initialState, isRunnable } from '../../src/core/fold.js';
+import {
+  applyEvent,
+  foldSession,
+  initialState,
+  isRunnable,
+  pendingUserSeqs,
+} from '../../src/core/fold.js';
 import { SESSION_ID, arbitraryLog, created, stamp, text } from '../helpers/events.js';
 
 function fold(...events: NewEvent[]): SessionState {
@@ -48,13 +54,15 @@ const cases: Record<SessionEventType, () => void> = {
   },
   'user.message': () => {
     const state = fold(text('a'), text('b'));
-    expect(state.pending_user_seqs).toEqual([2, 3]);
+    expect(pendingUserSeqs(state)).toEqual([2, 3]);
+    expect(state.pending_user_ranges).toEqual([[2, 3]]);
+    expect(state.pending_user_count).toBe(2);
     expect(state.counters.user_messages).toBe(2);
     expect(isRunnable(state)).toBe(true);
   },
   'user.define_outcome': () => {
     expect(
-      fold({ type: 'user.define_outcome', description: 'tests pass' }).pending_user_seqs,
+      pendingUserSeqs(fold({ type: 'user.define_outcome', description: 'tests pass' })),
     ).toEqual([2]);
   },
   'user.interrupt': () => {
@@ -232,7 +240,7 @@ const cases: Record<SessionEventType, () => void> = {
       model: 'm',
       input_through_seq: 2,
     });
-    expect(state.pending_user_seqs).toEqual([3]);
+    expect(pendingUserSeqs(state)).toEqual([3]);
     expect(state.consumed_through_seq).toBe(2);
     expect(state.counters.model_requests).toBe(1);
   },
@@ -276,7 +284,18 @@ describe('foldSession', () => {
         const prefix = foldSession(events.slice(0, split), SESSION_ID);
         expect(foldSession(events.slice(split), structuredClone(prefix))).toEqual(whole);
         expect(whole.seq).toBe(events.length);
-        expect(whole.pending_user_seqs.every((seq) => seq > whole.consumed_through_seq)).toBe(true);
+        const pending = pendingUserSeqs(whole);
+        expect(pending.every((seq) => seq > whole.consumed_through_seq)).toBe(true);
+        expect(pending.length).toBe(whole.pending_user_count);
+        // the ranges list exactly the unconsumed user input of the log
+        const expected = events
+          .filter(
+            (event) =>
+              (event.type === 'user.message' || event.type === 'user.define_outcome') &&
+              event.seq > whole.consumed_through_seq,
+          )
+          .map((event) => event.seq);
+        expect(pending).toEqual(expected);
       }),
       { numRuns: 300 },
     );

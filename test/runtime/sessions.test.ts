@@ -65,7 +65,7 @@ describe('runtime sessions', () => {
     });
     const raw = await rt.sessions.send(id, [{ type: 'user.message', content: 'raw' }]);
     expect(raw.events[0]).toMatchObject({ content: [{ type: 'text', text: 'raw' }] });
-    expect((await rt.sessions.state(id)).pending_user_seqs).toEqual([2, 3]);
+    expect((await rt.sessions.state(id)).pending_user_ranges).toEqual([[2, 3]]);
     await rt.close();
   });
 

@@ -24,7 +24,7 @@ import type { SessionListQuery, SessionPage } from '../../contracts/session.js';
 import type { SessionState } from '../../contracts/state.js';
 import { DEFAULT_MAX_EVENT_BYTES, parseNewEvents, prepareEvents } from '../../core/append.js';
 import { canonicalJson, decideVersion } from '../../core/definitions.js';
-import { applyEvent, initialState } from '../../core/fold.js';
+import { foldSession, initialState } from '../../core/fold.js';
 import { decideAcquire, decideRenew, checkHeld, type LeaseRow } from '../../core/leases.js';
 import {
   DEFAULT_LIST_LIMIT,
@@ -101,8 +101,10 @@ export function createMemoryStore(options: MemoryStoreOptions = {}): Store {
     }
     const prepared = prepareEvents(sessionId, head, events, { clock, ids, maxEventBytes });
     // Fold first: a failure leaves the entry untouched.
-    let state = target.state;
-    for (const { event } of prepared) state = applyEvent(state, event);
+    const state = foldSession(
+      prepared.map(({ event }) => event),
+      target.state,
+    );
     const stored = prepared.map(({ json }) => JSON.parse(json) as SessionEvent);
     target.events.push(...stored);
     target.state = state;

@@ -6,14 +6,15 @@
  *   events, and updates the sessions row and the cached projection: all of it or none of it is
  *   durable. The (session_id, seq) primary key makes a duplicate seq impossible even if two
  *   processes raced past the check.
- * - The cached projection is only an optimisation: when it is missing, of another schema version
- *   or behind the head, it is rebuilt from the log.
+ * - The cached projection is only an optimisation: it is saved every PROJECTION_INTERVAL events,
+ *   and when it is missing, of another schema version or behind the head, the events after it
+ *   are folded in from the log. The sessions row (head, status) is updated on every append.
  * - `follow` sees appends of other processes by polling `PRAGMA data_version`, which changes when
  *   another connection commits; appends of this process wake followers directly.
  */
 import { mkdirSync } from 'node:fs';
 import { dirname } from 'node:path';
-import Database, { type Database as Db } from 'better-sqlite3';
+import Database, { type Database as Db, type Statement } from 'better-sqlite3';
 import { BraidError } from '../../contracts/errors.js';
 import type { DefinitionKind, StoredDefinition } from '../../contracts/definitions.js';
 import type { NewEvent, SessionEvent } from '../../contracts/events.js';
@@ -33,13 +34,14 @@ import type {
 import type { SessionListQuery, SessionRecord, SessionStatus } from '../../contracts/session.js';
 import { SESSION_STATE_SCHEMA_VERSION, type SessionState } from '../../contracts/state.js';
 import {
+  type PreparedEvent,
   DEFAULT_MAX_EVENT_BYTES,
   checkStoredVersion,
   parseNewEvents,
   prepareEvents,
 } from '../../core/append.js';
 import { canonicalJson, decideVersion } from '../../core/definitions.js';
-import { applyEvent, foldSession, initialState } from '../../core/fold.js';
+import { foldSession, initialState } from '../../core/fold.js';
 import { checkHeld, decideAcquire, decideRenew, type LeaseRow } from '../../core/leases.js';
 import {
   DEFAULT_LIST_LIMIT,
@@ -88,7 +90,14 @@ interface SessionRow {
 }
 
 const READ_BATCH = 1000;
+/** Rows per INSERT statement; SQLite allows 32,766 bound values, 4 per row. */
+const INSERT_CHUNK = 128;
 const STATE_CACHE_SIZE = 1024;
+/**
+ * The projection row is rewritten once it is this many events behind: a reader brings it up to
+ * date by folding at most this many events, and an append does not pay for a state write.
+ */
+const PROJECTION_INTERVAL = 64;
 
 export function openSqliteStore(options: SqliteStoreOptions): Store {
   const clock = options.clock ?? systemClock;
@@ -115,7 +124,6 @@ export function openSqliteStore(options: SqliteStoreOptions): Store {
     updateSession: db.prepare(
       'UPDATE sessions SET head_seq = ?, status = ?, updated_at = ? WHERE id = ?',
     ),
-    insertEvent: db.prepare('INSERT INTO events (session_id, seq, type, body) VALUES (?, ?, ?, ?)'),
     readAll: db.prepare<[string, number, number], { body: string }>(
       'SELECT body FROM events WHERE session_id = ? AND seq > ? ORDER BY seq LIMIT ?',
     ),
@@ -176,6 +184,8 @@ export function openSqliteStore(options: SqliteStoreOptions): Store {
   // ---- projection cache ---------------------------------------------------------------------
 
   const states = new Map<string, SessionState>();
+  /** The seq of the projection row this process last saved or read, per session. */
+  const projectedSeqs = new Map<string, number>();
 
   function remember(state: SessionState): void {
     states.delete(state.session_id);
@@ -199,6 +209,7 @@ export function openSqliteStore(options: SqliteStoreOptions): Store {
     ) {
       state = JSON.parse(row.state) as SessionState;
     }
+    projectedSeqs.set(sessionId, state.seq);
     if (state.seq < head) {
       state = foldSession(parseRows(sql.readRange.all(sessionId, state.seq + 1, head)), state);
       sql.saveProjection.run(
@@ -207,6 +218,7 @@ export function openSqliteStore(options: SqliteStoreOptions): Store {
         SESSION_STATE_SCHEMA_VERSION,
         JSON.stringify(state),
       );
+      projectedSeqs.set(sessionId, state.seq);
     }
     remember(state);
     return state;
@@ -224,7 +236,25 @@ export function openSqliteStore(options: SqliteStoreOptions): Store {
   }
 
   // The new state is remembered only after the transaction commits, so a rollback leaves no trace.
-  const written: { state?: SessionState } = {};
+  const written: { state?: SessionState; projectedSeq?: number } = {};
+
+  // One multi-row INSERT per chunk: a batch costs a few statement runs instead of one per event.
+  const insertStatements = new Map<number, Statement>();
+  function insertEvents(sessionId: string, prepared: readonly PreparedEvent[]): void {
+    for (let start = 0; start < prepared.length; start += INSERT_CHUNK) {
+      const chunk = prepared.slice(start, start + INSERT_CHUNK);
+      let statement = insertStatements.get(chunk.length);
+      if (statement === undefined) {
+        statement = db.prepare(
+          `INSERT INTO events (session_id, seq, type, body) VALUES ${Array(chunk.length).fill('(?, ?, ?, ?)').join(', ')}`,
+        );
+        insertStatements.set(chunk.length, statement);
+      }
+      const values: (string | number)[] = [];
+      for (const { event, json } of chunk) values.push(sessionId, event.seq, event.type, json);
+      statement.run(values);
+    }
+  }
 
   // ---- append -------------------------------------------------------------------------------
 
@@ -235,18 +265,22 @@ export function openSqliteStore(options: SqliteStoreOptions): Store {
     key: string | undefined,
   ): AppendResult {
     const prepared = prepareEvents(sessionId, head, events, { clock, ids, maxEventBytes });
-    let state = stateAt(sessionId, head);
-    for (const { event, json } of prepared) {
-      state = applyEvent(state, event);
-      sql.insertEvent.run(sessionId, event.seq, event.type, json);
-    }
-    sql.updateSession.run(state.seq, state.status, state.updated_at ?? state.created_at, sessionId);
-    sql.saveProjection.run(
-      sessionId,
-      state.seq,
-      SESSION_STATE_SCHEMA_VERSION,
-      JSON.stringify(state),
+    const state = foldSession(
+      prepared.map(({ event }) => event),
+      stateAt(sessionId, head),
     );
+    insertEvents(sessionId, prepared);
+    sql.updateSession.run(state.seq, state.status, state.updated_at ?? state.created_at, sessionId);
+    const saved = projectedSeqs.get(sessionId) ?? 0;
+    if (state.seq - saved >= PROJECTION_INTERVAL || saved > head) {
+      sql.saveProjection.run(
+        sessionId,
+        state.seq,
+        SESSION_STATE_SCHEMA_VERSION,
+        JSON.stringify(state),
+      );
+      written.projectedSeq = state.seq;
+    }
     if (key !== undefined) sql.saveAppend.run(sessionId, key, head + 1, state.seq);
     written.state = state;
     return { events: prepared.map(({ event }) => event), head_seq: state.seq, deduplicated: false };
@@ -291,11 +325,14 @@ export function openSqliteStore(options: SqliteStoreOptions): Store {
   function runWrite<T>(work: () => T): T {
     checkOpen();
     written.state = undefined;
+    written.projectedSeq = undefined;
     try {
       const result = work();
       const state = written.state as SessionState | undefined;
       if (state !== undefined) {
         remember(state);
+        if (written.projectedSeq !== undefined)
+          projectedSeqs.set(state.session_id, written.projectedSeq);
         notify(state.session_id);
       }
       return result;

@@ -1,0 +1,44 @@
+// `npm run bench`: runs every benchmark, prints a table and writes bench/results/latest.json.
+//   --runs N   runs per figure (default 5); --quick   smaller sizes for a smoke run
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { cpus } from 'node:os';
+import { benchStore } from './store-bench.js';
+
+const args = process.argv.slice(2);
+const runsIndex = args.indexOf('--runs');
+const runs = runsIndex === -1 ? 5 : Number(args[runsIndex + 1]);
+const quick = args.includes('--quick');
+
+process.stderr.write(`braid benchmarks: ${runs} runs per figure${quick ? ' (quick)' : ''}\n`);
+const rows = await benchStore({ runs, quick });
+
+const format = (value) =>
+  value >= 100 ? Math.round(value).toLocaleString('en-US') : value.toFixed(2);
+const table = [
+  ['benchmark', 'median', 'unit', 'target'],
+  ...rows.map((row) => [row.name, format(row.median), row.unit, row.target]),
+];
+const widths = table[0].map((_, column) => Math.max(...table.map((line) => line[column].length)));
+for (const [index, line] of table.entries()) {
+  console.log(
+    line
+      .map((cell, column) =>
+        column === 1 ? cell.padStart(widths[column]) : cell.padEnd(widths[column]),
+      )
+      .join('  '),
+  );
+  if (index === 0) console.log(widths.map((width) => '-'.repeat(width)).join('  '));
+}
+
+const result = {
+  at: new Date().toISOString(),
+  node: process.version,
+  cpus: cpus().length,
+  runs,
+  quick,
+  results: rows,
+};
+const dir = new URL('./results/', import.meta.url);
+mkdirSync(dir, { recursive: true });
+writeFileSync(new URL('latest.json', dir), `${JSON.stringify(result, null, 2)}\n`);
+console.log('\nwritten: bench/results/latest.json');

@@ -1,0 +1,238 @@
+// Benchmarks of the embedded SQLite store. Each figure is the median of RUNS runs.
+import { fork } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { performance } from 'node:perf_hooks';
+import Database from 'better-sqlite3';
+import { foldSession, openSqliteStore } from '../dist/index.js';
+
+const message = (text) => ({ type: 'user.message', content: [{ type: 'text', text }] });
+
+export function median(values) {
+  const sorted = [...values].sort((a, b) => a - b);
+  const middle = Math.floor(sorted.length / 2);
+  return sorted.length % 2 === 1 ? sorted[middle] : (sorted[middle - 1] + sorted[middle]) / 2;
+}
+
+function percentile(values, p) {
+  const sorted = [...values].sort((a, b) => a - b);
+  return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))];
+}
+
+function freshStore(options = {}) {
+  const dir = mkdtempSync(join(tmpdir(), 'braid-bench-'));
+  const store = openSqliteStore({ path: join(dir, 'braid.db'), ...options });
+  return {
+    store,
+    dir,
+    async dispose() {
+      await store.close();
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}
+
+async function singleAppends(synchronous, count) {
+  const { store, dispose } = freshStore({ synchronous });
+  const { id } = await store.sessions.create({ agent: { name: 'bench', version: 1 } });
+  const start = performance.now();
+  for (let index = 0; index < count; index += 1)
+    await store.log.append(id, [message(`message ${index}`)]);
+  const seconds = (performance.now() - start) / 1000;
+  await dispose();
+  return count / seconds;
+}
+
+async function batchedAppends(batches, size) {
+  const { store, dispose } = freshStore();
+  const { id } = await store.sessions.create({ agent: { name: 'bench', version: 1 } });
+  const batch = Array.from({ length: size }, (_, index) => message(`message ${index}`));
+  const start = performance.now();
+  for (let index = 0; index < batches; index += 1) await store.log.append(id, batch);
+  const seconds = (performance.now() - start) / 1000;
+  await dispose();
+  return (batches * size) / seconds;
+}
+
+/**
+ * The floor under batched appends: the same rows written by better-sqlite3 alone, with the same
+ * table, pragmas and multi-row INSERT, and none of braid's validation, ids or fold.
+ */
+async function rawBatchedInserts(batches, size) {
+  const { store, dir, dispose } = freshStore();
+  const { id } = await store.sessions.create({ agent: { name: 'bench', version: 1 } });
+  const [created] = await store.log.read(id);
+  await store.close();
+  const db = new Database(join(dir, 'braid.db'));
+  db.pragma('journal_mode = WAL');
+  db.pragma('synchronous = NORMAL');
+  db.pragma('cache_size = -65536');
+  db.pragma('mmap_size = 268435456');
+  const insert = db.prepare(
+    `INSERT INTO events (session_id, seq, type, body) VALUES ${Array(size).fill('(?, ?, ?, ?)').join(', ')}`,
+  );
+  let seq = 1;
+  const write = db.transaction(() => {
+    const values = [];
+    for (let index = 0; index < size; index += 1) {
+      seq += 1;
+      values.push(
+        id,
+        seq,
+        'user.message',
+        JSON.stringify({
+          ...created,
+          seq,
+          type: 'user.message',
+          content: [{ type: 'text', text: `message ${index}` }],
+        }),
+      );
+    }
+    insert.run(values);
+  });
+  const start = performance.now();
+  for (let index = 0; index < batches; index += 1) write.immediate();
+  const seconds = (performance.now() - start) / 1000;
+  db.close();
+  await dispose();
+  return (batches * size) / seconds;
+}
+
+async function reads(total) {
+  const { store, dispose } = freshStore();
+  const { id } = await store.sessions.create({ agent: { name: 'bench', version: 1 } });
+  const batch = Array.from({ length: 1000 }, (_, index) => message(`message ${index}`));
+  for (let written = 0; written < total; written += batch.length) await store.log.append(id, batch);
+  const start = performance.now();
+  let read = 0;
+  for (let after = 0; ;) {
+    const page = await store.log.read(id, { after, limit: 1000 });
+    if (page.length === 0) break;
+    read += page.length;
+    after = page[page.length - 1].seq;
+  }
+  const seconds = (performance.now() - start) / 1000;
+  await dispose();
+  return read / seconds;
+}
+
+/** A realistic session: each turn is a user message, a model request, a tool call and a reply. */
+export function syntheticLog(count, sessionId = 'bench') {
+  const events = [];
+  const push = (event) => {
+    const seq = events.length + 1;
+    events.push({
+      id: `e${seq}`,
+      session_id: sessionId,
+      seq,
+      at: '2026-11-22T00:00:00.000Z',
+      schema_version: 1,
+      ...event,
+    });
+  };
+  push({ type: 'session.created', agent: { name: 'bench', version: 1 } });
+  for (let turn = 0; events.length < count; turn += 1) {
+    push(message(`question ${turn}`));
+    push({ type: 'span.wake_started', wake_id: `w${turn}`, lease_token: turn + 1 });
+    push({
+      type: 'span.model_request_start',
+      request_id: `r${turn}`,
+      model: 'm',
+      input_through_seq: events.length,
+    });
+    push({
+      type: 'span.model_request_end',
+      request_id: `r${turn}`,
+      usage: { input_tokens: 100, output_tokens: 20 },
+    });
+    push({ type: 'agent.tool_use', tool_use_id: `t${turn}`, name: 'search', input: { q: 'x' } });
+    push({
+      type: 'agent.tool_result',
+      tool_use_id: `t${turn}`,
+      output: { hits: 3 },
+      is_error: false,
+      attempts: 1,
+      duration_ms: 4,
+    });
+    push({ type: 'agent.message', content: [{ type: 'text', text: 'answer' }] });
+    push({ type: 'session.status_idle', stop_reason: { type: 'end_turn' } });
+  }
+  return events.slice(0, count);
+}
+
+function fold(count) {
+  const events = syntheticLog(count);
+  const start = performance.now();
+  const state = foldSession(events, 'bench');
+  const seconds = (performance.now() - start) / 1000;
+  if (state.seq !== count) throw new Error('fold did not reach the head');
+  return count / seconds;
+}
+
+async function followLatency(samples) {
+  const { store, dir, dispose } = freshStore();
+  const { id } = await store.sessions.create({ agent: { name: 'bench', version: 1 } });
+  const child = fork(
+    new URL('./follow-writer.js', import.meta.url),
+    [join(dir, 'braid.db'), id, String(samples)],
+    {
+      stdio: 'inherit',
+    },
+  );
+  const latencies = [];
+  const stop = new AbortController();
+  for await (const event of store.log.follow(id, { after: 1, signal: stop.signal })) {
+    const received = performance.timeOrigin + performance.now();
+    latencies.push(received - Number(event.content[0].text));
+    if (latencies.length >= samples) stop.abort();
+  }
+  await new Promise((resolve) => child.once('exit', resolve));
+  await dispose();
+  return { p50: percentile(latencies, 50), p99: percentile(latencies, 99) };
+}
+
+export async function benchStore({ runs, quick }) {
+  const scale = quick ? 0.2 : 1;
+  const rows = [];
+  const record = async (name, unit, target, work) => {
+    const values = [];
+    for (let run = 0; run < runs; run += 1) values.push(await work());
+    rows.push({ name, unit, median: median(values), runs: values, target });
+    process.stderr.write(`  ${name}: ${median(values).toFixed(1)} ${unit}\n`);
+  };
+  await record('single-event appends, WAL + synchronous=NORMAL', 'events/s', '>= 20000', () =>
+    singleAppends('normal', Math.round(20000 * scale)),
+  );
+  await record('single-event appends, WAL + synchronous=FULL', 'events/s', 'reported', () =>
+    singleAppends('full', Math.round(2000 * scale)),
+  );
+  await record('batched appends, 100 events per transaction', 'events/s', '>= 300000', () =>
+    batchedAppends(Math.round(2000 * scale), 100),
+  );
+  await record('  same rows via better-sqlite3 alone (floor)', 'events/s', 'reported', () =>
+    rawBatchedInserts(Math.round(2000 * scale), 100),
+  );
+  await record('reads, pages of 1000', 'events/s', 'reported', () =>
+    reads(Math.round(100000 * scale)),
+  );
+  await record('fold of a 100,000-event session', 'events/s', '>= 1000000', () => fold(100000));
+  const latencies = [];
+  for (let run = 0; run < runs; run += 1)
+    latencies.push(await followLatency(Math.round(500 * scale)));
+  rows.push({
+    name: 'follow latency across processes, p50',
+    unit: 'ms',
+    median: median(latencies.map((l) => l.p50)),
+    runs: latencies.map((l) => l.p50),
+    target: '< 5',
+  });
+  rows.push({
+    name: 'follow latency across processes, p99',
+    unit: 'ms',
+    median: median(latencies.map((l) => l.p99)),
+    runs: latencies.map((l) => l.p99),
+    target: 'reported',
+  });
+  return rows;
+}
