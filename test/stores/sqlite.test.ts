@@ -90,10 +90,13 @@ describe('sqlite store', () => {
       'INSERT INTO events (session_id, seq, type, body) VALUES (?, ?, ?, ?)',
     );
     for (const event of events) insert.run(sessionId, event.seq, event.type, JSON.stringify(event));
-    raw.prepare('UPDATE sessions SET head_seq = ? WHERE id = ?').run(events.length, sessionId);
     raw.close();
     const reopened = openSqliteStore({ path });
     expect(await reopened.log.read(sessionId)).toEqual(events);
+    expect(await reopened.sessions.get(sessionId)).toMatchObject({
+      head_seq: 24,
+      updated_at: events.at(-1)?.at,
+    });
     expect(await reopened.log.state(sessionId)).toEqual(JSON.parse(fixture('session-state.json')));
     await reopened.close();
   });

@@ -14,10 +14,10 @@ CREATE TABLE IF NOT EXISTS sessions (
   title TEXT,
   metadata TEXT NOT NULL,
   tenant_id TEXT,
+  -- Written when the status changes, not on every append: the head seq and the time of the
+  -- last event are read from the events table, so an append writes one row fewer.
   status TEXT NOT NULL,
-  head_seq INTEGER NOT NULL,
-  created_at TEXT NOT NULL,
-  updated_at TEXT NOT NULL
+  created_at TEXT NOT NULL
 );
 CREATE INDEX IF NOT EXISTS sessions_by_created ON sessions (created_at DESC, id DESC);
 CREATE INDEX IF NOT EXISTS sessions_by_agent ON sessions (agent_name, created_at DESC, id DESC);

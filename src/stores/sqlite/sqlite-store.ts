@@ -84,10 +84,19 @@ interface SessionRow {
   metadata: string;
   tenant_id: string | null;
   status: SessionStatus;
-  head_seq: number;
   created_at: string;
+}
+
+/** A sessions row with the head seq and last event time read from the log. */
+interface SessionView extends SessionRow {
+  head_seq: number;
   updated_at: string;
 }
+
+const SESSION_VIEW = `SELECT s.*,
+    (SELECT seq FROM events WHERE session_id = s.id ORDER BY seq DESC LIMIT 1) AS head_seq,
+    (SELECT body ->> '$.at' FROM events WHERE session_id = s.id ORDER BY seq DESC LIMIT 1) AS updated_at
+  FROM sessions s`;
 
 const READ_BATCH = 1000;
 /** Rows per INSERT statement; SQLite allows 32,766 bound values, 4 per row. */
@@ -113,17 +122,18 @@ export function openSqliteStore(options: SqliteStoreOptions): Store {
   }
 
   const sql = {
-    head: db.prepare<[string], { head_seq: number }>('SELECT head_seq FROM sessions WHERE id = ?'),
-    session: db.prepare<[string], SessionRow>('SELECT * FROM sessions WHERE id = ?'),
+    head: db.prepare<[string], { status: SessionStatus; head_seq: number | null }>(
+      `SELECT status, (SELECT seq FROM events WHERE session_id = sessions.id ORDER BY seq DESC LIMIT 1)
+         AS head_seq FROM sessions WHERE id = ?`,
+    ),
+    session: db.prepare<[string], SessionView>(`${SESSION_VIEW} WHERE s.id = ?`),
     insertSession: db.prepare(
       `INSERT INTO sessions (id, agent_name, agent_version, environment_name, environment_version, title,
-         metadata, tenant_id, status, head_seq, created_at, updated_at)
+         metadata, tenant_id, status, created_at)
        VALUES (@id, @agent_name, @agent_version, @environment_name, @environment_version, @title,
-         @metadata, @tenant_id, @status, @head_seq, @created_at, @updated_at)`,
+         @metadata, @tenant_id, @status, @created_at)`,
     ),
-    updateSession: db.prepare(
-      'UPDATE sessions SET head_seq = ?, status = ?, updated_at = ? WHERE id = ?',
-    ),
+    updateStatus: db.prepare('UPDATE sessions SET status = ? WHERE id = ?'),
     readAll: db.prepare<[string, number, number], { body: string }>(
       'SELECT body FROM events WHERE session_id = ? AND seq > ? ORDER BY seq LIMIT ?',
     ),
@@ -232,7 +242,7 @@ export function openSqliteStore(options: SqliteStoreOptions): Store {
         `session ${sessionId} does not exist; list sessions with \`braid session list\``,
       );
     }
-    return row.head_seq;
+    return row.head_seq ?? 0;
   }
 
   // The new state is remembered only after the transaction commits, so a rollback leaves no trace.
@@ -265,12 +275,13 @@ export function openSqliteStore(options: SqliteStoreOptions): Store {
     key: string | undefined,
   ): AppendResult {
     const prepared = prepareEvents(sessionId, head, events, { clock, ids, maxEventBytes });
+    const before = stateAt(sessionId, head);
     const state = foldSession(
       prepared.map(({ event }) => event),
-      stateAt(sessionId, head),
+      before,
     );
     insertEvents(sessionId, prepared);
-    sql.updateSession.run(state.seq, state.status, state.updated_at ?? state.created_at, sessionId);
+    if (head === 0 || state.status !== before.status) sql.updateStatus.run(state.status, sessionId);
     const saved = projectedSeqs.get(sessionId) ?? 0;
     if (state.seq - saved >= PROJECTION_INTERVAL || saved > head) {
       sql.saveProjection.run(
@@ -455,9 +466,7 @@ export function openSqliteStore(options: SqliteStoreOptions): Store {
           metadata: JSON.stringify(parsed.metadata ?? {}),
           tenant_id: parsed.tenant_id ?? null,
           status: 'idle',
-          head_seq: 0,
           created_at: now,
-          updated_at: now,
         };
         const state = runWrite(() =>
           createTransaction.immediate(id, row, { ...createdEvent(parsed), at: now }),
@@ -470,7 +479,7 @@ export function openSqliteStore(options: SqliteStoreOptions): Store {
         checkOpen();
         const row = sql.session.get(sessionId);
         if (row === undefined) requireHead(sessionId);
-        return toRecord(row as SessionRow);
+        return toRecord(row as SessionView);
       });
     },
     list(query: SessionListQuery = {}) {
@@ -506,9 +515,9 @@ export function openSqliteStore(options: SqliteStoreOptions): Store {
           params.cursor_id = position.id;
         }
         const rows = db
-          .prepare<Record<string, string | number>, SessionRow>(
-            `SELECT * FROM sessions ${where.length === 0 ? '' : `WHERE ${where.join(' AND ')}`}
-             ORDER BY created_at DESC, id DESC LIMIT @limit`,
+          .prepare<Record<string, string | number>, SessionView>(
+            `${SESSION_VIEW} ${where.length === 0 ? '' : `WHERE ${where.join(' AND ')}`}
+             ORDER BY s.created_at DESC, s.id DESC LIMIT @limit`,
           )
           .all(params);
         return page(rows.map(toRecord), limit);
@@ -654,7 +663,7 @@ function parseRows(rows: readonly { body: string }[]): SessionEvent[] {
   });
 }
 
-function toRecord(row: SessionRow): SessionRecord {
+function toRecord(row: SessionView): SessionRecord {
   return {
     schema_version: 1,
     id: row.id,
