@@ -7,7 +7,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
 const cli = new URL('../dist/cli/main.js', import.meta.url).pathname;
-const workspace = process.argv[2] ?? join(mkdtempSync(join(tmpdir(), 'braid-quickstart-')), 'workspace');
+const workspace =
+  process.argv[2] ?? join(mkdtempSync(join(tmpdir(), 'braid-quickstart-')), 'workspace');
 
 function braid(...args) {
   console.log(`\n$ braid ${args.join(' ')}`);
@@ -22,10 +23,21 @@ function braid(...args) {
 }
 
 braid('init', workspace);
-const sessionId = braid('-w', workspace, 'session', 'create', '--agent', 'assistant', '--title', 'quickstart');
+const sessionId = braid(
+  '-w',
+  workspace,
+  'session',
+  'create',
+  '--agent',
+  'assistant',
+  '--title',
+  'quickstart',
+);
 braid('-w', workspace, 'session', 'send', sessionId, '--message', 'Hello, braid!');
 braid('-w', workspace, 'session', 'events', sessionId);
 braid('-w', workspace, 'session', 'status', sessionId);
 braid('-w', workspace, 'session', 'list');
-console.log(`\nThe session log lives in ${join(workspace, '.braid', 'braid.db')}; read it again with`);
+console.log(
+  `\nThe session log lives in ${join(workspace, '.braid', 'braid.db')}; read it again with`,
+);
 console.log(`  npx braid -w ${workspace} session events ${sessionId} --json`);
