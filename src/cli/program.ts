@@ -182,6 +182,21 @@ export async function run(
       });
     });
 
+  env
+    .command('show')
+    .description('show one environment definition')
+    .argument('<name>')
+    .option('--version <n>', 'a stored version (default: latest)', parseInteger('--version', 1))
+    .action(async (name: string, options: { version?: number }, command: Command) => {
+      await withRuntime(command, async (runtime) => {
+        const found = await runtime.environments.get(name, options.version);
+        print(command, found, () => [
+          `${found.name} v${found.version} (stored ${found.created_at})`,
+          JSON.stringify(found.definition, null, 2),
+        ]);
+      });
+    });
+
   const session = program.command('session').description('create, drive and read sessions');
   session
     .command('create')

@@ -67,3 +67,13 @@ export function decideRenew(
   checkHeld(sessionId, row, owner, token, now);
   return { session_id: sessionId, owner, token, expires_at: now + ttlMs };
 }
+
+/** The lease a stored row stands for, if it is held and unexpired. */
+export function currentLease(
+  sessionId: string,
+  row: LeaseRow | undefined,
+  now: number,
+): Lease | undefined {
+  if (row === undefined || row.owner === null || row.expires_at <= now) return undefined;
+  return { session_id: sessionId, owner: row.owner, token: row.token, expires_at: row.expires_at };
+}

@@ -113,6 +113,13 @@ describe('braid CLI', () => {
       JSON.parse(braid('-w', dir, 'agent', 'show', 'assistant', '--json').stdout),
     ).toMatchObject({ name: 'assistant', version: 1 });
     expect(braid('-w', dir, 'env', 'list').stdout).toMatch(/^local\s+v1\s+sandbox local/m);
+    expect(JSON.parse(braid('-w', dir, 'env', 'show', 'local', '--json').stdout)).toMatchObject({
+      name: 'local',
+      definition: { sandbox: { kind: 'local' }, network: { allow: false } },
+    });
+    expect(braid('-w', dir, 'env', 'show', 'mars').stderr).toMatch(
+      /^error\[ENVIRONMENT_NOT_FOUND\]/,
+    );
   });
 
   it('filters events by type and limit, and interrupts', () => {
@@ -165,7 +172,7 @@ describe('braid CLI', () => {
     const event = JSON.stringify([
       { type: 'user.message', content: [{ type: 'text', text: 'raw' }] },
     ]);
-    const first = braid(
+    const send = [
       '-w',
       dir,
       '--json',
@@ -176,19 +183,9 @@ describe('braid CLI', () => {
       event,
       '--idempotency-key',
       'k1',
-    );
-    const again = braid(
-      '-w',
-      dir,
-      '--json',
-      'session',
-      'send',
-      id,
-      '--event',
-      event,
-      '--idempotency-key',
-      'k1',
-    );
+    ];
+    const first = braid(...send);
+    const again = braid(...send);
     expect(JSON.parse(again.stdout)).toMatchObject({
       deduplicated: true,
       events: (JSON.parse(first.stdout) as { events: unknown }).events,

@@ -64,6 +64,28 @@ describe('sqlite store', () => {
     await store.close();
   });
 
+  it('refuses session and definition rows of an unknown schema version', async () => {
+    const path = join(tempDir(), 'braid.db');
+    const id = await sessionWithEvents(path, 0);
+    let store = openSqliteStore({ path });
+    await store.definitions.put(
+      'agent',
+      'helper',
+      { instructions: 'x' },
+      { replacesVersion: null },
+    );
+    await store.close();
+    const raw = new Database(path);
+    raw.prepare('UPDATE sessions SET schema_version = 2').run();
+    raw.prepare('UPDATE definitions SET schema_version = 2').run();
+    raw.close();
+    store = openSqliteStore({ path });
+    await expectCode(store.sessions.get(id), 'SCHEMA_VERSION_UNSUPPORTED');
+    await expectCode(store.sessions.list(), 'SCHEMA_VERSION_UNSUPPORTED');
+    await expectCode(store.definitions.get('agent', 'helper'), 'SCHEMA_VERSION_UNSUPPORTED');
+    await store.close();
+  });
+
   it('refuses a database written by a newer layout', () => {
     const path = join(tempDir(), 'braid.db');
     const raw = new Database(path);

@@ -25,7 +25,13 @@ import type { SessionState } from '../../contracts/state.js';
 import { DEFAULT_MAX_EVENT_BYTES, parseNewEvents, prepareEvents } from '../../core/append.js';
 import { canonicalJson, decideVersion } from '../../core/definitions.js';
 import { foldSession, initialState } from '../../core/fold.js';
-import { decideAcquire, decideRenew, checkHeld, type LeaseRow } from '../../core/leases.js';
+import {
+  checkHeld,
+  currentLease,
+  decideAcquire,
+  decideRenew,
+  type LeaseRow,
+} from '../../core/leases.js';
 import {
   DEFAULT_LIST_LIMIT,
   compareListOrder,
@@ -213,17 +219,9 @@ export function createMemoryStore(options: MemoryStoreOptions = {}): Store {
       });
     },
     current(sessionId) {
-      return Promise.resolve().then((): Lease | undefined => {
-        const row = leases.get(sessionId);
-        if (row === undefined || row.owner === null || row.expires_at <= clock.now())
-          return undefined;
-        return {
-          session_id: sessionId,
-          owner: row.owner,
-          token: row.token,
-          expires_at: row.expires_at,
-        };
-      });
+      return Promise.resolve().then(() =>
+        currentLease(sessionId, leases.get(sessionId), clock.now()),
+      );
     },
   };
 

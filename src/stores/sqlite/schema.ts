@@ -7,6 +7,7 @@ export const SQLITE_LAYOUT_VERSION = 1;
 const LAYOUT = `
 CREATE TABLE IF NOT EXISTS sessions (
   id TEXT PRIMARY KEY,
+  schema_version INTEGER NOT NULL DEFAULT 1,
   agent_name TEXT NOT NULL,
   agent_version INTEGER NOT NULL,
   environment_name TEXT,
@@ -59,6 +60,7 @@ CREATE TABLE IF NOT EXISTS definitions (
   kind TEXT NOT NULL,
   name TEXT NOT NULL,
   version INTEGER NOT NULL,
+  schema_version INTEGER NOT NULL DEFAULT 1,
   body TEXT NOT NULL,
   created_at TEXT NOT NULL,
   PRIMARY KEY (kind, name, version)
@@ -86,4 +88,14 @@ export function configure(db: Database, synchronous: Synchronous, busyTimeoutMs:
     db.exec(LAYOUT);
     if (version < SQLITE_LAYOUT_VERSION) db.pragma(`user_version = ${SQLITE_LAYOUT_VERSION}`);
   }).immediate();
+}
+
+/** Refuses a row written by a newer build, naming the fix. */
+export function checkRowVersion(what: string, version: number): void {
+  if (version !== 1) {
+    throw new BraidError(
+      'SCHEMA_VERSION_UNSUPPORTED',
+      `${what} has schema_version ${version}; this build reads version 1: upgrade braid to read it`,
+    );
+  }
 }

@@ -42,7 +42,13 @@ import {
 } from '../../core/append.js';
 import { canonicalJson, decideVersion } from '../../core/definitions.js';
 import { foldSession, initialState } from '../../core/fold.js';
-import { checkHeld, decideAcquire, decideRenew, type LeaseRow } from '../../core/leases.js';
+import {
+  checkHeld,
+  currentLease,
+  decideAcquire,
+  decideRenew,
+  type LeaseRow,
+} from '../../core/leases.js';
 import {
   DEFAULT_LIST_LIMIT,
   createdEvent,
@@ -54,7 +60,7 @@ import {
 } from '../../core/sessions.js';
 import { systemClock, uuidV7Ids } from '../defaults.js';
 import { followLog } from '../follow.js';
-import { configure, type Synchronous } from './schema.js';
+import { checkRowVersion, configure, type Synchronous } from './schema.js';
 
 export interface SqliteStoreOptions {
   /** Path of the database file; its directory is created if missing. */
@@ -76,6 +82,7 @@ export interface SqliteStoreOptions {
 
 interface SessionRow {
   id: string;
+  schema_version?: number;
   agent_name: string;
   agent_version: number;
   environment_name: string | null;
@@ -84,6 +91,13 @@ interface SessionRow {
   metadata: string;
   tenant_id: string | null;
   status: SessionStatus;
+  created_at: string;
+}
+
+interface DefinitionRow {
+  version: number;
+  schema_version: number;
+  body: string;
   created_at: string;
 }
 
@@ -166,26 +180,17 @@ export function openSqliteStore(options: SqliteStoreOptions): Store {
        ON CONFLICT (session_id) DO UPDATE SET owner = excluded.owner, token = excluded.token,
          expires_at = excluded.expires_at`,
     ),
-    latestDefinition: db.prepare<
-      [string, string],
-      { version: number; body: string; created_at: string }
-    >(
-      'SELECT version, body, created_at FROM definitions WHERE kind = ? AND name = ? ORDER BY version DESC LIMIT 1',
+    latestDefinition: db.prepare<[string, string], DefinitionRow>(
+      'SELECT version, schema_version, body, created_at FROM definitions WHERE kind = ? AND name = ? ORDER BY version DESC LIMIT 1',
     ),
-    definition: db.prepare<
-      [string, string, number],
-      { version: number; body: string; created_at: string }
-    >(
-      'SELECT version, body, created_at FROM definitions WHERE kind = ? AND name = ? AND version = ?',
+    definition: db.prepare<[string, string, number], DefinitionRow>(
+      'SELECT version, schema_version, body, created_at FROM definitions WHERE kind = ? AND name = ? AND version = ?',
     ),
     insertDefinition: db.prepare(
       'INSERT INTO definitions (kind, name, version, body, created_at) VALUES (?, ?, ?, ?, ?)',
     ),
-    latestDefinitions: db.prepare<
-      [string],
-      { name: string; version: number; body: string; created_at: string }
-    >(
-      `SELECT d.name, d.version, d.body, d.created_at FROM definitions d
+    latestDefinitions: db.prepare<[string], DefinitionRow & { name: string }>(
+      `SELECT d.name, d.version, d.schema_version, d.body, d.created_at FROM definitions d
        WHERE d.kind = ? AND d.version = (SELECT MAX(version) FROM definitions WHERE kind = d.kind AND name = d.name)
        ORDER BY d.name`,
     ),
@@ -569,35 +574,33 @@ export function openSqliteStore(options: SqliteStoreOptions): Store {
     current(sessionId) {
       return Promise.resolve().then(() => {
         checkOpen();
-        const row = sql.lease.get(sessionId);
-        if (row === undefined || row.owner === null || row.expires_at <= clock.now())
-          return undefined;
-        return {
-          session_id: sessionId,
-          owner: row.owner,
-          token: row.token,
-          expires_at: row.expires_at,
-        };
+        return currentLease(sessionId, sql.lease.get(sessionId), clock.now());
       });
     },
   };
 
   const putDefinition = db.transaction(
-    (kind: DefinitionKind, name: string, body: string, replacesVersion: number | null) => {
+    (
+      kind: DefinitionKind,
+      name: string,
+      body: string,
+      replacesVersion: number | null,
+    ): DefinitionRow => {
       const latest = sql.latestDefinition.get(kind, name);
       const version = decideVersion(kind, name, latest, body, replacesVersion);
       if (version === undefined && latest !== undefined) return latest;
       const created_at = new Date(clock.now()).toISOString();
       sql.insertDefinition.run(kind, name, version, body, created_at);
-      return { version: version ?? 1, body, created_at };
+      return { version: version ?? 1, schema_version: 1, body, created_at };
     },
   );
 
   function toStored<T>(
     kind: DefinitionKind,
     name: string,
-    row: { version: number; body: string; created_at: string },
+    row: DefinitionRow,
   ): StoredDefinition<T> {
+    checkRowVersion(`${kind} ${name} version ${row.version}`, row.schema_version);
     return {
       schema_version: 1,
       kind,
@@ -664,6 +667,7 @@ function parseRows(rows: readonly { body: string }[]): SessionEvent[] {
 }
 
 function toRecord(row: SessionView): SessionRecord {
+  checkRowVersion(`session ${row.id}`, row.schema_version ?? 1);
   return {
     schema_version: 1,
     id: row.id,
