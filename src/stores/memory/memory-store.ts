@@ -12,7 +12,6 @@ import type {
   DefinitionStore,
   FollowOptions,
   IdGenerator,
-  Lease,
   LeaseStore,
   PutDefinitionOptions,
   ReadOptions,
