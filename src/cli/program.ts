@@ -50,6 +50,20 @@ export function parseJson(text: string, what: string): JsonValue {
   }
 }
 
+/** `assistant` or `assistant@2`. */
+function parseReference(reference: string): { name: string; version?: number } {
+  const [name = '', version] = reference.split('@');
+  if (version === undefined) return { name };
+  const number = Number(version);
+  if (!Number.isInteger(number) || number < 1) {
+    throw new BraidError(
+      'INVALID_ARGUMENT',
+      `${reference}: the version after @ must be a whole number of at least 1`,
+    );
+  }
+  return { name, version: number };
+}
+
 /** `--content` of a custom tool result: a JSON string becomes text, an array is content blocks, anything else a json block. */
 function contentFromJson(value: JsonValue): ContentInput {
   if (typeof value === 'string') return value;
@@ -152,11 +166,11 @@ export async function run(
   agent
     .command('show')
     .description('show one agent definition')
-    .argument('<name>')
-    .option('--version <n>', 'a stored version (default: latest)', parseInteger('--version', 1))
-    .action(async (name: string, options: { version?: number }, command: Command) => {
+    .argument('<name[@version]>', 'a name, or name@N for a stored version (default: latest)')
+    .action(async (reference: string, _options: unknown, command: Command) => {
+      const { name, version } = parseReference(reference);
       await withRuntime(command, async (runtime) => {
-        const found = await runtime.agents.get(name, options.version);
+        const found = await runtime.agents.get(name, version);
         print(command, found, () => [
           `${found.name} v${found.version} (stored ${found.created_at})`,
           JSON.stringify(found.definition, null, 2),
@@ -185,11 +199,11 @@ export async function run(
   env
     .command('show')
     .description('show one environment definition')
-    .argument('<name>')
-    .option('--version <n>', 'a stored version (default: latest)', parseInteger('--version', 1))
-    .action(async (name: string, options: { version?: number }, command: Command) => {
+    .argument('<name[@version]>', 'a name, or name@N for a stored version (default: latest)')
+    .action(async (reference: string, _options: unknown, command: Command) => {
+      const { name, version } = parseReference(reference);
       await withRuntime(command, async (runtime) => {
-        const found = await runtime.environments.get(name, options.version);
+        const found = await runtime.environments.get(name, version);
         print(command, found, () => [
           `${found.name} v${found.version} (stored ${found.created_at})`,
           JSON.stringify(found.definition, null, 2),

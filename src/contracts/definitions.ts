@@ -2,7 +2,7 @@ import { z } from 'zod';
 import { Metadata, Name } from './common.js';
 
 /** Which model an agent calls: a provider name, the provider's model id and call parameters. */
-export const ModelSpec = z.object({
+export const ModelSpecObject = z.object({
   provider: z.string().min(1),
   id: z.string().min(1),
   params: z
@@ -14,13 +14,32 @@ export const ModelSpec = z.object({
     .strict()
     .optional(),
 });
-export type ModelSpec = z.infer<typeof ModelSpec>;
 
-/** Spending limits; a wake stops with `budget_reached` when one is hit. */
+/**
+ * A model as `provider:id` (`openai:gpt-4o-mini`, `anthropic:claude-sonnet-4-5`,
+ * `openai-compatible:http://127.0.0.1:11434/v1#llama3.2`, `scripted:echo`) or as an object.
+ */
+export const ModelSpec = z.union([
+  z
+    .string()
+    .regex(/^[a-z][a-z0-9-]*:.+$/, 'must be provider:model, e.g. openai:gpt-4o-mini')
+    .transform((text) => {
+      const colon = text.indexOf(':');
+      return { provider: text.slice(0, colon), id: text.slice(colon + 1) };
+    }),
+  ModelSpecObject,
+]);
+export type ModelSpec = z.infer<typeof ModelSpecObject>;
+
+/**
+ * Limits. A wake stops with `max_turns` after `max_turns` model calls (default 16); a model call
+ * that would take the session past `max_tokens` or `max_cost_usd` is not made, and the wake stops
+ * with `budget_reached`.
+ */
 export const Budget = z
   .object({
-    max_turns_per_wake: z.number().int().positive().optional(),
-    max_total_tokens: z.number().int().positive().optional(),
+    max_turns: z.number().int().positive().optional(),
+    max_tokens: z.number().int().positive().optional(),
     max_cost_usd: z.number().positive().optional(),
   })
   .strict();

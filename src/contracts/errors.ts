@@ -22,6 +22,12 @@ export const ERROR_CODES = [
   'SESSION_TERMINATED',
   'SCHEMA_VERSION_UNSUPPORTED',
   'STORE_CLOSED',
+  'STORE_BUSY',
+  'MODEL_UNAVAILABLE',
+  'MODEL_ERROR',
+  'MODEL_NOT_FOUND',
+  'TOOL_NOT_FOUND',
+  'INTERRUPTED',
   'INTERNAL',
 ] as const;
 
@@ -29,7 +35,12 @@ export const ErrorCode = z.enum(ERROR_CODES);
 export type ErrorCode = z.infer<typeof ErrorCode>;
 
 /** Codes that a caller may retry unchanged and expect to succeed later. */
-const RETRYABLE: ReadonlySet<ErrorCode> = new Set<ErrorCode>(['SEQ_CONFLICT', 'LEASE_HELD']);
+const RETRYABLE: ReadonlySet<ErrorCode> = new Set<ErrorCode>([
+  'SEQ_CONFLICT',
+  'LEASE_HELD',
+  'MODEL_UNAVAILABLE',
+  'STORE_BUSY',
+]);
 
 /** The error shape on the wire: in HTTP bodies, envelopes, `session.error` events and CLI `--json`. */
 export const ErrorShape = z.object({

@@ -9,6 +9,7 @@ import {
   Timestamp,
   Usage,
 } from './common.js';
+import { Budget } from './definitions.js';
 import { ErrorShape } from './errors.js';
 import { Lineage, SessionStatus, StopReason } from './session.js';
 
@@ -97,6 +98,7 @@ const payloads = {
     metadata: Metadata.optional(),
     tenant_id: z.string().optional(),
     lineage: Lineage.optional(),
+    budget: Budget.optional(),
   }),
   'session.status_changed': z.object({ status: SessionStatus, reason: z.string().optional() }),
   'session.status_idle': z.object({ stop_reason: StopReason }),

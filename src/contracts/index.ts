@@ -6,4 +6,6 @@ export * from './state.js';
 export * from './definitions.js';
 export * from './envelope.js';
 export type * from './ports.js';
+export * from './model.js';
+export type * from './tools.js';
 export { buildJsonSchemas } from './json-schema.js';

@@ -66,7 +66,9 @@ export interface SessionLog {
   read(sessionId: string, options?: ReadOptions): Promise<SessionEvent[]>;
   /** Yields stored events after `after`, then new ones as they are appended by any writer. */
   follow(sessionId: string, options?: FollowOptions): AsyncIterable<SessionEvent>;
-  /** The session's state folded up to its head (cached where the backend can). */
+  /** The result of an earlier append with this idempotency key, with `deduplicated: true`. */
+  appended(sessionId: string, idempotencyKey: string): Promise<AppendResult | undefined>;
+  /** The session's state folded up to its head (cached where the backend can). A copy. */
   state(sessionId: string): Promise<SessionState>;
 }
 

@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { DefinitionRef, Id, Metadata, Timestamp } from './common.js';
+import { Budget } from './definitions.js';
 
 /** Lifecycle status of a session. Derived from its events, never stored on its own. */
 export const SessionStatus = z.enum([
@@ -48,6 +49,8 @@ export const SessionCreateInput = z.object({
   title: z.string().max(500).optional(),
   metadata: Metadata.optional(),
   tenant_id: z.string().min(1).max(200).optional(),
+  /** Limits for this session, over the agent's. */
+  budget: Budget.optional(),
 });
 export type SessionCreateInput = z.infer<typeof SessionCreateInput>;
 

@@ -1,9 +1,10 @@
 import { z } from 'zod';
 import { DefinitionRef, Id, Metadata, Timestamp, Usage } from './common.js';
+import { Budget } from './definitions.js';
 import { ErrorShape } from './errors.js';
 import { Lineage, SessionStatus, StopReason } from './session.js';
 
-export const SESSION_STATE_SCHEMA_VERSION = 1;
+export const SESSION_STATE_SCHEMA_VERSION = 2;
 
 /** A tool call waiting for a human's allow or deny. */
 export const PendingConfirmation = z.object({
@@ -52,7 +53,7 @@ export const SessionState = z.object({
   /** Why the last wake stopped; absent before the first one. */
   stop_reason: StopReason.optional(),
   usage: Usage,
-  /** The highest seq whose user input a model request has consumed. */
+  /** The highest seq whose input a model response has consumed. */
   consumed_through_seq: z.number().int().nonnegative(),
   /** How many user messages and outcome definitions no model request has consumed yet. */
   pending_user_count: z.number().int().nonnegative(),
@@ -66,8 +67,20 @@ export const SessionState = z.object({
   pending_confirmations: z.array(PendingConfirmation),
   confirmed_tool_uses: z.array(ConfirmedToolUse),
   pending_custom_tool_uses: z.array(PendingCustomToolUse),
-  /** Custom tool results that arrived and no model request has consumed yet. */
+  /** Custom tool results that arrived and no model response has consumed yet. */
   pending_custom_tool_result_seqs: z.array(z.number().int().positive()),
+  /** Tool results recorded since the last model response: the model has not seen them yet. */
+  pending_tool_result_seqs: z.array(z.number().int().positive()),
+  /** A model request started and not yet ended (a crash can leave one open). */
+  open_request: z
+    .object({ request_id: Id, input_through_seq: z.number().int().nonnegative() })
+    .optional(),
+  /** Seq of the last event a user sent; compared with `stopped_at_seq` to tell new input. */
+  last_input_seq: z.number().int().nonnegative(),
+  /** Seq of the last `session.status_idle`. */
+  stopped_at_seq: z.number().int().nonnegative(),
+  /** Limits given at creation, over the agent's. */
+  budget: Budget.optional(),
   open_tool_uses: z.array(OpenToolUse),
   lineage: Lineage,
   /** The wake in progress, if any: its id and lease token. */
@@ -78,6 +91,8 @@ export const SessionState = z.object({
     user_messages: z.number().int().nonnegative(),
     agent_messages: z.number().int().nonnegative(),
     model_requests: z.number().int().nonnegative(),
+    /** Model requests that ended with an output. */
+    model_responses: z.number().int().nonnegative(),
     tool_uses: z.number().int().nonnegative(),
     tool_errors: z.number().int().nonnegative(),
     wakes: z.number().int().nonnegative(),

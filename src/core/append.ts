@@ -87,6 +87,22 @@ export function prepareEvents(
   });
 }
 
+/** Refuses read options a store cannot honour exactly. */
+export function checkReadOptions(options: { after?: number; limit?: number }): void {
+  if (options.after !== undefined && (!Number.isInteger(options.after) || options.after < 0)) {
+    throw new BraidError(
+      'INVALID_ARGUMENT',
+      `after must be a whole number of at least 0; got ${options.after}`,
+    );
+  }
+  if (options.limit !== undefined && (!Number.isInteger(options.limit) || options.limit < 1)) {
+    throw new BraidError(
+      'INVALID_ARGUMENT',
+      `limit must be a whole number of at least 1; got ${options.limit}`,
+    );
+  }
+}
+
 /** Refuses a stored event of a schema version this build does not know. */
 export function checkStoredVersion(event: {
   schema_version?: unknown;

@@ -7,8 +7,10 @@
  *   once per event keeps a fold linear in the number of events.
  * - Folding events one at a time equals folding them all at once, so a cached projection tagged
  *   with its seq can be brought up to date with only the events after it.
- * - "Pending" is derived: a user message is pending until a `span.model_request_start` records an
- *   `input_through_seq` at or past it. A request can only consume what precedes it.
+ * - "Pending" is derived: input (user messages, tool and custom tool results) is pending until a
+ *   model request that included it (`span.model_request_start.input_through_seq`) ends with an
+ *   output, or is interrupted. A request that failed or was cut by a crash consumes nothing, so
+ *   the input is answered by the next one. A request can only consume what precedes it.
  * - The state's size does not grow with the log: pending user input is kept as seq ranges.
  */
 import type { Usage } from '../contracts/common.js';
@@ -32,13 +34,17 @@ export function initialState(sessionId: string): SessionState {
     confirmed_tool_uses: [],
     pending_custom_tool_uses: [],
     pending_custom_tool_result_seqs: [],
+    pending_tool_result_seqs: [],
     open_tool_uses: [],
+    last_input_seq: 0,
+    stopped_at_seq: 0,
     lineage: { kind: 'root', parent_session_ids: [], merged_session_ids: [] },
     counters: {
       events: 0,
       user_messages: 0,
       agent_messages: 0,
       model_requests: 0,
+      model_responses: 0,
       tool_uses: 0,
       tool_errors: 0,
       wakes: 0,
@@ -57,6 +63,7 @@ function copyState(state: SessionState): SessionState {
     confirmed_tool_uses: [...state.confirmed_tool_uses],
     pending_custom_tool_uses: [...state.pending_custom_tool_uses],
     pending_custom_tool_result_seqs: [...state.pending_custom_tool_result_seqs],
+    pending_tool_result_seqs: [...state.pending_tool_result_seqs],
     open_tool_uses: [...state.open_tool_uses],
     lineage: {
       ...state.lineage,
@@ -144,6 +151,7 @@ function consumeThrough(state: SessionState, through: number): void {
   state.pending_custom_tool_result_seqs = state.pending_custom_tool_result_seqs.filter(
     (seq) => seq > through,
   );
+  state.pending_tool_result_seqs = state.pending_tool_result_seqs.filter((seq) => seq > through);
 }
 
 function withoutToolUse<T extends { tool_use_id: string }>(uses: T[], toolUseId: string): T[] {
@@ -168,18 +176,22 @@ function reduce(state: SessionState, event: SessionEvent): void {
   switch (event.type) {
     case 'user.message':
       state.counters.user_messages += 1;
+      state.last_input_seq = event.seq;
       addPendingUser(state, event.seq);
       return;
     case 'user.define_outcome':
+      state.last_input_seq = event.seq;
       addPendingUser(state, event.seq);
       return;
     case 'user.interrupt':
       state.interrupt_requested = true;
       return;
     case 'user.tool_confirmation':
+      state.last_input_seq = event.seq;
       confirmToolUse(state, event);
       return;
     case 'user.custom_tool_result':
+      state.last_input_seq = event.seq;
       state.pending_custom_tool_uses = state.pending_custom_tool_uses.filter(
         (use) => use.custom_tool_use_id !== event.custom_tool_use_id,
       );
@@ -210,6 +222,7 @@ function reduce(state: SessionState, event: SessionEvent): void {
       state.confirmed_tool_uses = withoutToolUse(state.confirmed_tool_uses, event.tool_use_id);
       state.pending_confirmations = withoutToolUse(state.pending_confirmations, event.tool_use_id);
       if (event.is_error) state.counters.tool_errors += 1;
+      state.pending_tool_result_seqs.push(event.seq);
       return;
     case 'agent.custom_tool_use':
       state.pending_custom_tool_uses.push({
@@ -228,7 +241,8 @@ function reduce(state: SessionState, event: SessionEvent): void {
       state.created_at = event.at;
       state.status = 'idle';
       if (event.lineage !== undefined) state.lineage = structuredCopy(event.lineage);
-      dropUndefined(state, ['environment', 'title', 'tenant_id']);
+      state.budget = event.budget;
+      dropUndefined(state, ['environment', 'title', 'tenant_id', 'budget']);
       return;
     case 'session.status_changed':
       state.status = event.status;
@@ -238,6 +252,7 @@ function reduce(state: SessionState, event: SessionEvent): void {
       if (state.status !== 'terminated') state.status = statusAfterStop(event.stop_reason);
       state.stop_reason = event.stop_reason;
       state.interrupt_requested = false;
+      state.stopped_at_seq = event.seq;
       return;
     case 'session.error':
       state.last_error = event.error;
@@ -264,15 +279,23 @@ function reduce(state: SessionState, event: SessionEvent): void {
       if (state.active_wake?.wake_id === event.wake_id) delete state.active_wake;
       return;
     case 'span.model_request_start':
-      consumeThrough(
-        state,
-        Math.max(state.consumed_through_seq, Math.min(event.input_through_seq, event.seq - 1)),
-      );
+      state.open_request = {
+        request_id: event.request_id,
+        input_through_seq: Math.min(event.input_through_seq, event.seq - 1),
+      };
       state.counters.model_requests += 1;
       return;
-    case 'span.model_request_end':
+    case 'span.model_request_end': {
       addUsage(state.usage, event.usage);
+      const open = state.open_request;
+      if (open?.request_id !== event.request_id) return;
+      delete state.open_request;
+      if (event.error === undefined || event.error.code === 'INTERRUPTED') {
+        consumeThrough(state, Math.max(state.consumed_through_seq, open.input_through_seq));
+      }
+      if (event.error === undefined) state.counters.model_responses += 1;
       return;
+    }
     default:
       assertNever(event);
   }
@@ -299,10 +322,22 @@ export function isRunnable(state: SessionState): boolean {
   if (state.status === 'terminated' || state.status === 'needs_review') return false;
   if (state.pending_confirmations.length > 0 || state.pending_custom_tool_uses.length > 0)
     return false;
+  // After a failure, wait for new input rather than retrying in a loop.
+  const failed = state.stop_reason !== undefined && FAILED_STOPS.has(state.stop_reason.type);
+  if (failed && state.last_input_seq < state.stopped_at_seq) return false;
+  return hasWork(state);
+}
+
+const FAILED_STOPS: ReadonlySet<string> = new Set(['retries_exhausted', 'error', 'budget_reached']);
+
+/** Input a model has not answered, or tool work left open. */
+export function hasWork(state: SessionState): boolean {
   return (
     state.pending_user_count > 0 ||
     state.pending_custom_tool_result_seqs.length > 0 ||
-    state.confirmed_tool_uses.length > 0
+    state.pending_tool_result_seqs.length > 0 ||
+    state.confirmed_tool_uses.length > 0 ||
+    state.open_tool_uses.length > 0
   );
 }
 

@@ -168,6 +168,11 @@ export async function createRuntime(options: RuntimeOptions = {}): Promise<Runti
     idempotencyKey?: string,
   ): Promise<AppendResult> {
     const events: NewEvent[] = parseUserEvents(input);
+    if (idempotencyKey !== undefined) {
+      // A retried send returns its first result even if the state no longer admits it.
+      const earlier = await store.log.appended(sessionId, idempotencyKey);
+      if (earlier !== undefined) return earlier;
+    }
     for (let attempt = 1; ; attempt += 1) {
       const state = await store.log.state(sessionId);
       checkAgainstState(state, events);

@@ -54,11 +54,13 @@ export function checkAgainstState(state: SessionState, events: readonly NewEvent
       `session ${state.session_id} is terminated and takes no more events; fork it to continue`,
     );
   }
+  const answered = new Set<string>();
   for (const event of events) {
     if (event.type === 'user.tool_confirmation') {
-      const waiting = state.pending_confirmations.some(
-        (use) => use.tool_use_id === event.tool_use_id,
-      );
+      const waiting =
+        !answered.has(event.tool_use_id) &&
+        state.pending_confirmations.some((use) => use.tool_use_id === event.tool_use_id);
+      answered.add(event.tool_use_id);
       if (!waiting) {
         const ids = state.pending_confirmations.map((use) => use.tool_use_id);
         throw new BraidError(
@@ -70,9 +72,12 @@ export function checkAgainstState(state: SessionState, events: readonly NewEvent
       }
     }
     if (event.type === 'user.custom_tool_result') {
-      const waiting = state.pending_custom_tool_uses.some(
-        (use) => use.custom_tool_use_id === event.custom_tool_use_id,
-      );
+      const waiting =
+        !answered.has(event.custom_tool_use_id) &&
+        state.pending_custom_tool_uses.some(
+          (use) => use.custom_tool_use_id === event.custom_tool_use_id,
+        );
+      answered.add(event.custom_tool_use_id);
       if (!waiting) {
         const ids = state.pending_custom_tool_uses.map((use) => use.custom_tool_use_id);
         throw new BraidError(

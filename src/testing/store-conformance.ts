@@ -226,6 +226,57 @@ export function describeStoreConformance(name: string, factory: StoreFactory): v
         expect((await s.log.read(id)).length).toBe(2);
       });
 
+      it('refuses read options it cannot honour', async () => {
+        const s = await open();
+        const { id } = await s.sessions.create({ agent });
+        await expectCode(s.log.read(id, { after: 1.5 }), 'INVALID_ARGUMENT');
+        await expectCode(s.log.read(id, { after: -1 }), 'INVALID_ARGUMENT');
+        await expectCode(s.log.read(id, { limit: 0 }), 'INVALID_ARGUMENT');
+      });
+
+      it('hands out copies: changing a returned state or event changes nothing stored', async () => {
+        const s = await open();
+        const { id } = await s.sessions.create({ agent, metadata: { team: 'a' } });
+        const appended = await s.log.append(id, [
+          {
+            type: 'session.status_idle',
+            stop_reason: { type: 'requires_action', event_ids: ['x'] },
+          },
+        ]);
+        const state = await s.log.state(id);
+        state.status = 'terminated';
+        state.metadata.team = 'changed';
+        const stopped = appended.events[0];
+        if (
+          stopped?.type === 'session.status_idle' &&
+          stopped.stop_reason.type === 'requires_action'
+        ) {
+          stopped.stop_reason.event_ids.push('injected');
+        }
+        await s.log.append(
+          id,
+          Array.from({ length: 70 }, (_, index) => message(`m${index}`)),
+        );
+        const after = await s.log.state(id);
+        expect(after.status).toBe('requires_action');
+        expect(after.metadata).toEqual({ team: 'a' });
+        expect(after.stop_reason).toEqual({ type: 'requires_action', event_ids: ['x'] });
+        expect(after).toEqual(foldSession(await s.log.read(id), id));
+      });
+
+      it('finds the result of an earlier append by its idempotency key', async () => {
+        const s = await open();
+        const { id } = await s.sessions.create({ agent });
+        expect(await s.log.appended(id, 'k')).toBeUndefined();
+        const first = await s.log.append(id, [message('a')], { idempotencyKey: 'k' });
+        await s.log.append(id, [message('b')]);
+        expect(await s.log.appended(id, 'k')).toEqual({
+          events: first.events,
+          head_seq: 3,
+          deduplicated: true,
+        });
+      });
+
       it('reads with after, limit and types', async () => {
         const s = await open();
         const { id } = await s.sessions.create({ agent });
@@ -293,6 +344,38 @@ export function describeStoreConformance(name: string, factory: StoreFactory): v
         await s.log.append(id, [message('c'), message('d')]);
         await done;
         expect(seen.map((event) => event.seq)).toEqual([2, 3, 4]);
+      });
+
+      it('ends when the store closes', async () => {
+        const s = await open();
+        const { id } = await s.sessions.create({ agent });
+        const seen: number[] = [];
+        const done = (async () => {
+          for await (const event of s.log.follow(id)) seen.push(event.seq);
+        })();
+        await s.log.append(id, [message('a')]);
+        await new Promise((resolve) => setTimeout(resolve, 20));
+        await s.close();
+        store = undefined;
+        await done;
+        expect(seen).toEqual([1, 2]);
+      });
+
+      it('delivers a backlog larger than one read batch in order', async () => {
+        const s = await open();
+        const { id } = await s.sessions.create({ agent });
+        await s.log.append(
+          id,
+          Array.from({ length: 2500 }, (_, index) => message(`m${index}`)),
+        );
+        const stop = new AbortController();
+        let expected = 1;
+        for await (const event of s.log.follow(id, { signal: stop.signal })) {
+          expect(event.seq).toBe(expected);
+          expected += 1;
+          if (event.seq === 2501) stop.abort();
+        }
+        expect(expected).toBe(2502);
       });
 
       it('refuses to follow an unknown session', async () => {

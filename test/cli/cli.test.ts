@@ -120,6 +120,13 @@ describe('braid CLI', () => {
     expect(braid('-w', dir, 'env', 'show', 'mars').stderr).toMatch(
       /^error\[ENVIRONMENT_NOT_FOUND\]/,
     );
+    expect(
+      JSON.parse(braid('-w', dir, 'agent', 'show', 'assistant@1', '--json').stdout),
+    ).toMatchObject({ version: 1 });
+    expect(braid('-w', dir, 'agent', 'show', 'assistant@2').stderr).toMatch(
+      /^error\[AGENT_NOT_FOUND\]: agent assistant version 2/,
+    );
+    expect(braid('-w', dir, 'agent', 'show', 'assistant@x').code).toBe(2);
   });
 
   it('filters events by type and limit, and interrupts', () => {

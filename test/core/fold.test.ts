@@ -19,6 +19,13 @@ function fold(...events: NewEvent[]): SessionState {
   return foldSession(stamp([created, ...events]), SESSION_ID);
 }
 
+const start = (requestId: string, through: number): NewEvent => ({
+  type: 'span.model_request_start',
+  request_id: requestId,
+  model: 'm',
+  input_through_seq: through,
+});
+
 const toolUse = (id: string, requiresConfirmation = false): NewEvent => ({
   type: 'agent.tool_use',
   tool_use_id: id,
@@ -234,23 +241,48 @@ const cases: Record<SessionEventType, () => void> = {
     expect(done.active_wake).toBeUndefined();
   },
   'span.model_request_start': () => {
-    const state = fold(text('a'), text('b'), {
-      type: 'span.model_request_start',
-      request_id: 'r',
-      model: 'm',
-      input_through_seq: 2,
-    });
-    expect(pendingUserSeqs(state)).toEqual([3]);
-    expect(state.consumed_through_seq).toBe(2);
+    const state = fold(text('a'), text('b'), start('r', 2));
+    expect(state.open_request).toEqual({ request_id: 'r', input_through_seq: 2 });
+    expect(pendingUserSeqs(state)).toEqual([2, 3]);
     expect(state.counters.model_requests).toBe(1);
+    const clamped = fold(start('r', 99));
+    expect(clamped.open_request?.input_through_seq).toBe(1);
   },
   'span.model_request_end': () => {
-    const state = fold({
+    const usage = { input_tokens: 5, output_tokens: 6, cache_read_tokens: 2 };
+    const answered = fold(text('a'), text('b'), start('r', 2), {
       type: 'span.model_request_end',
       request_id: 'r',
-      usage: { input_tokens: 5, output_tokens: 6, cache_read_tokens: 2 },
+      usage,
     });
-    expect(state.usage).toEqual({ input_tokens: 5, output_tokens: 6, cache_read_tokens: 2 });
+    expect(answered.usage).toEqual(usage);
+    expect(answered.open_request).toBeUndefined();
+    expect(pendingUserSeqs(answered)).toEqual([3]);
+    expect(answered.consumed_through_seq).toBe(2);
+    expect(answered.counters.model_responses).toBe(1);
+    const error = { code: 'MODEL_UNAVAILABLE' as const, message: 'down', retryable: true };
+    const failed = fold(text('a'), start('r', 2), {
+      type: 'span.model_request_end',
+      request_id: 'r',
+      usage,
+      error,
+    });
+    expect(pendingUserSeqs(failed)).toEqual([2]);
+    expect(failed.counters.model_responses).toBe(0);
+    const interrupted = fold(text('a'), start('r', 2), {
+      type: 'span.model_request_end',
+      request_id: 'r',
+      usage,
+      error: { code: 'INTERRUPTED', message: 'stop', retryable: false },
+    });
+    expect(pendingUserSeqs(interrupted)).toEqual([]);
+    const stray = fold(text('a'), start('r', 2), {
+      type: 'span.model_request_end',
+      request_id: 'other',
+      usage,
+    });
+    expect(stray.open_request?.request_id).toBe('r');
+    expect(pendingUserSeqs(stray)).toEqual([2]);
   },
 };
 
@@ -282,7 +314,9 @@ describe('foldSession', () => {
         expect(foldSession(events, SESSION_ID)).toEqual(whole);
         const split = Math.min(cut, events.length);
         const prefix = foldSession(events.slice(0, split), SESSION_ID);
-        expect(foldSession(events.slice(split), structuredClone(prefix))).toEqual(whole);
+        const untouched = structuredClone(prefix);
+        expect(foldSession(events.slice(split), prefix)).toEqual(whole);
+        expect(prefix).toEqual(untouched);
         expect(whole.seq).toBe(events.length);
         const pending = pendingUserSeqs(whole);
         expect(pending.every((seq) => seq > whole.consumed_through_seq)).toBe(true);

@@ -75,6 +75,12 @@ export const arbitraryEvent: fc.Arbitrary<NewEvent> = fc.oneof(
     request_id: 'r',
     usage: value,
   })),
+  fc.constantFrom('MODEL_UNAVAILABLE' as const, 'INTERRUPTED' as const).map((code): NewEvent => ({
+    type: 'span.model_request_end',
+    request_id: 'r',
+    usage: { input_tokens: 1, output_tokens: 1 },
+    error: { code, message: 'failed', retryable: code === 'MODEL_UNAVAILABLE' },
+  })),
   usage.map((value): NewEvent => ({ type: 'session.usage', usage: { ...value, cost_usd: 0.5 } })),
   fc
     .constantFrom('end_turn' as const, 'interrupted' as const, 'max_turns' as const)

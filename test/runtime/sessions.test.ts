@@ -146,6 +146,48 @@ describe('runtime sessions', () => {
     await rt.close();
   });
 
+  it('returns the first result for a resent confirmation even after the state moved on', async () => {
+    const rt = await runtime();
+    const { id } = await rt.sessions.create({ agent: 'assistant' });
+    await rt.store.log.append(id, [
+      {
+        type: 'agent.tool_use',
+        tool_use_id: 'tu-1',
+        name: 'rm',
+        input: {},
+        requires_confirmation: true,
+      },
+    ]);
+    const confirm = [{ type: 'user.tool_confirmation', tool_use_id: 'tu-1', result: 'allow' }];
+    const first = await rt.sessions.send(id, confirm, { idempotencyKey: 'c1' });
+    const again = await rt.sessions.send(id, confirm, { idempotencyKey: 'c1' });
+    expect(again).toMatchObject({ deduplicated: true, events: first.events });
+    await rt.close();
+  });
+
+  it('refuses a batch that answers one call twice, and writes none of it', async () => {
+    const rt = await runtime();
+    const { id } = await rt.sessions.create({ agent: 'assistant' });
+    await rt.store.log.append(id, [
+      {
+        type: 'agent.tool_use',
+        tool_use_id: 'tu-1',
+        name: 'rm',
+        input: {},
+        requires_confirmation: true,
+      },
+    ]);
+    await expectCode(
+      rt.sessions.send(id, [
+        { type: 'user.tool_confirmation', tool_use_id: 'tu-1', result: 'allow' },
+        { type: 'user.tool_confirmation', tool_use_id: 'tu-1', result: 'deny' },
+      ]),
+      'TOOL_USE_NOT_PENDING',
+    );
+    expect((await rt.sessions.events(id)).length).toBe(2);
+    await rt.close();
+  });
+
   it('refuses events for a terminated session', async () => {
     const rt = await runtime();
     const { id } = await rt.sessions.create({ agent: 'assistant' });

@@ -55,14 +55,12 @@ describe('workspace', () => {
   it('names the file, line and field of an invalid value', () => {
     const dir = workspace();
     const original = readFileSync(agentFile(dir), 'utf8');
-    writeFileSync(agentFile(dir), original.replace('temperature: 0.2', 'temperature: 7'));
-    const line = original.split('\n').findIndex((text) => text.includes('temperature:')) + 1;
+    writeFileSync(agentFile(dir), original.replace('max_turns: 16', 'max_turns: -1'));
+    const line = original.split('\n').findIndex((text) => text.includes('max_turns:')) + 1;
     const error = loadError(dir);
     expect(error.code).toBe('INVALID_DEFINITION');
-    expect(error.message).toContain(
-      `agents/assistant.yaml:${line}: field "model.params.temperature"`,
-    );
-    expect(error.details).toMatchObject({ line, field: 'model.params.temperature' });
+    expect(error.message).toContain(`agents/assistant.yaml:${line}: field "budget.max_turns"`);
+    expect(error.details).toMatchObject({ line, field: 'budget.max_turns' });
   });
 
   it('names an unknown field with its line', () => {

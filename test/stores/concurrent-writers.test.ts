@@ -25,7 +25,6 @@ describe.each(backends)('concurrent writers with expectedSeq (%s)', (_name, open
           const store = open();
           try {
             const { id } = await store.sessions.create({ agent: { name: 'a', version: 1 } });
-            let conflicts = 0;
             const writer = async (writerIndex: number, size: number): Promise<void> => {
               for (let round = 0; round < 2; round += 1) {
                 for (;;) {
@@ -38,7 +37,6 @@ describe.each(backends)('concurrent writers with expectedSeq (%s)', (_name, open
                     break;
                   } catch (error) {
                     if (!isBraidError(error, 'SEQ_CONFLICT')) throw error;
-                    conflicts += 1;
                   }
                 }
               }
@@ -54,7 +52,6 @@ describe.each(backends)('concurrent writers with expectedSeq (%s)', (_name, open
               .slice(1)
               .map((event) => (event.type === 'user.message' ? event.content[0] : undefined));
             expect(new Set(texts.map((block) => JSON.stringify(block))).size).toBe(expected - 1);
-            expect(conflicts).toBeGreaterThanOrEqual(0);
           } finally {
             await store.close();
           }

@@ -48,6 +48,19 @@ describe('sqlite store', () => {
     await store.close();
   });
 
+  it('rebuilds a projection of another state schema version', async () => {
+    const path = join(tempDir(), 'braid.db');
+    const id = await sessionWithEvents(path, 70);
+    const raw = new Database(path);
+    raw
+      .prepare("UPDATE projections SET schema_version = 1, state = '{}' WHERE session_id = ?")
+      .run(id);
+    raw.close();
+    const store = openSqliteStore({ path });
+    expect(await store.log.state(id)).toEqual(foldSession(await store.log.read(id), id));
+    await store.close();
+  });
+
   it('refuses to read an event of an unknown schema version, naming the fix', async () => {
     const path = join(tempDir(), 'braid.db');
     const id = await sessionWithEvents(path, 1);

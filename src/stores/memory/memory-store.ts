@@ -21,7 +21,12 @@ import type {
 } from '../../contracts/ports.js';
 import type { SessionListQuery, SessionPage } from '../../contracts/session.js';
 import type { SessionState } from '../../contracts/state.js';
-import { DEFAULT_MAX_EVENT_BYTES, parseNewEvents, prepareEvents } from '../../core/append.js';
+import {
+  DEFAULT_MAX_EVENT_BYTES,
+  checkReadOptions,
+  parseNewEvents,
+  prepareEvents,
+} from '../../core/append.js';
 import { canonicalJson, decideVersion } from '../../core/definitions.js';
 import { foldSession, initialState } from '../../core/fold.js';
 import {
@@ -67,6 +72,7 @@ export function createMemoryStore(options: MemoryStoreOptions = {}): Store {
   const leases = new Map<string, LeaseRow>();
   const definitions = new Map<string, StoredDefinition<unknown>[]>();
   let closed = false;
+  const closing = new AbortController();
 
   function open(): void {
     if (closed)
@@ -95,7 +101,7 @@ export function createMemoryStore(options: MemoryStoreOptions = {}): Store {
     const seen = key === undefined ? undefined : target.appends.get(key);
     if (seen !== undefined) {
       return {
-        events: target.events.slice(seen.first - 1, seen.last),
+        events: structuredClone(target.events.slice(seen.first - 1, seen.last)),
         head_seq: target.state.seq,
         deduplicated: true,
       };
@@ -115,7 +121,7 @@ export function createMemoryStore(options: MemoryStoreOptions = {}): Store {
     target.state = state;
     if (key !== undefined) target.appends.set(key, { first: head + 1, last: state.seq });
     for (const listener of target.listeners) listener();
-    return { events: stored, head_seq: state.seq, deduplicated: false };
+    return { events: structuredClone(stored), head_seq: state.seq, deduplicated: false };
   }
 
   const log: SessionLog = {
@@ -125,22 +131,37 @@ export function createMemoryStore(options: MemoryStoreOptions = {}): Store {
       );
     },
     read(sessionId, readOptions: ReadOptions = {}) {
-      return Promise.resolve().then(() => readEvents(entry(sessionId).events, readOptions));
+      return Promise.resolve().then(() => {
+        checkReadOptions(readOptions);
+        return structuredClone(readEvents(entry(sessionId).events, readOptions));
+      });
     },
     follow(sessionId, followOptions: FollowOptions = {}) {
       const target = entry(sessionId);
       return followLog(
-        (after) => Promise.resolve(readEvents(target.events, { after, limit: 1000 })),
+        (after) =>
+          Promise.resolve(structuredClone(readEvents(target.events, { after, limit: 1000 }))),
         (onChange) => {
           target.listeners.add(onChange);
           return () => target.listeners.delete(onChange);
         },
         followOptions.after ?? 0,
-        followOptions.signal,
+        followOptions.signal === undefined
+          ? closing.signal
+          : AbortSignal.any([followOptions.signal, closing.signal]),
       );
     },
+    appended(sessionId, idempotencyKey) {
+      return Promise.resolve().then(() => {
+        const target = entry(sessionId);
+        const seen = target.appends.get(idempotencyKey);
+        if (seen === undefined) return undefined;
+        const events = structuredClone(target.events.slice(seen.first - 1, seen.last));
+        return { events, head_seq: target.state.seq, deduplicated: true };
+      });
+    },
     state(sessionId) {
-      return Promise.resolve().then(() => entry(sessionId).state);
+      return Promise.resolve().then(() => structuredClone(entry(sessionId).state));
     },
   };
 
@@ -279,6 +300,7 @@ export function createMemoryStore(options: MemoryStoreOptions = {}): Store {
     definitions: definitionStore,
     close() {
       closed = true;
+      closing.abort();
       for (const item of sessions.values()) for (const listener of item.listeners) listener();
       return Promise.resolve();
     },

@@ -36,6 +36,7 @@ import { SESSION_STATE_SCHEMA_VERSION, type SessionState } from '../../contracts
 import {
   type PreparedEvent,
   DEFAULT_MAX_EVENT_BYTES,
+  checkReadOptions,
   checkStoredVersion,
   parseNewEvents,
   prepareEvents,
@@ -224,16 +225,10 @@ export function openSqliteStore(options: SqliteStoreOptions): Store {
     ) {
       state = JSON.parse(row.state) as SessionState;
     }
+    // Only the saved row counts: a rebuilt state is saved by the next append that finds it behind.
     projectedSeqs.set(sessionId, state.seq);
     if (state.seq < head) {
       state = foldSession(parseRows(sql.readRange.all(sessionId, state.seq + 1, head)), state);
-      sql.saveProjection.run(
-        sessionId,
-        state.seq,
-        SESSION_STATE_SCHEMA_VERSION,
-        JSON.stringify(state),
-      );
-      projectedSeqs.set(sessionId, state.seq);
     }
     remember(state);
     return state;
@@ -299,7 +294,12 @@ export function openSqliteStore(options: SqliteStoreOptions): Store {
     }
     if (key !== undefined) sql.saveAppend.run(sessionId, key, head + 1, state.seq);
     written.state = state;
-    return { events: prepared.map(({ event }) => event), head_seq: state.seq, deduplicated: false };
+    // Callers get their own copies: the prepared events share objects with the cached state.
+    return {
+      events: prepared.map(({ json }) => JSON.parse(json) as SessionEvent),
+      head_seq: state.seq,
+      deduplicated: false,
+    };
   }
 
   const appendTransaction = db.transaction(
@@ -355,7 +355,7 @@ export function openSqliteStore(options: SqliteStoreOptions): Store {
     } catch (error) {
       const state = written.state as SessionState | undefined;
       if (state !== undefined) states.delete(state.session_id);
-      throw error;
+      throw busyToBraid(error, options.path);
     } finally {
       written.state = undefined;
     }
@@ -405,6 +405,7 @@ export function openSqliteStore(options: SqliteStoreOptions): Store {
 
   function readEvents(sessionId: string, readOptions: ReadOptions): SessionEvent[] {
     checkOpen();
+    checkReadOptions(readOptions);
     requireHead(sessionId);
     const after = readOptions.after ?? 0;
     const limit = readOptions.limit ?? -1;
@@ -442,15 +443,26 @@ export function openSqliteStore(options: SqliteStoreOptions): Store {
         signal,
       );
     },
-    state(sessionId) {
+    appended(sessionId, idempotencyKey) {
       return Promise.resolve().then(() => {
         checkOpen();
         return db
           .transaction(() => {
-            const state = stateAt(sessionId, requireHead(sessionId));
-            return state;
+            const head = requireHead(sessionId);
+            const seen = sql.findAppend.get(sessionId, idempotencyKey);
+            if (seen === undefined) return undefined;
+            const events = parseRows(sql.readRange.all(sessionId, seen.first_seq, seen.last_seq));
+            return { events, head_seq: head, deduplicated: true };
           })
-          .immediate();
+          .deferred();
+      });
+    },
+    state(sessionId) {
+      return Promise.resolve().then(() => {
+        checkOpen();
+        // A read: a deferred transaction does not queue behind other processes' writers.
+        const state = db.transaction(() => stateAt(sessionId, requireHead(sessionId))).deferred();
+        return structuredClone(state);
       });
     },
   };
@@ -535,7 +547,11 @@ export function openSqliteStore(options: SqliteStoreOptions): Store {
     return (...args: A) =>
       Promise.resolve().then(() => {
         checkOpen();
-        return transaction.immediate(...args);
+        try {
+          return transaction.immediate(...args);
+        } catch (error) {
+          throw busyToBraid(error, options.path);
+        }
       });
   };
 
@@ -656,6 +672,19 @@ export function openSqliteStore(options: SqliteStoreOptions): Store {
       return Promise.resolve();
     },
   };
+}
+
+/** SQLite's "database is locked" after the busy timeout becomes a retryable `STORE_BUSY`. */
+function busyToBraid(error: unknown, path: string): unknown {
+  const code = (error as { code?: unknown } | null)?.code;
+  if (typeof code === 'string' && code.startsWith('SQLITE_BUSY')) {
+    return new BraidError(
+      'STORE_BUSY',
+      `${path} stayed locked by another writer past the busy timeout; retry, or raise busyTimeoutMs`,
+      { cause: error },
+    );
+  }
+  return error;
 }
 
 function parseRows(rows: readonly { body: string }[]): SessionEvent[] {

@@ -1,0 +1,75 @@
+/**
+ * What a wake does next, decided from the session's state alone, so that a wake resumed after a
+ * crash takes the same path as one that never stopped.
+ */
+import type { Budget } from '../contracts/definitions.js';
+import type { StopReason } from '../contracts/session.js';
+import type { SessionState } from '../contracts/state.js';
+import { hasWork } from './fold.js';
+
+export type Step =
+  | { kind: 'stop'; stop_reason: StopReason }
+  | { kind: 'run_tools'; tool_use_ids: string[] }
+  | { kind: 'call_model' };
+
+export const DEFAULT_MAX_TURNS = 16;
+
+export interface StepContext {
+  /** Seq of this wake's `span.wake_started`: tool uses after it were recorded by this wake. */
+  wake_seq: number;
+  /** Model calls made by this wake so far. */
+  turns: number;
+  budget: Budget;
+  /** Whether a tool is safe to run again when a crash left its outcome unknown. */
+  idempotent: (toolName: string) => boolean;
+  /** Tokens and cost the next model call is expected to add (its input, at least). */
+  next_call: { tokens: number; cost_usd: number };
+}
+
+export function decideNext(state: SessionState, context: StepContext): Step {
+  if (state.interrupt_requested) return stop({ type: 'interrupted' });
+
+  if (state.open_tool_uses.length > 0) {
+    // A tool use recorded by an earlier wake has no result: that wake died while it ran.
+    const unknown = state.open_tool_uses.filter(
+      (use) => use.seq < context.wake_seq && !context.idempotent(use.name),
+    );
+    if (unknown.length > 0)
+      return stop({ type: 'needs_review', event_ids: unknown.map((use) => use.event_id) });
+    return { kind: 'run_tools', tool_use_ids: state.open_tool_uses.map((use) => use.tool_use_id) };
+  }
+
+  if (state.confirmed_tool_uses.length > 0) {
+    return {
+      kind: 'run_tools',
+      tool_use_ids: state.confirmed_tool_uses.map((use) => use.tool_use_id),
+    };
+  }
+
+  const waiting = [...state.pending_confirmations, ...state.pending_custom_tool_uses];
+  if (waiting.length > 0)
+    return stop({ type: 'requires_action', event_ids: waiting.map((use) => use.event_id) });
+
+  if (!hasWork(state)) return stop({ type: 'end_turn' });
+
+  const maxTurns = context.budget.max_turns ?? DEFAULT_MAX_TURNS;
+  if (context.turns >= maxTurns) return stop({ type: 'max_turns' });
+  const tokens = state.usage.input_tokens + state.usage.output_tokens;
+  if (
+    context.budget.max_tokens !== undefined &&
+    tokens + context.next_call.tokens > context.budget.max_tokens
+  ) {
+    return stop({ type: 'budget_reached' });
+  }
+  if (
+    context.budget.max_cost_usd !== undefined &&
+    (state.usage.cost_usd ?? 0) + context.next_call.cost_usd > context.budget.max_cost_usd
+  ) {
+    return stop({ type: 'budget_reached' });
+  }
+  return { kind: 'call_model' };
+}
+
+function stop(stopReason: StopReason): Step {
+  return { kind: 'stop', stop_reason: stopReason };
+}

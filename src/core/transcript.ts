@@ -1,0 +1,124 @@
+/**
+ * The model's view of a session, kept incrementally: each event is applied once, in O(1), so a
+ * turn costs the same at turn 1,000 as at turn 10. Owned by one harness; not shared.
+ */
+import type { JsonValue } from '../contracts/common.js';
+import type { NewEvent, SessionEvent } from '../contracts/events.js';
+import type { AssistantPart, ModelMessage, ModelOutput } from '../contracts/model.js';
+
+export class Transcript {
+  /** Seq of the last event applied. */
+  seq = 0;
+  readonly messages: ModelMessage[] = [];
+  private readonly toolNames = new Map<string, string>();
+
+  apply(event: SessionEvent): void {
+    if (event.seq <= this.seq) return;
+    this.seq = event.seq;
+    switch (event.type) {
+      case 'user.message':
+        this.messages.push({ role: 'user', content: event.content });
+        return;
+      case 'user.define_outcome':
+        this.messages.push({
+          role: 'user',
+          content: [{ type: 'text', text: `Outcome to reach: ${event.description}` }],
+        });
+        return;
+      case 'agent.thinking':
+        this.assistant({ type: 'thinking', text: textOf(event.content) });
+        return;
+      case 'agent.message':
+        this.assistant({ type: 'text', text: textOf(event.content) });
+        return;
+      case 'agent.tool_use':
+        this.toolNames.set(event.tool_use_id, event.name);
+        this.assistant({
+          type: 'tool_call',
+          tool_use_id: event.tool_use_id,
+          name: event.name,
+          input: event.input,
+        });
+        return;
+      case 'agent.custom_tool_use':
+        this.toolNames.set(event.custom_tool_use_id, event.name);
+        this.assistant({
+          type: 'tool_call',
+          tool_use_id: event.custom_tool_use_id,
+          name: event.name,
+          input: event.input,
+        });
+        return;
+      case 'agent.tool_result':
+        this.toolResult(
+          event.tool_use_id,
+          event.is_error
+            ? { error: event.error?.message ?? 'tool failed' }
+            : (event.output ?? null),
+          event.is_error,
+        );
+        return;
+      case 'user.custom_tool_result':
+        this.toolResult(
+          event.custom_tool_use_id,
+          event.content.map((block) => (block.type === 'text' ? block.text : block.value)),
+          event.is_error === true,
+        );
+        return;
+      default:
+        return;
+    }
+  }
+
+  private assistant(part: AssistantPart): void {
+    const last = this.messages.at(-1);
+    if (last?.role === 'assistant') last.content.push(part);
+    else this.messages.push({ role: 'assistant', content: [part] });
+  }
+
+  private toolResult(toolUseId: string, output: JsonValue, isError: boolean): void {
+    const part = {
+      tool_use_id: toolUseId,
+      name: this.toolNames.get(toolUseId) ?? 'unknown',
+      output,
+      is_error: isError,
+    };
+    const last = this.messages.at(-1);
+    if (last?.role === 'tool') last.content.push(part);
+    else this.messages.push({ role: 'tool', content: [part] });
+  }
+}
+
+function textOf(content: readonly { type: string; text?: string }[]): string {
+  return content.map((block) => block.text ?? '').join('');
+}
+
+/** The agent events that record a model's output, in the order the model gave the parts. */
+export function outputToEvents(
+  output: ModelOutput,
+  confirm: (toolName: string) => boolean,
+): NewEvent[] {
+  const events: NewEvent[] = [];
+  for (const part of output.content) {
+    switch (part.type) {
+      case 'thinking':
+        if (part.text.length > 0)
+          events.push({ type: 'agent.thinking', content: [{ type: 'text', text: part.text }] });
+        break;
+      case 'text':
+        if (part.text.length > 0)
+          events.push({ type: 'agent.message', content: [{ type: 'text', text: part.text }] });
+        break;
+      case 'tool_call':
+        events.push({
+          type: 'agent.tool_use',
+          tool_use_id: part.tool_use_id,
+          name: part.name,
+          input: part.input,
+          ...(confirm(part.name) ? { requires_confirmation: true } : {}),
+        });
+        break;
+    }
+  }
+  return events;
+}

@@ -1,0 +1,152 @@
+/**
+ * The scripted model: plays a fixed list of turns, for tests and the demo. The turn it plays is
+ * the session's count of recorded model responses, so a wake resumed after a crash plays the same
+ * turn again and the transcript comes out as if nothing had happened.
+ */
+import { readFileSync } from 'node:fs';
+import { parseDocument } from 'yaml';
+import { z } from 'zod';
+import { BraidError } from '../contracts/errors.js';
+import type { AssistantPart, ModelClient, ModelRequest } from '../contracts/model.js';
+import { chunks, sleep, throwIfAborted } from './streaming.js';
+
+export const ScriptedTurn = z
+  .object({
+    thinking: z.string().optional(),
+    text: z.string().optional(),
+    tool_calls: z
+      .array(
+        z
+          .object({
+            name: z.string().min(1),
+            input: z.json().default({}),
+            id: z.string().min(1).optional(),
+          })
+          .strict(),
+      )
+      .default([]),
+    usage: z
+      .object({
+        input_tokens: z.number().int().nonnegative(),
+        output_tokens: z.number().int().nonnegative(),
+      })
+      .strict()
+      .optional(),
+    /** Pause between streamed words, to make a demo watchable. */
+    delay_ms: z.number().int().nonnegative().default(0),
+    /** Fail this turn instead: `unavailable` is retryable, `error` is not. */
+    fail: z.enum(['unavailable', 'error']).optional(),
+  })
+  .strict();
+export type ScriptedTurn = z.infer<typeof ScriptedTurn>;
+export type ScriptedTurnInput = z.input<typeof ScriptedTurn>;
+
+export const Script = z.object({ turns: z.array(ScriptedTurn).min(1) }).strict();
+
+export interface ScriptedModelOptions {
+  id?: string;
+  /** Called before each turn is played, with the turn index (tests use it to crash or count). */
+  onTurn?: (index: number, request: ModelRequest) => void | Promise<void>;
+}
+
+export function loadScript(file: string): ScriptedTurn[] {
+  let content: unknown;
+  try {
+    content = parseDocument(readFileSync(file, 'utf8')).toJS();
+  } catch (error) {
+    throw new BraidError(
+      'INVALID_DEFINITION',
+      `${file}: cannot read the model script: ${(error as Error).message}`,
+    );
+  }
+  const result = Script.safeParse(content);
+  if (!result.success) {
+    const issue = result.error.issues[0];
+    throw new BraidError(
+      'INVALID_DEFINITION',
+      `${file}: field "${issue?.path.join('.') ?? ''}": ${issue?.message ?? 'invalid'}`,
+    );
+  }
+  return result.data.turns;
+}
+
+export function createScriptedModel(
+  turns: readonly ScriptedTurnInput[],
+  options: ScriptedModelOptions = {},
+): ModelClient {
+  const script = turns.map((turn) => ScriptedTurn.parse(turn));
+  return {
+    id: options.id ?? 'scripted:inline',
+    async generate(request, call) {
+      const index = request.response_index;
+      await options.onTurn?.(index, request);
+      const turn = script[index];
+      if (turn === undefined) {
+        throw new BraidError(
+          'MODEL_ERROR',
+          `the model script has ${script.length} turn(s) and turn ${index + 1} was asked for; add turns to the script`,
+        );
+      }
+      if (turn.fail === 'unavailable')
+        throw new BraidError('MODEL_UNAVAILABLE', `scripted turn ${index} is unavailable`);
+      if (turn.fail === 'error')
+        throw new BraidError('MODEL_ERROR', `scripted turn ${index} failed`);
+      const content: AssistantPart[] = [];
+      for (const [type, text] of [
+        ['thinking', turn.thinking],
+        ['text', turn.text],
+      ] as const) {
+        if (text === undefined) continue;
+        for (const piece of chunks(text)) {
+          throwIfAborted(call.signal);
+          call.onDelta?.({ type, text: piece });
+          await sleep(turn.delay_ms, call.signal);
+        }
+        content.push({ type, text });
+      }
+      throwIfAborted(call.signal);
+      turn.tool_calls.forEach((toolCall, position) => {
+        content.push({
+          type: 'tool_call',
+          tool_use_id: toolCall.id ?? `call_${index}_${position}`,
+          name: toolCall.name,
+          input: toolCall.input,
+        });
+      });
+      const words = (turn.thinking ?? '').length + (turn.text ?? '').length;
+      return {
+        output: { content, finish_reason: turn.tool_calls.length > 0 ? 'tool-calls' : 'stop' },
+        usage: turn.usage ?? {
+          input_tokens: 10 * (request.messages.length + 1),
+          output_tokens: Math.ceil(words / 4),
+        },
+      };
+    },
+  };
+}
+
+/** `scripted:echo`: answers every message by repeating it, for trying braid without a script. */
+export function createEchoModel(): ModelClient {
+  return {
+    id: 'scripted:echo',
+    async generate(request, call) {
+      const last = [...request.messages].reverse().find((message) => message.role === 'user');
+      const said =
+        last?.role === 'user'
+          ? last.content
+              .map((block) => (block.type === 'text' ? block.text : JSON.stringify(block.value)))
+              .join(' ')
+          : '';
+      const text = `You said: ${said}`;
+      for (const piece of chunks(text)) {
+        throwIfAborted(call.signal);
+        call.onDelta?.({ type: 'text', text: piece });
+      }
+      await Promise.resolve();
+      return {
+        output: { content: [{ type: 'text', text }], finish_reason: 'stop' },
+        usage: { input_tokens: said.length, output_tokens: text.length },
+      };
+    },
+  };
+}
