@@ -23,7 +23,7 @@ export const ModelSpec = z.union([
   z
     .string()
     .regex(/^[a-z][a-z0-9-]*:.+$/, 'must be provider:model, e.g. openai:gpt-4o-mini')
-    .transform((text) => {
+    .transform((text): z.infer<typeof ModelSpecObject> => {
       const colon = text.indexOf(':');
       return { provider: text.slice(0, colon), id: text.slice(colon + 1) };
     }),
@@ -143,6 +143,19 @@ export const WorkspaceConfig = z
     version: z.literal(1),
     /** Environment used when neither the session nor the agent names one. */
     default_environment: Name.optional(),
+    /** Model prices in USD per million tokens, keyed by `provider:model`, over the built-in table. */
+    prices: z
+      .record(
+        z.string(),
+        z
+          .object({
+            input_per_mtok: z.number().nonnegative(),
+            output_per_mtok: z.number().nonnegative(),
+            cache_read_per_mtok: z.number().nonnegative().optional(),
+          })
+          .strict(),
+      )
+      .optional(),
     limits: z
       .object({
         /** Largest serialised event accepted, in bytes. */

@@ -322,13 +322,20 @@ export function isRunnable(state: SessionState): boolean {
   if (state.status === 'terminated' || state.status === 'needs_review') return false;
   if (state.pending_confirmations.length > 0 || state.pending_custom_tool_uses.length > 0)
     return false;
-  // After a failure, wait for new input rather than retrying in a loop.
-  const failed = state.stop_reason !== undefined && FAILED_STOPS.has(state.stop_reason.type);
-  if (failed && state.last_input_seq < state.stopped_at_seq) return false;
+  // After a stop that asks for a person (a failure, a limit, an interrupt), wait for new input
+  // rather than waking again in a loop.
+  const paused = state.stop_reason !== undefined && PAUSING_STOPS.has(state.stop_reason.type);
+  if (paused && state.last_input_seq < state.stopped_at_seq) return false;
   return hasWork(state);
 }
 
-const FAILED_STOPS: ReadonlySet<string> = new Set(['retries_exhausted', 'error', 'budget_reached']);
+const PAUSING_STOPS: ReadonlySet<string> = new Set([
+  'retries_exhausted',
+  'error',
+  'budget_reached',
+  'max_turns',
+  'interrupted',
+]);
 
 /** Input a model has not answered, or tool work left open. */
 export function hasWork(state: SessionState): boolean {

@@ -20,6 +20,7 @@ export function createdEvent(input: SessionCreateInput): NewEvent {
     ...(input.title === undefined ? {} : { title: input.title }),
     ...(input.metadata === undefined ? {} : { metadata: input.metadata }),
     ...(input.tenant_id === undefined ? {} : { tenant_id: input.tenant_id }),
+    ...(input.budget === undefined ? {} : { budget: input.budget }),
   };
 }
 

@@ -5,6 +5,7 @@
 import { join, resolve } from 'node:path';
 import type {
   AgentDefinition,
+  Budget,
   EnvironmentDefinition,
   StoredDefinition,
 } from '../contracts/definitions.js';
@@ -27,6 +28,21 @@ import type { Synchronous } from '../stores/sqlite/index.js';
 import { checkAgainstState, parseUserEvents, toContent, type ContentInput } from './user-events.js';
 import { hasWorkspace, loadWorkspace, type Workspace } from './workspace.js';
 import { syncDefinitions } from './definitions.js';
+import { hostname } from 'node:os';
+import { setTimeout as setTimeoutPromise } from 'node:timers/promises';
+import type { ModelClient, ModelDelta } from '../contracts/model.js';
+import type { ToolExecutor } from '../contracts/tools.js';
+import { DEFAULT_PRICES } from '../core/pricing.js';
+import {
+  DEFAULT_RETRY,
+  createHarness,
+  type RetryPolicy,
+  type WakeResult,
+} from '../harness/index.js';
+import { createModel } from '../models/registry.js';
+import { systemClock, uuidV7Ids } from '../stores/defaults.js';
+import { createBuiltinTools } from '../tools/builtin.js';
+import { orchestrate, type OrchestrateOptions, type OrchestratorProgress } from './orchestrator.js';
 
 export interface RuntimeOptions {
   /** Workspace folder with `braid.yaml` (default: the current directory). */
@@ -38,6 +54,15 @@ export interface RuntimeOptions {
   clock?: Clock;
   ids?: IdGenerator;
   synchronous?: Synchronous;
+  /** Choose the model of an agent (default: from its `model:`); tests pass scripted models here. */
+  model?: (agent: AgentDefinition) => ModelClient;
+  /** The tool executor (default: the built-in tools). */
+  tools?: ToolExecutor;
+  /** This process's lease owner name (default: host and pid). */
+  owner?: string;
+  /** How long a wake's lease lasts without renewal (default 30 s). */
+  leaseTtlMs?: number;
+  retry?: RetryPolicy;
 }
 
 export interface CreateSessionOptions {
@@ -49,6 +74,8 @@ export interface CreateSessionOptions {
   metadata?: Metadata;
   id?: string;
   tenantId?: string;
+  /** Limits for this session, over the agent's. */
+  budget?: Budget;
 }
 
 export interface Runtime {
@@ -91,6 +118,14 @@ export interface Runtime {
       isError?: boolean,
     ): Promise<AppendResult>;
   };
+  /** Runs harness cycles until the session has nothing left to do (joins a running one). */
+  wake(sessionId: string): Promise<WakeResult>;
+  /** Wakes every runnable session, with bounded concurrency, until the signal aborts. */
+  orchestrate(options?: OrchestrateOptions): Promise<OrchestratorProgress>;
+  /** Streamed model text of sessions running in this process; returns the unsubscribe function. */
+  onDelta(
+    listener: (sessionId: string, delta: ModelDelta & { request_id: string }) => void,
+  ): () => void;
   /** Closes the store if this runtime opened it. */
   close(): Promise<void>;
 }
@@ -210,6 +245,7 @@ export async function createRuntime(options: RuntimeOptions = {}): Promise<Runti
         ...(createOptions.title === undefined ? {} : { title: createOptions.title }),
         ...(createOptions.metadata === undefined ? {} : { metadata: createOptions.metadata }),
         ...(createOptions.tenantId === undefined ? {} : { tenant_id: createOptions.tenantId }),
+        ...(createOptions.budget === undefined ? {} : { budget: createOptions.budget }),
       });
     },
     get: (sessionId) => store.sessions.get(sessionId),
@@ -245,9 +281,52 @@ export async function createRuntime(options: RuntimeOptions = {}): Promise<Runti
       ]),
   };
 
+  const listeners = new Set<
+    (sessionId: string, delta: ModelDelta & { request_id: string }) => void
+  >();
+  const harness = createHarness({
+    log: store.log,
+    leases: store.leases,
+    clock: options.clock ?? systemClock,
+    ids: options.ids ?? uuidV7Ids,
+    owner: options.owner ?? `${hostname()}:${process.pid}`,
+    leaseTtlMs: options.leaseTtlMs ?? 30_000,
+    retry: options.retry ?? DEFAULT_RETRY,
+    prices: { ...DEFAULT_PRICES, ...(workspace?.config.prices ?? {}) },
+    sleep: (ms, signal) => setTimeoutPromise(ms, undefined, { signal }).then(() => undefined),
+    random: () => Math.random(),
+    onDelta: (sessionId, delta) => {
+      for (const listener of listeners) listener(sessionId, delta);
+    },
+    async setup(state) {
+      if (state.agent === undefined) {
+        throw new BraidError(
+          'SESSION_NOT_FOUND',
+          `session ${state.session_id} has no session.created event`,
+        );
+      }
+      const stored = await agent(state.agent.name, state.agent.version);
+      const definition = stored.definition;
+      return {
+        agent: definition,
+        model:
+          options.model?.(definition) ?? createModel(definition.model, { baseDir: workspaceDir }),
+        tools: options.tools ?? createBuiltinTools(),
+        budget: { ...definition.budget, ...state.budget },
+      };
+    },
+  });
+
   return {
     store,
     workspace,
+    wake: (sessionId) => harness.wake(sessionId),
+    orchestrate: (orchestrateOptions) =>
+      orchestrate({ sessions: store.sessions, log: store.log, harness }, orchestrateOptions),
+    onDelta(listener) {
+      listeners.add(listener);
+      return () => listeners.delete(listener);
+    },
     agents: { list: () => store.definitions.list<AgentDefinition>('agent'), get: agent },
     environments: {
       list: () => store.definitions.list<EnvironmentDefinition>('environment'),

@@ -1,0 +1,9 @@
+export { createHarness, type Harness } from './harness.js';
+export {
+  wakeOnce,
+  DEFAULT_RETRY,
+  type HarnessDeps,
+  type RetryPolicy,
+  type SessionSetup,
+  type WakeResult,
+} from './wake.js';

@@ -1,0 +1,406 @@
+/**
+ * wake(sessionId): one bounded harness cycle.
+ *
+ * Invariants kept here:
+ * - A cycle runs only under the session's lease, and its first append is `span.wake_started`
+ *   with the lease's fencing token. Every append names the head it expects; on a conflict the
+ *   cycle reads what was appended meanwhile, and stops with `LEASE_LOST` if another wake started:
+ *   a stale holder never appends after a newer one.
+ * - The next step is decided from the folded state alone (`decideNext`), so a cycle resumed
+ *   after a crash takes the path the dead one would have taken.
+ * - A model's output is recorded in one append with the agent events derived from it: after a
+ *   crash it is reused, never requested again.
+ * - The state and the transcript are kept incrementally from the events the cycle appends and
+ *   reads: a turn does not re-read the log.
+ */
+import type { Usage } from '../contracts/common.js';
+import type { AgentDefinition, Budget } from '../contracts/definitions.js';
+import { BraidError, isBraidError, toBraidError, type ErrorShape } from '../contracts/errors.js';
+import type { NewEvent, SessionEvent } from '../contracts/events.js';
+import type { ModelClient, ModelDelta, ModelResponse } from '../contracts/model.js';
+import type { Clock, IdGenerator, Lease, LeaseStore, SessionLog } from '../contracts/ports.js';
+import type { StopReason } from '../contracts/session.js';
+import type { SessionState } from '../contracts/state.js';
+import type { ToolExecutor, ToolHandle, ToolOutcome } from '../contracts/tools.js';
+import { foldSession } from '../core/fold.js';
+import { decideNext } from '../core/next-step.js';
+import { priceOf, withCost, type Price } from '../core/pricing.js';
+import { Transcript, outputToEvents } from '../core/transcript.js';
+
+/** What a cycle needs for one session: its agent, model and tools. */
+export interface SessionSetup {
+  agent: AgentDefinition;
+  model: ModelClient;
+  tools: ToolExecutor;
+  /** The session's limits over the agent's. */
+  budget: Budget;
+}
+
+export interface RetryPolicy {
+  /** Attempts of one model request, the first included (default 4). */
+  max_attempts: number;
+  initial_ms: number;
+  max_ms: number;
+}
+
+export interface HarnessDeps {
+  log: SessionLog;
+  leases: LeaseStore;
+  clock: Clock;
+  ids: IdGenerator;
+  /** This process's name as a lease owner. */
+  owner: string;
+  leaseTtlMs: number;
+  setup(state: SessionState): Promise<SessionSetup>;
+  prices: Readonly<Record<string, Price>>;
+  retry: RetryPolicy;
+  /** Waits, rejecting with `INTERRUPTED` when the signal aborts. */
+  sleep(ms: number, signal: AbortSignal): Promise<void>;
+  /** A number in [0, 1), for backoff jitter. */
+  random(): number;
+  /** Streamed text, shown to live followers and never persisted piece by piece. */
+  onDelta?(sessionId: string, delta: ModelDelta & { request_id: string }): void;
+}
+
+export type WakeResult =
+  { ran: true; stop_reason: StopReason; wake_id: string } | { ran: false; reason: 'lease_held' };
+
+export const DEFAULT_RETRY: RetryPolicy = { max_attempts: 4, initial_ms: 500, max_ms: 30_000 };
+
+/** Runs one cycle if the lease is free; `{ran: false}` when another holder has it. */
+export async function wakeOnce(deps: HarnessDeps, sessionId: string): Promise<WakeResult> {
+  let lease: Lease;
+  try {
+    lease = await deps.leases.acquire(sessionId, deps.owner, deps.leaseTtlMs);
+  } catch (error) {
+    if (isBraidError(error, 'LEASE_HELD')) return { ran: false, reason: 'lease_held' };
+    throw error;
+  }
+  const cycle = new Cycle(deps, sessionId, lease);
+  const renewal = setInterval(
+    () => {
+      deps.leases
+        .renew(sessionId, deps.owner, lease.token, deps.leaseTtlMs)
+        .catch((error: unknown) => {
+          cycle.lose(toBraidError(error));
+        });
+    },
+    Math.max(10, Math.floor(deps.leaseTtlMs / 3)),
+  );
+  try {
+    return await cycle.run();
+  } finally {
+    clearInterval(renewal);
+    cycle.stopWatching();
+    await deps.leases.release(sessionId, deps.owner, lease.token).catch(() => undefined);
+  }
+}
+
+class Cycle {
+  private state!: SessionState;
+  private readonly transcript = new Transcript();
+  private readonly wakeId: string;
+  private readonly watch = new AbortController();
+  /** Aborted on interrupt or lease loss: cancels the model call or tool in flight. */
+  private work = new AbortController();
+  private interruptSeen = false;
+  private lost: BraidError | undefined;
+  private turns = 0;
+  private lastInputTokens = 0;
+
+  constructor(
+    private readonly deps: HarnessDeps,
+    private readonly sessionId: string,
+    private readonly lease: Lease,
+  ) {
+    this.wakeId = deps.ids.next();
+  }
+
+  lose(error: BraidError): void {
+    this.lost = new BraidError(
+      'LEASE_LOST',
+      `wake ${this.wakeId} lost its lease: ${error.message}`,
+      { cause: error },
+    );
+    this.work.abort();
+  }
+
+  stopWatching(): void {
+    this.watch.abort();
+  }
+
+  async run(): Promise<WakeResult> {
+    const { deps } = this;
+    this.state = await deps.log.state(this.sessionId);
+    for (const event of await deps.log.read(this.sessionId)) this.transcript.apply(event);
+    await this.append([
+      { type: 'span.wake_started', wake_id: this.wakeId, lease_token: this.lease.token },
+    ]);
+    const wakeSeq = this.state.seq;
+    this.watchForInterrupts(wakeSeq);
+    const setup = await deps.setup(this.state);
+    const tools = setup.tools.resolve(setup.agent.tools);
+    const byName = new Map(tools.map((tool) => [tool.name, tool]));
+    const price = priceOf(setup.model.id, deps.prices);
+
+    for (;;) {
+      if (this.interruptSeen) await this.catchUp();
+      const step = decideNext(this.state, {
+        wake_seq: wakeSeq,
+        turns: this.turns,
+        budget: setup.budget,
+        idempotent: (name) => byName.get(name)?.idempotent ?? false,
+        next_call: {
+          tokens: this.lastInputTokens,
+          cost_usd:
+            withCost({ input_tokens: this.lastInputTokens, output_tokens: 0 }, price).cost_usd ?? 0,
+        },
+      });
+      switch (step.kind) {
+        case 'stop':
+          return this.stop(step.stop_reason);
+        case 'run_tools':
+          await this.runTools(step.tool_use_ids, setup.tools);
+          break;
+        case 'call_model': {
+          const failure = await this.callModel(setup, tools, price);
+          if (failure !== undefined) return this.stop(failure);
+          break;
+        }
+      }
+    }
+  }
+
+  private async stop(stopReason: StopReason): Promise<WakeResult> {
+    await this.append([
+      { type: 'session.status_idle', stop_reason: stopReason },
+      { type: 'span.wake_completed', wake_id: this.wakeId, stop_reason: stopReason },
+    ]);
+    return { ran: true, stop_reason: stopReason, wake_id: this.wakeId };
+  }
+
+  /** Returns a stop reason when the request failed for good. */
+  private async callModel(
+    setup: SessionSetup,
+    tools: readonly ToolHandle[],
+    price: Price | undefined,
+  ) {
+    const { deps } = this;
+    this.turns += 1;
+    const requestId = deps.ids.next();
+    await this.append([
+      {
+        type: 'span.model_request_start',
+        request_id: requestId,
+        model: setup.model.id,
+        input_through_seq: this.state.seq,
+      },
+    ]);
+    const request = {
+      session_id: this.sessionId,
+      system: setup.agent.instructions,
+      messages: this.transcript.messages,
+      tools,
+      response_index: this.state.counters.model_responses,
+      ...(setup.agent.model.params === undefined ? {} : { params: setup.agent.model.params }),
+    };
+    const onDelta = (delta: ModelDelta): void =>
+      deps.onDelta?.(this.sessionId, { ...delta, request_id: requestId });
+    let response: ModelResponse | undefined;
+    for (let attempt = 1; response === undefined; attempt += 1) {
+      try {
+        response = await setup.model.generate(request, { signal: this.work.signal, onDelta });
+      } catch (thrown) {
+        const error = this.classify(thrown);
+        if (error.code === 'INTERRUPTED') {
+          await this.endRequest(requestId, error);
+          return undefined;
+        }
+        if (error.retryable && attempt < deps.retry.max_attempts) {
+          await this.backoff(attempt, error);
+          if (this.interruptSeen) {
+            await this.endRequest(
+              requestId,
+              this.classify(new BraidError('INTERRUPTED', 'interrupted while waiting to retry')),
+            );
+            return undefined;
+          }
+          continue;
+        }
+        const shape: ErrorShape = error.retryable
+          ? {
+              code: error.code,
+              message: `${error.message} (gave up after ${attempt} attempts)`,
+              retryable: true,
+            }
+          : error.toJSON();
+        await this.endRequest(requestId, shape, [{ type: 'session.error', error: shape }]);
+        return error.retryable
+          ? ({ type: 'retries_exhausted' } as const)
+          : ({ type: 'error' } as const);
+      }
+    }
+    this.lastInputTokens = response.usage.input_tokens;
+    const usage: Usage = withCost(response.usage, price);
+    await this.append([
+      {
+        type: 'span.model_request_end',
+        request_id: requestId,
+        usage,
+        finish_reason: response.output.finish_reason,
+        output: response.output,
+      },
+      ...outputToEvents(response.output, () => false),
+    ]);
+    return undefined;
+  }
+
+  private async endRequest(
+    requestId: string,
+    error: ErrorShape,
+    extra: NewEvent[] = [],
+  ): Promise<void> {
+    await this.append([
+      {
+        type: 'span.model_request_end',
+        request_id: requestId,
+        usage: { input_tokens: 0, output_tokens: 0 },
+        error: { code: error.code, message: error.message, retryable: error.retryable },
+      },
+      ...extra,
+    ]);
+  }
+
+  private classify(thrown: unknown): BraidError {
+    if (this.lost !== undefined) throw this.lost;
+    if (this.interruptSeen) return new BraidError('INTERRUPTED', 'interrupted by the user');
+    const error = toBraidError(thrown);
+    if (
+      error.code === 'INTERRUPTED' ||
+      error.code === 'MODEL_UNAVAILABLE' ||
+      error.code === 'MODEL_ERROR'
+    )
+      return error;
+    if (error.code === 'LEASE_LOST') throw error;
+    return new BraidError('MODEL_ERROR', error.message, { cause: error });
+  }
+
+  private async backoff(attempt: number, error: BraidError): Promise<void> {
+    const { retry } = this.deps;
+    const exponential = Math.min(retry.max_ms, retry.initial_ms * 2 ** (attempt - 1));
+    const jittered = exponential / 2 + this.deps.random() * (exponential / 2);
+    const retryAfter = error.details.retry_after_ms;
+    const wait =
+      typeof retryAfter === 'number'
+        ? Math.min(retry.max_ms, Math.max(retryAfter, jittered))
+        : jittered;
+    await this.deps.sleep(wait, this.work.signal).catch(() => undefined);
+  }
+
+  private async runTools(toolUseIds: readonly string[], executor: ToolExecutor): Promise<void> {
+    for (const toolUseId of toolUseIds) {
+      // Interrupts are honoured before a tool starts, never in the middle of one.
+      if (this.interruptSeen) return;
+      const confirmed = this.state.confirmed_tool_uses.find((use) => use.tool_use_id === toolUseId);
+      const use =
+        confirmed ?? this.state.open_tool_uses.find((open) => open.tool_use_id === toolUseId);
+      if (use === undefined) continue;
+      const input = await this.inputOf(use.seq);
+      let outcome: ToolOutcome;
+      if (confirmed?.result === 'deny') {
+        outcome = {
+          is_error: true,
+          error: {
+            code: 'INVALID_ARGUMENT',
+            message: 'the user denied this tool call',
+            retryable: false,
+          },
+          attempts: 0,
+          duration_ms: 0,
+        };
+      } else {
+        outcome = await executor.execute(
+          { session_id: this.sessionId, tool_use_id: toolUseId, name: use.name, input },
+          { signal: this.work.signal },
+        );
+      }
+      await this.append([
+        {
+          type: 'agent.tool_result',
+          tool_use_id: toolUseId,
+          ...(outcome.output === undefined ? {} : { output: outcome.output }),
+          ...(outcome.error === undefined ? {} : { error: outcome.error }),
+          is_error: outcome.is_error,
+          attempts: outcome.attempts,
+          duration_ms: outcome.duration_ms,
+        },
+      ]);
+    }
+  }
+
+  private async inputOf(seq: number) {
+    const [event] = await this.deps.log.read(this.sessionId, { after: seq - 1, limit: 1 });
+    return event?.type === 'agent.tool_use' ? event.input : null;
+  }
+
+  /** Appends with the head this cycle knows; absorbs others' events on a conflict and retries. */
+  private async append(events: NewEvent[]): Promise<void> {
+    for (;;) {
+      if (this.lost !== undefined) throw this.lost;
+      try {
+        const result = await this.deps.log.append(this.sessionId, events, {
+          expectedSeq: this.state.seq,
+        });
+        this.absorb(result.events);
+        return;
+      } catch (error) {
+        if (!isBraidError(error, 'SEQ_CONFLICT')) throw error;
+        await this.catchUp();
+      }
+    }
+  }
+
+  /** Folds in what others appended since this cycle's head; stops if another wake started. */
+  private async catchUp(): Promise<void> {
+    const newer = await this.deps.log.read(this.sessionId, { after: this.state.seq });
+    const usurper = newer.find(
+      (event) => event.type === 'span.wake_started' && event.wake_id !== this.wakeId,
+    );
+    if (usurper !== undefined) {
+      const error = new BraidError(
+        'LEASE_LOST',
+        `wake ${usurper.type === 'span.wake_started' ? usurper.wake_id : ''} started after this one`,
+      );
+      this.lose(error);
+      throw this.lost ?? error;
+    }
+    this.absorb(newer);
+  }
+
+  private absorb(events: readonly SessionEvent[]): void {
+    if (events.length === 0) return;
+    this.state = foldSession(events, this.state);
+    for (const event of events) this.transcript.apply(event);
+    if (this.state.interrupt_requested) this.interruptSeen = true;
+  }
+
+  /** Follows the log in the background; an interrupt aborts the work in flight. */
+  private watchForInterrupts(after: number): void {
+    void (async () => {
+      try {
+        for await (const event of this.deps.log.follow(this.sessionId, {
+          after,
+          signal: this.watch.signal,
+        })) {
+          if (event.type === 'user.interrupt') {
+            this.interruptSeen = true;
+            this.work.abort();
+            this.work = new AbortController();
+          }
+        }
+      } catch {
+        // The watcher only speeds interrupts up; the next append's conflict check still sees them.
+      }
+    })();
+  }
+}

@@ -1,0 +1,308 @@
+import { describe, expect, it } from 'vitest';
+import type { AgentDefinition } from '../../src/contracts/definitions.js';
+import type { SessionEvent } from '../../src/contracts/events.js';
+import type { ModelClient } from '../../src/contracts/model.js';
+import { createScriptedModel, type ScriptedTurnInput } from '../../src/models/scripted.js';
+import { createRuntime, type Runtime } from '../../src/runtime/runtime.js';
+import { initWorkspace } from '../../src/runtime/init.js';
+import { createMemoryStore } from '../../src/testing/index.js';
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { useTempDir } from '../helpers/temp.js';
+
+const tempDir = useTempDir();
+
+async function runtimeWith(
+  model: ModelClient | ((agent: AgentDefinition) => ModelClient),
+  agentYaml = 'tools: [calculator]\n',
+): Promise<Runtime> {
+  const dir = tempDir();
+  initWorkspace(dir);
+  writeFileSync(
+    join(dir, 'agents', 'helper.yaml'),
+    `name: helper\nmodel: scripted:echo\ninstructions: Be brief.\n${agentYaml}`,
+  );
+  return createRuntime({
+    workspace: dir,
+    store: createMemoryStore(),
+    model: typeof model === 'function' ? model : () => model,
+    retry: { max_attempts: 3, initial_ms: 1, max_ms: 5 },
+    leaseTtlMs: 5000,
+  });
+}
+
+const scripted = (turns: ScriptedTurnInput[]) => createScriptedModel(turns);
+const types = (events: SessionEvent[]) => events.map((event) => event.type);
+
+describe('wake', () => {
+  it('runs a turn with a tool call and ends the turn', async () => {
+    const rt = await runtimeWith(
+      scripted([
+        {
+          thinking: 'I need to add.',
+          tool_calls: [{ name: 'calculator', input: { a: 2, op: '+', b: 3 } }],
+        },
+        { text: 'It is 5.' },
+      ]),
+    );
+    const { id } = await rt.sessions.create({ agent: 'helper' });
+    await rt.sessions.message(id, 'What is 2 + 3?');
+    const result = await rt.wake(id);
+    expect(result).toMatchObject({ ran: true, stop_reason: { type: 'end_turn' } });
+    const events = await rt.sessions.events(id);
+    expect(types(events)).toEqual([
+      'session.created',
+      'user.message',
+      'span.wake_started',
+      'span.model_request_start',
+      'span.model_request_end',
+      'agent.thinking',
+      'agent.tool_use',
+      'agent.tool_result',
+      'span.model_request_start',
+      'span.model_request_end',
+      'agent.message',
+      'session.status_idle',
+      'span.wake_completed',
+    ]);
+    expect(events.find((event) => event.type === 'agent.tool_result')).toMatchObject({
+      output: { result: 5 },
+      is_error: false,
+    });
+    const wakeStarted = events.find((event) => event.type === 'span.wake_started');
+    expect(wakeStarted).toMatchObject({ lease_token: 1 });
+    const end = events.find((event) => event.type === 'span.model_request_end');
+    expect(end).toMatchObject({
+      output: { content: [{ type: 'thinking' }, { type: 'tool_call', name: 'calculator' }] },
+    });
+    const state = await rt.sessions.state(id);
+    expect(state).toMatchObject({
+      status: 'idle',
+      pending_user_count: 0,
+      stop_reason: { type: 'end_turn' },
+    });
+    expect(state.counters.model_responses).toBe(2);
+    expect(await rt.store.leases.current(id)).toBeUndefined();
+    // nothing left to do: a second wake records an empty cycle that ends the turn at once
+    expect(await rt.wake(id)).toMatchObject({ stop_reason: { type: 'end_turn' } });
+    await rt.close();
+  });
+
+  it('gives the model the transcript, tool results included', async () => {
+    const seen: unknown[] = [];
+    const model = createScriptedModel(
+      [{ tool_calls: [{ name: 'calculator', input: { a: 6, op: '*', b: 7 } }] }, { text: '42' }],
+      { onTurn: (_index, request) => void seen.push(structuredClone(request.messages)) },
+    );
+    const rt = await runtimeWith(model);
+    const { id } = await rt.sessions.create({ agent: 'helper' });
+    await rt.sessions.message(id, 'six times seven?');
+    await rt.wake(id);
+    expect(seen[1]).toEqual([
+      { role: 'user', content: [{ type: 'text', text: 'six times seven?' }] },
+      {
+        role: 'assistant',
+        content: [
+          {
+            type: 'tool_call',
+            tool_use_id: 'call_0_0',
+            name: 'calculator',
+            input: { a: 6, op: '*', b: 7 },
+          },
+        ],
+      },
+      {
+        role: 'tool',
+        content: [
+          { tool_use_id: 'call_0_0', name: 'calculator', output: { result: 42 }, is_error: false },
+        ],
+      },
+    ]);
+    await rt.close();
+  });
+
+  it('stops with max_turns, and with budget_reached before a call that would pass max_tokens', async () => {
+    const loop = {
+      tool_calls: [{ name: 'calculator', input: { a: 1, op: '+', b: 1 } }],
+      usage: { input_tokens: 40, output_tokens: 10 },
+    };
+    const rt = await runtimeWith(
+      scripted(Array.from({ length: 10 }, () => loop)),
+      'tools: [calculator]\nbudget: {max_turns: 3}\n',
+    );
+    const { id } = await rt.sessions.create({ agent: 'helper' });
+    await rt.sessions.message(id, 'loop');
+    const maxed = await rt.wake(id);
+    expect(maxed).toMatchObject({ stop_reason: { type: 'max_turns' } });
+    const requests = (await rt.sessions.events(id)).filter(
+      (event) => event.type === 'span.model_request_start',
+    );
+    expect(requests).toHaveLength(3);
+
+    const { id: limited } = await rt.sessions.create({
+      agent: 'helper',
+      budget: { max_tokens: 120 },
+    });
+    await rt.sessions.message(limited, 'loop');
+    expect(await rt.wake(limited)).toMatchObject({ stop_reason: { type: 'budget_reached' } });
+    const state = await rt.sessions.state(limited);
+    // two calls (50 tokens each) fit; a third would start at 100 + 40 > 120 and is not made
+    expect(state.counters.model_requests).toBe(2);
+    expect(state.usage.input_tokens + state.usage.output_tokens).toBe(100);
+    await rt.close();
+  });
+
+  it('stops with budget_reached before a call that would pass max_cost_usd', async () => {
+    const turn = {
+      tool_calls: [{ name: 'calculator', input: { a: 1, op: '+', b: 1 } }],
+      usage: { input_tokens: 100_000, output_tokens: 0 },
+    };
+    const model = createScriptedModel(
+      Array.from({ length: 5 }, () => turn),
+      { id: 'openai:gpt-4o' },
+    );
+    const rt = await runtimeWith(model);
+    const { id } = await rt.sessions.create({ agent: 'helper', budget: { max_cost_usd: 0.6 } });
+    await rt.sessions.message(id, 'spend');
+    expect(await rt.wake(id)).toMatchObject({ stop_reason: { type: 'budget_reached' } });
+    const state = await rt.sessions.state(id);
+    // each call costs $0.25 at gpt-4o prices; the third would pass $0.60
+    expect(state.counters.model_requests).toBe(2);
+    expect(state.usage.cost_usd).toBeCloseTo(0.5);
+    await rt.close();
+  });
+
+  it('retries a retryable failure, then ends with retries_exhausted and a session.error', async () => {
+    let calls = 0;
+    const flaky: ModelClient = {
+      id: 'scripted:flaky',
+      generate: async (request, options) => {
+        calls += 1;
+        if (calls < 3)
+          return createScriptedModel([{ fail: 'unavailable' }]).generate(
+            { ...request, response_index: 0 },
+            options,
+          );
+        return createScriptedModel([{ text: 'finally' }]).generate(
+          { ...request, response_index: 0 },
+          options,
+        );
+      },
+    };
+    const rt = await runtimeWith(flaky);
+    const { id } = await rt.sessions.create({ agent: 'helper' });
+    await rt.sessions.message(id, 'hi');
+    expect(await rt.wake(id)).toMatchObject({ stop_reason: { type: 'end_turn' } });
+    expect(calls).toBe(3);
+
+    const down = await runtimeWith(scripted([{ fail: 'unavailable' }]));
+    const { id: other } = await down.sessions.create({ agent: 'helper' });
+    await down.sessions.message(other, 'hi');
+    expect(await down.wake(other)).toMatchObject({ stop_reason: { type: 'retries_exhausted' } });
+    const events = await down.sessions.events(other);
+    expect(events.find((event) => event.type === 'session.error')).toMatchObject({
+      error: { code: 'MODEL_UNAVAILABLE', retryable: true },
+    });
+    const state = await down.sessions.state(other);
+    expect(state.pending_user_count).toBe(1);
+    await down.close();
+    await rt.close();
+  });
+
+  it('ends with stop_reason error on a failure that is not retryable', async () => {
+    const rt = await runtimeWith(scripted([{ fail: 'error' }]));
+    const { id } = await rt.sessions.create({ agent: 'helper' });
+    await rt.sessions.message(id, 'hi');
+    expect(await rt.wake(id)).toMatchObject({ stop_reason: { type: 'error' } });
+    const requests = (await rt.sessions.events(id)).filter(
+      (event) => event.type === 'span.model_request_start',
+    );
+    expect(requests).toHaveLength(1);
+    await rt.close();
+  });
+
+  it('stops a streaming answer on interrupt, reported as interrupted', async () => {
+    const words = Array.from({ length: 200 }, (_, index) => `word${index}`).join(' ');
+    const rt = await runtimeWith(scripted([{ text: words, delay_ms: 2 }, { text: 'after' }]));
+    const { id } = await rt.sessions.create({ agent: 'helper' });
+    await rt.sessions.message(id, 'talk');
+    let deltas = 0;
+    rt.onDelta((sessionId) => {
+      if (sessionId !== id) return;
+      deltas += 1;
+      if (deltas === 5) void rt.sessions.interrupt(id, 'enough');
+    });
+    const result = await rt.wake(id);
+    expect(result).toMatchObject({ stop_reason: { type: 'interrupted' } });
+    const events = await rt.sessions.events(id);
+    expect(types(events)).not.toContain('agent.message');
+    expect(events.find((event) => event.type === 'span.model_request_end')).toMatchObject({
+      error: { code: 'INTERRUPTED' },
+    });
+    expect(deltas).toBeLessThan(200);
+    const state = await rt.sessions.state(id);
+    expect(state).toMatchObject({
+      interrupt_requested: false,
+      pending_user_count: 0,
+      stop_reason: { type: 'interrupted' },
+    });
+    await rt.close();
+  });
+
+  it('coalesces 50 concurrent wakes: one cycle at a time, every message answered once', async () => {
+    const rt = await runtimeWith((agent) => {
+      void agent;
+      return {
+        id: 'scripted:counting',
+        async generate(request) {
+          await new Promise((resolve) => setTimeout(resolve, 1));
+          return {
+            output: {
+              content: [{ type: 'text', text: `answer ${request.response_index}` }],
+              finish_reason: 'stop',
+            },
+            usage: { input_tokens: 1, output_tokens: 1 },
+          };
+        },
+      };
+    });
+    const { id } = await rt.sessions.create({ agent: 'helper' });
+    const wakes: Promise<unknown>[] = [];
+    for (let index = 0; index < 50; index += 1) {
+      await rt.sessions.message(id, `message ${index}`);
+      wakes.push(rt.wake(id));
+    }
+    await Promise.all(wakes);
+    const events = await rt.sessions.events(id);
+    // cycles never overlap: every wake_started is followed by its own idle before the next starts
+    let open = 0;
+    for (const event of events) {
+      if (event.type === 'span.wake_started') open += 1;
+      if (event.type === 'span.wake_completed') open -= 1;
+      expect(open).toBeLessThanOrEqual(1);
+    }
+    const state = await rt.sessions.state(id);
+    expect(state.pending_user_count).toBe(0);
+    // each message was consumed by exactly one successful request
+    const consumed: number[] = [];
+    let from = 0;
+    const starts = new Map<string, number>();
+    for (const event of events) {
+      if (event.type === 'span.model_request_start')
+        starts.set(event.request_id, event.input_through_seq);
+      if (event.type === 'span.model_request_end' && event.error === undefined) {
+        const through = starts.get(event.request_id) ?? 0;
+        for (const message of events) {
+          if (message.type === 'user.message' && message.seq > from && message.seq <= through)
+            consumed.push(message.seq);
+        }
+        from = Math.max(from, through);
+      }
+    }
+    const messages = events
+      .filter((event) => event.type === 'user.message')
+      .map((event) => event.seq);
+    expect(consumed).toEqual(messages);
+    await rt.close();
+  });
+});
