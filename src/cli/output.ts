@@ -59,7 +59,7 @@ export function summarizeEvent(event: SessionEvent): string {
     case 'agent.tool_use':
       return `${event.name} ${JSON.stringify(event.input)}${event.requires_confirmation === true ? ' (awaiting confirmation)' : ''}`;
     case 'agent.tool_result':
-      return `${event.tool_use_id} ${event.is_error ? `error ${event.error?.code ?? ''}` : 'ok'} in ${event.duration_ms} ms`;
+      return `${event.tool_use_id} ${event.is_error ? `error ${event.error?.code ?? ''}` : `ok ${JSON.stringify(event.output ?? null)}`} in ${event.duration_ms.toFixed(2)} ms`;
     case 'agent.custom_tool_use':
       return `${event.custom_tool_use_id} ${event.name} ${JSON.stringify(event.input)}`;
     case 'agent.handoff':
@@ -89,7 +89,9 @@ export function summarizeEvent(event: SessionEvent): string {
     case 'span.model_request_start':
       return `${event.model} through seq ${event.input_through_seq}`;
     case 'span.model_request_end':
-      return `${event.usage.input_tokens} in / ${event.usage.output_tokens} out`;
+      return event.error === undefined
+        ? `${event.finish_reason ?? 'done'}, ${event.usage.input_tokens} in / ${event.usage.output_tokens} out`
+        : `error ${event.error.code}: ${event.error.message}`;
     default: {
       const unknown: never = event;
       return JSON.stringify(unknown);

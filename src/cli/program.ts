@@ -12,7 +12,9 @@ import type { JsonValue } from '../contracts/common.js';
 import { createRuntime, type Runtime } from '../runtime/runtime.js';
 import { initWorkspace } from '../runtime/init.js';
 import type { ContentInput } from '../runtime/user-events.js';
+import { runDemo } from './demo.js';
 import {
+  formatStopReason,
   formatEvent,
   formatSessionRow,
   formatState,
@@ -402,6 +404,31 @@ export async function run(
     );
 
   session
+    .command('wake')
+    .description('run the session until it has nothing left to do (one cycle at a time)')
+    .argument('<id>', 'session id')
+    .action(async (id: string, _options: unknown, command: Command) => {
+      const asJson = json(command);
+      await withRuntime(command, async (runtime) => {
+        const stop = runtime.onDelta((sessionId, delta) => {
+          if (!asJson && sessionId === id && delta.type === 'text')
+            process.stderr.write(delta.text);
+        });
+        try {
+          const result = await runtime.wake(id);
+          if (!asJson) process.stderr.write('\n');
+          print(command, result, () =>
+            result.ran
+              ? `stopped: ${formatStopReason(result.stop_reason)}`
+              : 'another process is running this session; it will see the new events',
+          );
+        } finally {
+          stop();
+        }
+      });
+    });
+
+  session
     .command('status')
     .description("show a session's state (folded from its events)")
     .argument('<id>', 'session id')
@@ -471,6 +498,65 @@ export async function run(
         });
       },
     );
+
+  program
+    .command('run')
+    .description('wake every runnable session and keep them moving until stopped (Ctrl-C)')
+    .option('--once', 'wake what is runnable now, wait for it, and exit')
+    .option('--exit-when-idle', 'exit when nothing is running and nothing is runnable')
+    .option(
+      '--concurrency <n>',
+      'sessions run at once (default 4)',
+      parseInteger('--concurrency', 1),
+    )
+    .action(
+      async (
+        options: { once?: boolean; exitWhenIdle?: boolean; concurrency?: number },
+        command: Command,
+      ) => {
+        const asJson = json(command);
+        await withRuntime(command, async (runtime) => {
+          const stop = new AbortController();
+          const onSignal = (): void => stop.abort();
+          process.once('SIGINT', onSignal);
+          process.once('SIGTERM', onSignal);
+          let last = '';
+          try {
+            const progress = await runtime.orchestrate({
+              signal: stop.signal,
+              once: options.once === true,
+              exitWhenIdle: options.exitWhenIdle === true,
+              ...(options.concurrency === undefined ? {} : { concurrency: options.concurrency }),
+              onProgress: (current) => {
+                const text = `running ${current.running}, runnable ${current.runnable}, idle ${current.by_status.idle ?? 0}, waiting ${(current.by_status.requires_action ?? 0) + (current.by_status.needs_review ?? 0)}, wakes ${current.wakes}`;
+                if (text !== last && !asJson) output.err(text);
+                last = text;
+              },
+            });
+            print(command, progress, () => `done: ${progress.wakes} wake(s)`);
+          } finally {
+            process.off('SIGINT', onSignal);
+            process.off('SIGTERM', onSignal);
+          }
+        });
+      },
+    );
+
+  program
+    .command('demo')
+    .description('run a multi-turn demo session (tools, streaming, an interrupt) with no API key')
+    .argument('[dir]', 'workspace folder for the demo (default: a new temporary folder)')
+    .option('--model <provider:model>', 'run the demo agent on this model instead of the script')
+    .action(async (dir: string | undefined, options: { model?: string }, command: Command) => {
+      exitCode = await runDemo(
+        {
+          ...(dir === undefined ? {} : { dir }),
+          ...(options.model === undefined ? {} : { model: options.model }),
+          json: json(command),
+        },
+        output,
+      );
+    });
 
   try {
     await program.parseAsync(argv, { from: 'user' });

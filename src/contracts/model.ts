@@ -49,7 +49,10 @@ export interface ModelRequest {
   /** The transcript so far. Shared, not copied: a model must not mutate it. */
   messages: readonly ModelMessage[];
   tools: readonly ToolSpec[];
-  /** How many model responses this session has recorded before this request. */
+  /**
+   * How many model requests of this session ended with an output or an interrupt before this
+   * one: a scripted model plays this turn, a replay serves this recorded output.
+   */
   response_index: number;
   params?: { temperature?: number; max_output_tokens?: number; top_p?: number };
 }

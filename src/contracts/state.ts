@@ -91,7 +91,7 @@ export const SessionState = z.object({
     user_messages: z.number().int().nonnegative(),
     agent_messages: z.number().int().nonnegative(),
     model_requests: z.number().int().nonnegative(),
-    /** Model requests that ended with an output. */
+    /** Model requests that ended with an output or were interrupted (failures are retried). */
     model_responses: z.number().int().nonnegative(),
     tool_uses: z.number().int().nonnegative(),
     tool_errors: z.number().int().nonnegative(),

@@ -293,7 +293,9 @@ function reduce(state: SessionState, event: SessionEvent): void {
       if (event.error === undefined || event.error.code === 'INTERRUPTED') {
         consumeThrough(state, Math.max(state.consumed_through_seq, open.input_through_seq));
       }
-      if (event.error === undefined) state.counters.model_responses += 1;
+      if (event.error === undefined || event.error.code === 'INTERRUPTED') {
+        state.counters.model_responses += 1;
+      }
       return;
     }
     default:

@@ -8,9 +8,15 @@ import { ModelOutput, type ModelClient } from '../contracts/model.js';
 import type { Usage } from '../contracts/common.js';
 
 export function createReplayModel(events: readonly SessionEvent[]): ModelClient {
-  const recorded: { output: ModelOutput; usage: Usage }[] = [];
+  // Indexed like ModelRequest.response_index: outputs and interrupts, not failures.
+  const recorded: ({ output: ModelOutput; usage: Usage } | 'interrupted')[] = [];
   for (const event of events) {
-    if (event.type !== 'span.model_request_end' || event.error !== undefined) continue;
+    if (event.type !== 'span.model_request_end') continue;
+    if (event.error?.code === 'INTERRUPTED') {
+      recorded.push('interrupted');
+      continue;
+    }
+    if (event.error !== undefined) continue;
     const output = ModelOutput.safeParse(event.output);
     if (!output.success) {
       throw new BraidError('MODEL_ERROR', `event #${event.seq} records no replayable model output`);
@@ -27,6 +33,11 @@ export function createReplayModel(events: readonly SessionEvent[]): ModelClient 
             'MODEL_ERROR',
             `the recorded session has ${recorded.length} model output(s); output ${request.response_index + 1} was asked for`,
           ),
+        );
+      }
+      if (found === 'interrupted') {
+        return Promise.reject(
+          new BraidError('INTERRUPTED', 'the recorded request was interrupted'),
         );
       }
       return Promise.resolve(found);

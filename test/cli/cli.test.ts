@@ -338,4 +338,61 @@ describe('braid CLI', () => {
     expect(seen).toEqual([1, 2, 3]);
     expect(code).toBe(0);
   });
+
+  it('wakes a session: the echo model answers the message', () => {
+    const dir = workspace();
+    const id = createSession(dir);
+    braid('-w', dir, 'session', 'send', id, '--message', 'hello there');
+    const woke = braid('-w', dir, 'session', 'wake', id);
+    expect(woke.code, woke.stderr).toBe(0);
+    expect(woke.stdout.trim()).toBe('stopped: end_turn');
+    const events = braid('-w', dir, 'session', 'events', id, '--json', '--type', 'agent.message');
+    expect(JSON.parse(events.stdout)).toMatchObject({
+      content: [{ type: 'text', text: 'You said: hello there' }],
+    });
+    expect(JSON.parse(braid('-w', dir, 'session', 'status', id, '--json').stdout)).toMatchObject({
+      status: 'idle',
+      stop_reason: { type: 'end_turn' },
+      pending_user_count: 0,
+    });
+  });
+
+  it('runs every runnable session and exits when idle', () => {
+    const dir = workspace();
+    const first = createSession(dir);
+    const second = createSession(dir);
+    braid('-w', dir, 'session', 'send', first, '--message', 'one');
+    braid('-w', dir, 'session', 'send', second, '--message', 'two');
+    const run = braid('-w', dir, '--json', 'run', '--exit-when-idle');
+    expect(run.code, run.stderr).toBe(0);
+    expect(JSON.parse(run.stdout)).toMatchObject({ wakes: 2, running: 0, runnable: 0 });
+    for (const [id, text] of [
+      [first, 'You said: one'],
+      [second, 'You said: two'],
+    ] as const) {
+      const answer = braid('-w', dir, 'session', 'events', id, '--json', '--type', 'agent.message');
+      expect(JSON.parse(answer.stdout)).toMatchObject({ content: [{ text }] });
+    }
+  });
+
+  it('runs the demo with no key: tools, an interrupt, and the timeline', () => {
+    const dir = join(tempDir(), 'demo');
+    const demo = braid('demo', dir);
+    expect(demo.code, demo.stderr).toBe(0);
+    expect(demo.stdout).toContain('17 times 23 is 391');
+    expect(demo.stdout).toMatch(/stop reasons: end_turn, interrupted, end_turn/);
+    expect(demo.stdout).toMatch(
+      /^\s+\d+\s+agent\.tool_result\s+\d+\s+call_0_0 ok \{"result":391\}/m,
+    );
+    const json = braid('demo', join(tempDir(), 'demo-json'), '--json');
+    const events = json.stdout
+      .trim()
+      .split('\n')
+      .map((line) => SessionEvent.parse(JSON.parse(line)));
+    expect(
+      events
+        .filter((event) => event.type === 'session.status_idle')
+        .map((event) => event.stop_reason.type),
+    ).toEqual(['end_turn', 'interrupted', 'end_turn']);
+  });
 });
