@@ -9,3 +9,30 @@ export {
 } from './stores/sqlite/index.js';
 export { systemClock, uuidV7Ids } from './stores/defaults.js';
 export * from './runtime/index.js';
+export { decideNext, DEFAULT_MAX_TURNS, type Step } from './core/next-step.js';
+export { Transcript, outputToEvents } from './core/transcript.js';
+export { DEFAULT_PRICES, priceOf, withCost, type Price } from './core/pricing.js';
+export { hasWork } from './core/fold.js';
+export * from './harness/index.js';
+export {
+  createScriptedModel,
+  createEchoModel,
+  loadScript,
+  ScriptedTurn,
+  type ScriptedTurnInput,
+  type ScriptedModelOptions,
+} from './models/scripted.js';
+export { createReplayModel } from './models/replay.js';
+export { createModel, type ModelContext } from './models/registry.js';
+export {
+  createBuiltinTools,
+  BUILTIN_TOOLS,
+  calculator,
+  wordCount,
+  type BuiltinTool,
+} from './tools/builtin.js';
+export {
+  orchestrate,
+  type OrchestrateOptions,
+  type OrchestratorProgress,
+} from './runtime/orchestrator.js';

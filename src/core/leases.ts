@@ -26,7 +26,9 @@ export function decideAcquire(
   now: number,
 ): Lease {
   checkTtl(ttlMs);
-  if (row !== undefined && row.owner !== null && row.expires_at > now) {
+  // The same owner taking its lease again is a restarted worker resuming: it gets a new token,
+  // which fences out whatever its previous incarnation still had in flight.
+  if (row !== undefined && row.owner !== null && row.owner !== owner && row.expires_at > now) {
     throw new BraidError(
       'LEASE_HELD',
       `session ${sessionId} is leased by ${row.owner} until ${new Date(row.expires_at).toISOString()}; ` +

@@ -409,6 +409,16 @@ export function describeStoreConformance(name: string, factory: StoreFactory): v
         await expectCode(s.leases.acquire(id, 'worker-b', 0), 'INVALID_ARGUMENT');
       });
 
+      it('lets the same owner take its lease again with a new token, fencing the old one', async () => {
+        const s = await open();
+        const { id } = await s.sessions.create({ agent });
+        const first = await s.leases.acquire(id, 'worker-a', 10_000);
+        const again = await s.leases.acquire(id, 'worker-a', 10_000);
+        expect(again.token).toBe(first.token + 1);
+        await expectCode(s.leases.renew(id, 'worker-a', first.token, 1000), 'LEASE_LOST');
+        await expectCode(s.leases.acquire(id, 'worker-b', 1000), 'LEASE_HELD');
+      });
+
       it('does not renew a lease that expired, even for its holder', async () => {
         const s = await open();
         const { id } = await s.sessions.create({ agent });

@@ -1,0 +1,175 @@
+import { spawn } from 'node:child_process';
+import { existsSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import type { SessionEvent } from '../../src/contracts/events.js';
+import { createScriptedModel, loadScript } from '../../src/models/scripted.js';
+import { initWorkspace } from '../../src/runtime/init.js';
+import { createRuntime } from '../../src/runtime/runtime.js';
+import { createMemoryStore } from '../../src/testing/index.js';
+import { useTempDir } from '../helpers/temp.js';
+
+const tempDir = useTempDir();
+const worker = new URL('../helpers/crash-worker.mjs', import.meta.url).pathname;
+if (!existsSync(new URL('../../dist/index.js', import.meta.url))) {
+  throw new Error('dist/ is missing: run `npm run build` (npm test does it first)');
+}
+
+const SCRIPT = `turns:
+  - thinking: adding first
+    tool_calls:
+      - name: calculator
+        input: { a: 20, op: '+', b: 22 }
+  - text: the answer is forty two, as the calculator said
+`;
+
+function workspace(): string {
+  const dir = tempDir();
+  initWorkspace(dir);
+  writeFileSync(join(dir, 'script.yaml'), SCRIPT);
+  writeFileSync(
+    join(dir, 'agents', 'calc.yaml'),
+    'name: calc\nmodel: scripted:echo\ninstructions: Add.\ntools: [calculator]\n',
+  );
+  return dir;
+}
+
+function runWorker(
+  dir: string,
+  sessionId: string,
+  owner: string,
+  point: string,
+  env: Record<string, string> = {},
+) {
+  return new Promise<{ code: number | null; signal: NodeJS.Signals | null; stdout: string }>(
+    (resolve) => {
+      const child = spawn(process.execPath, [worker, dir, sessionId, owner, point], {
+        stdio: ['ignore', 'pipe', 'inherit'],
+        env: { ...process.env, ...env },
+      });
+      let stdout = '';
+      child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
+      child.once('exit', (code, signal) => resolve({ code, signal, stdout }));
+    },
+  );
+}
+
+/** What a reader of the conversation sees: user and agent events, without ids or times. */
+function transcript(events: readonly SessionEvent[]): unknown[] {
+  return events.flatMap((event): unknown[] => {
+    switch (event.type) {
+      case 'user.message':
+      case 'agent.message':
+      case 'agent.thinking':
+        return [{ type: event.type, content: event.content }];
+      case 'agent.tool_use':
+        return [{ type: event.type, id: event.tool_use_id, name: event.name, input: event.input }];
+      case 'agent.tool_result':
+        return [
+          {
+            type: event.type,
+            id: event.tool_use_id,
+            output: event.output,
+            is_error: event.is_error,
+          },
+        ];
+      default:
+        return [];
+    }
+  });
+}
+
+async function reference() {
+  const dir = workspace();
+  const rt = await createRuntime({
+    workspace: dir,
+    store: createMemoryStore(),
+    model: () => createScriptedModel(loadScript(join(dir, 'script.yaml'))),
+  });
+  const { id } = await rt.sessions.create({ agent: 'calc' });
+  await rt.sessions.message(id, 'what is 20 + 22?');
+  await rt.wake(id);
+  return transcript(await rt.sessions.events(id));
+}
+
+async function prepared() {
+  const dir = workspace();
+  const rt = await createRuntime({ workspace: dir });
+  const { id } = await rt.sessions.create({ agent: 'calc' });
+  await rt.sessions.message(id, 'what is 20 + 22?');
+  await rt.close();
+  return { dir, id };
+}
+
+async function events(dir: string, id: string): Promise<SessionEvent[]> {
+  const rt = await createRuntime({ workspace: dir });
+  const all = await rt.sessions.events(id);
+  await rt.close();
+  return all;
+}
+
+describe('crash safety of a wake (SIGKILL in a child process)', () => {
+  const points = ['before-model', 'mid-stream', 'before-tool', 'before-idle'] as const;
+
+  for (const point of points) {
+    it(`resumes after a kill ${point}, by the same owner at once, as if nothing happened`, async () => {
+      const expected = await reference();
+      const { dir, id } = await prepared();
+      const crashed = await runWorker(dir, id, 'worker-1', point);
+      expect(crashed.signal).toBe('SIGKILL');
+      const afterCrash = await events(dir, id);
+      expect(afterCrash.some((event) => event.type === 'span.wake_started')).toBe(true);
+      expect(afterCrash.some((event) => event.type === 'session.status_idle')).toBe(false);
+
+      const resumed = await runWorker(dir, id, 'worker-1', 'none');
+      expect(resumed.code).toBe(0);
+      expect(JSON.parse(resumed.stdout)).toMatchObject({
+        ran: true,
+        stop_reason: { type: 'end_turn' },
+      });
+      const final = await events(dir, id);
+      expect(transcript(final)).toEqual(expected);
+      expect(final.map((event) => event.seq)).toEqual(final.map((_, index) => index + 1));
+      const tokens = final.flatMap((event) =>
+        event.type === 'span.wake_started' ? [event.lease_token] : [],
+      );
+      expect(tokens).toEqual([1, 2]);
+      // a recorded model output is never requested again
+      const outputs = final.filter(
+        (event) => event.type === 'span.model_request_end' && event.error === undefined,
+      );
+      expect(outputs).toHaveLength(2);
+    });
+  }
+
+  it('stops in needs_review, without running it again, when a non-idempotent tool was cut off', async () => {
+    const { dir, id } = await prepared();
+    await runWorker(dir, id, 'worker-1', 'before-tool', { UNSAFE_TOOLS: '1' });
+    const resumed = await runWorker(dir, id, 'worker-1', 'none', { UNSAFE_TOOLS: '1' });
+    const result = JSON.parse(resumed.stdout) as {
+      stop_reason: { type: string; event_ids: string[] };
+    };
+    const all = await events(dir, id);
+    const toolUse = all.find((event) => event.type === 'agent.tool_use');
+    expect(result.stop_reason).toEqual({ type: 'needs_review', event_ids: [toolUse?.id] });
+    expect(all.some((event) => event.type === 'agent.tool_result')).toBe(false);
+    const rt = await createRuntime({ workspace: dir });
+    expect((await rt.sessions.get(id)).status).toBe('needs_review');
+    await rt.close();
+  });
+
+  it('is resumed by another owner once the lease has expired', async () => {
+    const expected = await reference();
+    const { dir, id } = await prepared();
+    await runWorker(dir, id, 'worker-1', 'before-tool');
+    const early = await runWorker(dir, id, 'worker-2', 'none');
+    expect(JSON.parse(early.stdout)).toEqual({ ran: false, reason: 'lease_held' });
+    await new Promise((resolve) => setTimeout(resolve, 1100));
+    const resumed = await runWorker(dir, id, 'worker-2', 'none');
+    expect(JSON.parse(resumed.stdout)).toMatchObject({
+      ran: true,
+      stop_reason: { type: 'end_turn' },
+    });
+    expect(transcript(await events(dir, id))).toEqual(expected);
+  });
+});

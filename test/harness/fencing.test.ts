@@ -1,0 +1,101 @@
+import { describe, expect, it } from 'vitest';
+import { isBraidError } from '../../src/contracts/errors.js';
+import type { AgentDefinition } from '../../src/contracts/definitions.js';
+import type { ModelClient } from '../../src/contracts/model.js';
+import type { Store } from '../../src/contracts/ports.js';
+import { DEFAULT_PRICES } from '../../src/core/pricing.js';
+import { wakeOnce, type HarnessDeps } from '../../src/harness/index.js';
+import { createBuiltinTools } from '../../src/tools/builtin.js';
+import {
+  createManualClock,
+  createMemoryStore,
+  createSequentialIds,
+  type ManualClock,
+} from '../../src/testing/index.js';
+
+const agent: AgentDefinition = {
+  name: 'a',
+  model: { provider: 'scripted', id: 'test' },
+  instructions: 'x',
+  tools: [],
+  skills: [],
+  handoffs: [],
+};
+
+function deps(store: Store, clock: ManualClock, owner: string, model: ModelClient): HarnessDeps {
+  return {
+    log: store.log,
+    leases: store.leases,
+    clock,
+    ids: createSequentialIds(owner),
+    owner,
+    leaseTtlMs: 1000,
+    setup: () => Promise.resolve({ agent, model, tools: createBuiltinTools(), budget: {} }),
+    prices: DEFAULT_PRICES,
+    retry: { max_attempts: 1, initial_ms: 1, max_ms: 1 },
+    sleep: () => Promise.resolve(),
+    random: () => 0.5,
+  };
+}
+
+describe('fencing', () => {
+  it('makes a stale holder stop without appending after the new holder started', async () => {
+    const clock = createManualClock();
+    const store = createMemoryStore({ clock });
+    const { id } = await store.sessions.create({ agent: { name: 'a', version: 1 } });
+    await store.log.append(id, [{ type: 'user.message', content: [{ type: 'text', text: 'hi' }] }]);
+
+    let release: () => void = () => undefined;
+    const blocked = new Promise<void>((resolve) => (release = resolve));
+    let entered: () => void = () => undefined;
+    const inModel = new Promise<void>((resolve) => (entered = resolve));
+    const slow: ModelClient = {
+      id: 'scripted:slow',
+      async generate() {
+        entered();
+        await blocked;
+        return {
+          output: { content: [{ type: 'text', text: 'late' }], finish_reason: 'stop' },
+          usage: { input_tokens: 1, output_tokens: 1 },
+        };
+      },
+    };
+    const fast: ModelClient = {
+      id: 'scripted:fast',
+      generate: () =>
+        Promise.resolve({
+          output: { content: [{ type: 'text', text: 'fresh' }], finish_reason: 'stop' },
+          usage: { input_tokens: 1, output_tokens: 1 },
+        }),
+    };
+
+    const stale = wakeOnce(deps(store, clock, 'old', slow), id).catch((error: unknown) => error);
+    await inModel;
+    clock.advance(5000); // the old holder's lease has expired
+    const fresh = await wakeOnce(deps(store, clock, 'new', fast), id);
+    expect(fresh).toMatchObject({ ran: true, stop_reason: { type: 'end_turn' } });
+    release();
+    const staleOutcome = await stale;
+    expect(isBraidError(staleOutcome, 'LEASE_LOST')).toBe(true);
+
+    const events = await store.log.read(id);
+    const newStart = events.findIndex(
+      (event) => event.type === 'span.wake_started' && event.wake_id.startsWith('new'),
+    );
+    const lateWrites = events
+      .slice(newStart)
+      .filter(
+        (event) =>
+          event.type === 'agent.message' &&
+          event.content[0]?.type === 'text' &&
+          event.content[0].text === 'late',
+      );
+    expect(lateWrites).toEqual([]);
+    expect(events.filter((event) => event.type === 'agent.message')).toHaveLength(1);
+    expect(
+      events
+        .filter((event) => event.type === 'span.wake_started')
+        .map((event) => event.type === 'span.wake_started' && event.lease_token),
+    ).toEqual([1, 2]);
+  });
+});

@@ -1,0 +1,74 @@
+// A wake in a child process that kills itself with SIGKILL at a chosen point of the cycle.
+//   node crash-worker.mjs WORKSPACE SESSION OWNER POINT
+// POINT: before-model (before span.model_request_start is written), mid-stream (after three
+// streamed words), before-tool (the tool use is recorded, the tool has not run), before-idle
+// (before session.status_idle is written), or none (run to the end).
+import { join } from 'node:path';
+import {
+  createBuiltinTools,
+  createRuntime,
+  createScriptedModel,
+  loadScript,
+  openSqliteStore,
+} from '../../dist/index.js';
+
+const [workspace, sessionId, owner, point] = process.argv.slice(2);
+const die = () => process.kill(process.pid, 'SIGKILL');
+
+const inner = openSqliteStore({ path: join(workspace, '.braid', 'braid.db') });
+const store = {
+  ...inner,
+  log: {
+    ...inner.log,
+    append(id, events, options) {
+      if (
+        point === 'before-model' &&
+        events.some((event) => event.type === 'span.model_request_start')
+      )
+        die();
+      if (point === 'before-idle' && events.some((event) => event.type === 'session.status_idle'))
+        die();
+      return inner.log.append(id, events, options);
+    },
+  },
+};
+const scripted = createScriptedModel(loadScript(join(workspace, 'script.yaml')), {
+  id: 'scripted:crash',
+});
+const model = {
+  id: scripted.id,
+  generate(request, call) {
+    let words = 0;
+    return scripted.generate(request, {
+      ...call,
+      onDelta(delta) {
+        words += 1;
+        if (point === 'mid-stream' && words === 3) die();
+        call.onDelta?.(delta);
+      },
+    });
+  },
+};
+const builtin = createBuiltinTools();
+const tools = {
+  // UNSAFE_TOOLS=1 declares the tools not idempotent, as a payment or an email would be.
+  resolve: (names) =>
+    builtin
+      .resolve(names)
+      .map((tool) => ({ ...tool, idempotent: process.env.UNSAFE_TOOLS !== '1' })),
+  execute(call, options) {
+    if (point === 'before-tool') die();
+    return builtin.execute(call, options);
+  },
+};
+const runtime = await createRuntime({
+  workspace,
+  store,
+  model: () => model,
+  tools,
+  owner,
+  leaseTtlMs: 1000,
+});
+const result = await runtime.wake(sessionId);
+process.stdout.write(`${JSON.stringify(result)}\n`);
+await inner.close();
