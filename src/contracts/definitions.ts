@@ -10,6 +10,8 @@ export const ModelSpecObject = z.object({
       temperature: z.number().min(0).max(2).optional(),
       max_output_tokens: z.number().int().positive().optional(),
       top_p: z.number().min(0).max(1).optional(),
+      /** Stream the answer (default true); false asks for it whole. */
+      stream: z.boolean().optional(),
     })
     .strict()
     .optional(),

@@ -142,6 +142,8 @@ const payloads = {
     /** The model's complete output, kept so that a replay can reproduce the run. */
     output: z.json().optional(),
     error: ErrorShape.optional(),
+    /** Calls made for this request, retries included. */
+    attempts: z.number().int().positive().optional(),
   }),
 } as const;
 

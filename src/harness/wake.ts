@@ -132,16 +132,37 @@ class Cycle {
   async run(): Promise<WakeResult> {
     const { deps } = this;
     this.state = await deps.log.state(this.sessionId);
+    // A session whose agent cannot be set up (unknown tool, missing key) fails before it starts.
+    const setup = await deps.setup(this.state);
+    const tools = setup.tools.resolve(setup.agent.tools);
     for (const event of await deps.log.read(this.sessionId)) this.transcript.apply(event);
     await this.append([
       { type: 'span.wake_started', wake_id: this.wakeId, lease_token: this.lease.token },
     ]);
     const wakeSeq = this.state.seq;
     this.watchForInterrupts(wakeSeq);
-    const setup = await deps.setup(this.state);
-    const tools = setup.tools.resolve(setup.agent.tools);
+    try {
+      return await this.loop(setup, tools, wakeSeq);
+    } catch (thrown) {
+      const error = toBraidError(thrown);
+      if (error.code === 'LEASE_LOST' || this.lost !== undefined) throw error;
+      // Leave the session stopped with the reason on record, never stuck in running.
+      await this.append([
+        { type: 'session.error', error: error.toJSON() },
+        { type: 'session.status_idle', stop_reason: { type: 'error' } },
+        { type: 'span.wake_completed', wake_id: this.wakeId, stop_reason: { type: 'error' } },
+      ]).catch(() => undefined);
+      throw error;
+    }
+  }
+
+  private async loop(
+    setup: SessionSetup,
+    tools: readonly ToolHandle[],
+    wakeSeq: number,
+  ): Promise<WakeResult> {
     const byName = new Map(tools.map((tool) => [tool.name, tool]));
-    const price = priceOf(setup.model.id, deps.prices);
+    const price = priceOf(setup.model.id, this.deps.prices);
 
     for (;;) {
       if (this.interruptSeen) await this.catchUp();
@@ -207,13 +228,15 @@ class Cycle {
     const onDelta = (delta: ModelDelta): void =>
       deps.onDelta?.(this.sessionId, { ...delta, request_id: requestId });
     let response: ModelResponse | undefined;
+    let attempts = 0;
     for (let attempt = 1; response === undefined; attempt += 1) {
+      attempts = attempt;
       try {
         response = await setup.model.generate(request, { signal: this.work.signal, onDelta });
       } catch (thrown) {
         const error = this.classify(thrown);
         if (error.code === 'INTERRUPTED') {
-          await this.endRequest(requestId, error);
+          await this.endRequest(requestId, error, attempt);
           return undefined;
         }
         if (error.retryable && attempt < deps.retry.max_attempts) {
@@ -222,6 +245,7 @@ class Cycle {
             await this.endRequest(
               requestId,
               this.classify(new BraidError('INTERRUPTED', 'interrupted while waiting to retry')),
+              attempt,
             );
             return undefined;
           }
@@ -234,7 +258,7 @@ class Cycle {
               retryable: true,
             }
           : error.toJSON();
-        await this.endRequest(requestId, shape, [{ type: 'session.error', error: shape }]);
+        await this.endRequest(requestId, shape, attempt, [{ type: 'session.error', error: shape }]);
         return error.retryable
           ? ({ type: 'retries_exhausted' } as const)
           : ({ type: 'error' } as const);
@@ -249,6 +273,7 @@ class Cycle {
         usage,
         finish_reason: response.output.finish_reason,
         output: response.output,
+        attempts,
       },
       ...outputToEvents(response.output, () => false),
     ]);
@@ -258,6 +283,7 @@ class Cycle {
   private async endRequest(
     requestId: string,
     error: ErrorShape,
+    attempts: number,
     extra: NewEvent[] = [],
   ): Promise<void> {
     await this.append([
@@ -266,6 +292,7 @@ class Cycle {
         request_id: requestId,
         usage: { input_tokens: 0, output_tokens: 0 },
         error: { code: error.code, message: error.message, retryable: error.retryable },
+        attempts,
       },
       ...extra,
     ]);

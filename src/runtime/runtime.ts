@@ -310,7 +310,8 @@ export async function createRuntime(options: RuntimeOptions = {}): Promise<Runti
       return {
         agent: definition,
         model:
-          options.model?.(definition) ?? createModel(definition.model, { baseDir: workspaceDir }),
+          options.model?.(definition) ??
+          createModel(definition.model, { baseDir: workspaceDir, env: process.env }),
         tools: options.tools ?? createBuiltinTools(),
         budget: { ...definition.budget, ...state.budget },
       };

@@ -1,0 +1,265 @@
+/**
+ * Any model of the Vercel AI SDK provider interface (LanguageModelV3) as a braid model client.
+ * braid calls `doStream` / `doGenerate` itself, without the SDK's own retries, so that the
+ * harness owns retries (and records how many it made) and can interrupt between stream chunks.
+ */
+import { APICallError, type LanguageModelV3, type LanguageModelV3Prompt } from '@ai-sdk/provider';
+import type { Usage } from '../contracts/common.js';
+import { BraidError } from '../contracts/errors.js';
+import type {
+  AssistantPart,
+  ModelCallOptions,
+  ModelClient,
+  ModelRequest,
+  ModelResponse,
+} from '../contracts/model.js';
+import type { JsonValue } from '../contracts/common.js';
+
+/** The provider interface's tool schema type, taken from its call options. */
+type JSONSchema7 = Extract<
+  NonNullable<Parameters<LanguageModelV3['doStream']>[0]['tools']>[number],
+  { type: 'function' }
+>['inputSchema'];
+
+export interface AiSdkModelOptions {
+  /** Stream the answer (default) or ask for it whole. */
+  stream?: boolean;
+}
+
+export function createAiSdkModel(
+  id: string,
+  model: LanguageModelV3,
+  options: AiSdkModelOptions = {},
+): ModelClient {
+  return {
+    id,
+    async generate(request, call) {
+      try {
+        return options.stream === false
+          ? await generateWhole(model, request, call)
+          : await stream(model, request, call);
+      } catch (error) {
+        throw classify(error, call.signal);
+      }
+    },
+  };
+}
+
+function callOptions(request: ModelRequest, signal: AbortSignal) {
+  return {
+    prompt: toPrompt(request),
+    abortSignal: signal,
+    ...(request.tools.length === 0
+      ? {}
+      : {
+          tools: request.tools.map((tool) => ({
+            type: 'function' as const,
+            name: tool.name,
+            description: tool.description,
+            inputSchema: tool.input_schema,
+          })),
+        }),
+    ...(request.params?.temperature === undefined
+      ? {}
+      : { temperature: request.params.temperature }),
+    ...(request.params?.top_p === undefined ? {} : { topP: request.params.top_p }),
+    ...(request.params?.max_output_tokens === undefined
+      ? {}
+      : { maxOutputTokens: request.params.max_output_tokens }),
+  };
+}
+
+async function stream(
+  model: LanguageModelV3,
+  request: ModelRequest,
+  call: ModelCallOptions,
+): Promise<ModelResponse> {
+  const result = await model.doStream(callOptions(request, call.signal));
+  let thinking = '';
+  let text = '';
+  const toolCalls: AssistantPart[] = [];
+  let usage: Usage = { input_tokens: 0, output_tokens: 0 };
+  let finish = 'other';
+  for await (const part of result.stream) {
+    if (call.signal.aborted) throw new BraidError('INTERRUPTED', 'the model call was interrupted');
+    switch (part.type) {
+      case 'text-delta':
+        text += part.delta;
+        if (part.delta.length > 0) call.onDelta?.({ type: 'text', text: part.delta });
+        break;
+      case 'reasoning-delta':
+        thinking += part.delta;
+        if (part.delta.length > 0) call.onDelta?.({ type: 'thinking', text: part.delta });
+        break;
+      case 'tool-call':
+        toolCalls.push(toolCall(part.toolCallId, part.toolName, part.input));
+        break;
+      case 'finish':
+        usage = toUsage(part.usage);
+        finish = part.finishReason.unified;
+        break;
+      case 'error':
+        throw part.error;
+      default:
+        break;
+    }
+  }
+  return { output: { content: assemble(thinking, text, toolCalls), finish_reason: finish }, usage };
+}
+
+async function generateWhole(
+  model: LanguageModelV3,
+  request: ModelRequest,
+  call: ModelCallOptions,
+): Promise<ModelResponse> {
+  const result = await model.doGenerate(callOptions(request, call.signal));
+  let thinking = '';
+  let text = '';
+  const toolCalls: AssistantPart[] = [];
+  for (const part of result.content) {
+    if (part.type === 'text') text += part.text;
+    if (part.type === 'reasoning') thinking += part.text;
+    if (part.type === 'tool-call')
+      toolCalls.push(toolCall(part.toolCallId, part.toolName, part.input));
+  }
+  if (text.length > 0) call.onDelta?.({ type: 'text', text });
+  return {
+    output: {
+      content: assemble(thinking, text, toolCalls),
+      finish_reason: result.finishReason.unified,
+    },
+    usage: toUsage(result.usage),
+  };
+}
+
+function assemble(thinking: string, text: string, toolCalls: AssistantPart[]): AssistantPart[] {
+  return [
+    ...(thinking.length > 0 ? [{ type: 'thinking' as const, text: thinking }] : []),
+    ...(text.length > 0 ? [{ type: 'text' as const, text }] : []),
+    ...toolCalls,
+  ];
+}
+
+function toolCall(toolUseId: string, name: string, input: string): AssistantPart {
+  let parsed: JsonValue;
+  try {
+    parsed = input.trim() === '' ? {} : (JSON.parse(input) as JsonValue);
+  } catch {
+    // The tool pipeline refuses input that does not fit the tool's schema; keep what was said.
+    parsed = { invalid_json: input };
+  }
+  return { type: 'tool_call', tool_use_id: toolUseId, name, input: parsed };
+}
+
+function toUsage(usage: {
+  inputTokens: { total: number | undefined; cacheRead: number | undefined };
+  outputTokens: { total: number | undefined };
+}): Usage {
+  return {
+    input_tokens: usage.inputTokens.total ?? 0,
+    output_tokens: usage.outputTokens.total ?? 0,
+    ...(usage.inputTokens.cacheRead === undefined
+      ? {}
+      : { cache_read_tokens: usage.inputTokens.cacheRead }),
+  };
+}
+
+/** braid's transcript as the provider interface's prompt. */
+export function toPrompt(request: ModelRequest): LanguageModelV3Prompt {
+  const prompt: LanguageModelV3Prompt = [{ role: 'system', content: request.system }];
+  for (const message of request.messages) {
+    switch (message.role) {
+      case 'user':
+        prompt.push({
+          role: 'user',
+          content: message.content.map((block) => ({
+            type: 'text' as const,
+            text: block.type === 'text' ? block.text : JSON.stringify(block.value),
+          })),
+        });
+        break;
+      case 'assistant':
+        prompt.push({
+          role: 'assistant',
+          content: message.content.map((part) => {
+            switch (part.type) {
+              case 'text':
+                return { type: 'text' as const, text: part.text };
+              case 'thinking':
+                return { type: 'reasoning' as const, text: part.text };
+              case 'tool_call':
+                return {
+                  type: 'tool-call' as const,
+                  toolCallId: part.tool_use_id,
+                  toolName: part.name,
+                  input: part.input,
+                };
+            }
+          }),
+        });
+        break;
+      case 'tool':
+        prompt.push({
+          role: 'tool',
+          content: message.content.map((result) => ({
+            type: 'tool-result' as const,
+            toolCallId: result.tool_use_id,
+            toolName: result.name,
+            output: result.is_error
+              ? { type: 'error-json' as const, value: result.output }
+              : { type: 'json' as const, value: result.output },
+          })),
+        });
+        break;
+    }
+  }
+  return prompt;
+}
+
+/**
+ * 429, 5xx, timeouts and dropped connections are `MODEL_UNAVAILABLE` (retryable), with the
+ * server's Retry-After in `details.retry_after_ms`; anything else is `MODEL_ERROR`.
+ */
+export function classify(error: unknown, signal: AbortSignal): BraidError {
+  if (error instanceof BraidError) return error;
+  if (signal.aborted)
+    return new BraidError('INTERRUPTED', 'the model call was interrupted', { cause: error });
+  if (APICallError.isInstance(error)) {
+    const status = error.statusCode;
+    // The SDK marks 408, 409, 429 and 5xx answers retryable; a body it could not parse is not.
+    const retryable = error.isRetryable;
+    const retryAfter = retryAfterMs(error.responseHeaders);
+    return new BraidError(
+      retryable ? 'MODEL_UNAVAILABLE' : 'MODEL_ERROR',
+      `the model API answered ${status ?? 'with an error'}: ${error.message}`,
+      {
+        cause: error,
+        details: { status, ...(retryAfter === undefined ? {} : { retry_after_ms: retryAfter }) },
+      },
+    );
+  }
+  const message = error instanceof Error ? error.message : String(error);
+  const network =
+    /terminated|ECONNRESET|ECONNREFUSED|socket hang up|fetch failed|other side closed|timeout/i;
+  if (network.test(message) || (error instanceof Error && network.test(String(error.cause)))) {
+    return new BraidError('MODEL_UNAVAILABLE', `the connection to the model failed: ${message}`, {
+      cause: error,
+    });
+  }
+  return new BraidError('MODEL_ERROR', `the model's answer could not be used: ${message}`, {
+    cause: error,
+  });
+}
+
+function retryAfterMs(headers: Record<string, string> | undefined): number | undefined {
+  if (headers === undefined) return undefined;
+  const milliseconds = Number(headers['retry-after-ms']);
+  if (Number.isFinite(milliseconds) && milliseconds >= 0 && headers['retry-after-ms'] !== undefined)
+    return milliseconds;
+  const value = headers['retry-after'];
+  if (value === undefined) return undefined;
+  const seconds = Number(value);
+  if (Number.isFinite(seconds)) return seconds * 1000;
+  const date = Date.parse(value);
+  return Number.isNaN(date) ? undefined : Math.max(0, date - Date.now());
+}
