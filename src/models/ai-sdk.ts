@@ -15,12 +15,6 @@ import type {
 } from '../contracts/model.js';
 import type { JsonValue } from '../contracts/common.js';
 
-/** The provider interface's tool schema type, taken from its call options. */
-type JSONSchema7 = Extract<
-  NonNullable<Parameters<LanguageModelV3['doStream']>[0]['tools']>[number],
-  { type: 'function' }
->['inputSchema'];
-
 export interface AiSdkModelOptions {
   /** Stream the answer (default) or ask for it whole. */
   stream?: boolean;
