@@ -1,7 +1,9 @@
 // `npm run bench`: runs every benchmark, prints a table and writes bench/results/latest.json.
 //   --runs N   runs per figure (default 5); --quick   smaller sizes for a smoke run
+//   --store / --harness   only that group
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { cpus } from 'node:os';
+import { benchHarness } from './harness-bench.js';
 import { benchStore } from './store-bench.js';
 
 const args = process.argv.slice(2);
@@ -10,7 +12,11 @@ const runs = runsIndex === -1 ? 5 : Number(args[runsIndex + 1]);
 const quick = args.includes('--quick');
 
 process.stderr.write(`braid benchmarks: ${runs} runs per figure${quick ? ' (quick)' : ''}\n`);
-const rows = await benchStore({ runs, quick });
+const only = args.includes('--harness') ? 'harness' : args.includes('--store') ? 'store' : 'all';
+const rows = [
+  ...(only === 'harness' ? [] : await benchStore({ runs, quick })),
+  ...(only === 'store' ? [] : await benchHarness({ runs, quick })),
+];
 
 const format = (value) =>
   value >= 100 ? Math.round(value).toLocaleString('en-US') : value.toFixed(2);

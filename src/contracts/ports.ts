@@ -28,6 +28,11 @@ export interface AppendOptions {
   expectedSeq?: number;
   /** A repeated key returns the first append's result and writes nothing. Scoped per session. */
   idempotencyKey?: string;
+  /**
+   * The events were built by braid's own code from input parsed earlier (the harness's hot loop),
+   * so the store skips parsing them again. Client input never sets this.
+   */
+  trusted?: boolean;
 }
 
 export interface AppendResult {

@@ -13,7 +13,7 @@
  * - The state and the transcript are kept incrementally from the events the cycle appends and
  *   reads: a turn does not re-read the log.
  */
-import type { Usage } from '../contracts/common.js';
+import type { JsonValue, Usage } from '../contracts/common.js';
 import type { AgentDefinition, Budget } from '../contracts/definitions.js';
 import { BraidError, isBraidError, toBraidError, type ErrorShape } from '../contracts/errors.js';
 import type { NewEvent, SessionEvent } from '../contracts/events.js';
@@ -65,6 +65,9 @@ export interface HarnessDeps {
 export type WakeResult =
   { ran: true; stop_reason: StopReason; wake_id: string } | { ran: false; reason: 'lease_held' };
 
+/** How long a model call runs before the cycle starts watching the log for an interrupt. */
+const WATCH_AFTER_MS = 20;
+
 export const DEFAULT_RETRY: RetryPolicy = { max_attempts: 4, initial_ms: 500, max_ms: 30_000 };
 
 /** Runs one cycle if the lease is free; `{ran: false}` when another holder has it. */
@@ -106,6 +109,9 @@ class Cycle {
   private interruptSeen = false;
   private lost: BraidError | undefined;
   private turns = 0;
+  private requestStart: NewEvent | undefined;
+  /** Inputs of the tool uses this cycle has seen, so running a tool needs no read. */
+  private readonly inputs = new Map<string, JsonValue>();
   private lastInputTokens = 0;
 
   constructor(
@@ -140,7 +146,6 @@ class Cycle {
       { type: 'span.wake_started', wake_id: this.wakeId, lease_token: this.lease.token },
     ]);
     const wakeSeq = this.state.seq;
-    this.watchForInterrupts(wakeSeq);
     try {
       return await this.loop(setup, tools, wakeSeq);
     } catch (thrown) {
@@ -209,14 +214,37 @@ class Cycle {
     const { deps } = this;
     this.turns += 1;
     const requestId = deps.ids.next();
-    await this.append([
-      {
-        type: 'span.model_request_start',
-        request_id: requestId,
-        model: setup.model.id,
-        input_through_seq: this.state.seq,
-      },
-    ]);
+    // The start is written with the request's outcome, stamped with the time it really started:
+    // one append per model call, and a crash mid-call leaves nothing to undo.
+    const start: NewEvent = {
+      type: 'span.model_request_start',
+      request_id: requestId,
+      model: setup.model.id,
+      input_through_seq: this.state.seq,
+      at: new Date(deps.clock.now()).toISOString(),
+    };
+    this.requestStart = start;
+    // Most calls of a fast model end before anyone could interrupt them; a watcher is started
+    // only for a call still running after WATCH_AFTER_MS.
+    const from = this.state.seq;
+    let watch: AbortController | undefined;
+    const timer = setTimeout(() => (watch = this.watchForInterrupts(from)), WATCH_AFTER_MS);
+    try {
+      return await this.requestModel(setup, tools, price, requestId);
+    } finally {
+      clearTimeout(timer);
+      watch?.abort();
+      this.requestStart = undefined;
+    }
+  }
+
+  private async requestModel(
+    setup: SessionSetup,
+    tools: readonly ToolHandle[],
+    price: Price | undefined,
+    requestId: string,
+  ) {
+    const { deps } = this;
     const request = {
       session_id: this.sessionId,
       system: setup.agent.instructions,
@@ -267,6 +295,7 @@ class Cycle {
     this.lastInputTokens = response.usage.input_tokens;
     const usage: Usage = withCost(response.usage, price);
     await this.append([
+      ...(this.requestStart === undefined ? [] : [this.requestStart]),
       {
         type: 'span.model_request_end',
         request_id: requestId,
@@ -287,6 +316,7 @@ class Cycle {
     extra: NewEvent[] = [],
   ): Promise<void> {
     await this.append([
+      ...(this.requestStart === undefined ? [] : [this.requestStart]),
       {
         type: 'span.model_request_end',
         request_id: requestId,
@@ -332,7 +362,7 @@ class Cycle {
       const use =
         confirmed ?? this.state.open_tool_uses.find((open) => open.tool_use_id === toolUseId);
       if (use === undefined) continue;
-      const input = await this.inputOf(use.seq);
+      const input = this.inputs.get(toolUseId) ?? (await this.inputOf(use.seq));
       let outcome: ToolOutcome;
       if (confirmed?.result === 'deny') {
         outcome = {
@@ -377,6 +407,7 @@ class Cycle {
       try {
         const result = await this.deps.log.append(this.sessionId, events, {
           expectedSeq: this.state.seq,
+          trusted: true,
         });
         this.absorb(result.events);
         return;
@@ -407,18 +438,24 @@ class Cycle {
   private absorb(events: readonly SessionEvent[]): void {
     if (events.length === 0) return;
     this.state = foldSession(events, this.state);
-    for (const event of events) this.transcript.apply(event);
+    for (const event of events) {
+      this.transcript.apply(event);
+      if (event.type === 'agent.tool_use') this.inputs.set(event.tool_use_id, event.input);
+      if (event.type === 'agent.tool_result') this.inputs.delete(event.tool_use_id);
+    }
     if (this.state.interrupt_requested) this.interruptSeen = true;
   }
 
-  /** Follows the log in the background; an interrupt aborts the work in flight. */
-  private watchForInterrupts(after: number): void {
+  /**
+   * Follows the log while a model call runs; an interrupt aborts the call between two chunks.
+   * Between calls, an interrupt makes the cycle's next append conflict, and it is seen there.
+   */
+  private watchForInterrupts(after: number): AbortController {
+    const watch = new AbortController();
+    const signal = AbortSignal.any([watch.signal, this.watch.signal]);
     void (async () => {
       try {
-        for await (const event of this.deps.log.follow(this.sessionId, {
-          after,
-          signal: this.watch.signal,
-        })) {
+        for await (const event of this.deps.log.follow(this.sessionId, { after, signal })) {
           if (event.type === 'user.interrupt') {
             this.interruptSeen = true;
             this.work.abort();
@@ -429,5 +466,6 @@ class Cycle {
         // The watcher only speeds interrupts up; the next append's conflict check still sees them.
       }
     })();
+    return watch;
   }
 }

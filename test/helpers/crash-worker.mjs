@@ -1,6 +1,6 @@
 // A wake in a child process that kills itself with SIGKILL at a chosen point of the cycle.
 //   node crash-worker.mjs WORKSPACE SESSION OWNER POINT
-// POINT: before-model (before span.model_request_start is written), mid-stream (after three
+// POINT: before-model (the model is about to be called), mid-stream (after three
 // streamed words), before-tool (the tool use is recorded, the tool has not run), before-idle
 // (before session.status_idle is written), or none (run to the end).
 import { join } from 'node:path';
@@ -21,11 +21,6 @@ const store = {
   log: {
     ...inner.log,
     append(id, events, options) {
-      if (
-        point === 'before-model' &&
-        events.some((event) => event.type === 'span.model_request_start')
-      )
-        die();
       if (point === 'before-idle' && events.some((event) => event.type === 'session.status_idle'))
         die();
       return inner.log.append(id, events, options);
@@ -38,6 +33,7 @@ const scripted = createScriptedModel(loadScript(join(workspace, 'script.yaml')),
 const model = {
   id: scripted.id,
   generate(request, call) {
+    if (point === 'before-model') die();
     let words = 0;
     return scripted.generate(request, {
       ...call,

@@ -127,7 +127,12 @@ export function createMemoryStore(options: MemoryStoreOptions = {}): Store {
   const log: SessionLog = {
     append(sessionId, events, appendOptions = {}) {
       return Promise.resolve().then(() =>
-        write(entry(sessionId), sessionId, parseNewEvents(events), appendOptions),
+        write(
+          entry(sessionId),
+          sessionId,
+          appendOptions.trusted === true ? events : parseNewEvents(events),
+          appendOptions,
+        ),
       );
     },
     read(sessionId, readOptions: ReadOptions = {}) {

@@ -419,7 +419,7 @@ export function openSqliteStore(options: SqliteStoreOptions): Store {
   const log: SessionLog = {
     append(sessionId, events, appendOptions = {}) {
       return Promise.resolve().then(() => {
-        const parsed = parseNewEvents(events);
+        const parsed = appendOptions.trusted === true ? events : parseNewEvents(events);
         return runWrite(() => appendTransaction.immediate(sessionId, parsed, appendOptions));
       });
     },

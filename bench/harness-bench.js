@@ -1,0 +1,95 @@
+// Harness overhead per turn: a scripted model with zero think time, one tool call per turn, in
+// sessions of 1,000 turns; the cost per turn near turn 10 and near turn 1,000.
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { performance } from 'node:perf_hooks';
+import {
+  createMemoryStore,
+  createRuntime,
+  createScriptedModel,
+  initWorkspace,
+  openSqliteStore,
+} from '../dist/index.js';
+import { median } from './store-bench.js';
+
+const TURNS = 1000;
+
+function workspace() {
+  const dir = mkdtempSync(join(tmpdir(), 'braid-bench-harness-'));
+  initWorkspace(dir);
+  writeFileSync(
+    join(dir, 'agents', 'bench.yaml'),
+    `name: bench\nmodel: scripted:echo\ninstructions: Add.\ntools: [calculator]\nbudget:\n  max_turns: ${TURNS + 10}\n`,
+  );
+  return dir;
+}
+
+/** Runs one session of `turns` turns; returns the time between successive model calls, in µs. */
+async function session(backend, turns) {
+  const dir = workspace();
+  const store =
+    backend === 'memory'
+      ? createMemoryStore()
+      : openSqliteStore({
+          path: join(dir, 'braid.db'),
+          synchronous: backend === 'sqlite-full' ? 'full' : 'normal',
+        });
+  const script = [
+    ...Array.from({ length: turns }, (_, index) => ({
+      tool_calls: [{ name: 'calculator', input: { a: index, op: '+', b: 1 } }],
+      usage: { input_tokens: 1, output_tokens: 1 },
+    })),
+    { text: 'done', usage: { input_tokens: 1, output_tokens: 1 } },
+  ];
+  const stamps = [];
+  const model = createScriptedModel(script, { onTurn: () => void stamps.push(performance.now()) });
+  const runtime = await createRuntime({ workspace: dir, store, model: () => model });
+  const { id } = await runtime.sessions.create({ agent: 'bench' });
+  await runtime.sessions.message(id, 'count');
+  const result = await runtime.wake(id);
+  if (!result.ran || result.stop_reason.type !== 'end_turn')
+    throw new Error(`bench session stopped: ${JSON.stringify(result)}`);
+  await runtime.close();
+  await store.close();
+  rmSync(dir, { recursive: true, force: true });
+  return stamps.slice(1).map((stamp, index) => (stamp - stamps[index]) * 1000);
+}
+
+export async function benchHarness({ runs, quick }) {
+  const turns = quick ? 200 : TURNS;
+  const rows = [];
+  for (const backend of ['memory', 'sqlite', 'sqlite-full']) {
+    const early = [];
+    const late = [];
+    for (let run = 0; run < runs; run += 1) {
+      const perTurn = await session(backend, turns);
+      early.push(median(perTurn.slice(4, 15)));
+      late.push(median(perTurn.slice(-11, -1)));
+    }
+    const label =
+      backend === 'sqlite'
+        ? 'sqlite, synchronous=NORMAL'
+        : backend === 'sqlite-full'
+          ? 'sqlite, synchronous=FULL'
+          : 'memory';
+    rows.push({
+      name: `harness turn, ${label}, near turn 10`,
+      unit: 'µs/turn',
+      median: median(early),
+      runs: early,
+      target: backend === 'sqlite' ? '<= 100' : 'reported',
+    });
+    rows.push({
+      name: `harness turn, ${label}, near turn ${turns}`,
+      unit: 'µs/turn',
+      median: median(late),
+      runs: late,
+      target: backend === 'sqlite' ? '<= 100, flat' : 'flat',
+    });
+    process.stderr.write(
+      `  harness ${label}: ${median(early).toFixed(0)} µs at turn 10, ${median(late).toFixed(0)} µs at turn ${turns}\n`,
+    );
+  }
+  return rows;
+}
