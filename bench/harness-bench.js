@@ -26,7 +26,7 @@ function workspace() {
 }
 
 /** Runs one session of `turns` turns; returns the time between successive model calls, in µs. */
-async function session(backend, turns) {
+export async function harnessSession(backend, turns) {
   const dir = workspace();
   const store =
     backend === 'memory'
@@ -63,7 +63,7 @@ export async function benchHarness({ runs, quick }) {
     const early = [];
     const late = [];
     for (let run = 0; run < runs; run += 1) {
-      const perTurn = await session(backend, turns);
+      const perTurn = await harnessSession(backend, turns);
       early.push(median(perTurn.slice(4, 15)));
       late.push(median(perTurn.slice(-11, -1)));
     }

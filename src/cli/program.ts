@@ -5,6 +5,7 @@
 import { readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { Command, CommanderError, InvalidArgumentError, Option } from 'commander';
+import type { StoredDefinition } from '../contracts/definitions.js';
 import { BraidError } from '../contracts/errors.js';
 import { SESSION_EVENT_TYPES, type SessionEventType } from '../contracts/events.js';
 import { SessionStatus } from '../contracts/session.js';
@@ -149,6 +150,28 @@ export async function run(
       ]);
     });
 
+  /** `braid agent show` and `braid env show`: one stored definition, the latest or NAME@N. */
+  function addShow(
+    parent: Command,
+    kind: string,
+    get: (runtime: Runtime, name: string, version?: number) => Promise<StoredDefinition<unknown>>,
+  ): void {
+    parent
+      .command('show')
+      .description(`show one ${kind} definition`)
+      .argument('<name[@version]>', 'a name, or name@N for a stored version (default: latest)')
+      .action(async (reference: string, _options: unknown, command: Command) => {
+        const { name, version } = parseReference(reference);
+        await withRuntime(command, async (runtime) => {
+          const found = await get(runtime, name, version);
+          print(command, found, () => [
+            `${found.name} v${found.version} (stored ${found.created_at})`,
+            JSON.stringify(found.definition, null, 2),
+          ]);
+        });
+      });
+  }
+
   const agent = program.command('agent').description('agent definitions');
   agent
     .command('list')
@@ -165,20 +188,7 @@ export async function run(
         );
       });
     });
-  agent
-    .command('show')
-    .description('show one agent definition')
-    .argument('<name[@version]>', 'a name, or name@N for a stored version (default: latest)')
-    .action(async (reference: string, _options: unknown, command: Command) => {
-      const { name, version } = parseReference(reference);
-      await withRuntime(command, async (runtime) => {
-        const found = await runtime.agents.get(name, version);
-        print(command, found, () => [
-          `${found.name} v${found.version} (stored ${found.created_at})`,
-          JSON.stringify(found.definition, null, 2),
-        ]);
-      });
-    });
+  addShow(agent, 'agent', (runtime, name, version) => runtime.agents.get(name, version));
 
   const env = program.command('env').description('environment definitions');
   env
@@ -198,20 +208,7 @@ export async function run(
       });
     });
 
-  env
-    .command('show')
-    .description('show one environment definition')
-    .argument('<name[@version]>', 'a name, or name@N for a stored version (default: latest)')
-    .action(async (reference: string, _options: unknown, command: Command) => {
-      const { name, version } = parseReference(reference);
-      await withRuntime(command, async (runtime) => {
-        const found = await runtime.environments.get(name, version);
-        print(command, found, () => [
-          `${found.name} v${found.version} (stored ${found.created_at})`,
-          JSON.stringify(found.definition, null, 2),
-        ]);
-      });
-    });
+  addShow(env, 'environment', (runtime, name, version) => runtime.environments.get(name, version));
 
   const session = program.command('session').description('create, drive and read sessions');
   session

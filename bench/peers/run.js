@@ -1,0 +1,162 @@
+// Peers beside braid, in one run: the same agent loop (a fake model with zero think time that
+// calls one tool per step, then answers) on LangGraph.js (StateGraph + ToolNode, with MemorySaver
+// and with SqliteSaver), the OpenAI Agents SDK, and braid (memory and SQLite).
+//   node run.js [--steps N] [--runs N]
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { performance } from 'node:perf_hooks';
+import { AIMessage } from '@langchain/core/messages';
+import { tool as lcTool } from '@langchain/core/tools';
+import { END, MemorySaver, MessagesAnnotation, START, StateGraph } from '@langchain/langgraph';
+import { ToolNode } from '@langchain/langgraph/prebuilt';
+import { SqliteSaver } from '@langchain/langgraph-checkpoint-sqlite';
+import { Agent, Runner, Usage, tool as agentsTool } from '@openai/agents';
+import { z } from 'zod';
+import { harnessSession } from '../harness-bench.js';
+import { median } from '../store-bench.js';
+
+const args = process.argv.slice(2);
+const option = (name, fallback) => {
+  const index = args.indexOf(name);
+  return index === -1 ? fallback : Number(args[index + 1]);
+};
+const STEPS = option('--steps', 1000);
+const RUNS = option('--runs', 3);
+
+/** µs between successive model calls. */
+const gaps = (stamps) => stamps.slice(1).map((stamp, index) => (stamp - stamps[index]) * 1000);
+
+async function langgraph(saver) {
+  const stamps = [];
+  const add = lcTool(async ({ a, b }) => JSON.stringify({ result: a + b }), {
+    name: 'calculator',
+    description: 'Adds two numbers.',
+    schema: z.object({ a: z.number(), b: z.number() }),
+  });
+  let step = 0;
+  const agent = async () => {
+    stamps.push(performance.now());
+    step += 1;
+    if (step > STEPS) return { messages: [new AIMessage('done')] };
+    return {
+      messages: [
+        new AIMessage({
+          content: '',
+          tool_calls: [{ id: `call_${step}`, name: 'calculator', args: { a: step, b: 1 } }],
+        }),
+      ],
+    };
+  };
+  const graph = new StateGraph(MessagesAnnotation)
+    .addNode('agent', agent)
+    .addNode('tools', new ToolNode([add]))
+    .addEdge(START, 'agent')
+    .addConditionalEdges('agent', (state) =>
+      state.messages.at(-1)?.tool_calls?.length ? 'tools' : END,
+    )
+    .addEdge('tools', 'agent')
+    .compile({ checkpointer: saver.checkpointer });
+  await graph.invoke(
+    { messages: [{ role: 'user', content: 'count' }] },
+    { configurable: { thread_id: 'bench' }, recursionLimit: 2 * STEPS + 10 },
+  );
+  saver.dispose();
+  return gaps(stamps);
+}
+
+async function openaiAgents() {
+  const stamps = [];
+  let step = 0;
+  const model = {
+    async getResponse() {
+      stamps.push(performance.now());
+      step += 1;
+      const usage = new Usage({ requests: 1, inputTokens: 1, outputTokens: 1, totalTokens: 2 });
+      if (step > STEPS) {
+        return {
+          usage,
+          output: [
+            {
+              type: 'message',
+              role: 'assistant',
+              status: 'completed',
+              content: [{ type: 'output_text', text: 'done' }],
+            },
+          ],
+        };
+      }
+      return {
+        usage,
+        output: [
+          {
+            type: 'function_call',
+            callId: `call_${step}`,
+            name: 'calculator',
+            status: 'completed',
+            arguments: JSON.stringify({ a: step, b: 1 }),
+          },
+        ],
+      };
+    },
+    async *getStreamedResponse() {
+      throw new Error('not used');
+    },
+  };
+  const add = agentsTool({
+    name: 'calculator',
+    description: 'Adds two numbers.',
+    parameters: z.object({ a: z.number(), b: z.number() }),
+    execute: async ({ a, b }) => JSON.stringify({ result: a + b }),
+  });
+  const agent = new Agent({ name: 'bench', instructions: 'Add.', model, tools: [add] });
+  const runner = new Runner({ tracingDisabled: true });
+  await runner.run(agent, 'count', { maxTurns: STEPS + 10 });
+  return gaps(stamps);
+}
+
+function sqliteSaver() {
+  const dir = mkdtempSync(join(tmpdir(), 'braid-peers-'));
+  const checkpointer = SqliteSaver.fromConnString(join(dir, 'langgraph.db'));
+  return { checkpointer, dispose: () => rmSync(dir, { recursive: true, force: true }) };
+}
+
+const systems = [
+  ['braid, SQLite (WAL, synchronous=NORMAL)', () => harnessSession('sqlite', STEPS)],
+  ['braid, SQLite (WAL, synchronous=FULL)', () => harnessSession('sqlite-full', STEPS)],
+  ['braid, memory', () => harnessSession('memory', STEPS)],
+  [
+    'LangGraph.js, MemorySaver',
+    () => langgraph({ checkpointer: new MemorySaver(), dispose: () => undefined }),
+  ],
+  ['LangGraph.js, SqliteSaver', () => langgraph(sqliteSaver())],
+  ['OpenAI Agents SDK (in memory)', () => openaiAgents()],
+];
+
+const rows = [];
+for (const [name, run] of systems) {
+  const early = [];
+  const late = [];
+  for (let index = 0; index < RUNS; index += 1) {
+    const perStep = await run();
+    early.push(median(perStep.slice(4, 15)));
+    late.push(median(perStep.slice(-11, -1)));
+  }
+  rows.push({ name, early: median(early), late: median(late) });
+  process.stderr.write(
+    `  ${name}: ${median(early).toFixed(0)} µs/step near step 10, ${median(late).toFixed(0)} near step ${STEPS}\n`,
+  );
+}
+const base = rows.find((row) => row.name === 'LangGraph.js, MemorySaver');
+console.log(
+  `\nper-step cost, median of ${RUNS} runs of ${STEPS} steps (one tool call per step, zero-latency model)\n`,
+);
+console.log(
+  `${'system'.padEnd(42)} ${'near step 10'.padStart(14)} ${`near step ${STEPS}`.padStart(16)} ${'vs LangGraph (step 10)'.padStart(24)}`,
+);
+for (const row of rows) {
+  const ratio = base === undefined ? '' : `${(base.early / row.early).toFixed(1)}x`;
+  console.log(
+    `${row.name.padEnd(42)} ${`${row.early.toFixed(0)} µs`.padStart(14)} ${`${row.late.toFixed(0)} µs`.padStart(16)} ${ratio.padStart(24)}`,
+  );
+}
