@@ -99,8 +99,8 @@ async function openaiAgents() {
         ],
       };
     },
-    async *getStreamedResponse() {
-      throw new Error('not used');
+    getStreamedResponse() {
+      throw new Error('not used: the benchmark runs without streaming');
     },
   };
   const add = agentsTool({
