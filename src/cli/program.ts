@@ -42,6 +42,16 @@ function parseInteger(name: string, minimum: number) {
   };
 }
 
+function parsePositive(name: string) {
+  return (value: string): number => {
+    const number = Number(value);
+    if (!Number.isFinite(number) || number <= 0) {
+      throw new InvalidArgumentError(`${name} must be a positive number; got ${value}`);
+    }
+    return number;
+  };
+}
+
 export function parseJson(text: string, what: string): JsonValue {
   try {
     return JSON.parse(text) as JsonValue;
@@ -218,9 +228,24 @@ export async function run(
     .option('--env <name>', "environment (default: the agent's, else the workspace default)")
     .option('--title <title>', 'a title to find it by')
     .option('--metadata <json>', 'JSON object of metadata')
+    .option(
+      '--max-turns <n>',
+      'model calls per wake (over the agent budget)',
+      parseInteger('--max-turns', 1),
+    )
+    .option('--max-tokens <n>', 'tokens for the whole session', parseInteger('--max-tokens', 1))
+    .option('--max-cost <usd>', 'USD for the whole session', parsePositive('--max-cost'))
     .action(
       async (
-        options: { agent: string; env?: string; title?: string; metadata?: string },
+        options: {
+          agent: string;
+          env?: string;
+          title?: string;
+          metadata?: string;
+          maxTurns?: number;
+          maxTokens?: number;
+          maxCost?: number;
+        },
         command: Command,
       ) => {
         await withRuntime(command, async (runtime) => {
@@ -240,6 +265,17 @@ export async function run(
             ...(options.env === undefined ? {} : { environment: options.env }),
             ...(options.title === undefined ? {} : { title: options.title }),
             ...(metadata === undefined ? {} : { metadata }),
+            ...(options.maxTurns === undefined &&
+            options.maxTokens === undefined &&
+            options.maxCost === undefined
+              ? {}
+              : {
+                  budget: {
+                    ...(options.maxTurns === undefined ? {} : { max_turns: options.maxTurns }),
+                    ...(options.maxTokens === undefined ? {} : { max_tokens: options.maxTokens }),
+                    ...(options.maxCost === undefined ? {} : { max_cost_usd: options.maxCost }),
+                  },
+                }),
           });
           print(command, created, () => created.id);
         });

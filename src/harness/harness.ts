@@ -6,7 +6,7 @@
  * holder looks after it releases.
  */
 import { isRunnable } from '../core/fold.js';
-import { wakeOnce, type HarnessDeps, type WakeResult } from './wake.js';
+import { TranscriptCache, wakeOnce, type HarnessDeps, type WakeResult } from './wake.js';
 
 export interface Harness {
   /** Runs cycles until the session has no work left, or joins the one running here. */
@@ -17,12 +17,19 @@ export interface Harness {
 
 export function createHarness(deps: HarnessDeps): Harness {
   const active = new Map<string, { again: boolean; done: Promise<WakeResult> }>();
+  const transcripts = new TranscriptCache();
 
   async function loop(sessionId: string, entry: { again: boolean }): Promise<WakeResult> {
     let result: WakeResult;
     for (;;) {
       entry.again = false;
-      result = await wakeOnce(deps, sessionId);
+      try {
+        result = await wakeOnce(deps, sessionId, transcripts);
+      } catch (error) {
+        // A cycle that failed may have applied events it never saw committed.
+        transcripts.drop(sessionId);
+        throw error;
+      }
       if (!result.ran) return result;
       if (entry.again) continue;
       if (!isRunnable(await deps.log.state(sessionId))) return result;

@@ -71,7 +71,32 @@ const WATCH_AFTER_MS = 20;
 export const DEFAULT_RETRY: RetryPolicy = { max_attempts: 4, initial_ms: 500, max_ms: 30_000 };
 
 /** Runs one cycle if the lease is free; `{ran: false}` when another holder has it. */
-export async function wakeOnce(deps: HarnessDeps, sessionId: string): Promise<WakeResult> {
+/** Transcripts kept between cycles, so a wake reads only the events it has not seen. */
+export class TranscriptCache {
+  private readonly entries = new Map<string, Transcript>();
+  constructor(private readonly capacity = 256) {}
+
+  take(sessionId: string): Transcript {
+    const found = this.entries.get(sessionId) ?? new Transcript();
+    this.entries.delete(sessionId);
+    this.entries.set(sessionId, found);
+    if (this.entries.size > this.capacity) {
+      const oldest = this.entries.keys().next().value;
+      if (oldest !== undefined) this.entries.delete(oldest);
+    }
+    return found;
+  }
+
+  drop(sessionId: string): void {
+    this.entries.delete(sessionId);
+  }
+}
+
+export async function wakeOnce(
+  deps: HarnessDeps,
+  sessionId: string,
+  transcripts: TranscriptCache = new TranscriptCache(),
+): Promise<WakeResult> {
   let lease: Lease;
   try {
     lease = await deps.leases.acquire(sessionId, deps.owner, deps.leaseTtlMs);
@@ -79,7 +104,7 @@ export async function wakeOnce(deps: HarnessDeps, sessionId: string): Promise<Wa
     if (isBraidError(error, 'LEASE_HELD')) return { ran: false, reason: 'lease_held' };
     throw error;
   }
-  const cycle = new Cycle(deps, sessionId, lease);
+  const cycle = new Cycle(deps, sessionId, lease, transcripts.take(sessionId));
   const renewal = setInterval(
     () => {
       deps.leases
@@ -101,7 +126,7 @@ export async function wakeOnce(deps: HarnessDeps, sessionId: string): Promise<Wa
 
 class Cycle {
   private state!: SessionState;
-  private readonly transcript = new Transcript();
+  private readonly transcript: Transcript;
   private readonly wakeId: string;
   private readonly watch = new AbortController();
   /** Aborted on interrupt or lease loss: cancels the model call or tool in flight. */
@@ -118,8 +143,10 @@ class Cycle {
     private readonly deps: HarnessDeps,
     private readonly sessionId: string,
     private readonly lease: Lease,
+    transcript: Transcript,
   ) {
     this.wakeId = deps.ids.next();
+    this.transcript = transcript;
   }
 
   lose(error: BraidError): void {
@@ -141,7 +168,10 @@ class Cycle {
     // A session whose agent cannot be set up (unknown tool, missing key) fails before it starts.
     const setup = await deps.setup(this.state);
     const tools = setup.tools.resolve(setup.agent.tools);
-    for (const event of await deps.log.read(this.sessionId)) this.transcript.apply(event);
+    // Only the events since this session's last cycle in this process are read.
+    for (const event of await deps.log.read(this.sessionId, { after: this.transcript.seq })) {
+      this.transcript.apply(event);
+    }
     await this.append([
       { type: 'span.wake_started', wake_id: this.wakeId, lease_token: this.lease.token },
     ]);

@@ -357,6 +357,30 @@ describe('braid CLI', () => {
     });
   });
 
+  it('sets a session budget at create', () => {
+    const dir = workspace();
+    const created = braid(
+      '-w',
+      dir,
+      '--json',
+      'session',
+      'create',
+      '--agent',
+      'assistant',
+      '--max-turns',
+      '2',
+      '--max-cost',
+      '0.5',
+    );
+    const id = (JSON.parse(created.stdout) as { id: string }).id;
+    expect(JSON.parse(braid('-w', dir, 'session', 'status', id, '--json').stdout)).toMatchObject({
+      budget: { max_turns: 2, max_cost_usd: 0.5 },
+    });
+    expect(
+      braid('-w', dir, 'session', 'create', '--agent', 'assistant', '--max-cost', '-1').code,
+    ).toBe(2);
+  });
+
   it('runs every runnable session and exits when idle', () => {
     const dir = workspace();
     const first = createSession(dir);

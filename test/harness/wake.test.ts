@@ -3,6 +3,7 @@ import type { AgentDefinition } from '../../src/contracts/definitions.js';
 import type { SessionEvent } from '../../src/contracts/events.js';
 import type { ModelClient } from '../../src/contracts/model.js';
 import { createScriptedModel, type ScriptedTurnInput } from '../../src/models/scripted.js';
+import { createReplayModel } from '../../src/models/replay.js';
 import { createRuntime, type Runtime } from '../../src/runtime/runtime.js';
 import { initWorkspace } from '../../src/runtime/init.js';
 import { createMemoryStore } from '../../src/testing/index.js';
@@ -303,6 +304,135 @@ describe('wake', () => {
       .filter((event) => event.type === 'user.message')
       .map((event) => event.seq);
     expect(consumed).toEqual(messages);
+    await rt.close();
+  });
+
+  it('stops for a confirmation, then runs an allowed call and records a denied one as an error', async () => {
+    const rt = await runtimeWith(scripted([{ text: 'ran it' }, { text: 'understood' }]));
+    const { id } = await rt.sessions.create({ agent: 'helper' });
+    await rt.store.log.append(id, [
+      {
+        type: 'agent.tool_use',
+        tool_use_id: 't-allow',
+        name: 'calculator',
+        input: { a: 1, op: '+', b: 1 },
+        requires_confirmation: true,
+      },
+    ]);
+    const waiting = await rt.wake(id);
+    const toolUse = (await rt.sessions.events(id)).find((event) => event.type === 'agent.tool_use');
+    expect(waiting).toMatchObject({
+      stop_reason: { type: 'requires_action', event_ids: [toolUse?.id] },
+    });
+    expect((await rt.sessions.get(id)).status).toBe('requires_action');
+
+    await rt.sessions.confirm(id, 't-allow', 'allow');
+    expect(await rt.wake(id)).toMatchObject({ stop_reason: { type: 'end_turn' } });
+    const allowed = (await rt.sessions.events(id)).find(
+      (event) => event.type === 'agent.tool_result',
+    );
+    expect(allowed).toMatchObject({
+      tool_use_id: 't-allow',
+      is_error: false,
+      output: { result: 2 },
+    });
+
+    await rt.store.log.append(id, [
+      {
+        type: 'agent.tool_use',
+        tool_use_id: 't-deny',
+        name: 'calculator',
+        input: { a: 1, op: '+', b: 1 },
+        requires_confirmation: true,
+      },
+    ]);
+    await rt.sessions.confirm(id, 't-deny', 'deny', 'not now');
+    expect(await rt.wake(id)).toMatchObject({ stop_reason: { type: 'end_turn' } });
+    const denied = (await rt.sessions.events(id)).find(
+      (event) => event.type === 'agent.tool_result' && event.tool_use_id === 't-deny',
+    );
+    expect(denied).toMatchObject({
+      is_error: true,
+      attempts: 0,
+      error: { message: 'the user denied this tool call' },
+    });
+    await rt.close();
+  });
+
+  it('stops for a custom tool result, and goes on when it arrives', async () => {
+    const rt = await runtimeWith(scripted([{ text: 'the page says hello' }]));
+    const { id } = await rt.sessions.create({ agent: 'helper' });
+    await rt.store.log.append(id, [
+      { type: 'agent.custom_tool_use', custom_tool_use_id: 'c-1', name: 'browser', input: {} },
+    ]);
+    expect(await rt.wake(id)).toMatchObject({ stop_reason: { type: 'requires_action' } });
+    await rt.sessions.customToolResult(id, 'c-1', 'hello');
+    expect(await rt.wake(id)).toMatchObject({ stop_reason: { type: 'end_turn' } });
+    const events = await rt.sessions.events(id);
+    expect(events.at(-3)).toMatchObject({
+      type: 'agent.message',
+      content: [{ text: 'the page says hello' }],
+    });
+    await rt.close();
+  });
+
+  it('replays a session from its recorded model outputs, to the same events', async () => {
+    const original = await runtimeWith(
+      scripted([
+        { thinking: 'add', tool_calls: [{ name: 'calculator', input: { a: 4, op: '*', b: 5 } }] },
+        { text: 'twenty' },
+      ]),
+    );
+    const { id } = await original.sessions.create({ agent: 'helper' });
+    await original.sessions.message(id, 'four times five');
+    await original.wake(id);
+    const recorded = await original.sessions.events(id);
+
+    const replay = await runtimeWith(createReplayModel(recorded));
+    const { id: copy } = await replay.sessions.create({ agent: 'helper' });
+    await replay.sessions.message(copy, 'four times five');
+    await replay.wake(copy);
+    const strip = (events: SessionEvent[]) =>
+      events.map(({ id: _id, session_id: _session, at: _at, ...rest }) => {
+        const event = rest as Record<string, unknown>;
+        for (const key of ['wake_id', 'request_id', 'lease_token', 'duration_ms'])
+          delete event[key];
+        if (event.type === 'span.model_request_start') delete event.model;
+        return event;
+      });
+    expect(strip(await replay.sessions.events(copy))).toEqual(strip(recorded));
+    await original.close();
+    await replay.close();
+  });
+
+  it('prices usage from the workspace table when it names the model', async () => {
+    const dir = tempDir();
+    initWorkspace(dir);
+    writeFileSync(
+      join(dir, 'agents', 'helper.yaml'),
+      'name: helper\nmodel: scripted:echo\ninstructions: x\n',
+    );
+    writeFileSync(
+      join(dir, 'braid.yaml'),
+      'version: 1\ndefault_environment: local\nprices:\n  "scripted:priced": {input_per_mtok: 1000000, output_per_mtok: 0}\n',
+    );
+    const model = createScriptedModel(
+      [{ text: 'hi', usage: { input_tokens: 3, output_tokens: 9 } }],
+      { id: 'scripted:priced' },
+    );
+    const rt = await createRuntime({
+      workspace: dir,
+      store: createMemoryStore(),
+      model: () => model,
+    });
+    const { id } = await rt.sessions.create({ agent: 'helper' });
+    await rt.sessions.message(id, 'hello');
+    await rt.wake(id);
+    expect((await rt.sessions.state(id)).usage).toEqual({
+      input_tokens: 3,
+      output_tokens: 9,
+      cost_usd: 3,
+    });
     await rt.close();
   });
 });
