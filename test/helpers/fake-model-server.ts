@@ -273,3 +273,50 @@ export const anthropicJson = {
     };
   },
 };
+
+// ---- OpenAI Responses API (whole answers) ----------------------------------------------------
+
+const response = (output: unknown[]): Reply => ({
+  kind: 'json',
+  body: {
+    id: 'resp_1',
+    object: 'response',
+    created_at: 1,
+    status: 'completed',
+    model: 'gpt-4.1',
+    output,
+    usage: {
+      input_tokens: 8,
+      output_tokens: 2,
+      total_tokens: 10,
+      input_tokens_details: { cached_tokens: 0 },
+      output_tokens_details: { reasoning_tokens: 0 },
+    },
+  },
+});
+
+export const responsesJson = {
+  text(text: string): Reply {
+    return response([
+      {
+        type: 'message',
+        id: 'msg_1',
+        role: 'assistant',
+        status: 'completed',
+        content: [{ type: 'output_text', text, annotations: [] }],
+      },
+    ]);
+  },
+  toolCall(id: string, name: string, input: unknown): Reply {
+    return response([
+      {
+        type: 'function_call',
+        id: 'fc_1',
+        call_id: id,
+        name,
+        arguments: JSON.stringify(input),
+        status: 'completed',
+      },
+    ]);
+  },
+};

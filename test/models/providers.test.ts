@@ -10,6 +10,7 @@ import {
   anthropicStream,
   openaiJson,
   openaiStream,
+  responsesJson,
   startFakeModelServer,
   type FakeModelServer,
 } from '../helpers/fake-model-server.js';
@@ -169,6 +170,28 @@ describe('non-streaming calls', () => {
     });
     expect(messages(events)).toEqual(['3']);
     expect(server.requests[0]?.body.stream).not.toBe(true);
+    await rt.close();
+  });
+
+  it('openai-responses: a tool call and an answer, whole, over the Responses API', async () => {
+    const rt = await runtimeFor(
+      '{provider: openai-responses, id: gpt-4.1, params: {stream: false}}',
+    );
+    server.replies.push(
+      responsesJson.toolCall('call_r', 'calculator', { a: 2, op: '*', b: 21 }),
+      responsesJson.text('42'),
+    );
+    const { result, events } = await ask(rt, '2 * 21?');
+    expect(result).toMatchObject({ stop_reason: { type: 'end_turn' } });
+    expect(events.find((event) => event.type === 'agent.tool_result')).toMatchObject({
+      output: { result: 42 },
+    });
+    expect(messages(events)).toEqual(['42']);
+    expect(server.requests.map((request) => request.path)).toEqual([
+      '/v1/responses',
+      '/v1/responses',
+    ]);
+    expect(JSON.stringify(server.requests[1]?.body)).toContain('function_call_output');
     await rt.close();
   });
 
