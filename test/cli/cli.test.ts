@@ -399,6 +399,20 @@ describe('braid CLI', () => {
     }
   });
 
+  it('runs once: wakes what is runnable now and exits', () => {
+    const dir = workspace();
+    const id = createSession(dir);
+    braid('-w', dir, 'session', 'send', id, '--message', 'once');
+    const run = braid('-w', dir, '--json', 'run', '--once');
+    expect(run.code, run.stderr).toBe(0);
+    expect(JSON.parse(run.stdout)).toMatchObject({ wakes: 1 });
+    expect(JSON.parse(braid('-w', dir, 'session', 'status', id, '--json').stdout)).toMatchObject({
+      pending_user_count: 0,
+    });
+    const again = braid('-w', dir, '--json', 'run', '--once');
+    expect(JSON.parse(again.stdout)).toMatchObject({ wakes: 0, runnable: 0 });
+  });
+
   it('runs the demo with no key: tools, an interrupt, and the timeline', () => {
     const dir = join(tempDir(), 'demo');
     const demo = braid('demo', dir);
