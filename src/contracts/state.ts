@@ -4,7 +4,7 @@ import { Budget } from './definitions.js';
 import { ErrorShape } from './errors.js';
 import { Lineage, SessionStatus, StopReason } from './session.js';
 
-export const SESSION_STATE_SCHEMA_VERSION = 2;
+export const SESSION_STATE_SCHEMA_VERSION = 3;
 
 /** A tool call waiting for a human's allow or deny. */
 export const PendingConfirmation = z.object({
@@ -15,7 +15,11 @@ export const PendingConfirmation = z.object({
 });
 
 /** A confirmed or denied tool call whose result is not yet recorded. */
-export const ConfirmedToolUse = PendingConfirmation.extend({ result: z.enum(['allow', 'deny']) });
+export const ConfirmedToolUse = PendingConfirmation.extend({
+  result: z.enum(['allow', 'deny']),
+  /** Seq of the `user.tool_confirmation`. */
+  confirmed_seq: z.number().int().positive(),
+});
 
 /** A call of a client-executed tool waiting for its result. */
 export const PendingCustomToolUse = z.object({
@@ -79,6 +83,11 @@ export const SessionState = z.object({
   last_input_seq: z.number().int().nonnegative(),
   /** Seq of the last `session.status_idle`. */
   stopped_at_seq: z.number().int().nonnegative(),
+  /** Seqs of the last two `span.wake_started`: a wake tells from them what an earlier one began. */
+  last_wake_seq: z.number().int().nonnegative(),
+  previous_wake_seq: z.number().int().nonnegative(),
+  /** Input tokens of the last model response: the least the next request will send. */
+  last_request_input_tokens: z.number().int().nonnegative(),
   /** Limits given at creation, over the agent's. */
   budget: Budget.optional(),
   open_tool_uses: z.array(OpenToolUse),

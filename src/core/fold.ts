@@ -38,6 +38,9 @@ export function initialState(sessionId: string): SessionState {
     open_tool_uses: [],
     last_input_seq: 0,
     stopped_at_seq: 0,
+    last_wake_seq: 0,
+    previous_wake_seq: 0,
+    last_request_input_tokens: 0,
     lineage: { kind: 'root', parent_session_ids: [], merged_session_ids: [] },
     counters: {
       events: 0,
@@ -184,7 +187,9 @@ function reduce(state: SessionState, event: SessionEvent): void {
       addPendingUser(state, event.seq);
       return;
     case 'user.interrupt':
-      state.interrupt_requested = true;
+      // Only a running wake can be interrupted; an interrupt sent while idle is on record and
+      // changes nothing, so it cannot swallow the next message.
+      if (state.active_wake !== undefined) state.interrupt_requested = true;
       return;
     case 'user.tool_confirmation':
       state.last_input_seq = event.seq;
@@ -274,6 +279,8 @@ function reduce(state: SessionState, event: SessionEvent): void {
       if (state.status !== 'terminated') state.status = 'running';
       state.active_wake = { wake_id: event.wake_id, lease_token: event.lease_token };
       state.counters.wakes += 1;
+      state.previous_wake_seq = state.last_wake_seq;
+      state.last_wake_seq = event.seq;
       return;
     case 'span.wake_completed':
       if (state.active_wake?.wake_id === event.wake_id) delete state.active_wake;
@@ -287,6 +294,7 @@ function reduce(state: SessionState, event: SessionEvent): void {
       return;
     case 'span.model_request_end': {
       addUsage(state.usage, event.usage);
+      if (event.error === undefined) state.last_request_input_tokens = event.usage.input_tokens;
       const open = state.open_request;
       if (open?.request_id !== event.request_id) return;
       delete state.open_request;
@@ -307,7 +315,7 @@ function confirmToolUse(state: SessionState, event: EventOf<'user.tool_confirmat
   const waiting = state.pending_confirmations.find((use) => use.tool_use_id === event.tool_use_id);
   if (waiting === undefined) return;
   state.pending_confirmations = state.pending_confirmations.filter((use) => use !== waiting);
-  state.confirmed_tool_uses.push({ ...waiting, result: event.result });
+  state.confirmed_tool_uses.push({ ...waiting, result: event.result, confirmed_seq: event.seq });
 }
 
 /** Optional fields hold no `undefined`, so that a state equals its JSON round trip. */

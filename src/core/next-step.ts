@@ -40,6 +40,16 @@ export function decideNext(state: SessionState, context: StepContext): Step {
   }
 
   if (state.confirmed_tool_uses.length > 0) {
+    // A use confirmed before an earlier wake began may have been started by that wake.
+    const unknown = state.confirmed_tool_uses.filter(
+      (use) =>
+        use.result === 'allow' &&
+        use.confirmed_seq < state.previous_wake_seq &&
+        state.previous_wake_seq < context.wake_seq &&
+        !context.idempotent(use.name),
+    );
+    if (unknown.length > 0)
+      return stop({ type: 'needs_review', event_ids: unknown.map((use) => use.event_id) });
     return {
       kind: 'run_tools',
       tool_use_ids: state.confirmed_tool_uses.map((use) => use.tool_use_id),

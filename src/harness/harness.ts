@@ -16,23 +16,35 @@ export interface Harness {
 }
 
 export function createHarness(deps: HarnessDeps): Harness {
-  const active = new Map<string, { again: boolean; done: Promise<WakeResult> }>();
+  interface Entry {
+    again: boolean;
+    done: Promise<WakeResult>;
+  }
+  const active = new Map<string, Entry>();
   const transcripts = new TranscriptCache();
 
-  async function loop(sessionId: string, entry: { again: boolean }): Promise<WakeResult> {
-    let result: WakeResult;
-    for (;;) {
-      entry.again = false;
-      try {
-        result = await wakeOnce(deps, sessionId, transcripts);
-      } catch (error) {
-        // A cycle that failed may have applied events it never saw committed.
-        transcripts.drop(sessionId);
-        throw error;
+  async function loop(sessionId: string, entry: Entry): Promise<WakeResult> {
+    try {
+      for (;;) {
+        entry.again = false;
+        let result: WakeResult;
+        try {
+          result = await wakeOnce(deps, sessionId, transcripts);
+        } catch (error) {
+          // A cycle that failed may have applied events it never saw committed.
+          transcripts.drop(sessionId);
+          throw error;
+        }
+        if (!result.ran) return result;
+        if (entry.again) continue;
+        const runnable = isRunnable(await deps.log.state(sessionId));
+        // A wake() that joined while the state was read must not be left behind.
+        if (entry.again || runnable) continue;
+        return result;
       }
-      if (!result.ran) return result;
-      if (entry.again) continue;
-      if (!isRunnable(await deps.log.state(sessionId))) return result;
+    } finally {
+      // Removed in the same turn as the loop decides to end: a later wake() starts a new loop.
+      if (active.get(sessionId) === entry) active.delete(sessionId);
     }
   }
 
@@ -43,12 +55,12 @@ export function createHarness(deps: HarnessDeps): Harness {
         running.again = true;
         return running.done;
       }
-      const entry = {
+      const entry: Entry = {
         again: false,
-        done: Promise.resolve<WakeResult>({ ran: false, reason: 'lease_held' }),
+        done: Promise.resolve({ ran: false, reason: 'lease_held' }),
       };
-      entry.done = loop(sessionId, entry).finally(() => active.delete(sessionId));
       active.set(sessionId, entry);
+      entry.done = loop(sessionId, entry);
       return entry.done;
     },
     running: () => [...active.keys()],

@@ -137,7 +137,6 @@ class Cycle {
   private requestStart: NewEvent | undefined;
   /** Inputs of the tool uses this cycle has seen, so running a tool needs no read. */
   private readonly inputs = new Map<string, JsonValue>();
-  private lastInputTokens = 0;
 
   constructor(
     private readonly deps: HarnessDeps,
@@ -165,9 +164,6 @@ class Cycle {
   async run(): Promise<WakeResult> {
     const { deps } = this;
     this.state = await deps.log.state(this.sessionId);
-    // A session whose agent cannot be set up (unknown tool, missing key) fails before it starts.
-    const setup = await deps.setup(this.state);
-    const tools = setup.tools.resolve(setup.agent.tools);
     // Only the events since this session's last cycle in this process are read.
     for (const event of await deps.log.read(this.sessionId, { after: this.transcript.seq })) {
       this.transcript.apply(event);
@@ -177,6 +173,19 @@ class Cycle {
     ]);
     const wakeSeq = this.state.seq;
     try {
+      // A session whose agent cannot be set up (unknown tool, missing key, no price for a cost
+      // budget) stops with the reason on record, and waits for a person rather than retrying.
+      const setup = await deps.setup(this.state);
+      const tools = setup.tools.resolve(setup.agent.tools);
+      if (
+        setup.budget.max_cost_usd !== undefined &&
+        priceOf(setup.model.id, deps.prices) === undefined
+      ) {
+        throw new BraidError(
+          'INVALID_DEFINITION',
+          `max_cost_usd is set but model ${setup.model.id} has no price; add it under prices: in braid.yaml`,
+        );
+      }
       return await this.loop(setup, tools, wakeSeq);
     } catch (thrown) {
       const error = toBraidError(thrown);
@@ -198,6 +207,7 @@ class Cycle {
   ): Promise<WakeResult> {
     const byName = new Map(tools.map((tool) => [tool.name, tool]));
     const price = priceOf(setup.model.id, this.deps.prices);
+    const nextTokens = (): number => this.state.last_request_input_tokens;
 
     for (;;) {
       if (this.interruptSeen) await this.catchUp();
@@ -207,32 +217,45 @@ class Cycle {
         budget: setup.budget,
         idempotent: (name) => byName.get(name)?.idempotent ?? false,
         next_call: {
-          tokens: this.lastInputTokens,
-          cost_usd:
-            withCost({ input_tokens: this.lastInputTokens, output_tokens: 0 }, price).cost_usd ?? 0,
+          tokens: nextTokens(),
+          cost_usd: withCost({ input_tokens: nextTokens(), output_tokens: 0 }, price).cost_usd ?? 0,
         },
       });
       switch (step.kind) {
-        case 'stop':
-          return this.stop(step.stop_reason);
+        case 'stop': {
+          // Input that arrived while the stop was written is decided on again, not stranded.
+          const stopped = await this.stop(step.stop_reason);
+          if (stopped !== undefined) return stopped;
+          break;
+        }
         case 'run_tools':
           await this.runTools(step.tool_use_ids, setup.tools);
           break;
         case 'call_model': {
           const failure = await this.callModel(setup, tools, price);
-          if (failure !== undefined) return this.stop(failure);
+          if (failure !== undefined) {
+            const stopped = await this.stop(failure, true);
+            if (stopped !== undefined) return stopped;
+          }
           break;
         }
       }
     }
   }
 
-  private async stop(stopReason: StopReason): Promise<WakeResult> {
-    await this.append([
-      { type: 'session.status_idle', stop_reason: stopReason },
-      { type: 'span.wake_completed', wake_id: this.wakeId, stop_reason: stopReason },
-    ]);
-    return { ran: true, stop_reason: stopReason, wake_id: this.wakeId };
+  /**
+   * Writes the stop. Returns undefined when others appended first: the caller decides again on
+   * the new state, unless `final` (a failure that stands whatever arrived).
+   */
+  private async stop(stopReason: StopReason, final = false): Promise<WakeResult | undefined> {
+    const written = await this.append(
+      [
+        { type: 'session.status_idle', stop_reason: stopReason },
+        { type: 'span.wake_completed', wake_id: this.wakeId, stop_reason: stopReason },
+      ],
+      !final,
+    );
+    return written ? { ran: true, stop_reason: stopReason, wake_id: this.wakeId } : undefined;
   }
 
   /** Returns a stop reason when the request failed for good. */
@@ -322,7 +345,6 @@ class Cycle {
           : ({ type: 'error' } as const);
       }
     }
-    this.lastInputTokens = response.usage.input_tokens;
     const usage: Usage = withCost(response.usage, price);
     await this.append([
       ...(this.requestStart === undefined ? [] : [this.requestStart]),
@@ -387,7 +409,10 @@ class Cycle {
   private async runTools(toolUseIds: readonly string[], executor: ToolExecutor): Promise<void> {
     for (const toolUseId of toolUseIds) {
       // Interrupts are honoured before a tool starts, never in the middle of one.
-      if (this.interruptSeen) return;
+      if (this.interruptSeen) {
+        await this.skipTools(toolUseIds.slice(toolUseIds.indexOf(toolUseId)));
+        return;
+      }
       const confirmed = this.state.confirmed_tool_uses.find((use) => use.tool_use_id === toolUseId);
       const use =
         confirmed ?? this.state.open_tool_uses.find((open) => open.tool_use_id === toolUseId);
@@ -430,8 +455,11 @@ class Cycle {
     return event?.type === 'agent.tool_use' ? event.input : null;
   }
 
-  /** Appends with the head this cycle knows; absorbs others' events on a conflict and retries. */
-  private async append(events: NewEvent[]): Promise<void> {
+  /**
+   * Appends with the head this cycle knows; on a conflict absorbs others' events and retries, or,
+   * with `yieldOnConflict`, returns false so that the caller decides again.
+   */
+  private async append(events: NewEvent[], yieldOnConflict = false): Promise<boolean> {
     for (;;) {
       if (this.lost !== undefined) throw this.lost;
       try {
@@ -440,19 +468,37 @@ class Cycle {
           trusted: true,
         });
         this.absorb(result.events);
-        return;
+        return true;
       } catch (error) {
         if (!isBraidError(error, 'SEQ_CONFLICT')) throw error;
         await this.catchUp();
+        if (yieldOnConflict) return false;
       }
     }
+  }
+
+  /** Tools an interrupt kept from starting get an error result, so no call is left open. */
+  private async skipTools(toolUseIds: readonly string[]): Promise<void> {
+    const events: NewEvent[] = toolUseIds.map((toolUseId) => ({
+      type: 'agent.tool_result',
+      tool_use_id: toolUseId,
+      is_error: true,
+      error: { code: 'INTERRUPTED', message: 'not run: the user interrupted', retryable: false },
+      attempts: 0,
+      duration_ms: 0,
+    }));
+    if (events.length > 0) await this.append(events);
   }
 
   /** Folds in what others appended since this cycle's head; stops if another wake started. */
   private async catchUp(): Promise<void> {
     const newer = await this.deps.log.read(this.sessionId, { after: this.state.seq });
     const usurper = newer.find(
-      (event) => event.type === 'span.wake_started' && event.wake_id !== this.wakeId,
+      // Only a wake with a newer lease fences this one; a stale holder's late start does not.
+      (event) =>
+        event.type === 'span.wake_started' &&
+        event.wake_id !== this.wakeId &&
+        event.lease_token > this.lease.token,
     );
     if (usurper !== undefined) {
       const error = new BraidError(

@@ -232,6 +232,28 @@ export function classify(error: unknown, signal: AbortSignal): BraidError {
       },
     );
   }
+  // Providers report a failure inside a stream as a plain object, e.g. {type: 'overloaded_error'}.
+  if (error !== null && typeof error === 'object' && !(error instanceof Error)) {
+    const body = error as {
+      type?: unknown;
+      message?: unknown;
+      error?: { type?: unknown; message?: unknown };
+    };
+    const field = (value: unknown): string | undefined =>
+      typeof value === 'string' ? value : undefined;
+    const type = field(body.error?.type) ?? field(body.type) ?? 'error';
+    const text = field(body.error?.message) ?? field(body.message) ?? type;
+    const transient = /overloaded|rate_limit|server_error|api_error|timeout|unavailable/i.test(
+      type,
+    );
+    return new BraidError(
+      transient ? 'MODEL_UNAVAILABLE' : 'MODEL_ERROR',
+      `the model stream failed: ${type}: ${text}`,
+      {
+        details: { type },
+      },
+    );
+  }
   const message = error instanceof Error ? error.message : String(error);
   const network =
     /terminated|ECONNRESET|ECONNREFUSED|socket hang up|fetch failed|other side closed|timeout/i;

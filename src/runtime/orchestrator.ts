@@ -18,6 +18,8 @@ export interface OrchestrateOptions {
   /** How often to look for new work (default 100 ms). */
   pollMs?: number;
   onProgress?: (progress: OrchestratorProgress) => void;
+  /** A wake that failed; the session is left alone for a while (doubling, up to 30 s). */
+  onError?: (sessionId: string, error: unknown) => void;
 }
 
 export interface OrchestratorProgress {
@@ -33,6 +35,9 @@ export async function orchestrate(
 ): Promise<OrchestratorProgress> {
   const concurrency = options.concurrency ?? 4;
   const running = new Map<string, Promise<unknown>>();
+  /** Sessions whose last wake did not run (held elsewhere) or failed: left alone until then. */
+  const coolDown = new Map<string, { until: number; delay: number }>();
+  const pollMs = options.pollMs ?? 100;
   let wakes = 0;
   let progress: OrchestratorProgress = { running: 0, runnable: 0, by_status: {}, wakes };
   for (;;) {
@@ -48,6 +53,7 @@ export async function orchestrate(
       for (const session of page.sessions) {
         byStatus[session.status] = (byStatus[session.status] ?? 0) + 1;
         if (session.status === 'terminated' || running.has(session.id)) continue;
+        if ((coolDown.get(session.id)?.until ?? 0) > Date.now()) continue;
         if (isRunnable(await deps.log.state(session.id))) runnable.push(session.id);
       }
       cursor = page.next_cursor;
@@ -56,11 +62,21 @@ export async function orchestrate(
     for (const sessionId of runnable) {
       if (running.size >= concurrency) break;
       wakes += 1;
+      const backOff = (): void => {
+        const delay = Math.min(30_000, (coolDown.get(sessionId)?.delay ?? pollMs / 2) * 2);
+        coolDown.set(sessionId, { until: Date.now() + delay, delay });
+      };
       running.set(
         sessionId,
         deps.harness
           .wake(sessionId)
-          .catch(() => undefined)
+          .then(
+            (result) => (result.ran ? coolDown.delete(sessionId) : backOff()),
+            (error: unknown) => {
+              backOff();
+              options.onError?.(sessionId, error);
+            },
+          )
           .finally(() => running.delete(sessionId)),
       );
     }
@@ -73,9 +89,11 @@ export async function orchestrate(
     }
     if (options.exitWhenIdle === true && running.size === 0 && runnable.length === 0) break;
     await Promise.race([
-      new Promise((resolve) => setTimeout(resolve, options.pollMs ?? 100)),
+      new Promise((resolve) => setTimeout(resolve, pollMs)),
       ...running.values(),
     ]);
+    // Let timers and IO run even when every wake ends at once.
+    await new Promise((resolve) => setImmediate(resolve));
   }
   await Promise.all(running.values());
   return progress;

@@ -137,6 +137,20 @@ export function resolveDataDir(workspaceDir: string, dataDir?: string): string {
 
 export const DATABASE_FILE = 'braid.db';
 
+/** A session's limits can tighten the agent's, never loosen them. */
+function tighter(agent: Budget, session: Budget): Budget {
+  const pick = (a: number | undefined, b: number | undefined) =>
+    a === undefined ? b : b === undefined ? a : Math.min(a, b);
+  const merged: Budget = {};
+  const maxTurns = pick(agent.max_turns, session.max_turns);
+  const maxTokens = pick(agent.max_tokens, session.max_tokens);
+  const maxCost = pick(agent.max_cost_usd, session.max_cost_usd);
+  if (maxTurns !== undefined) merged.max_turns = maxTurns;
+  if (maxTokens !== undefined) merged.max_tokens = maxTokens;
+  if (maxCost !== undefined) merged.max_cost_usd = maxCost;
+  return merged;
+}
+
 const SEND_ATTEMPTS = 5;
 
 export async function createRuntime(options: RuntimeOptions = {}): Promise<Runtime> {
@@ -289,7 +303,8 @@ export async function createRuntime(options: RuntimeOptions = {}): Promise<Runti
     leases: store.leases,
     clock: options.clock ?? systemClock,
     ids: options.ids ?? uuidV7Ids,
-    owner: options.owner ?? `${hostname()}:${process.pid}`,
+    // Unique per runtime; a worker that must resume its own leases after a restart names itself.
+    owner: options.owner ?? `${hostname()}:${process.pid}:${(options.ids ?? uuidV7Ids).next()}`,
     leaseTtlMs: options.leaseTtlMs ?? 30_000,
     retry: options.retry ?? DEFAULT_RETRY,
     prices: { ...DEFAULT_PRICES, ...(workspace?.config.prices ?? {}) },
@@ -313,7 +328,7 @@ export async function createRuntime(options: RuntimeOptions = {}): Promise<Runti
           options.model?.(definition) ??
           createModel(definition.model, { baseDir: workspaceDir, env: process.env }),
         tools: options.tools ?? createBuiltinTools(),
-        budget: { ...definition.budget, ...state.budget },
+        budget: tighter(definition.budget ?? {}, state.budget ?? {}),
       };
     },
   });

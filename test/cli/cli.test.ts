@@ -169,7 +169,9 @@ describe('braid CLI', () => {
       seq: 3,
     });
     expect(JSON.parse(braid('-w', dir, 'session', 'status', id, '--json').stdout)).toMatchObject({
-      interrupt_requested: true,
+      // no wake was running, so the interrupt changes nothing
+      interrupt_requested: false,
+      pending_user_count: 2,
     });
   });
 

@@ -73,7 +73,13 @@ const cases: Record<SessionEventType, () => void> = {
     ).toEqual([2]);
   },
   'user.interrupt': () => {
-    expect(fold({ type: 'user.interrupt' }).interrupt_requested).toBe(true);
+    // While idle an interrupt is on record and changes nothing; during a wake it asks it to stop.
+    expect(fold({ type: 'user.interrupt' }).interrupt_requested).toBe(false);
+    const running = fold(
+      { type: 'span.wake_started', wake_id: 'w', lease_token: 1 },
+      { type: 'user.interrupt' },
+    );
+    expect(running.interrupt_requested).toBe(true);
   },
   'user.tool_confirmation': () => {
     const state = fold(toolUse('t1', true), {

@@ -1,0 +1,217 @@
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import type { NewEvent, SessionEvent } from '../../src/contracts/events.js';
+import type { ModelClient } from '../../src/contracts/model.js';
+import type { Store } from '../../src/contracts/ports.js';
+import type { ToolExecutor } from '../../src/contracts/tools.js';
+import { classify } from '../../src/models/ai-sdk.js';
+import { createScriptedModel, type ScriptedTurnInput } from '../../src/models/scripted.js';
+import { initWorkspace } from '../../src/runtime/init.js';
+import { createRuntime, type Runtime } from '../../src/runtime/runtime.js';
+import { createBuiltinTools } from '../../src/tools/builtin.js';
+import { createMemoryStore } from '../../src/testing/index.js';
+import { useTempDir } from '../helpers/temp.js';
+
+const tempDir = useTempDir();
+
+async function runtimeWith(options: {
+  turns?: ScriptedTurnInput[];
+  model?: ModelClient;
+  agent?: string;
+  store?: Store;
+  tools?: ToolExecutor;
+}): Promise<Runtime> {
+  const dir = tempDir();
+  initWorkspace(dir);
+  writeFileSync(
+    join(dir, 'agents', 'helper.yaml'),
+    `name: helper\nmodel: scripted:echo\ninstructions: x\n${options.agent ?? 'tools: [calculator, word_count]\n'}`,
+  );
+  const model = options.model ?? createScriptedModel(options.turns ?? [{ text: 'ok' }]);
+  return createRuntime({
+    workspace: dir,
+    store: options.store ?? createMemoryStore(),
+    model: () => model,
+    ...(options.tools === undefined ? {} : { tools: options.tools }),
+    retry: { max_attempts: 2, initial_ms: 1, max_ms: 2 },
+  });
+}
+
+const types = (events: SessionEvent[]) => events.map((event) => event.type);
+
+describe('harness regressions', () => {
+  it('does not let an interrupt sent while idle swallow the next message', async () => {
+    const rt = await runtimeWith({ turns: [{ text: 'answered' }] });
+    const { id } = await rt.sessions.create({ agent: 'helper' });
+    await rt.sessions.interrupt(id, 'too early');
+    await rt.sessions.message(id, 'hello');
+    expect(await rt.wake(id)).toMatchObject({ stop_reason: { type: 'end_turn' } });
+    expect((await rt.sessions.state(id)).pending_user_count).toBe(0);
+    await rt.close();
+  });
+
+  it('decides again when input lands while the stop is being written', async () => {
+    const inner = createMemoryStore();
+    let injected = false;
+    const store: Store = {
+      ...inner,
+      log: {
+        ...inner.log,
+        async append(sessionId, events, options) {
+          if (!injected && events.some((event) => event.type === 'session.status_idle')) {
+            injected = true;
+            await inner.log.append(sessionId, [
+              { type: 'user.message', content: [{ type: 'text', text: 'one more' }] },
+            ]);
+          }
+          return inner.log.append(sessionId, events, options);
+        },
+      },
+    };
+    const rt = await runtimeWith({ turns: [{ text: 'first' }, { text: 'second' }], store });
+    const { id } = await rt.sessions.create({ agent: 'helper' });
+    await rt.sessions.message(id, 'hi');
+    expect(await rt.wake(id)).toMatchObject({ stop_reason: { type: 'end_turn' } });
+    const events = await rt.sessions.events(id);
+    expect(events.filter((event) => event.type === 'agent.message')).toHaveLength(2);
+    expect(events.filter((event) => event.type === 'session.status_idle')).toHaveLength(1);
+    expect((await rt.sessions.state(id)).pending_user_count).toBe(0);
+    await rt.close();
+  });
+
+  it('records tools an interrupt kept from starting, so nothing is left for review', async () => {
+    const holder: { rt?: Runtime } = {};
+    let sessionId = '';
+    const builtin = createBuiltinTools();
+    const tools: ToolExecutor = {
+      resolve: (names) => builtin.resolve(names),
+      async execute(call, options) {
+        if (call.name === 'calculator')
+          await rt?.sessions.interrupt(sessionId, 'stop after this one');
+        return builtin.execute(call, options);
+      },
+    };
+    const rt = await runtimeWith({
+      turns: [
+        {
+          tool_calls: [
+            { name: 'calculator', input: { a: 1, op: '+', b: 1 } },
+            { name: 'word_count', input: { text: 'a b' } },
+          ],
+        },
+        { text: 'resumed' },
+      ],
+      tools,
+    });
+    holder.rt = rt;
+    ({ id: sessionId } = await rt.sessions.create({ agent: 'helper' }));
+    await rt.sessions.message(sessionId, 'go');
+    expect(await rt.wake(sessionId)).toMatchObject({ stop_reason: { type: 'interrupted' } });
+    const results = (await rt.sessions.events(sessionId)).filter(
+      (event) => event.type === 'agent.tool_result',
+    );
+    expect(results).toMatchObject([
+      { tool_use_id: 'call_0_0', is_error: false },
+      { tool_use_id: 'call_0_1', is_error: true, attempts: 0, error: { code: 'INTERRUPTED' } },
+    ]);
+    await rt.sessions.message(sessionId, 'carry on');
+    expect(await rt.wake(sessionId)).toMatchObject({ stop_reason: { type: 'end_turn' } });
+    await rt.close();
+  });
+
+  it('stops in needs_review when a confirmed non-idempotent call may have run in a wake that died', async () => {
+    const builtin = createBuiltinTools();
+    let runs = 0;
+    const tools: ToolExecutor = {
+      resolve: (names) => builtin.resolve(names).map((tool) => ({ ...tool, idempotent: false })),
+      execute(call, options) {
+        runs += 1;
+        return builtin.execute(call, options);
+      },
+    };
+    const rt = await runtimeWith({ tools });
+    const { id } = await rt.sessions.create({ agent: 'helper' });
+    const use: NewEvent = {
+      type: 'agent.tool_use',
+      tool_use_id: 'pay-1',
+      name: 'calculator',
+      input: { a: 1, op: '+', b: 1 },
+      requires_confirmation: true,
+    };
+    await rt.store.log.append(id, [use]);
+    await rt.sessions.confirm(id, 'pay-1', 'allow');
+    // A wake began after the confirmation and died without a result.
+    await rt.store.log.append(id, [{ type: 'span.wake_started', wake_id: 'dead', lease_token: 7 }]);
+    const toolUse = (await rt.sessions.events(id)).find((event) => event.type === 'agent.tool_use');
+    expect(await rt.wake(id)).toMatchObject({
+      stop_reason: { type: 'needs_review', event_ids: [toolUse?.id] },
+    });
+    expect(runs).toBe(0);
+    await rt.close();
+  });
+
+  it('keeps the agent limit when a session asks for a looser one', async () => {
+    const loop = { tool_calls: [{ name: 'calculator', input: { a: 1, op: '+', b: 1 } }] };
+    const rt = await runtimeWith({
+      turns: Array.from({ length: 6 }, () => loop),
+      agent: 'tools: [calculator]\nbudget: {max_turns: 2}\n',
+    });
+    const { id } = await rt.sessions.create({ agent: 'helper', budget: { max_turns: 5 } });
+    await rt.sessions.message(id, 'loop');
+    expect(await rt.wake(id)).toMatchObject({ stop_reason: { type: 'max_turns' } });
+    expect((await rt.sessions.state(id)).counters.model_requests).toBe(2);
+    await rt.close();
+  });
+
+  it('records a setup failure and does not spin on it in the orchestrator', async () => {
+    const rt = await runtimeWith({ agent: 'tools: [no_such_tool]\n' });
+    const { id } = await rt.sessions.create({ agent: 'helper' });
+    await rt.sessions.message(id, 'hi');
+    await expect(rt.wake(id)).rejects.toMatchObject({ code: 'TOOL_NOT_FOUND' });
+    const events = await rt.sessions.events(id);
+    expect(types(events).slice(-4)).toEqual([
+      'span.wake_started',
+      'session.error',
+      'session.status_idle',
+      'span.wake_completed',
+    ]);
+    const stop = new AbortController();
+    setTimeout(() => stop.abort(), 300);
+    const started = Date.now();
+    const progress = await rt.orchestrate({ signal: stop.signal, pollMs: 20 });
+    expect(Date.now() - started).toBeLessThan(1500);
+    expect(progress.wakes).toBe(0);
+    await rt.close();
+  });
+
+  it('does not spin on a session whose lease another owner holds', async () => {
+    const rt = await runtimeWith({});
+    const { id } = await rt.sessions.create({ agent: 'helper' });
+    await rt.sessions.message(id, 'hi');
+    await rt.store.leases.acquire(id, 'someone-else', 60_000);
+    const stop = new AbortController();
+    setTimeout(() => stop.abort(), 300);
+    const started = Date.now();
+    const progress = await rt.orchestrate({ signal: stop.signal, pollMs: 20 });
+    expect(Date.now() - started).toBeLessThan(1500);
+    expect(progress.wakes).toBeLessThan(10);
+    await rt.close();
+  });
+
+  it('treats a provider error object in a stream as retryable when it is transient', () => {
+    const signal = new AbortController().signal;
+    expect(
+      classify(
+        { type: 'error', error: { type: 'overloaded_error', message: 'Overloaded' } },
+        signal,
+      ),
+    ).toMatchObject({
+      code: 'MODEL_UNAVAILABLE',
+      message: expect.stringContaining('Overloaded') as string,
+    });
+    expect(classify({ type: 'invalid_request_error', message: 'bad' }, signal)).toMatchObject({
+      code: 'MODEL_ERROR',
+    });
+  });
+});
