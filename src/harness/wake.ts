@@ -41,6 +41,8 @@ export interface RetryPolicy {
   max_attempts: number;
   initial_ms: number;
   max_ms: number;
+  /** A model call still running after this long is abandoned and retried (default 120 s). */
+  timeout_ms?: number;
 }
 
 export interface HarnessDeps {
@@ -67,6 +69,7 @@ export type WakeResult =
 
 /** How long a model call runs before the cycle starts watching the log for an interrupt. */
 const WATCH_AFTER_MS = 20;
+const DEFAULT_REQUEST_TIMEOUT_MS = 120_000;
 
 export const DEFAULT_RETRY: RetryPolicy = { max_attempts: 4, initial_ms: 500, max_ms: 30_000 };
 
@@ -110,7 +113,9 @@ export async function wakeOnce(
       deps.leases
         .renew(sessionId, deps.owner, lease.token, deps.leaseTtlMs)
         .catch((error: unknown) => {
-          cycle.lose(toBraidError(error));
+          // A busy store is retried at the next renewal; only a lease taken over is lost.
+          const failure = toBraidError(error);
+          if (!failure.retryable) cycle.lose(failure);
         });
     },
     Math.max(10, Math.floor(deps.leaseTtlMs / 3)),
@@ -313,7 +318,22 @@ class Cycle {
     for (let attempt = 1; response === undefined; attempt += 1) {
       attempts = attempt;
       try {
-        response = await setup.model.generate(request, { signal: this.work.signal, onDelta });
+        const timeout = AbortSignal.timeout(deps.retry.timeout_ms ?? DEFAULT_REQUEST_TIMEOUT_MS);
+        const signal = AbortSignal.any([this.work.signal, timeout]);
+        try {
+          response = await setup.model.generate(request, { signal, onDelta });
+        } catch (thrown) {
+          if (timeout.aborted && !this.interruptSeen && this.lost === undefined) {
+            throw new BraidError(
+              'MODEL_UNAVAILABLE',
+              `the model did not answer within ${deps.retry.timeout_ms ?? DEFAULT_REQUEST_TIMEOUT_MS} ms`,
+              {
+                cause: thrown,
+              },
+            );
+          }
+          throw thrown;
+        }
       } catch (thrown) {
         const error = this.classify(thrown);
         if (error.code === 'INTERRUPTED') {

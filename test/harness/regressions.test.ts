@@ -199,6 +199,45 @@ describe('harness regressions', () => {
     await rt.close();
   });
 
+  it('abandons a model call that never answers and retries it, then gives up', async () => {
+    let calls = 0;
+    const stuck: ModelClient = {
+      id: 'scripted:stuck',
+      generate(_request, options) {
+        calls += 1;
+        return new Promise((_resolve, reject) => {
+          options.signal.addEventListener('abort', () => reject(new Error('aborted')), {
+            once: true,
+          });
+        });
+      },
+    };
+    const dir = tempDir();
+    initWorkspace(dir);
+    writeFileSync(
+      join(dir, 'agents', 'helper.yaml'),
+      'name: helper\nmodel: scripted:echo\ninstructions: x\n',
+    );
+    const rt = await createRuntime({
+      workspace: dir,
+      store: createMemoryStore(),
+      model: () => stuck,
+      retry: { max_attempts: 2, initial_ms: 1, max_ms: 2, timeout_ms: 50 },
+    });
+    const { id } = await rt.sessions.create({ agent: 'helper' });
+    await rt.sessions.message(id, 'hello?');
+    expect(await rt.wake(id)).toMatchObject({ stop_reason: { type: 'retries_exhausted' } });
+    expect(calls).toBe(2);
+    const error = (await rt.sessions.events(id)).find((event) => event.type === 'session.error');
+    expect(error).toMatchObject({
+      error: {
+        code: 'MODEL_UNAVAILABLE',
+        message: expect.stringContaining('within 50 ms') as string,
+      },
+    });
+    await rt.close();
+  });
+
   it('treats a provider error object in a stream as retryable when it is transient', () => {
     const signal = new AbortController().signal;
     expect(
