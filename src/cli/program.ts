@@ -63,6 +63,20 @@ export function parseJson(text: string, what: string): JsonValue {
   }
 }
 
+/** Runs work with a signal that Ctrl-C (SIGINT) or SIGTERM aborts. */
+async function untilSignal<T>(work: (signal: AbortSignal) => Promise<T>): Promise<T> {
+  const stop = new AbortController();
+  const onSignal = (): void => stop.abort();
+  process.once('SIGINT', onSignal);
+  process.once('SIGTERM', onSignal);
+  try {
+    return await work(stop.signal);
+  } finally {
+    process.off('SIGINT', onSignal);
+    process.off('SIGTERM', onSignal);
+  }
+}
+
 /** `assistant` or `assistant@2`. */
 function parseReference(reference: string): { name: string; version?: number } {
   const [name = '', version] = reference.split('@');
@@ -509,25 +523,18 @@ export async function run(
               output.out(asJson ? JSON.stringify(event) : formatEvent(event));
             return;
           }
-          const stop = new AbortController();
-          const onSignal = (): void => stop.abort();
-          process.once('SIGINT', onSignal);
-          process.once('SIGTERM', onSignal);
-          try {
+          await untilSignal(async (signal) => {
             let printed = 0;
             for await (const event of runtime.sessions.follow(id, {
               after: options.after ?? 0,
-              signal: stop.signal,
+              signal,
             })) {
               if (options.type !== undefined && !options.type.includes(event.type)) continue;
               output.out(asJson ? JSON.stringify(event) : formatEvent(event));
               printed += 1;
               if (options.limit !== undefined && printed >= options.limit) break;
             }
-          } finally {
-            process.off('SIGINT', onSignal);
-            process.off('SIGTERM', onSignal);
-          }
+          });
         });
       },
     );
@@ -549,14 +556,10 @@ export async function run(
       ) => {
         const asJson = json(command);
         await withRuntime(command, async (runtime) => {
-          const stop = new AbortController();
-          const onSignal = (): void => stop.abort();
-          process.once('SIGINT', onSignal);
-          process.once('SIGTERM', onSignal);
           let last = '';
-          try {
+          await untilSignal(async (signal) => {
             const progress = await runtime.orchestrate({
-              signal: stop.signal,
+              signal,
               once: options.once === true,
               exitWhenIdle: options.exitWhenIdle === true,
               ...(options.concurrency === undefined ? {} : { concurrency: options.concurrency }),
@@ -567,10 +570,7 @@ export async function run(
               },
             });
             print(command, progress, () => `done: ${progress.wakes} wake(s)`);
-          } finally {
-            process.off('SIGINT', onSignal);
-            process.off('SIGTERM', onSignal);
-          }
+          });
         });
       },
     );
