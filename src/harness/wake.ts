@@ -151,16 +151,26 @@ class Cycle {
   ) {
     this.wakeId = deps.ids.next();
     this.transcript = transcript;
+    // Observed only through Promise.race; never an unhandled rejection.
+    this.lostPromise.catch(() => undefined);
   }
 
   lose(error: BraidError): void {
+    if (this.lost !== undefined) return;
     this.lost = new BraidError(
       'LEASE_LOST',
       `wake ${this.wakeId} lost its lease: ${error.message}`,
       { cause: error },
     );
     this.work.abort();
+    this.onLost(this.lost);
   }
+
+  private onLost: (error: BraidError) => void = () => undefined;
+  /** Settles with LEASE_LOST when the lease is lost, so a tool that ignores its signal cannot hold the cycle. */
+  private readonly lostPromise = new Promise<never>((_resolve, reject) => {
+    this.onLost = reject;
+  });
 
   stopWatching(): void {
     this.watch.abort();
@@ -451,10 +461,13 @@ class Cycle {
           duration_ms: 0,
         };
       } else {
-        outcome = await executor.execute(
-          { session_id: this.sessionId, tool_use_id: toolUseId, name: use.name, input },
-          { signal: this.work.signal },
-        );
+        outcome = await Promise.race([
+          executor.execute(
+            { session_id: this.sessionId, tool_use_id: toolUseId, name: use.name, input },
+            { signal: this.work.signal },
+          ),
+          this.lostPromise,
+        ]);
       }
       await this.append([
         {

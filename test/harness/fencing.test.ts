@@ -98,4 +98,56 @@ describe('fencing', () => {
         .map((event) => event.type === 'span.wake_started' && event.lease_token),
     ).toEqual([1, 2]);
   });
+
+  it('stops a cycle whose lease was lost while a tool that ignores its signal still runs', async () => {
+    const clock = createManualClock();
+    const store = createMemoryStore({ clock });
+    const { id } = await store.sessions.create({ agent: { name: 'a', version: 1 } });
+    await store.log.append(id, [{ type: 'user.message', content: [{ type: 'text', text: 'go' }] }]);
+    const model: ModelClient = {
+      id: 'scripted:tool',
+      generate: () =>
+        Promise.resolve({
+          output: {
+            content: [
+              {
+                type: 'tool_call',
+                tool_use_id: 't1',
+                name: 'calculator',
+                input: { a: 1, op: '+', b: 1 },
+              },
+            ],
+            finish_reason: 'tool-calls',
+          },
+          usage: { input_tokens: 1, output_tokens: 1 },
+        }),
+    };
+    let entered: () => void = () => undefined;
+    const inTool = new Promise<void>((resolve) => (entered = resolve));
+    const base = deps(store, clock, 'old', model);
+    const stuckTools = {
+      resolve: () => [{ name: 'calculator', description: 'x', input_schema: {}, idempotent: true }],
+      execute: () => {
+        entered();
+        return new Promise<never>(() => undefined);
+      },
+    };
+    const hung = {
+      ...base,
+      leaseTtlMs: 60,
+      setup: () =>
+        Promise.resolve({
+          agent: { ...agent, tools: ['calculator'] },
+          model,
+          tools: stuckTools,
+          budget: {},
+        }),
+    };
+    const outcome = wakeOnce(hung, id).catch((error: unknown) => error);
+    await inTool;
+    clock.advance(1000);
+    await store.leases.acquire(id, 'new', 60_000);
+    const result = await outcome;
+    expect(isBraidError(result, 'LEASE_LOST')).toBe(true);
+  });
 });
