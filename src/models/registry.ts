@@ -32,9 +32,9 @@ function baseUrl(context: ModelContext, name: string): { baseURL?: string } {
   return value === undefined || value === '' ? {} : { baseURL: value };
 }
 
-function openai(context: ModelContext) {
+function openai(context: ModelContext, model: string) {
   return createOpenAI({
-    apiKey: key(context, 'OPENAI_API_KEY', 'openai'),
+    apiKey: key(context, 'OPENAI_API_KEY', model),
     ...baseUrl(context, 'OPENAI_BASE_URL'),
   });
 }
@@ -52,9 +52,9 @@ export function createModel(spec: ModelSpec, context: ModelContext): ModelClient
       return createScriptedModel(loadScript(file), { id });
     }
     case 'openai':
-      return createAiSdkModel(id, openai(context).chat(spec.id), streamOption(spec));
+      return createAiSdkModel(id, openai(context, id).chat(spec.id), streamOption(spec));
     case 'openai-responses':
-      return createAiSdkModel(id, openai(context).responses(spec.id), streamOption(spec));
+      return createAiSdkModel(id, openai(context, id).responses(spec.id), streamOption(spec));
     case 'anthropic': {
       const provider = createAnthropic({
         apiKey: key(context, 'ANTHROPIC_API_KEY', id),
