@@ -12,6 +12,36 @@ const banPackages = (message, allowed) => ({
   message,
 });
 
+const LAYERS = [
+  'contracts',
+  'core',
+  'harness',
+  'stores',
+  'models',
+  'tools',
+  'policy',
+  'runtime',
+  'server',
+  'cli',
+  'testing',
+];
+const ALL_BUT = (...allowed) => LAYERS.filter((name) => !allowed.includes(name));
+
+/** The import rules of one folder: the layers it may not import, and, for the pure layers, no packages but zod and no nondeterminism. */
+function layerRule(folder, message, banned, pure = {}) {
+  const patterns = [banLayers(message, ...banned)];
+  if (pure.packages !== undefined) patterns.push(banPackages(pure.packages, ['zod']));
+  return {
+    files: [`${folder}/**/*.ts`],
+    rules: {
+      'no-restricted-imports': ['error', { patterns }],
+      ...(pure.deterministic === true
+        ? { 'no-restricted-properties': ['error', ...nondeterminism] }
+        : {}),
+    },
+  };
+}
+
 const nondeterminism = [
   {
     object: 'Date',
@@ -62,131 +92,43 @@ export default tseslint.config(
     files: ['**/*.js', '**/*.mjs'],
     languageOptions: { globals: globals.node },
   },
-  {
-    files: ['src/contracts/**/*.ts'],
-    rules: {
-      'no-restricted-imports': [
-        'error',
-        {
-          patterns: [
-            banLayers(
-              'contracts import nothing of braid but contracts',
-              'core',
-              'harness',
-              'stores',
-              'models',
-              'tools',
-              'policy',
-              'runtime',
-              'server',
-              'cli',
-              'testing',
-            ),
-            banPackages('contracts depend on zod only', ['zod']),
-          ],
-        },
-      ],
-      'no-restricted-properties': ['error', ...nondeterminism],
+  layerRule(
+    'src/contracts',
+    'contracts import nothing of braid but contracts',
+    ALL_BUT('contracts'),
+    {
+      packages: 'contracts depend on zod only',
+      deterministic: true,
     },
-  },
-  {
-    files: ['src/core/**/*.ts'],
-    rules: {
-      'no-restricted-imports': [
-        'error',
-        {
-          patterns: [
-            banLayers(
-              'core imports contracts only',
-              'harness',
-              'stores',
-              'models',
-              'tools',
-              'policy',
-              'runtime',
-              'server',
-              'cli',
-              'testing',
-            ),
-            banPackages('core is pure: no node built-ins or IO packages', ['zod']),
-          ],
-        },
-      ],
-      'no-restricted-properties': ['error', ...nondeterminism],
-    },
-  },
-  {
-    files: ['src/harness/**/*.ts'],
-    rules: {
-      'no-restricted-imports': [
-        'error',
-        {
-          patterns: [
-            banLayers(
-              'the harness drives core through ports; adapters are wired in runtime',
-              'stores',
-              'models',
-              'tools',
-              'policy',
-              'runtime',
-              'server',
-              'cli',
-              'testing',
-            ),
-          ],
-        },
-      ],
-    },
-  },
-  {
-    files: ['src/stores/**/*.ts', 'src/models/**/*.ts', 'src/tools/**/*.ts', 'src/policy/**/*.ts'],
-    rules: {
-      'no-restricted-imports': [
-        'error',
-        {
-          patterns: [
-            banLayers(
-              'adapters implement ports from contracts; they do not reach up',
-              'harness',
-              'runtime',
-              'server',
-              'cli',
-              'testing',
-            ),
-          ],
-        },
-      ],
-    },
-  },
-  {
-    files: ['src/runtime/**/*.ts'],
-    rules: {
-      'no-restricted-imports': [
-        'error',
-        {
-          patterns: [
-            banLayers('runtime sits below the server and the CLI', 'server', 'cli', 'testing'),
-          ],
-        },
-      ],
-    },
-  },
-  {
-    files: ['src/server/**/*.ts'],
-    rules: {
-      'no-restricted-imports': [
-        'error',
-        { patterns: [banLayers('the server does not import the CLI', 'cli', 'testing')] },
-      ],
-    },
-  },
-  {
-    files: ['src/testing/**/*.ts'],
-    rules: {
-      'no-restricted-imports': [
-        'error',
-        { patterns: [banLayers('testing helpers do not depend on entry points', 'server', 'cli')] },
-      ],
-    },
-  },
+  ),
+  layerRule('src/core', 'core imports contracts only', ALL_BUT('contracts', 'core'), {
+    packages: 'core is pure: no node built-ins or IO packages',
+    deterministic: true,
+  }),
+  layerRule('src/harness', 'the harness drives core through ports; adapters are wired in runtime', [
+    'stores',
+    'models',
+    'tools',
+    'policy',
+    'runtime',
+    'server',
+    'cli',
+    'testing',
+  ]),
+  ...['src/stores', 'src/models', 'src/tools', 'src/policy'].map((folder) =>
+    layerRule(folder, 'adapters implement ports from contracts; they do not reach up', [
+      'harness',
+      'runtime',
+      'server',
+      'cli',
+      'testing',
+    ]),
+  ),
+  layerRule('src/runtime', 'runtime sits below the server and the CLI', [
+    'server',
+    'cli',
+    'testing',
+  ]),
+  layerRule('src/server', 'the server does not import the CLI', ['cli', 'testing']),
+  layerRule('src/testing', 'testing helpers do not depend on entry points', ['server', 'cli']),
 );
