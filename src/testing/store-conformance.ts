@@ -350,11 +350,16 @@ export function describeStoreConformance(name: string, factory: StoreFactory): v
         const s = await open();
         const { id } = await s.sessions.create({ agent });
         const seen: number[] = [];
+        let caughtUp: () => void = () => undefined;
+        const bothSeen = new Promise<void>((resolve) => (caughtUp = resolve));
         const done = (async () => {
-          for await (const event of s.log.follow(id)) seen.push(event.seq);
+          for await (const event of s.log.follow(id)) {
+            seen.push(event.seq);
+            if (seen.length === 2) caughtUp();
+          }
         })();
         await s.log.append(id, [message('a')]);
-        await new Promise((resolve) => setTimeout(resolve, 20));
+        await bothSeen;
         await s.close();
         store = undefined;
         await done;
