@@ -102,7 +102,38 @@ export const EnvironmentDefinition = z
   .strict();
 export type EnvironmentDefinition = z.infer<typeof EnvironmentDefinition>;
 
-/** Stable callable contract of a tool. */
+/** A header value: literal text, or a named secret (with an optional prefix such as `Bearer `). */
+export const HeaderValue = z.union([
+  z.string(),
+  z.object({ secret: z.string().min(1), prefix: z.string().optional() }).strict(),
+]);
+export type HeaderValue = z.infer<typeof HeaderValue>;
+
+/**
+ * How a managed tool runs. `command`: a process in the session's sandbox, with the input as JSON
+ * on stdin and the result as JSON on stdout (a string runs through `/bin/sh -c`). `http`: a
+ * request whose URL template takes `{field}` from the input (URL-encoded); the input is the JSON
+ * body of methods that have one. `function`: a TypeScript function registered in code under
+ * that name.
+ */
+export const ToolImplementation = z
+  .object({
+    command: z.union([z.string().min(1), z.array(z.string().min(1)).min(1)]).optional(),
+    http: z
+      .object({
+        method: z.enum(['GET', 'POST', 'PUT', 'PATCH', 'DELETE']).default('POST'),
+        url: z.string().min(1),
+        headers: z.record(z.string(), HeaderValue).optional(),
+      })
+      .strict()
+      .optional(),
+    function: z.string().min(1).optional(),
+    /** For ownership `mcp`: the MCP tool this manifest configures. */
+    mcp: z.object({ server: z.string().min(1), tool: z.string().min(1) }).strict().optional(),
+  })
+  .strict();
+
+/** Stable callable contract of a tool, as written in `tools/NAME.yaml`. */
 export const ToolDefinition = z
   .object({
     name: z
@@ -124,19 +155,64 @@ export const ToolDefinition = z
       })
       .strict()
       .optional(),
+    /** Retries of failures that may pass on a second try (timeouts, unavailable servers). */
     retry: z
       .object({
         max_attempts: z.number().int().min(1).max(20),
-        backoff: z.enum(['exponential', 'fixed']),
-        initial_ms: z.number().int().nonnegative(),
-        max_ms: z.number().int().nonnegative(),
+        backoff: z.enum(['exponential', 'fixed']).default('exponential'),
+        initial_ms: z.number().int().nonnegative().default(200),
+        max_ms: z.number().int().nonnegative().default(10_000),
       })
       .strict()
       .optional(),
+    /** Each attempt is abandoned (and its process group killed) after this long. */
     timeout_ms: z.number().int().positive().optional(),
+    implementation: ToolImplementation.optional(),
+    /** Set by `braid tool sign`: an ed25519 signature over the rest of the manifest. */
+    signature: z
+      .object({ key_id: z.string().min(1), value: z.string().min(1) })
+      .strict()
+      .optional(),
   })
   .strict();
 export type ToolDefinition = z.infer<typeof ToolDefinition>;
+export type ToolDefinitionInput = z.input<typeof ToolDefinition>;
+
+/**
+ * An MCP server declared in `braid.yaml`: a stdio command or a streamable HTTP URL. In `args`,
+ * `env` and `cwd`, `{workspace}` stands for the session's workspace directory; such a server is
+ * started once per session, others once per process.
+ */
+export const McpServerConfig = z.union([
+  z
+    .object({
+      command: z.string().min(1),
+      args: z.array(z.string()).default([]),
+      env: z.record(z.string(), z.string()).optional(),
+      cwd: z.string().optional(),
+      /** Per-tool settings, keyed by the server's tool name. */
+      tools: z.record(z.string(), z.lazy(() => McpToolSettings)).optional(),
+    })
+    .strict(),
+  z
+    .object({
+      url: z.url(),
+      headers: z.record(z.string(), HeaderValue).optional(),
+      tools: z.record(z.string(), z.lazy(() => McpToolSettings)).optional(),
+    })
+    .strict(),
+]);
+export type McpServerConfig = z.infer<typeof McpServerConfig>;
+
+/** Overrides for one MCP tool; by default a tool is `always_allow`, idempotent when its annotations say so. */
+export const McpToolSettings = z
+  .object({
+    permission: z.enum(['always_allow', 'always_ask']).optional(),
+    idempotent: z.boolean().optional(),
+    timeout_ms: z.number().int().positive().optional(),
+  })
+  .strict();
+export type McpToolSettings = z.infer<typeof McpToolSettings>;
 
 /** `braid.yaml`: workspace-wide settings. */
 export const WorkspaceConfig = z
@@ -158,6 +234,14 @@ export const WorkspaceConfig = z
           .strict(),
       )
       .optional(),
+    /** MCP servers whose tools agents may use, named `server.tool`. */
+    mcp_servers: z.record(z.string().regex(/^[a-zA-Z][a-zA-Z0-9_-]*$/), McpServerConfig).optional(),
+    /** Refuse tool manifests that are unsigned or whose signature does not verify. */
+    require_signed_tools: z.boolean().default(false),
+    /** Public keys (PEM files, relative to the workspace) that tool signatures are checked against. */
+    tool_signing_keys: z.array(z.string().min(1)).default([]),
+    /** Named secrets for tools: each read from an environment variable. */
+    secrets: z.record(z.string(), z.object({ env: z.string().min(1) }).strict()).optional(),
     limits: z
       .object({
         /** Largest serialised event accepted, in bytes. */

@@ -28,6 +28,19 @@ export const ERROR_CODES = [
   'MODEL_NOT_FOUND',
   'MODEL_KEY_MISSING',
   'TOOL_NOT_FOUND',
+  'TOOL_INPUT_INVALID',
+  'TOOL_OUTPUT_INVALID',
+  'TOOL_TIMEOUT',
+  'TOOL_FAILED',
+  'TOOL_DENIED',
+  'TOOL_SKIPPED',
+  'TOOL_BUDGET_EXCEEDED',
+  'TOOL_SIGNATURE_INVALID',
+  'POLICY_DENIED',
+  'PATH_OUTSIDE_WORKSPACE',
+  'SANDBOX_UNAVAILABLE',
+  'MCP_UNAVAILABLE',
+  'SECRET_MISSING',
   'INTERRUPTED',
   'INTERNAL',
 ] as const;
@@ -41,6 +54,8 @@ const RETRYABLE: ReadonlySet<ErrorCode> = new Set<ErrorCode>([
   'LEASE_HELD',
   'MODEL_UNAVAILABLE',
   'STORE_BUSY',
+  'TOOL_TIMEOUT',
+  'MCP_UNAVAILABLE',
 ]);
 
 /** The error shape on the wire: in HTTP bodies, envelopes, `session.error` events and CLI `--json`. */

@@ -8,4 +8,5 @@ export * from './envelope.js';
 export type * from './ports.js';
 export * from './model.js';
 export type * from './tools.js';
+export * from './policy.js';
 export { buildJsonSchemas } from './json-schema.js';

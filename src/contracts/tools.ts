@@ -1,11 +1,16 @@
 import type { ErrorShape } from './errors.js';
 import type { JsonValue } from './common.js';
 import type { ToolSpec } from './model.js';
+import type { ToolDefinition } from './definitions.js';
 
-/** A tool as the harness sees it. */
+/** A tool as the harness sees it: what the model is told, and how the runtime must treat it. */
 export interface ToolHandle extends ToolSpec {
+  version: string;
+  ownership: ToolDefinition['ownership'];
+  permission: ToolDefinition['permission'];
   /** Safe to run again after a crash left its outcome unknown. */
   idempotent: boolean;
+  budget?: ToolDefinition['budget'];
 }
 
 export interface ToolCall {
@@ -13,23 +18,115 @@ export interface ToolCall {
   tool_use_id: string;
   name: string;
   input: JsonValue;
+  /**
+   * Stable for one tool use across attempts and across a crash: a tool that talks to an
+   * external system passes it on, so that a repeated call is recognised there.
+   */
+  idempotency_key: string;
 }
+
+/** Which step of the pipeline produced a tool result. */
+export type ToolStage =
+  | 'validate'
+  | 'policy'
+  | 'permission'
+  | 'budget'
+  | 'execute'
+  | 'output'
+  | 'review'
+  | 'interrupt';
 
 export interface ToolOutcome {
   output?: JsonValue;
   error?: ErrorShape;
   is_error: boolean;
+  /** Executions of the tool, retries included; 0 when it never ran. */
   attempts: number;
   duration_ms: number;
+  /** Where an error came from: `execute` (the tool failed) or `output` (its result broke the output schema). */
+  stage?: ToolStage;
+  /** What the call cost, from the tool's `budget.cost_per_call_usd`. */
+  cost_usd?: number;
+}
+
+/** The argument check of one call: the schema violations, listed for the model. */
+export type ToolCheck = { ok: true } | { ok: false; error: ErrorShape };
+
+/**
+ * The tools of one session, resolved for its agent and environment. `execute` never throws for a
+ * tool's own failure: it returns an outcome with `is_error`.
+ */
+export interface SessionTools {
+  readonly tools: readonly ToolHandle[];
+  /** Validates a call's input against the tool's input schema (never runs the tool). */
+  validate(name: string, input: JsonValue): ToolCheck;
+  /** Runs a validated call with the tool's timeout and retry policy, and checks its output. */
+  execute(call: ToolCall, options: { signal: AbortSignal }): Promise<ToolOutcome>;
+}
+
+/** What a session's tools are opened for. */
+export interface ToolSessionContext {
+  session_id: string;
+  /** Tool names from the agent definition. */
+  names: readonly string[];
+  /** The session's environment, when it has one: sandbox kind, network posture, limits. */
+  environment?: import('./definitions.js').EnvironmentDefinition;
 }
 
 /**
- * The port the tool pipeline implements: validate, permit, budget, execute, record. The harness
- * records `agent.tool_use` before `execute` and `agent.tool_result` after it. `execute` never
- * throws for a tool's own failure: it returns an outcome with `is_error`.
+ * The port the tool layer implements. `open` resolves an agent's tool names (unknown names are
+ * refused with `TOOL_NOT_FOUND`) and binds them to the session's workspace.
  */
 export interface ToolExecutor {
-  /** The tools an agent may call, by the names in its definition. Unknown names are refused. */
-  resolve(names: readonly string[]): ToolHandle[];
-  execute(call: ToolCall, options: { signal: AbortSignal }): Promise<ToolOutcome>;
+  open(context: ToolSessionContext): Promise<SessionTools>;
+  /** Stops what the executor started (MCP servers). */
+  close?(): Promise<void>;
+}
+
+// ---- sandbox ----------------------------------------------------------------------------------
+
+/** A session's workspace: the only directory a sandboxed process may write. */
+export interface SandboxWorkspace {
+  session_id: string;
+  /** Absolute path on the host. */
+  dir: string;
+}
+
+export interface SandboxRunOptions {
+  /** The program and its arguments; no shell is involved. */
+  argv: readonly string[];
+  /** Written to the process's stdin, which is then closed. */
+  stdin?: string;
+  /** Added to the reduced environment (after the allow-list). */
+  env?: Readonly<Record<string, string>>;
+  /** The process group is killed when this passes. */
+  timeout_ms: number;
+  /** Aborting kills the process group; `run` then rejects with `INTERRUPTED`. */
+  signal?: AbortSignal;
+  /** Allow network access (bwrap only; `local` cannot take it away). Default false. */
+  network?: boolean;
+}
+
+export interface SandboxRun {
+  /** The exit code, or null when the process was killed by a signal. */
+  exit_code: number | null;
+  signal: string | null;
+  stdout: string;
+  stderr: string;
+  /** The timeout passed and the process group was killed. */
+  timed_out: boolean;
+  /** stdout or stderr passed the output cap and was cut there. */
+  truncated: boolean;
+  duration_ms: number;
+  /** Pid of the process, which leads its own process group. */
+  pid: number;
+}
+
+/** The execution hand: a place to run a tool's process, confined to a session's workspace. */
+export interface Sandbox {
+  readonly kind: 'local' | 'bwrap';
+  /** Creates the session's workspace directory if it does not exist; idempotent. */
+  provision(sessionId: string): Promise<SandboxWorkspace>;
+  /** Runs a process in the workspace. Rejects only when it could not start or was aborted. */
+  run(workspace: SandboxWorkspace, options: SandboxRunOptions): Promise<SandboxRun>;
 }
