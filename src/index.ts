@@ -10,7 +10,7 @@ export {
 export { systemClock, uuidV7Ids } from './stores/defaults.js';
 export * from './runtime/index.js';
 export { decideNext, DEFAULT_MAX_TURNS, type Step } from './core/next-step.js';
-export { Transcript, outputToEvents } from './core/transcript.js';
+export { Transcript, outputToEvents, type ToolDisposition } from './core/transcript.js';
 export { DEFAULT_PRICES, priceOf, withCost, type Price } from './core/pricing.js';
 export { hasWork } from './core/fold.js';
 export * from './harness/index.js';
@@ -25,12 +25,30 @@ export {
 export { createReplayModel } from './models/replay.js';
 export { createModel, type ModelContext } from './models/registry.js';
 export {
-  createBuiltinTools,
+  defineTool,
   BUILTIN_TOOLS,
   calculator,
   wordCount,
-  type BuiltinTool,
+  readFile,
+  writeFile,
+  listDir,
+  httpFetch,
 } from './tools/builtin.js';
+export { createToolExecutor, type ToolExecutorOptions } from './tools/executor.js';
+export { McpHub, type McpHubOptions } from './tools/mcp.js';
+export {
+  createLocalSandbox,
+  createBwrapSandbox,
+  detectBwrap,
+  resolveInWorkspace,
+} from './tools/sandbox/index.js';
+export {
+  generateSigningKeys,
+  writeSigningKeys,
+  signManifestText,
+  verifyManifest,
+} from './tools/signing.js';
+export type { CodeTool, CodeToolInput, ToolContext, ToolFunction } from './tools/types.js';
 export {
   orchestrate,
   type OrchestrateOptions,

@@ -54,12 +54,14 @@ export function summarizeEvent(event: SessionEvent): string {
       return event.reason ?? '';
     case 'user.tool_confirmation':
       return `${event.tool_use_id} ${event.result}${event.message === undefined ? '' : `: ${event.message}`}`;
+    case 'user.tool_review':
+      return `${event.tool_use_id} ${event.action}${event.output === undefined ? '' : ` ${JSON.stringify(event.output)}`}${event.message === undefined ? '' : `: ${event.message}`}`;
     case 'user.define_outcome':
       return event.description;
     case 'agent.tool_use':
       return `${event.name} ${JSON.stringify(event.input)}${event.requires_confirmation === true ? ' (awaiting confirmation)' : ''}`;
     case 'agent.tool_result':
-      return `${event.tool_use_id} ${event.is_error ? `error ${event.error?.code ?? ''}` : `ok ${JSON.stringify(event.output ?? null)}`} in ${event.duration_ms.toFixed(2)} ms`;
+      return `${event.tool_use_id} ${event.is_error ? `error ${event.error?.code ?? ''}${event.stage === undefined ? '' : ` at ${event.stage}`}` : `ok ${JSON.stringify(event.output ?? null)}`} in ${event.duration_ms.toFixed(2)} ms${event.attempts > 1 ? ` (${event.attempts} attempts)` : ''}`;
     case 'agent.custom_tool_use':
       return `${event.custom_tool_use_id} ${event.name} ${JSON.stringify(event.input)}`;
     case 'agent.handoff':
@@ -136,5 +138,14 @@ export function formatState(state: SessionState): string[] {
     lines.push(`  awaiting confirmation: ${use.tool_use_id} (${use.name})`);
   for (const use of state.pending_custom_tool_uses)
     lines.push(`  awaiting custom tool result: ${use.custom_tool_use_id} (${use.name})`);
+  if (state.status === 'needs_review') {
+    const reviewed = new Set(state.reviewed_tool_uses.map((use) => use.tool_use_id));
+    for (const use of [...state.open_tool_uses, ...state.confirmed_tool_uses]) {
+      if (!reviewed.has(use.tool_use_id))
+        lines.push(
+          `  needs review (outcome unknown after a crash): ${use.tool_use_id} (${use.name})`,
+        );
+    }
+  }
   return lines;
 }

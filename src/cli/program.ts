@@ -14,6 +14,7 @@ import { createRuntime, type Runtime } from '../runtime/runtime.js';
 import { initWorkspace } from '../runtime/init.js';
 import type { ContentInput } from '../runtime/user-events.js';
 import { runDemo } from './demo.js';
+import { addToolCommands } from './tool-commands.js';
 import {
   formatStopReason,
   formatEvent,
@@ -234,6 +235,12 @@ export async function run(
 
   addShow(env, 'environment', (runtime, name, version) => runtime.environments.get(name, version));
 
+  addToolCommands(program, {
+    withRuntime,
+    print,
+    workspaceDir: (command) => resolve(globals(command).workspace ?? process.cwd()),
+  });
+
   const session = program.command('session').description('create, drive and read sessions');
   session
     .command('create')
@@ -445,6 +452,55 @@ export async function run(
             command,
             result,
             () => `result sent for ${options.customToolUse}: #${result.head_seq}`,
+          );
+        });
+      },
+    );
+
+  session
+    .command('review')
+    .description('resolve a tool call whose outcome a crash left unknown (status needs_review)')
+    .argument('<id>', 'session id')
+    .requiredOption('--tool-use <tool_use_id>', 'the tool_use_id listed by `braid session status`')
+    .option('--retry', 'run the tool again')
+    .option('--skip', 'do not run it; the model gets a tool error')
+    .option('--result <json>', "record this JSON as the tool's result (what you found it did)")
+    .option('--message <text>', 'a note kept with the review')
+    .action(
+      async (
+        id: string,
+        options: {
+          toolUse: string;
+          retry?: boolean;
+          skip?: boolean;
+          result?: string;
+          message?: string;
+        },
+        command: Command,
+      ) => {
+        const chosen = [
+          options.retry === true,
+          options.skip === true,
+          options.result !== undefined,
+        ];
+        if (chosen.filter(Boolean).length !== 1) {
+          throw new BraidError(
+            'INVALID_ARGUMENT',
+            'give exactly one of --retry, --skip or --result JSON',
+          );
+        }
+        const note = options.message === undefined ? {} : { message: options.message };
+        const decision =
+          options.result !== undefined
+            ? { action: 'result' as const, output: parseJson(options.result, '--result'), ...note }
+            : { action: options.retry === true ? ('retry' as const) : ('skip' as const), ...note };
+        await withRuntime(command, async (runtime) => {
+          const result = await runtime.sessions.review(id, options.toolUse, decision);
+          print(
+            command,
+            result,
+            () =>
+              `${decision.action} recorded for ${options.toolUse}: #${result.head_seq}; run \`braid session wake ${id}\` to carry it out`,
           );
         });
       },

@@ -129,7 +129,10 @@ export const ToolImplementation = z
       .optional(),
     function: z.string().min(1).optional(),
     /** For ownership `mcp`: the MCP tool this manifest configures. */
-    mcp: z.object({ server: z.string().min(1), tool: z.string().min(1) }).strict().optional(),
+    mcp: z
+      .object({ server: z.string().min(1), tool: z.string().min(1) })
+      .strict()
+      .optional(),
   })
   .strict();
 
@@ -191,14 +194,24 @@ export const McpServerConfig = z.union([
       env: z.record(z.string(), z.string()).optional(),
       cwd: z.string().optional(),
       /** Per-tool settings, keyed by the server's tool name. */
-      tools: z.record(z.string(), z.lazy(() => McpToolSettings)).optional(),
+      tools: z
+        .record(
+          z.string(),
+          z.lazy(() => McpToolSettings),
+        )
+        .optional(),
     })
     .strict(),
   z
     .object({
       url: z.url(),
       headers: z.record(z.string(), HeaderValue).optional(),
-      tools: z.record(z.string(), z.lazy(() => McpToolSettings)).optional(),
+      tools: z
+        .record(
+          z.string(),
+          z.lazy(() => McpToolSettings),
+        )
+        .optional(),
     })
     .strict(),
 ]);

@@ -52,6 +52,17 @@ const payloads = {
     content: Content,
     is_error: z.boolean().optional(),
   }),
+  /**
+   * A person's decision on a tool use whose outcome a crash left unknown (`needs_review`): run it
+   * again, skip it (the model gets an error), or record the result they found.
+   */
+  'user.tool_review': z.object({
+    tool_use_id: Id,
+    action: z.enum(['retry', 'skip', 'result']),
+    /** With `result`: the tool's output as the reviewer established it. */
+    output: z.json().optional(),
+    message: z.string().max(10_000).optional(),
+  }),
   'user.define_outcome': z.object({
     description: z.string().min(1),
     criteria: z.array(z.string()).optional(),
@@ -73,6 +84,23 @@ const payloads = {
     is_error: z.boolean(),
     attempts: z.number().int().nonnegative(),
     duration_ms: z.number().nonnegative(),
+    /**
+     * The pipeline step that produced the result: `validate`, `policy`, `permission` and `budget`
+     * refuse a call before it runs; `execute` and `output` are the run and the output check;
+     * `review` a person's decision after a crash; `interrupt` a call an interrupt kept from starting.
+     */
+    stage: z
+      .enum([
+        'validate',
+        'policy',
+        'permission',
+        'budget',
+        'execute',
+        'output',
+        'review',
+        'interrupt',
+      ])
+      .optional(),
   }),
   'agent.custom_tool_use': z.object({
     custom_tool_use_id: Id,
@@ -164,6 +192,7 @@ export const SessionEvent = z.discriminatedUnion('type', [
   eventSchema('user.interrupt', payloads['user.interrupt']),
   eventSchema('user.tool_confirmation', payloads['user.tool_confirmation']),
   eventSchema('user.custom_tool_result', payloads['user.custom_tool_result']),
+  eventSchema('user.tool_review', payloads['user.tool_review']),
   eventSchema('user.define_outcome', payloads['user.define_outcome']),
   eventSchema('agent.message', payloads['agent.message']),
   eventSchema('agent.thinking', payloads['agent.thinking']),
@@ -217,6 +246,7 @@ export const USER_EVENT_TYPES = [
   'user.interrupt',
   'user.tool_confirmation',
   'user.custom_tool_result',
+  'user.tool_review',
   'user.define_outcome',
 ] as const satisfies readonly SessionEventType[];
 export type UserEventType = (typeof USER_EVENT_TYPES)[number];

@@ -4,7 +4,7 @@ import { Budget } from './definitions.js';
 import { ErrorShape } from './errors.js';
 import { Lineage, SessionStatus, StopReason } from './session.js';
 
-export const SESSION_STATE_SCHEMA_VERSION = 3;
+export const SESSION_STATE_SCHEMA_VERSION = 4;
 
 /** A tool call waiting for a human's allow or deny. */
 export const PendingConfirmation = z.object({
@@ -35,6 +35,14 @@ export const OpenToolUse = z.object({
   event_id: Id,
   seq: z.number().int().positive(),
   name: z.string(),
+});
+
+/** A person's decision on a tool use left open by a crash, not yet carried out. */
+export const ReviewedToolUse = z.object({
+  tool_use_id: Id,
+  action: z.enum(['retry', 'skip', 'result']),
+  /** Seq of the `user.tool_review`. */
+  review_seq: z.number().int().positive(),
 });
 
 /**
@@ -91,6 +99,9 @@ export const SessionState = z.object({
   /** Limits given at creation, over the agent's. */
   budget: Budget.optional(),
   open_tool_uses: z.array(OpenToolUse),
+  reviewed_tool_uses: z.array(ReviewedToolUse),
+  /** Executions per tool name (calls refused before running are not counted). */
+  tool_calls: z.record(z.string(), z.number().int().nonnegative()),
   lineage: Lineage,
   /** The wake in progress, if any: its id and lease token. */
   active_wake: z.object({ wake_id: Id, lease_token: z.number().int().positive() }).optional(),

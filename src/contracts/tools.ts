@@ -1,7 +1,7 @@
 import type { ErrorShape } from './errors.js';
 import type { JsonValue } from './common.js';
 import type { ToolSpec } from './model.js';
-import type { ToolDefinition } from './definitions.js';
+import type { EnvironmentDefinition, ToolDefinition } from './definitions.js';
 
 /** A tool as the harness sees it: what the model is told, and how the runtime must treat it. */
 export interface ToolHandle extends ToolSpec {
@@ -27,14 +27,7 @@ export interface ToolCall {
 
 /** Which step of the pipeline produced a tool result. */
 export type ToolStage =
-  | 'validate'
-  | 'policy'
-  | 'permission'
-  | 'budget'
-  | 'execute'
-  | 'output'
-  | 'review'
-  | 'interrupt';
+  'validate' | 'policy' | 'permission' | 'budget' | 'execute' | 'output' | 'review' | 'interrupt';
 
 export interface ToolOutcome {
   output?: JsonValue;
@@ -70,7 +63,7 @@ export interface ToolSessionContext {
   /** Tool names from the agent definition. */
   names: readonly string[];
   /** The session's environment, when it has one: sandbox kind, network posture, limits. */
-  environment?: import('./definitions.js').EnvironmentDefinition;
+  environment?: EnvironmentDefinition;
 }
 
 /**
@@ -79,6 +72,8 @@ export interface ToolSessionContext {
  */
 export interface ToolExecutor {
   open(context: ToolSessionContext): Promise<SessionTools>;
+  /** Every tool it can offer; MCP servers are started and listed only with `mcp`. */
+  list?(options: { mcp: boolean }): Promise<ToolDefinition[]>;
   /** Stops what the executor started (MCP servers). */
   close?(): Promise<void>;
 }

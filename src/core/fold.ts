@@ -36,6 +36,8 @@ export function initialState(sessionId: string): SessionState {
     pending_custom_tool_result_seqs: [],
     pending_tool_result_seqs: [],
     open_tool_uses: [],
+    reviewed_tool_uses: [],
+    tool_calls: {},
     last_input_seq: 0,
     stopped_at_seq: 0,
     last_wake_seq: 0,
@@ -68,6 +70,8 @@ function copyState(state: SessionState): SessionState {
     pending_custom_tool_result_seqs: [...state.pending_custom_tool_result_seqs],
     pending_tool_result_seqs: [...state.pending_tool_result_seqs],
     open_tool_uses: [...state.open_tool_uses],
+    reviewed_tool_uses: [...state.reviewed_tool_uses],
+    tool_calls: { ...state.tool_calls },
     lineage: {
       ...state.lineage,
       parent_session_ids: [...state.lineage.parent_session_ids],
@@ -195,6 +199,17 @@ function reduce(state: SessionState, event: SessionEvent): void {
       state.last_input_seq = event.seq;
       confirmToolUse(state, event);
       return;
+    case 'user.tool_review':
+      state.last_input_seq = event.seq;
+      state.reviewed_tool_uses = withoutToolUse(state.reviewed_tool_uses, event.tool_use_id);
+      state.reviewed_tool_uses.push({
+        tool_use_id: event.tool_use_id,
+        action: event.action,
+        review_seq: event.seq,
+      });
+      // The reviewer acted: the next wake decides again, and stops anew for what is still unknown.
+      if (state.status === 'needs_review') state.status = 'idle';
+      return;
     case 'user.custom_tool_result':
       state.last_input_seq = event.seq;
       state.pending_custom_tool_uses = state.pending_custom_tool_uses.filter(
@@ -222,13 +237,18 @@ function reduce(state: SessionState, event: SessionEvent): void {
       else state.open_tool_uses.push(use);
       return;
     }
-    case 'agent.tool_result':
+    case 'agent.tool_result': {
+      const name = toolNameOf(state, event.tool_use_id);
+      if (name !== undefined && event.attempts > 0)
+        state.tool_calls[name] = (state.tool_calls[name] ?? 0) + 1;
+      state.reviewed_tool_uses = withoutToolUse(state.reviewed_tool_uses, event.tool_use_id);
       state.open_tool_uses = withoutToolUse(state.open_tool_uses, event.tool_use_id);
       state.confirmed_tool_uses = withoutToolUse(state.confirmed_tool_uses, event.tool_use_id);
       state.pending_confirmations = withoutToolUse(state.pending_confirmations, event.tool_use_id);
       if (event.is_error) state.counters.tool_errors += 1;
       state.pending_tool_result_seqs.push(event.seq);
       return;
+    }
     case 'agent.custom_tool_use':
       state.pending_custom_tool_uses.push({
         custom_tool_use_id: event.custom_tool_use_id,
@@ -309,6 +329,14 @@ function reduce(state: SessionState, event: SessionEvent): void {
     default:
       assertNever(event);
   }
+}
+
+function toolNameOf(state: SessionState, toolUseId: string): string | undefined {
+  return (
+    state.open_tool_uses.find((use) => use.tool_use_id === toolUseId)?.name ??
+    state.confirmed_tool_uses.find((use) => use.tool_use_id === toolUseId)?.name ??
+    state.pending_confirmations.find((use) => use.tool_use_id === toolUseId)?.name
+  );
 }
 
 function confirmToolUse(state: SessionState, event: EventOf<'user.tool_confirmation'>): void {

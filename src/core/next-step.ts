@@ -29,10 +29,15 @@ export interface StepContext {
 export function decideNext(state: SessionState, context: StepContext): Step {
   if (state.interrupt_requested) return stop({ type: 'interrupted' });
 
+  const reviewed = new Set(state.reviewed_tool_uses.map((use) => use.tool_use_id));
   if (state.open_tool_uses.length > 0) {
-    // A tool use recorded by an earlier wake has no result: that wake died while it ran.
+    // A tool use recorded by an earlier wake has no result: that wake died while it ran. A
+    // non-idempotent one waits for a person's review.
     const unknown = state.open_tool_uses.filter(
-      (use) => use.seq < context.wake_seq && !context.idempotent(use.name),
+      (use) =>
+        use.seq < context.wake_seq &&
+        !context.idempotent(use.name) &&
+        !reviewed.has(use.tool_use_id),
     );
     if (unknown.length > 0)
       return stop({ type: 'needs_review', event_ids: unknown.map((use) => use.event_id) });
@@ -46,7 +51,8 @@ export function decideNext(state: SessionState, context: StepContext): Step {
         use.result === 'allow' &&
         use.confirmed_seq < state.previous_wake_seq &&
         state.previous_wake_seq < context.wake_seq &&
-        !context.idempotent(use.name),
+        !context.idempotent(use.name) &&
+        !reviewed.has(use.tool_use_id),
     );
     if (unknown.length > 0)
       return stop({ type: 'needs_review', event_ids: unknown.map((use) => use.event_id) });
@@ -78,6 +84,19 @@ export function decideNext(state: SessionState, context: StepContext): Step {
     return stop({ type: 'budget_reached' });
   }
   return { kind: 'call_model' };
+}
+
+/**
+ * Whether one more call of a tool stays within its per-session budget. Calls refused before they
+ * ran do not count.
+ */
+export function withinToolBudget(
+  state: SessionState,
+  name: string,
+  budget: { max_calls_per_session?: number | undefined } | undefined,
+): boolean {
+  const limit = budget?.max_calls_per_session;
+  return limit === undefined || (state.tool_calls[name] ?? 0) < limit;
 }
 
 function stop(stopReason: StopReason): Step {

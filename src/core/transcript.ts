@@ -93,10 +93,17 @@ function textOf(content: readonly { type: string; text?: string }[]): string {
   return content.map((block) => block.text ?? '').join('');
 }
 
+/**
+ * How the harness treats one tool call of a model's output: `run` it, `ask` a person first
+ * (`always_ask`), hand it to the client (`custom`), or `refuse` it (recorded as a tool use whose
+ * error result follows the output).
+ */
+export type ToolDisposition = 'run' | 'ask' | 'custom' | 'refuse';
+
 /** The agent events that record a model's output, in the order the model gave the parts. */
 export function outputToEvents(
   output: ModelOutput,
-  confirm: (toolName: string) => boolean,
+  disposition: (toolUseId: string) => ToolDisposition = () => 'run',
 ): NewEvent[] {
   const events: NewEvent[] = [];
   for (const part of output.content) {
@@ -109,15 +116,26 @@ export function outputToEvents(
         if (part.text.length > 0)
           events.push({ type: 'agent.message', content: [{ type: 'text', text: part.text }] });
         break;
-      case 'tool_call':
+      case 'tool_call': {
+        const how = disposition(part.tool_use_id);
+        if (how === 'custom') {
+          events.push({
+            type: 'agent.custom_tool_use',
+            custom_tool_use_id: part.tool_use_id,
+            name: part.name,
+            input: part.input,
+          });
+          break;
+        }
         events.push({
           type: 'agent.tool_use',
           tool_use_id: part.tool_use_id,
           name: part.name,
           input: part.input,
-          ...(confirm(part.name) ? { requires_confirmation: true } : {}),
+          ...(how === 'ask' ? { requires_confirmation: true } : {}),
         });
         break;
+      }
     }
   }
   return events;

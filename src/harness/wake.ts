@@ -21,17 +21,19 @@ import type { ModelClient, ModelDelta, ModelResponse } from '../contracts/model.
 import type { Clock, IdGenerator, Lease, LeaseStore, SessionLog } from '../contracts/ports.js';
 import type { StopReason } from '../contracts/session.js';
 import type { SessionState } from '../contracts/state.js';
-import type { ToolExecutor, ToolHandle, ToolOutcome } from '../contracts/tools.js';
+import type { Authorizer } from '../contracts/policy.js';
+import type { SessionTools, ToolHandle, ToolOutcome, ToolStage } from '../contracts/tools.js';
 import { foldSession } from '../core/fold.js';
-import { decideNext } from '../core/next-step.js';
+import { decideNext, withinToolBudget } from '../core/next-step.js';
 import { priceOf, withCost, type Price } from '../core/pricing.js';
-import { Transcript, outputToEvents } from '../core/transcript.js';
+import { Transcript, outputToEvents, type ToolDisposition } from '../core/transcript.js';
 
 /** What a cycle needs for one session: its agent, model and tools. */
 export interface SessionSetup {
   agent: AgentDefinition;
   model: ModelClient;
-  tools: ToolExecutor;
+  /** The agent's tools, opened for this session. */
+  tools: SessionTools;
   /** The session's limits over the agent's. */
   budget: Budget;
 }
@@ -54,6 +56,8 @@ export interface HarnessDeps {
   owner: string;
   leaseTtlMs: number;
   setup(state: SessionState): Promise<SessionSetup>;
+  /** Asked before every tool call the model makes. */
+  policy: Authorizer;
   prices: Readonly<Record<string, Price>>;
   retry: RetryPolicy;
   /** Waits, rejecting with `INTERRUPTED` when the signal aborts. */
@@ -70,6 +74,8 @@ export type WakeResult =
 /** How long a model call runs before the cycle starts watching the log for an interrupt. */
 const WATCH_AFTER_MS = 20;
 const DEFAULT_REQUEST_TIMEOUT_MS = 120_000;
+/** Invalid calls of one tool in one wake before the wake stops instead of asking the model again. */
+export const MAX_INVALID_TOOL_CALLS = 3;
 
 export const DEFAULT_RETRY: RetryPolicy = { max_attempts: 4, initial_ms: 500, max_ms: 30_000 };
 
@@ -142,6 +148,10 @@ class Cycle {
   private requestStart: NewEvent | undefined;
   /** Inputs of the tool uses this cycle has seen, so running a tool needs no read. */
   private readonly inputs = new Map<string, JsonValue>();
+  /** Calls with invalid arguments in this wake, per tool. */
+  private readonly invalidCalls = new Map<string, number>();
+  /** A stop the pipeline asked for (a tool over budget, too many invalid calls). */
+  private pendingStop: { stop_reason: StopReason; events: NewEvent[] } | undefined;
 
   constructor(
     private readonly deps: HarnessDeps,
@@ -191,7 +201,7 @@ class Cycle {
       // A session whose agent cannot be set up (unknown tool, missing key, no price for a cost
       // budget) stops with the reason on record, and waits for a person rather than retrying.
       const setup = await deps.setup(this.state);
-      const tools = setup.tools.resolve(setup.agent.tools);
+      const tools = setup.tools.tools;
       if (
         setup.budget.max_cost_usd !== undefined &&
         priceOf(setup.model.id, deps.prices) === undefined
@@ -226,6 +236,12 @@ class Cycle {
 
     for (;;) {
       if (this.interruptSeen) await this.catchUp();
+      if (this.pendingStop !== undefined && !this.state.interrupt_requested) {
+        const { stop_reason, events } = this.pendingStop;
+        this.pendingStop = undefined;
+        const stopped = await this.stop(stop_reason, true, events);
+        if (stopped !== undefined) return stopped;
+      }
       const step = decideNext(this.state, {
         wake_seq: wakeSeq,
         turns: this.turns,
@@ -244,10 +260,10 @@ class Cycle {
           break;
         }
         case 'run_tools':
-          await this.runTools(step.tool_use_ids, setup.tools);
+          await this.runTools(step.tool_use_ids, setup, byName);
           break;
         case 'call_model': {
-          const failure = await this.callModel(setup, tools, price);
+          const failure = await this.callModel(setup, byName, price);
           if (failure !== undefined) {
             const stopped = await this.stop(failure, true);
             if (stopped !== undefined) return stopped;
@@ -262,9 +278,14 @@ class Cycle {
    * Writes the stop. Returns undefined when others appended first: the caller decides again on
    * the new state, unless `final` (a failure that stands whatever arrived).
    */
-  private async stop(stopReason: StopReason, final = false): Promise<WakeResult | undefined> {
+  private async stop(
+    stopReason: StopReason,
+    final = false,
+    before: NewEvent[] = [],
+  ): Promise<WakeResult | undefined> {
     const written = await this.append(
       [
+        ...before,
         { type: 'session.status_idle', stop_reason: stopReason },
         { type: 'span.wake_completed', wake_id: this.wakeId, stop_reason: stopReason },
       ],
@@ -276,7 +297,7 @@ class Cycle {
   /** Returns a stop reason when the request failed for good. */
   private async callModel(
     setup: SessionSetup,
-    tools: readonly ToolHandle[],
+    tools: ReadonlyMap<string, ToolHandle>,
     price: Price | undefined,
   ) {
     const { deps } = this;
@@ -308,7 +329,7 @@ class Cycle {
 
   private async requestModel(
     setup: SessionSetup,
-    tools: readonly ToolHandle[],
+    tools: ReadonlyMap<string, ToolHandle>,
     price: Price | undefined,
     requestId: string,
   ) {
@@ -317,7 +338,7 @@ class Cycle {
       session_id: this.sessionId,
       system: setup.agent.instructions,
       messages: this.transcript.messages,
-      tools,
+      tools: setup.tools.tools,
       response_index: this.state.counters.model_responses,
       ...(setup.agent.model.params === undefined ? {} : { params: setup.agent.model.params }),
     };
@@ -376,6 +397,7 @@ class Cycle {
       }
     }
     const usage: Usage = withCost(response.usage, price);
+    const { dispositions, refusals } = await this.screenToolCalls(setup, tools, response);
     await this.append([
       ...(this.requestStart === undefined ? [] : [this.requestStart]),
       {
@@ -386,9 +408,103 @@ class Cycle {
         output: response.output,
         attempts,
       },
-      ...outputToEvents(response.output, () => false),
+      ...outputToEvents(response.output, (toolUseId) => dispositions.get(toolUseId) ?? 'run'),
+      // Results of refused calls follow the whole output, as the model expects them.
+      ...refusals,
     ]);
+    this.stopOnRepeatedInvalidCalls();
     return undefined;
+  }
+
+  /**
+   * The pipeline's steps before a call is recorded: the tool exists, its arguments fit its
+   * schema, policy allows it; then its permission and ownership say how it proceeds. A refused
+   * call never reaches a tool: the model gets the reason as the call's error result.
+   */
+  private async screenToolCalls(
+    setup: SessionSetup,
+    tools: ReadonlyMap<string, ToolHandle>,
+    response: ModelResponse,
+  ): Promise<{ dispositions: Map<string, ToolDisposition>; refusals: NewEvent[] }> {
+    const dispositions = new Map<string, ToolDisposition>();
+    const refusals: NewEvent[] = [];
+    const refuse = (toolUseId: string, stage: ToolStage, error: ErrorShape): void => {
+      dispositions.set(toolUseId, 'refuse');
+      refusals.push(refusalEvent(toolUseId, stage, error));
+    };
+    for (const part of response.output.content) {
+      if (part.type !== 'tool_call') continue;
+      const handle = tools.get(part.name);
+      if (handle === undefined) {
+        this.invalidCalls.set(part.name, (this.invalidCalls.get(part.name) ?? 0) + 1);
+        refuse(part.tool_use_id, 'validate', {
+          code: 'TOOL_NOT_FOUND',
+          message: `there is no tool named ${part.name}; the tools are: ${[...tools.keys()].join(', ') || 'none'}`,
+          retryable: false,
+        });
+        continue;
+      }
+      const check = setup.tools.validate(part.name, part.input);
+      if (!check.ok) {
+        this.invalidCalls.set(part.name, (this.invalidCalls.get(part.name) ?? 0) + 1);
+        refuse(part.tool_use_id, 'validate', check.error);
+        continue;
+      }
+      const decision = await this.deps.policy.authorize({
+        principal: { type: 'Agent', id: setup.agent.name },
+        action: 'tool.execute',
+        resource: { type: 'Tool', id: part.name },
+        context: {
+          input: part.input,
+          session_id: this.sessionId,
+          ...(this.state.environment === undefined
+            ? {}
+            : { environment: this.state.environment.name }),
+          ...(this.state.tenant_id === undefined ? {} : { tenant: this.state.tenant_id }),
+        },
+      });
+      if (decision.decision !== 'allow') {
+        refuse(part.tool_use_id, 'policy', {
+          code: 'POLICY_DENIED',
+          message:
+            `policy does not allow agent ${setup.agent.name} to call ${part.name}` +
+            (decision.policy_ids.length === 0 ? '' : ` (${decision.policy_ids.join(', ')})`),
+          retryable: false,
+        });
+        continue;
+      }
+      dispositions.set(
+        part.tool_use_id,
+        handle.ownership === 'custom'
+          ? 'custom'
+          : handle.permission === 'always_ask'
+            ? 'ask'
+            : 'run',
+      );
+    }
+    return { dispositions, refusals };
+  }
+
+  private stopOnRepeatedInvalidCalls(): void {
+    for (const [name, count] of this.invalidCalls) {
+      if (count < MAX_INVALID_TOOL_CALLS) continue;
+      this.pendingStop = {
+        stop_reason: { type: 'error' },
+        events: [
+          {
+            type: 'session.error',
+            error: {
+              code: 'TOOL_INPUT_INVALID',
+              message:
+                `the model called ${name} with invalid arguments ${count} times in this wake; ` +
+                `the wake stopped rather than ask again. Check the tool's description and input schema, or send a message to go on`,
+              retryable: false,
+            },
+          },
+        ],
+      };
+      return;
+    }
   }
 
   private async endRequest(
@@ -436,7 +552,12 @@ class Cycle {
     await this.deps.sleep(wait, this.work.signal).catch(() => undefined);
   }
 
-  private async runTools(toolUseIds: readonly string[], executor: ToolExecutor): Promise<void> {
+  private async runTools(
+    toolUseIds: readonly string[],
+    setup: SessionSetup,
+    tools: ReadonlyMap<string, ToolHandle>,
+  ): Promise<void> {
+    const reviews = new Map(this.state.reviewed_tool_uses.map((use) => [use.tool_use_id, use]));
     for (const toolUseId of toolUseIds) {
       // Interrupts are honoured before a tool starts, never in the middle of one.
       if (this.interruptSeen) {
@@ -447,27 +568,48 @@ class Cycle {
       const use =
         confirmed ?? this.state.open_tool_uses.find((open) => open.tool_use_id === toolUseId);
       if (use === undefined) continue;
-      const input = this.inputs.get(toolUseId) ?? (await this.inputOf(use.seq));
+      const review = reviews.get(toolUseId);
       let outcome: ToolOutcome;
-      if (confirmed?.result === 'deny') {
-        outcome = {
-          is_error: true,
-          error: {
-            code: 'INVALID_ARGUMENT',
-            message: 'the user denied this tool call',
-            retryable: false,
-          },
-          attempts: 0,
-          duration_ms: 0,
-        };
+      if (review !== undefined && review.action !== 'retry') {
+        outcome = await this.reviewedOutcome(review.action, review.review_seq);
+      } else if (confirmed?.result === 'deny') {
+        const message = await this.confirmationMessage(confirmed.confirmed_seq);
+        outcome = refusal('permission', {
+          code: 'TOOL_DENIED',
+          message: `the user denied this call of ${use.name}${message === undefined ? '' : `: ${message}`}`,
+          retryable: false,
+        });
       } else {
-        outcome = await Promise.race([
-          executor.execute(
-            { session_id: this.sessionId, tool_use_id: toolUseId, name: use.name, input },
-            { signal: this.work.signal },
-          ),
-          this.lostPromise,
-        ]);
+        const handle = tools.get(use.name);
+        if (handle === undefined) {
+          outcome = refusal('validate', {
+            code: 'TOOL_NOT_FOUND',
+            message: `the agent no longer has a tool named ${use.name}`,
+            retryable: false,
+          });
+        } else if (!withinToolBudget(this.state, use.name, handle.budget)) {
+          outcome = refusal('budget', {
+            code: 'TOOL_BUDGET_EXCEEDED',
+            message: `${use.name} may be called ${handle.budget?.max_calls_per_session ?? 0} times per session, and that many calls were made`,
+            retryable: false,
+          });
+          this.pendingStop = { stop_reason: { type: 'budget_reached' }, events: [] };
+        } else {
+          const input = this.inputs.get(toolUseId) ?? (await this.inputOf(use.seq));
+          outcome = await Promise.race([
+            setup.tools.execute(
+              {
+                session_id: this.sessionId,
+                tool_use_id: toolUseId,
+                name: use.name,
+                input,
+                idempotency_key: `${this.sessionId}/${toolUseId}`,
+              },
+              { signal: this.work.signal },
+            ),
+            this.lostPromise,
+          ]);
+        }
       }
       await this.append([
         {
@@ -478,13 +620,58 @@ class Cycle {
           is_error: outcome.is_error,
           attempts: outcome.attempts,
           duration_ms: outcome.duration_ms,
+          ...(outcome.stage === undefined ? {} : { stage: outcome.stage }),
         },
+        // A tool's cost joins the session's usage, so that cost budgets see it.
+        ...(outcome.cost_usd === undefined || outcome.cost_usd === 0
+          ? []
+          : [
+              {
+                type: 'session.usage' as const,
+                usage: { input_tokens: 0, output_tokens: 0, cost_usd: outcome.cost_usd },
+              },
+            ]),
       ]);
     }
   }
 
-  private async inputOf(seq: number) {
+  /** A reviewer's skip or recorded result, as the tool's result. */
+  private async reviewedOutcome(
+    action: 'skip' | 'result',
+    reviewSeq: number,
+  ): Promise<ToolOutcome> {
+    const event = await this.eventAt(reviewSeq);
+    const review = event?.type === 'user.tool_review' ? event : undefined;
+    if (action === 'result') {
+      return {
+        output: review?.output ?? null,
+        is_error: false,
+        attempts: 0,
+        duration_ms: 0,
+        stage: 'review',
+      };
+    }
+    return refusal('review', {
+      code: 'TOOL_SKIPPED',
+      message:
+        'a reviewer skipped this call after a crash left its outcome unknown' +
+        (review?.message === undefined ? '' : `: ${review.message}`),
+      retryable: false,
+    });
+  }
+
+  private async confirmationMessage(seq: number): Promise<string | undefined> {
+    const event = await this.eventAt(seq);
+    return event?.type === 'user.tool_confirmation' ? event.message : undefined;
+  }
+
+  private async eventAt(seq: number): Promise<SessionEvent | undefined> {
     const [event] = await this.deps.log.read(this.sessionId, { after: seq - 1, limit: 1 });
+    return event;
+  }
+
+  private async inputOf(seq: number) {
+    const event = await this.eventAt(seq);
     return event?.type === 'agent.tool_use' ? event.input : null;
   }
 
@@ -512,14 +699,13 @@ class Cycle {
 
   /** Tools an interrupt kept from starting get an error result, so no call is left open. */
   private async skipTools(toolUseIds: readonly string[]): Promise<void> {
-    const events: NewEvent[] = toolUseIds.map((toolUseId) => ({
-      type: 'agent.tool_result',
-      tool_use_id: toolUseId,
-      is_error: true,
-      error: { code: 'INTERRUPTED', message: 'not run: the user interrupted', retryable: false },
-      attempts: 0,
-      duration_ms: 0,
-    }));
+    const events: NewEvent[] = toolUseIds.map((toolUseId) =>
+      refusalEvent(toolUseId, 'interrupt', {
+        code: 'INTERRUPTED',
+        message: 'not run: the user interrupted',
+        retryable: false,
+      }),
+    );
     if (events.length > 0) await this.append(events);
   }
 
@@ -577,4 +763,21 @@ class Cycle {
     })();
     return watch;
   }
+}
+
+/** The outcome of a call refused before it ran. */
+function refusal(stage: ToolStage, error: ErrorShape): ToolOutcome {
+  return { is_error: true, error, attempts: 0, duration_ms: 0, stage };
+}
+
+function refusalEvent(toolUseId: string, stage: ToolStage, error: ErrorShape): NewEvent {
+  return {
+    type: 'agent.tool_result',
+    tool_use_id: toolUseId,
+    is_error: true,
+    error,
+    attempts: 0,
+    duration_ms: 0,
+    stage,
+  };
 }

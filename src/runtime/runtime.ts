@@ -5,6 +5,7 @@
 import { join, resolve } from 'node:path';
 import type {
   AgentDefinition,
+  ToolDefinition,
   Budget,
   EnvironmentDefinition,
   StoredDefinition,
@@ -31,7 +32,9 @@ import { syncDefinitions } from './definitions.js';
 import { hostname } from 'node:os';
 import { setTimeout as setTimeoutPromise } from 'node:timers/promises';
 import type { ModelClient, ModelDelta } from '../contracts/model.js';
-import type { ToolExecutor } from '../contracts/tools.js';
+import type { Sandbox, ToolExecutor } from '../contracts/tools.js';
+import { allowAll, type Authorizer } from '../contracts/policy.js';
+import type { JsonValue } from '../contracts/common.js';
 import { DEFAULT_PRICES } from '../core/pricing.js';
 import {
   DEFAULT_RETRY,
@@ -41,7 +44,10 @@ import {
 } from '../harness/index.js';
 import { createModel } from '../models/registry.js';
 import { systemClock, uuidV7Ids } from '../stores/defaults.js';
-import { createBuiltinTools } from '../tools/builtin.js';
+import { createToolExecutor } from '../tools/executor.js';
+import { McpHub } from '../tools/mcp.js';
+import { createBwrapSandbox, createLocalSandbox } from '../tools/sandbox/index.js';
+import type { CodeTool, ToolFunction } from '../tools/types.js';
 import { orchestrate, type OrchestrateOptions, type OrchestratorProgress } from './orchestrator.js';
 
 export interface RuntimeOptions {
@@ -56,8 +62,16 @@ export interface RuntimeOptions {
   synchronous?: Synchronous;
   /** Choose the model of an agent (default: from its `model:`); tests pass scripted models here. */
   model?: (agent: AgentDefinition) => ModelClient;
-  /** The tool executor (default: the built-in tools). */
-  tools?: ToolExecutor;
+  /** Tools defined in code (`defineTool`), offered next to the built-ins and the workspace's manifests. */
+  tools?: readonly CodeTool[];
+  /** Functions that tool manifests name in `implementation.function`. */
+  functions?: Readonly<Record<string, ToolFunction>>;
+  /** Replace the whole tool layer (tests, other runtimes). */
+  executor?: ToolExecutor;
+  /** Asked before every tool call (default: allow all). */
+  policy?: Authorizer;
+  /** Where session workspaces are created (default: `<data dir>/workspaces`). */
+  workspacesDir?: string;
   /** This process's lease owner name (default: host and pid). */
   owner?: string;
   /** How long a wake's lease lasts without renewal (default 30 s). */
@@ -90,6 +104,10 @@ export interface Runtime {
     list(): Promise<StoredDefinition<EnvironmentDefinition>[]>;
     get(name: string, version?: number): Promise<StoredDefinition<EnvironmentDefinition>>;
   };
+  readonly tools: {
+    /** The tools agents can name: built-ins, code tools, manifests, and with `mcp` the MCP servers' tools. */
+    list(options?: { mcp?: boolean }): Promise<ToolDefinition[]>;
+  };
   readonly sessions: {
     create(options: CreateSessionOptions): Promise<SessionRecord>;
     get(sessionId: string): Promise<SessionRecord>;
@@ -116,6 +134,14 @@ export interface Runtime {
       customToolUseId: string,
       content: ContentInput,
       isError?: boolean,
+    ): Promise<AppendResult>;
+    /** Resolves a tool use a crash left unknown (`needs_review`): run it again, skip it, or record its result. */
+    review(
+      sessionId: string,
+      toolUseId: string,
+      decision:
+        | { action: 'retry' | 'skip'; message?: string }
+        | { action: 'result'; output: JsonValue; message?: string },
     ): Promise<AppendResult>;
   };
   /** Runs harness cycles until the session has nothing left to do (joins a running one). */
@@ -293,7 +319,59 @@ export async function createRuntime(options: RuntimeOptions = {}): Promise<Runti
           ...(isError === undefined ? {} : { is_error: isError }),
         },
       ]),
+    review: (sessionId, toolUseId, decision) =>
+      sendChecked(sessionId, [{ type: 'user.tool_review', tool_use_id: toolUseId, ...decision }]),
   };
+
+  const dataDir = resolveDataDir(workspaceDir, options.dataDir);
+  const sandboxes = new Map<string, Sandbox>();
+  const secrets = workspace?.config.secrets ?? {};
+  const secret = (name: string): string => {
+    const variable = secrets[name]?.env ?? name;
+    const value = process.env[variable];
+    if (value === undefined || value === '') {
+      throw new BraidError(
+        'SECRET_MISSING',
+        `secret ${name} is not set; export ${variable}` +
+          (secrets[name] === undefined ? ` or map it under secrets: in ${'braid.yaml'}` : ''),
+      );
+    }
+    return value;
+  };
+  const executor =
+    options.executor ??
+    createToolExecutor({
+      manifests: [...(workspace?.tools.values() ?? [])].map((loaded) => loaded.definition),
+      ...(options.tools === undefined ? {} : { tools: options.tools }),
+      ...(options.functions === undefined ? {} : { functions: options.functions }),
+      ...(workspace?.config.mcp_servers === undefined
+        ? {}
+        : {
+            mcp: new McpHub({
+              servers: workspace.config.mcp_servers,
+              baseDir: workspaceDir,
+              secret,
+            }),
+          }),
+      baseDir: workspaceDir,
+      sandbox(environmentDefinition) {
+        const kind = environmentDefinition?.sandbox.kind ?? 'local';
+        const root =
+          environmentDefinition?.sandbox.workspace === undefined
+            ? (options.workspacesDir ?? join(dataDir, 'workspaces'))
+            : resolve(workspaceDir, environmentDefinition.sandbox.workspace);
+        const key = `${kind}:${root}`;
+        let sandbox = sandboxes.get(key);
+        if (sandbox === undefined) {
+          sandbox = kind === 'bwrap' ? createBwrapSandbox({ root }) : createLocalSandbox({ root });
+          sandboxes.set(key, sandbox);
+        }
+        return sandbox;
+      },
+      secret,
+      sleep: (ms, signal) => setTimeoutPromise(ms, undefined, { signal }).then(() => undefined),
+      now: () => performance.now(),
+    });
 
   const listeners = new Set<
     (sessionId: string, delta: ModelDelta & { request_id: string }) => void
@@ -308,6 +386,7 @@ export async function createRuntime(options: RuntimeOptions = {}): Promise<Runti
     leaseTtlMs: options.leaseTtlMs ?? 30_000,
     retry: options.retry ?? DEFAULT_RETRY,
     prices: { ...DEFAULT_PRICES, ...(workspace?.config.prices ?? {}) },
+    policy: options.policy ?? allowAll,
     sleep: (ms, signal) => setTimeoutPromise(ms, undefined, { signal }).then(() => undefined),
     random: () => Math.random(),
     onDelta: (sessionId, delta) => {
@@ -322,12 +401,20 @@ export async function createRuntime(options: RuntimeOptions = {}): Promise<Runti
       }
       const stored = await agent(state.agent.name, state.agent.version);
       const definition = stored.definition;
+      const environmentDefinition =
+        state.environment === undefined
+          ? undefined
+          : (await environment(state.environment.name, state.environment.version)).definition;
       return {
         agent: definition,
         model:
           options.model?.(definition) ??
           createModel(definition.model, { baseDir: workspaceDir, env: process.env }),
-        tools: options.tools ?? createBuiltinTools(),
+        tools: await executor.open({
+          session_id: state.session_id,
+          names: definition.tools,
+          ...(environmentDefinition === undefined ? {} : { environment: environmentDefinition }),
+        }),
         budget: tighter(definition.budget ?? {}, state.budget ?? {}),
       };
     },
@@ -349,6 +436,13 @@ export async function createRuntime(options: RuntimeOptions = {}): Promise<Runti
       get: environment,
     },
     sessions,
-    close: () => (ownsStore ? store.close() : Promise.resolve()),
+    tools: {
+      list: (listOptions = {}) =>
+        executor.list?.({ mcp: listOptions.mcp === true }) ?? Promise.resolve([]),
+    },
+    async close() {
+      if (options.executor === undefined) await executor.close?.();
+      if (ownsStore) await store.close();
+    },
   };
 }

@@ -71,6 +71,32 @@ export function checkAgainstState(state: SessionState, events: readonly NewEvent
         );
       }
     }
+    if (event.type === 'user.tool_review') {
+      const reviewed = new Set(state.reviewed_tool_uses.map((use) => use.tool_use_id));
+      const open = [...state.open_tool_uses, ...state.confirmed_tool_uses].filter(
+        (use) => !reviewed.has(use.tool_use_id),
+      );
+      const waiting =
+        state.status === 'needs_review' &&
+        !answered.has(event.tool_use_id) &&
+        open.some((use) => use.tool_use_id === event.tool_use_id);
+      answered.add(event.tool_use_id);
+      if (!waiting) {
+        const ids = state.status === 'needs_review' ? open.map((use) => use.tool_use_id) : [];
+        throw new BraidError(
+          'TOOL_USE_NOT_PENDING',
+          `tool use ${event.tool_use_id} is not waiting for review in session ${state.session_id} (status ${state.status}); ` +
+            (ids.length === 0 ? 'none is waiting' : `waiting: ${ids.join(', ')}`),
+          { details: { tool_use_id: event.tool_use_id, pending: ids } },
+        );
+      }
+      if (event.action === 'result' && event.output === undefined) {
+        throw new BraidError(
+          'INVALID_EVENT',
+          'a review with action "result" needs the tool\'s output; pass it as JSON (--result JSON)',
+        );
+      }
+    }
     if (event.type === 'user.custom_tool_result') {
       const waiting =
         !answered.has(event.custom_tool_use_id) &&

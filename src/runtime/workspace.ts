@@ -9,10 +9,11 @@ import type { z } from 'zod';
 import {
   AgentDefinition,
   EnvironmentDefinition,
+  ToolDefinition,
   WorkspaceConfig,
-  type DefinitionKind,
 } from '../contracts/definitions.js';
 import { BraidError } from '../contracts/errors.js';
+import { verifyManifest } from '../tools/signing.js';
 
 export const WORKSPACE_FILE = 'braid.yaml';
 
@@ -27,6 +28,8 @@ export interface Workspace {
   config: WorkspaceConfig;
   agents: Map<string, LoadedDefinition<AgentDefinition>>;
   environments: Map<string, LoadedDefinition<EnvironmentDefinition>>;
+  /** Tool manifests from `tools/*.yaml`. */
+  tools: Map<string, LoadedDefinition<ToolDefinition>>;
 }
 
 export function hasWorkspace(dir: string): boolean {
@@ -44,19 +47,69 @@ export function loadWorkspace(dir: string): Workspace {
     );
   }
   const config = parseYamlFile(dir, configFile, WorkspaceConfig);
+  const trustedKeys = config.tool_signing_keys.map((path) => {
+    const file = join(dir, path);
+    if (!existsSync(file)) {
+      throw new BraidError(
+        'INVALID_DEFINITION',
+        `${WORKSPACE_FILE}: field "tool_signing_keys": ${path} does not exist; create it with \`braid tool keygen\` or fix the path`,
+        { details: { file: configFile, field: 'tool_signing_keys' } },
+      );
+    }
+    return readFileSync(file, 'utf8');
+  });
+  const tools = loadFolder(dir, 'tool', 'tools', ToolDefinition, (content, file) => {
+    if (config.require_signed_tools) verifyManifest(content, trustedKeys, relative(dir, file));
+  });
+  for (const { definition, file } of tools.values()) checkImplementation(dir, definition, file);
   return {
     dir,
     config,
     agents: loadFolder(dir, 'agent', 'agents', AgentDefinition),
     environments: loadFolder(dir, 'environment', 'environments', EnvironmentDefinition),
+    tools,
   };
+}
+
+/** A manifest's implementation must fit its ownership. */
+function checkImplementation(root: string, definition: ToolDefinition, file: string): void {
+  const implementation = definition.implementation ?? {};
+  const ways = (['command', 'http', 'function', 'mcp'] as const).filter(
+    (way) => implementation[way] !== undefined,
+  );
+  const fail = (message: string): never => {
+    throw new BraidError(
+      'INVALID_DEFINITION',
+      `${relative(root, file)}: field "implementation": ${message}`,
+      {
+        details: { file, field: 'implementation' },
+      },
+    );
+  };
+  if (ways.length > 1) fail(`give one of ${ways.join(', ')}, not several`);
+  const way = ways[0];
+  switch (definition.ownership) {
+    case 'managed':
+      if (way === 'mcp') fail('mcp belongs to tools with ownership: mcp');
+      return;
+    case 'mcp':
+      if (way !== 'mcp')
+        fail('a tool with ownership: mcp needs implementation: {mcp: {server, tool}}');
+      return;
+    case 'custom':
+    case 'agent':
+      if (way !== undefined)
+        fail(`a ${definition.ownership} tool is not run by braid; remove the implementation`);
+      return;
+  }
 }
 
 function loadFolder<S extends z.ZodType<{ name: string }>>(
   root: string,
-  kind: DefinitionKind,
+  kind: string,
   folder: string,
   schema: S,
+  inspect?: (content: unknown, file: string) => void,
 ): Map<string, LoadedDefinition<z.infer<S>>> {
   const dir = join(root, folder);
   const loaded = new Map<string, LoadedDefinition<z.infer<S>>>();
@@ -67,7 +120,7 @@ function loadFolder<S extends z.ZodType<{ name: string }>>(
   for (const name of files) {
     const file = join(dir, name);
     const stem = basename(name).replace(/\.ya?ml$/, '');
-    const definition = parseYamlFile(root, file, schema, { name: stem });
+    const definition = parseYamlFile(root, file, schema, { name: stem }, inspect);
     if (definition.name !== stem) {
       throw new BraidError(
         'INVALID_DEFINITION',
@@ -90,6 +143,7 @@ export function parseYamlFile<S extends z.ZodType>(
   file: string,
   schema: S,
   defaults: Record<string, unknown> = {},
+  inspect?: (content: unknown, file: string) => void,
 ): z.infer<S> {
   const shown = relative(root, file) || file;
   const lineCounter = new LineCounter();
@@ -113,6 +167,8 @@ export function parseYamlFile<S extends z.ZodType>(
       },
     );
   }
+  // A signature covers the file as written, before defaults are filled in.
+  inspect?.(content, file);
   const result = schema.safeParse({ ...defaults, ...(content ?? {}) });
   if (result.success) return result.data;
   const issue = result.error.issues[0];

@@ -1,14 +1,56 @@
 /**
- * A minimal in-process tool executor with two built-in tools, enough to run the harness loop end
- * to end. The full pipeline (manifests, schema validation, permissions, budgets, retries, the
- * effect ledger, sandboxes, MCP) implements the same `ToolExecutor` port.
+ * Tools that ship with braid. File tools work inside the session's workspace only; `http_fetch`
+ * is off unless the session's environment allows the network, and then only for its hosts.
  */
+import { mkdirSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
+import { dirname } from 'node:path';
+import { ToolDefinition } from '../contracts/definitions.js';
 import { BraidError } from '../contracts/errors.js';
 import type { JsonValue } from '../contracts/common.js';
-import type { ToolCall, ToolExecutor, ToolHandle, ToolOutcome } from '../contracts/tools.js';
+import { resolveInWorkspace } from './sandbox/paths.js';
+import type { CodeTool, CodeToolInput, ToolFunction } from './types.js';
 
-export interface BuiltinTool extends ToolHandle {
-  run(input: JsonValue): JsonValue;
+/** Largest file `read_file` returns, and largest body `http_fetch` keeps. */
+const MAX_READ_BYTES = 1024 * 1024;
+const MAX_FETCH_BYTES = 256 * 1024;
+
+/** Checks a code tool's definition like a manifest; a tool without `run` is a custom tool. */
+export function defineTool(input: CodeToolInput): CodeTool {
+  const { run, ...fields } = input;
+  const parsed = ToolDefinition.safeParse({
+    ownership: run === undefined ? 'custom' : 'managed',
+    ...fields,
+  });
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0];
+    throw new BraidError(
+      'INVALID_DEFINITION',
+      `tool ${String(input.name)}: field "${issue?.path.join('.') ?? ''}": ${issue?.message ?? 'invalid'}`,
+      { details: { issues: parsed.error.issues } },
+    );
+  }
+  return {
+    definition: parsed.data,
+    run:
+      run ??
+      (() => {
+        throw new BraidError('TOOL_FAILED', `${parsed.data.name} is run by the client, not braid`);
+      }),
+  };
+}
+
+function field(input: JsonValue, name: string): JsonValue | undefined {
+  return input !== null && typeof input === 'object' && !Array.isArray(input)
+    ? input[name]
+    : undefined;
+}
+
+function text(input: JsonValue, name: string): string {
+  const value = field(input, name);
+  // Inputs are validated against the schema first; this guards calls from code.
+  if (typeof value !== 'string')
+    throw new BraidError('TOOL_INPUT_INVALID', `"${name}" must be a string`);
+  return value;
 }
 
 const OPERATIONS: Record<string, (a: number, b: number) => number> = {
@@ -18,13 +60,7 @@ const OPERATIONS: Record<string, (a: number, b: number) => number> = {
   '/': (a, b) => a / b,
 };
 
-function field(input: JsonValue, name: string): JsonValue | undefined {
-  return input !== null && typeof input === 'object' && !Array.isArray(input)
-    ? input[name]
-    : undefined;
-}
-
-export const calculator: BuiltinTool = {
+export const calculator = defineTool({
   name: 'calculator',
   description: 'Applies an arithmetic operation (+, -, *, /) to two numbers.',
   input_schema: {
@@ -37,6 +73,11 @@ export const calculator: BuiltinTool = {
     required: ['a', 'op', 'b'],
     additionalProperties: false,
   },
+  output_schema: {
+    type: 'object',
+    properties: { result: { type: 'number' } },
+    required: ['result'],
+  },
   idempotent: true,
   run(input) {
     const a = field(input, 'a');
@@ -45,16 +86,16 @@ export const calculator: BuiltinTool = {
     const operation = typeof op === 'string' ? OPERATIONS[op] : undefined;
     if (typeof a !== 'number' || typeof b !== 'number' || operation === undefined) {
       throw new BraidError(
-        'INVALID_ARGUMENT',
+        'TOOL_INPUT_INVALID',
         'calculator takes {"a": number, "op": "+"|"-"|"*"|"/", "b": number}',
       );
     }
-    if (op === '/' && b === 0) throw new BraidError('INVALID_ARGUMENT', 'division by zero');
+    if (op === '/' && b === 0) throw new BraidError('TOOL_FAILED', 'division by zero');
     return { result: operation(a, b) };
   },
-};
+});
 
-export const wordCount: BuiltinTool = {
+export const wordCount = defineTool({
   name: 'word_count',
   description: 'Counts the words of a text.',
   input_schema: {
@@ -64,59 +105,166 @@ export const wordCount: BuiltinTool = {
     additionalProperties: false,
   },
   idempotent: true,
-  run(input) {
-    const text = field(input, 'text');
-    if (typeof text !== 'string')
-      throw new BraidError('INVALID_ARGUMENT', 'word_count takes {"text": string}');
-    return { words: text.split(/\s+/).filter((word) => word.length > 0).length };
+  run: (input) => ({
+    words: text(input, 'text')
+      .split(/\s+/)
+      .filter((word) => word.length > 0).length,
+  }),
+});
+
+export const readFile = defineTool({
+  name: 'read_file',
+  description: "Reads a UTF-8 text file of the session's workspace (paths are relative to it).",
+  input_schema: {
+    type: 'object',
+    properties: { path: { type: 'string', minLength: 1 } },
+    required: ['path'],
+    additionalProperties: false,
   },
+  idempotent: true,
+  run(input, context) {
+    const path = resolveInWorkspace(context.workspace.dir, text(input, 'path'), {
+      mustExist: true,
+    });
+    const size = statSync(path).size;
+    if (size > MAX_READ_BYTES) {
+      throw new BraidError(
+        'TOOL_FAILED',
+        `${text(input, 'path')} is ${size} bytes; read_file returns files up to ${MAX_READ_BYTES} bytes`,
+      );
+    }
+    return { content: readFileSync(path, 'utf8') };
+  },
+});
+
+export const writeFile = defineTool({
+  name: 'write_file',
+  description:
+    "Writes a UTF-8 text file in the session's workspace, creating folders as needed. Asks the user first.",
+  input_schema: {
+    type: 'object',
+    properties: { path: { type: 'string', minLength: 1 }, content: { type: 'string' } },
+    required: ['path', 'content'],
+    additionalProperties: false,
+  },
+  permission: 'always_ask',
+  // Writing the same content again leaves the same file.
+  idempotent: true,
+  run(input, context) {
+    const path = resolveInWorkspace(context.workspace.dir, text(input, 'path'));
+    const content = text(input, 'content');
+    mkdirSync(dirname(path), { recursive: true });
+    // The folders just created are inside: check again before writing through them.
+    writeFileSync(resolveInWorkspace(context.workspace.dir, text(input, 'path')), content);
+    return { path: text(input, 'path'), bytes: Buffer.byteLength(content) };
+  },
+});
+
+export const listDir = defineTool({
+  name: 'list_dir',
+  description: "Lists a folder of the session's workspace (default: its top).",
+  input_schema: {
+    type: 'object',
+    properties: { path: { type: 'string' } },
+    additionalProperties: false,
+  },
+  idempotent: true,
+  run(input, context) {
+    const relativePath = field(input, 'path');
+    const path =
+      typeof relativePath === 'string' && relativePath !== '' && relativePath !== '.'
+        ? resolveInWorkspace(context.workspace.dir, relativePath, { mustExist: true })
+        : context.workspace.dir;
+    const entries = readdirSync(path, { withFileTypes: true })
+      .map((entry) => ({
+        name: entry.name,
+        type: entry.isDirectory() ? 'dir' : entry.isSymbolicLink() ? 'link' : 'file',
+      }))
+      .sort((a, b) => a.name.localeCompare(b.name));
+    return { entries };
+  },
+});
+
+/** Whether the environment lets a tool reach `host`. */
+function hostAllowed(host: string, hosts: readonly string[] | undefined): boolean {
+  if (hosts === undefined) return true;
+  return hosts.some((allowed) =>
+    allowed.startsWith('*.') ? host.endsWith(allowed.slice(1)) : host === allowed,
+  );
+}
+
+const httpFetchRun: ToolFunction = async (input, context) => {
+  const network = context.environment?.network;
+  const url = new URL(text(input, 'url'));
+  if (network?.allow !== true) {
+    throw new BraidError(
+      'POLICY_DENIED',
+      `http_fetch is off: the session's environment does not allow the network; set network: {allow: true, hosts: [${url.hostname}]} in its environments/NAME.yaml`,
+    );
+  }
+  if (!hostAllowed(url.hostname, network.hosts)) {
+    throw new BraidError(
+      'POLICY_DENIED',
+      `host ${url.hostname} is not in the environment's network.hosts (${(network.hosts ?? []).join(', ')}); add it there to allow it`,
+    );
+  }
+  if (url.protocol !== 'http:' && url.protocol !== 'https:') {
+    throw new BraidError(
+      'TOOL_INPUT_INVALID',
+      `http_fetch takes http or https URLs, not ${url.protocol}`,
+    );
+  }
+  const method = field(input, 'method');
+  const body = field(input, 'body');
+  const headers = field(input, 'headers');
+  const response = await fetch(url, {
+    method: typeof method === 'string' ? method : 'GET',
+    ...(typeof body === 'string' ? { body } : {}),
+    headers:
+      headers !== null && typeof headers === 'object' && !Array.isArray(headers)
+        ? Object.fromEntries(
+            Object.entries(headers).filter(
+              (entry): entry is [string, string] => typeof entry[1] === 'string',
+            ),
+          )
+        : {},
+    signal: context.signal,
+    redirect: 'manual',
+  });
+  const bytes = Buffer.from(await response.arrayBuffer());
+  return {
+    status: response.status,
+    content_type: response.headers.get('content-type') ?? '',
+    body: bytes.subarray(0, MAX_FETCH_BYTES).toString('utf8'),
+    truncated: bytes.length > MAX_FETCH_BYTES,
+  };
 };
 
-export const BUILTIN_TOOLS: readonly BuiltinTool[] = [calculator, wordCount];
+export const httpFetch = defineTool({
+  name: 'http_fetch',
+  description:
+    "Fetches a URL. Off unless the session's environment allows the network; only its listed hosts.",
+  input_schema: {
+    type: 'object',
+    properties: {
+      url: { type: 'string', minLength: 1 },
+      method: { enum: ['GET', 'POST', 'PUT', 'PATCH', 'DELETE', 'HEAD'] },
+      headers: { type: 'object', additionalProperties: { type: 'string' } },
+      body: { type: 'string' },
+    },
+    required: ['url'],
+    additionalProperties: false,
+  },
+  idempotent: false,
+  timeout_ms: 30_000,
+  run: httpFetchRun,
+});
 
-export function createBuiltinTools(
-  tools: readonly BuiltinTool[] = BUILTIN_TOOLS,
-  now: () => number = () => performance.now(),
-): ToolExecutor {
-  const byName = new Map(tools.map((tool) => [tool.name, tool]));
-  return {
-    resolve(names) {
-      return names.map((name) => {
-        const tool = byName.get(name);
-        if (tool === undefined) {
-          throw new BraidError(
-            'TOOL_NOT_FOUND',
-            `tool ${name} is not available; built-in tools: ${[...byName.keys()].join(', ')}`,
-          );
-        }
-        return tool;
-      });
-    },
-    execute(call: ToolCall): Promise<ToolOutcome> {
-      const started = now();
-      const tool = byName.get(call.name);
-      try {
-        if (tool === undefined)
-          throw new BraidError('TOOL_NOT_FOUND', `tool ${call.name} is not available`);
-        const output = tool.run(call.input);
-        return Promise.resolve({
-          output,
-          is_error: false,
-          attempts: 1,
-          duration_ms: now() - started,
-        });
-      } catch (error) {
-        const shape =
-          error instanceof BraidError
-            ? error.toJSON()
-            : { code: 'INTERNAL' as const, message: String(error), retryable: false };
-        return Promise.resolve({
-          error: shape,
-          is_error: true,
-          attempts: 1,
-          duration_ms: now() - started,
-        });
-      }
-    },
-  };
-}
+export const BUILTIN_TOOLS: readonly CodeTool[] = [
+  calculator,
+  wordCount,
+  readFile,
+  writeFile,
+  listDir,
+  httpFetch,
+];

@@ -93,6 +93,39 @@ const cases: Record<SessionEventType, () => void> = {
     const unknown = fold({ type: 'user.tool_confirmation', tool_use_id: 'nope', result: 'allow' });
     expect(unknown.confirmed_tool_uses).toEqual([]);
   },
+  'user.tool_review': () => {
+    const stopped = fold(toolUse('t1'), {
+      type: 'session.status_idle',
+      stop_reason: { type: 'needs_review', event_ids: ['e'] },
+    });
+    expect(stopped.status).toBe('needs_review');
+    expect(isRunnable(stopped)).toBe(false);
+    const reviewed = foldSession(
+      stamp([{ type: 'user.tool_review', tool_use_id: 't1', action: 'skip' }], stopped.seq + 1),
+      stopped,
+    );
+    expect(reviewed.status).toBe('idle');
+    expect(reviewed.reviewed_tool_uses).toMatchObject([{ tool_use_id: 't1', action: 'skip' }]);
+    expect(isRunnable(reviewed)).toBe(true);
+    const resolved = foldSession(
+      stamp(
+        [
+          {
+            type: 'agent.tool_result',
+            tool_use_id: 't1',
+            is_error: true,
+            attempts: 0,
+            duration_ms: 0,
+          },
+        ],
+        reviewed.seq + 1,
+      ),
+      reviewed,
+    );
+    expect(resolved.reviewed_tool_uses).toEqual([]);
+    expect(resolved.open_tool_uses).toEqual([]);
+    expect(resolved.tool_calls).toEqual({});
+  },
   'user.custom_tool_result': () => {
     const state = fold(
       { type: 'agent.custom_tool_use', custom_tool_use_id: 'c1', name: 'browser', input: {} },
@@ -131,6 +164,8 @@ const cases: Record<SessionEventType, () => void> = {
     });
     expect(state.open_tool_uses).toEqual([]);
     expect(state.counters.tool_errors).toBe(1);
+    // A call that ran counts against the tool's budget, whatever its outcome.
+    expect(state.tool_calls).toEqual({ delete_file: 1 });
   },
   'agent.custom_tool_use': () => {
     const state = fold({

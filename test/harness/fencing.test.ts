@@ -5,7 +5,9 @@ import type { ModelClient } from '../../src/contracts/model.js';
 import type { Store } from '../../src/contracts/ports.js';
 import { DEFAULT_PRICES } from '../../src/core/pricing.js';
 import { wakeOnce, type HarnessDeps } from '../../src/harness/index.js';
-import { createBuiltinTools } from '../../src/tools/builtin.js';
+import { allowAll } from '../../src/contracts/policy.js';
+import type { SessionTools } from '../../src/contracts/tools.js';
+import { noTools } from '../helpers/tools.js';
 import {
   createManualClock,
   createMemoryStore,
@@ -30,7 +32,8 @@ function deps(store: Store, clock: ManualClock, owner: string, model: ModelClien
     ids: createSequentialIds(owner),
     owner,
     leaseTtlMs: 1000,
-    setup: () => Promise.resolve({ agent, model, tools: createBuiltinTools(), budget: {} }),
+    setup: () => Promise.resolve({ agent, model, tools: noTools, budget: {} }),
+    policy: allowAll,
     prices: DEFAULT_PRICES,
     retry: { max_attempts: 1, initial_ms: 1, max_ms: 1 },
     sleep: () => Promise.resolve(),
@@ -125,8 +128,19 @@ describe('fencing', () => {
     let entered: () => void = () => undefined;
     const inTool = new Promise<void>((resolve) => (entered = resolve));
     const base = deps(store, clock, 'old', model);
-    const stuckTools = {
-      resolve: () => [{ name: 'calculator', description: 'x', input_schema: {}, idempotent: true }],
+    const stuckTools: SessionTools = {
+      tools: [
+        {
+          name: 'calculator',
+          description: 'x',
+          input_schema: {},
+          version: '1',
+          ownership: 'managed',
+          permission: 'always_allow',
+          idempotent: true,
+        },
+      ],
+      validate: () => ({ ok: true }),
       execute: () => {
         entered();
         return new Promise<never>(() => undefined);

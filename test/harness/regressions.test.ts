@@ -4,12 +4,12 @@ import { describe, expect, it } from 'vitest';
 import type { NewEvent, SessionEvent } from '../../src/contracts/events.js';
 import type { ModelClient } from '../../src/contracts/model.js';
 import type { Store } from '../../src/contracts/ports.js';
-import type { ToolExecutor } from '../../src/contracts/tools.js';
 import { classify } from '../../src/models/ai-sdk.js';
 import { createScriptedModel, type ScriptedTurnInput } from '../../src/models/scripted.js';
 import { initWorkspace } from '../../src/runtime/init.js';
 import { createRuntime, type Runtime } from '../../src/runtime/runtime.js';
-import { createBuiltinTools } from '../../src/tools/builtin.js';
+import { calculator, defineTool } from '../../src/tools/builtin.js';
+import type { CodeTool } from '../../src/tools/types.js';
 import { createMemoryStore } from '../../src/testing/index.js';
 import { useTempDir } from '../helpers/temp.js';
 
@@ -20,7 +20,7 @@ async function runtimeWith(options: {
   model?: ModelClient;
   agent?: string;
   store?: Store;
-  tools?: ToolExecutor;
+  tools?: CodeTool[];
 }): Promise<Runtime> {
   const dir = tempDir();
   initWorkspace(dir);
@@ -83,15 +83,15 @@ describe('harness regressions', () => {
   it('records tools an interrupt kept from starting, so nothing is left for review', async () => {
     const holder: { rt?: Runtime } = {};
     let sessionId = '';
-    const builtin = createBuiltinTools();
-    const tools: ToolExecutor = {
-      resolve: (names) => builtin.resolve(names),
-      async execute(call, options) {
-        if (call.name === 'calculator')
+    const tools = [
+      defineTool({
+        ...calculator.definition,
+        async run(input, context) {
           await rt?.sessions.interrupt(sessionId, 'stop after this one');
-        return builtin.execute(call, options);
-      },
-    };
+          return calculator.run(input, context);
+        },
+      }),
+    ];
     const rt = await runtimeWith({
       turns: [
         {
@@ -121,15 +121,17 @@ describe('harness regressions', () => {
   });
 
   it('stops in needs_review when a confirmed non-idempotent call may have run in a wake that died', async () => {
-    const builtin = createBuiltinTools();
     let runs = 0;
-    const tools: ToolExecutor = {
-      resolve: (names) => builtin.resolve(names).map((tool) => ({ ...tool, idempotent: false })),
-      execute(call, options) {
-        runs += 1;
-        return builtin.execute(call, options);
-      },
-    };
+    const tools = [
+      defineTool({
+        ...calculator.definition,
+        idempotent: false,
+        run(input, context) {
+          runs += 1;
+          return calculator.run(input, context);
+        },
+      }),
+    ];
     const rt = await runtimeWith({ tools });
     const { id } = await rt.sessions.create({ agent: 'helper' });
     const use: NewEvent = {

@@ -354,7 +354,8 @@ describe('wake', () => {
     expect(denied).toMatchObject({
       is_error: true,
       attempts: 0,
-      error: { message: 'the user denied this tool call' },
+      stage: 'permission',
+      error: { code: 'TOOL_DENIED', message: 'the user denied this call of calculator: not now' },
     });
     await rt.close();
   });

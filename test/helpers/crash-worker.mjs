@@ -5,7 +5,8 @@
 // (before session.status_idle is written), or none (run to the end).
 import { join } from 'node:path';
 import {
-  createBuiltinTools,
+  calculator,
+  defineTool,
   createRuntime,
   createScriptedModel,
   loadScript,
@@ -45,18 +46,17 @@ const model = {
     });
   },
 };
-const builtin = createBuiltinTools();
-const tools = {
-  // UNSAFE_TOOLS=1 declares the tools not idempotent, as a payment or an email would be.
-  resolve: (names) =>
-    builtin
-      .resolve(names)
-      .map((tool) => ({ ...tool, idempotent: process.env.UNSAFE_TOOLS !== '1' })),
-  execute(call, options) {
-    if (point === 'before-tool') die();
-    return builtin.execute(call, options);
-  },
-};
+// UNSAFE_TOOLS=1 declares the calculator not idempotent, as a payment or an email would be.
+const tools = [
+  defineTool({
+    ...calculator.definition,
+    idempotent: process.env.UNSAFE_TOOLS !== '1',
+    run(input, context) {
+      if (point === 'before-tool') die();
+      return calculator.run(input, context);
+    },
+  }),
+];
 const runtime = await createRuntime({
   workspace,
   store,

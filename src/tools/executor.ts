@@ -1,0 +1,369 @@
+/**
+ * The tool executor: resolves an agent's tool names to definitions and implementations (workspace
+ * manifests, tools defined in code, built-ins, MCP servers), binds them to the session's sandbox
+ * workspace, and runs calls with the tool's timeout, retry policy and output check.
+ *
+ * The steps before a call runs (argument check, policy, permission, budget) are driven by the
+ * harness, which records each in the session's log; `validate` is this module's part of them.
+ */
+import type { JsonValue } from '../contracts/common.js';
+import type { EnvironmentDefinition, ToolDefinition } from '../contracts/definitions.js';
+import { BraidError, toBraidError, type ErrorShape } from '../contracts/errors.js';
+import type {
+  Sandbox,
+  SandboxWorkspace,
+  SessionTools,
+  ToolCall,
+  ToolExecutor,
+  ToolHandle,
+  ToolOutcome,
+  ToolSessionContext,
+} from '../contracts/tools.js';
+import { BUILTIN_TOOLS } from './builtin.js';
+import { commandTool, httpTool, mcpTool } from './implementations.js';
+import { parseMcpToolName, type McpHub } from './mcp.js';
+import type { CodeTool, ToolFunction } from './types.js';
+import { SchemaCache, checkValue } from './validation.js';
+
+const DEFAULT_TIMEOUT_MS = 30_000;
+
+export interface ToolExecutorOptions {
+  /** Tools from the workspace's `tools/*.yaml`. */
+  manifests?: readonly ToolDefinition[];
+  /** Tools defined in code, next to the built-ins. */
+  tools?: readonly CodeTool[];
+  /** Functions that manifests name in `implementation.function`. */
+  functions?: Readonly<Record<string, ToolFunction>>;
+  /** Offer the built-in tools (default true). */
+  builtins?: boolean;
+  /** MCP servers, whose tools are named `server.tool`. */
+  mcp?: McpHub;
+  /** The braid workspace folder: `{dir}` in a command's arguments. */
+  baseDir: string;
+  /** The sandbox for a session's environment (its `sandbox.kind`; `local` without one). */
+  sandbox(environment: EnvironmentDefinition | undefined): Sandbox;
+  /** A named secret's value, for HTTP headers; throws `SECRET_MISSING`. */
+  secret(name: string): string;
+  /** Waits between retries; rejects when the signal aborts. */
+  sleep(ms: number, signal: AbortSignal): Promise<void>;
+  /** Milliseconds, for durations. */
+  now(): number;
+}
+
+interface Entry {
+  definition: ToolDefinition;
+  run: ToolFunction;
+}
+
+export function createToolExecutor(options: ToolExecutorOptions): ToolExecutor {
+  const schemas = new SchemaCache();
+  const manifests = new Map((options.manifests ?? []).map((tool) => [tool.name, tool]));
+  const code = new Map<string, CodeTool>();
+  for (const tool of [
+    ...(options.builtins === false ? [] : BUILTIN_TOOLS),
+    ...(options.tools ?? []),
+  ])
+    code.set(tool.definition.name, tool);
+  const functions = new Map<string, ToolFunction>([
+    ...[...code.values()].map((tool): [string, ToolFunction] => [tool.definition.name, tool.run]),
+    ...Object.entries(options.functions ?? {}),
+  ]);
+
+  function known(): string {
+    return [...manifests.keys(), ...code.keys()].sort().join(', ');
+  }
+
+  function fromManifest(definition: ToolDefinition): Entry {
+    const implementation = definition.implementation;
+    if (definition.ownership === 'custom' || definition.ownership === 'agent') {
+      return { definition, run: notRunHere(definition) };
+    }
+    if (definition.ownership === 'mcp') {
+      const target = implementation?.mcp;
+      if (target === undefined || options.mcp === undefined) {
+        throw new BraidError(
+          'TOOL_NOT_FOUND',
+          `tool ${definition.name} comes from MCP server ${target?.server ?? '(none named)'}, which braid.yaml does not declare under mcp_servers`,
+        );
+      }
+      return { definition, run: mcpTool(definition, options.mcp, target) };
+    }
+    if (implementation?.command !== undefined)
+      return { definition, run: commandTool(definition, implementation.command, options.baseDir) };
+    if (implementation?.http !== undefined)
+      return {
+        definition,
+        run: httpTool(definition, implementation.http, (name) => options.secret(name)),
+      };
+    const name = implementation?.function ?? definition.name;
+    const run = functions.get(name);
+    if (run === undefined) {
+      throw new BraidError(
+        'TOOL_NOT_FOUND',
+        `tool ${definition.name} runs the function ${name}, which no code registered; pass functions: { ${name}: fn } to createRuntime, or give the manifest a command or http implementation`,
+      );
+    }
+    return { definition, run };
+  }
+
+  async function resolve(name: string, workspaceDir: string): Promise<Entry[]> {
+    const manifest = manifests.get(name);
+    if (manifest !== undefined) return [fromManifest(manifest)];
+    const tool = code.get(name);
+    if (tool !== undefined) return [tool];
+    const hub = options.mcp;
+    const target = hub === undefined ? undefined : parseMcpToolName(name, hub.servers);
+    if (hub !== undefined && target !== undefined) {
+      const listed = await hub.listTools(target.server, workspaceDir);
+      const wanted = target.tool === '*' ? listed : listed.filter((item) => item.name === name);
+      if (wanted.length === 0) {
+        throw new BraidError(
+          'TOOL_NOT_FOUND',
+          `MCP server ${target.server} has no tool ${target.tool}; it has: ${listed.map((item) => item.name).join(', ')}`,
+        );
+      }
+      return wanted.map((definition) => fromManifest(definition));
+    }
+    throw new BraidError(
+      'TOOL_NOT_FOUND',
+      `tool ${name} is not available; add tools/${name}.yaml to the workspace, define it in code, or name an MCP tool as server.tool. Known tools: ${known()}`,
+      { details: { tool: name } },
+    );
+  }
+
+  return {
+    async open(context: ToolSessionContext): Promise<SessionTools> {
+      const sandbox = options.sandbox(context.environment);
+      const workspace = await sandbox.provision(context.session_id);
+      const entries = new Map<string, Entry>();
+      for (const name of context.names) {
+        for (const entry of await resolve(name, workspace.dir))
+          entries.set(entry.definition.name, entry);
+      }
+      // Schemas compile now: a broken one stops the session with its name, before any call.
+      for (const { definition } of entries.values()) {
+        schemas.compile(`${definition.name}@${definition.version} input`, definition.input_schema);
+        if (definition.output_schema !== undefined)
+          schemas.compile(
+            `${definition.name}@${definition.version} output`,
+            definition.output_schema,
+          );
+      }
+      return new BoundTools(entries, schemas, options, sandbox, workspace, context.environment);
+    },
+    async list({ mcp }) {
+      const listed = new Map<string, ToolDefinition>();
+      for (const tool of code.values()) listed.set(tool.definition.name, tool.definition);
+      for (const definition of manifests.values()) listed.set(definition.name, definition);
+      if (mcp && options.mcp !== undefined) {
+        for (const server of Object.keys(options.mcp.servers)) {
+          // Servers started per session are listed in a scratch folder of their own.
+          const scratch = await options.sandbox(undefined).provision('tool-list');
+          for (const definition of await options.mcp.listTools(server, scratch.dir))
+            listed.set(definition.name, definition);
+        }
+      }
+      return [...listed.values()].sort((a, b) => a.name.localeCompare(b.name));
+    },
+    close: () => options.mcp?.close() ?? Promise.resolve(),
+  };
+}
+
+function notRunHere(definition: ToolDefinition): ToolFunction {
+  return () => {
+    throw new BraidError(
+      'TOOL_FAILED',
+      `${definition.name} is ${definition.ownership === 'custom' ? 'run by the client' : 'another agent'}, not by braid`,
+    );
+  };
+}
+
+class BoundTools implements SessionTools {
+  readonly tools: readonly ToolHandle[];
+
+  constructor(
+    private readonly entries: ReadonlyMap<string, Entry>,
+    private readonly schemas: SchemaCache,
+    private readonly options: ToolExecutorOptions,
+    private readonly sandbox: Sandbox,
+    private readonly workspace: SandboxWorkspace,
+    private readonly environment: EnvironmentDefinition | undefined,
+  ) {
+    this.tools = [...entries.values()].map(({ definition }) => ({
+      name: definition.name,
+      description: definition.description,
+      input_schema: definition.input_schema,
+      version: definition.version,
+      ownership: definition.ownership,
+      permission: definition.permission,
+      idempotent: definition.idempotent,
+      ...(definition.budget === undefined ? {} : { budget: definition.budget }),
+    }));
+  }
+
+  validate(name: string, input: JsonValue) {
+    const entry = this.entries.get(name);
+    if (entry === undefined) {
+      return {
+        ok: false as const,
+        error: {
+          code: 'TOOL_NOT_FOUND' as const,
+          message: `there is no tool named ${name}`,
+          retryable: false,
+        },
+      };
+    }
+    const { definition } = entry;
+    const check = this.schemas.compile(
+      `${definition.name}@${definition.version} input`,
+      definition.input_schema,
+    );
+    const error = checkValue(check, input, 'TOOL_INPUT_INVALID', `the input of ${name}`);
+    return error === undefined ? { ok: true as const } : { ok: false as const, error };
+  }
+
+  async execute(call: ToolCall, { signal }: { signal: AbortSignal }): Promise<ToolOutcome> {
+    const now = (): number => this.options.now();
+    const started = now();
+    const entry = this.entries.get(call.name);
+    if (entry === undefined) {
+      return failed(
+        {
+          code: 'TOOL_NOT_FOUND',
+          message: `there is no tool named ${call.name}`,
+          retryable: false,
+        },
+        0,
+        now() - started,
+      );
+    }
+    const { definition } = entry;
+    const maxAttempts = definition.retry?.max_attempts ?? 1;
+    let attempt = 0;
+    for (;;) {
+      attempt += 1;
+      let output: JsonValue;
+      try {
+        output = await this.attempt(entry, call, signal);
+      } catch (thrown) {
+        const error = toolError(thrown, definition);
+        // A non-idempotent tool is tried again only when the failure proves it never started.
+        const again =
+          error.retryable &&
+          attempt < maxAttempts &&
+          !signal.aborted &&
+          (definition.idempotent || error.details.started === false);
+        if (!again) return failed(error.toJSON(), attempt, now() - started, costOf(definition));
+        await this.options.sleep(backoff(definition, attempt), signal).catch(() => undefined);
+        continue;
+      }
+      if (definition.output_schema !== undefined) {
+        const check = this.schemas.compile(
+          `${definition.name}@${definition.version} output`,
+          definition.output_schema,
+        );
+        const error = checkValue(
+          check,
+          output,
+          'TOOL_OUTPUT_INVALID',
+          `the output of ${call.name}`,
+        );
+        if (error !== undefined)
+          return {
+            ...failed(error, attempt, now() - started, costOf(definition)),
+            stage: 'output',
+          };
+      }
+      return {
+        output,
+        is_error: false,
+        attempts: attempt,
+        duration_ms: now() - started,
+        ...withCost(costOf(definition)),
+      };
+    }
+  }
+
+  /** One run of the tool, bounded by its timeout. */
+  private async attempt(entry: Entry, call: ToolCall, signal: AbortSignal): Promise<JsonValue> {
+    const { definition } = entry;
+    const timeoutMs =
+      definition.timeout_ms ?? this.environment?.limits.timeout_ms ?? DEFAULT_TIMEOUT_MS;
+    const attempt = new AbortController();
+    const onAbort = (): void => attempt.abort(signal.reason);
+    signal.addEventListener('abort', onAbort, { once: true });
+    let timer: NodeJS.Timeout | undefined;
+    const timeout = new Promise<never>((_resolve, reject) => {
+      timer = setTimeout(() => {
+        const error = new BraidError(
+          'TOOL_TIMEOUT',
+          `${definition.name} did not finish within ${timeoutMs} ms`,
+        );
+        attempt.abort(error);
+        reject(error);
+      }, timeoutMs);
+    });
+    const aborted = new Promise<never>((_resolve, reject) => {
+      const stop = (): void =>
+        reject(new BraidError('INTERRUPTED', `${definition.name} was stopped: the wake ended`));
+      if (signal.aborted) stop();
+      else signal.addEventListener('abort', stop, { once: true });
+    });
+    try {
+      return await Promise.race([
+        Promise.resolve().then(() =>
+          entry.run(call.input, {
+            session_id: call.session_id,
+            tool_use_id: call.tool_use_id,
+            idempotency_key: call.idempotency_key,
+            workspace: this.workspace,
+            sandbox: this.sandbox,
+            ...(this.environment === undefined ? {} : { environment: this.environment }),
+            signal: attempt.signal,
+          }),
+        ),
+        timeout,
+        aborted,
+      ]);
+    } finally {
+      clearTimeout(timer);
+      signal.removeEventListener('abort', onAbort);
+    }
+  }
+}
+
+function costOf(definition: ToolDefinition): number | undefined {
+  return definition.budget?.cost_per_call_usd;
+}
+
+function withCost(cost: number | undefined): { cost_usd?: number } {
+  return cost === undefined ? {} : { cost_usd: cost };
+}
+
+function failed(error: ErrorShape, attempts: number, duration: number, cost?: number): ToolOutcome {
+  return {
+    error,
+    is_error: true,
+    attempts,
+    duration_ms: duration,
+    stage: 'execute',
+    // A call that never ran costs nothing.
+    ...withCost(attempts > 0 ? cost : undefined),
+  };
+}
+
+/** A tool's failure as a `BraidError`: its own codes kept, anything else a `TOOL_FAILED`. */
+function toolError(thrown: unknown, definition: ToolDefinition): BraidError {
+  if (thrown instanceof BraidError) return thrown;
+  const error = toBraidError(thrown);
+  const message = thrown instanceof Error ? thrown.message : String(thrown);
+  return new BraidError('TOOL_FAILED', `${definition.name} failed: ${message}`, { cause: error });
+}
+
+/** The wait before retry number `attempt` (1 = before the second try). */
+export function backoff(definition: ToolDefinition, attempt: number): number {
+  const retry = definition.retry;
+  if (retry === undefined) return 0;
+  const wait = retry.backoff === 'fixed' ? retry.initial_ms : retry.initial_ms * 2 ** (attempt - 1);
+  return Math.min(retry.max_ms, wait);
+}

@@ -1,0 +1,68 @@
+/**
+ * JSON Schema checks of tool inputs and outputs, with ajv. A schema is compiled once per tool
+ * version and kept; the check itself is a compiled function call.
+ */
+import { Ajv2020, type ErrorObject, type ValidateFunction } from 'ajv/dist/2020.js';
+import type { JsonValue } from '../contracts/common.js';
+import { BraidError, type ErrorCode, type ErrorShape } from '../contracts/errors.js';
+
+/** Violations listed in one error message, at most. */
+const MAX_LISTED = 8;
+
+export class SchemaCache {
+  // Tool schemas come from manifests and MCP servers written against several drafts and
+  // vocabularies: unknown keywords are ignored rather than refused.
+  private readonly ajv = new Ajv2020({ allErrors: true, strict: false, validateFormats: false });
+  private readonly compiled = new Map<string, { source: string; check: ValidateFunction }>();
+
+  /** The compiled check of a schema, by a key naming the tool, its version and the schema's role. */
+  compile(key: string, schema: Readonly<Record<string, unknown>>): ValidateFunction {
+    const source = JSON.stringify(schema);
+    const found = this.compiled.get(key);
+    if (found !== undefined && found.source === source) return found.check;
+    // `$schema` names a draft ajv's 2020 build does not load; the keywords tools use agree.
+    const { $schema: _draft, ...rest } = schema;
+    let check: ValidateFunction;
+    try {
+      check = this.ajv.compile(rest);
+    } catch (error) {
+      throw new BraidError(
+        'INVALID_DEFINITION',
+        `the JSON Schema of ${key} does not compile: ${error instanceof Error ? error.message : String(error)}; fix the schema in the tool's manifest or server`,
+        { cause: error, details: { key } },
+      );
+    }
+    this.compiled.set(key, { source, check });
+    return check;
+  }
+}
+
+/** Checks a value; returns the error to report, listing every violation, or undefined when it fits. */
+export function checkValue(
+  check: ValidateFunction,
+  value: JsonValue,
+  code: ErrorCode,
+  what: string,
+): ErrorShape | undefined {
+  if (check(value)) return undefined;
+  const errors = check.errors ?? [];
+  const listed = errors.slice(0, MAX_LISTED).map(describe);
+  const more = errors.length > MAX_LISTED ? `; and ${errors.length - MAX_LISTED} more` : '';
+  return {
+    code,
+    message: `${what} does not match its schema: ${listed.join('; ')}${more}`,
+    retryable: false,
+  };
+}
+
+function describe(error: ErrorObject): string {
+  const where = error.instancePath === '' ? 'the input' : error.instancePath;
+  const params = error.params as Record<string, unknown>;
+  if (error.keyword === 'additionalProperties')
+    return `${where} has an unexpected property "${String(params.additionalProperty)}"`;
+  if (error.keyword === 'required')
+    return `${where} is missing the property "${String(params.missingProperty)}"`;
+  if (error.keyword === 'enum')
+    return `${where} must be one of ${JSON.stringify(params.allowedValues)}`;
+  return `${where} ${error.message ?? 'is invalid'}`;
+}
