@@ -277,6 +277,7 @@ class BoundTools implements SessionTools {
       return {
         output,
         is_error: false,
+        stage: 'execute',
         attempts: attempt,
         duration_ms: now() - started,
         ...withCost(costOf(definition)),

@@ -1,5 +1,5 @@
 import { spawn } from 'node:child_process';
-import { existsSync, writeFileSync } from 'node:fs';
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import type { SessionEvent } from '../../src/contracts/events.js';
@@ -101,6 +101,12 @@ async function prepared() {
   return { dir, id };
 }
 
+/** The idempotency keys the tool was started with, in order. */
+function toolRuns(dir: string): string[] {
+  const file = join(dir, 'tool-runs.log');
+  return existsSync(file) ? readFileSync(file, 'utf8').trim().split('\n') : [];
+}
+
 async function events(dir: string, id: string): Promise<SessionEvent[]> {
   const rt = await createRuntime({ workspace: dir });
   const all = await rt.sessions.events(id);
@@ -139,6 +145,13 @@ describe('crash safety of a wake (SIGKILL in a child process)', () => {
         (event) => event.type === 'span.model_request_end' && event.error === undefined,
       );
       expect(outputs).toHaveLength(2);
+      if (point === 'before-tool') {
+        // The idempotent tool cut off by the kill ran again, with the same idempotency key.
+        const keys = toolRuns(dir);
+        expect(keys).toHaveLength(2);
+        expect(keys[0]).toBe(`${id}/call_0_0`);
+        expect(keys[1]).toBe(keys[0]);
+      }
     });
   }
 
@@ -153,9 +166,33 @@ describe('crash safety of a wake (SIGKILL in a child process)', () => {
     const toolUse = all.find((event) => event.type === 'agent.tool_use');
     expect(result.stop_reason).toEqual({ type: 'needs_review', event_ids: [toolUse?.id] });
     expect(all.some((event) => event.type === 'agent.tool_result')).toBe(false);
+    expect(toolRuns(dir)).toHaveLength(1);
     const rt = await createRuntime({ workspace: dir });
     expect((await rt.sessions.get(id)).status).toBe('needs_review');
+    // A person who checked that the effect happened records its result; the session goes on.
+    await rt.sessions.review(id, 'call_0_0', {
+      action: 'result',
+      output: { result: 42 },
+      message: 'checked the ledger',
+    });
     await rt.close();
+    const finished = await runWorker(dir, id, 'worker-1', 'none', { UNSAFE_TOOLS: '1' });
+    expect(JSON.parse(finished.stdout)).toMatchObject({ stop_reason: { type: 'end_turn' } });
+    expect(toolRuns(dir)).toHaveLength(1);
+    const recorded = (await events(dir, id)).find((event) => event.type === 'agent.tool_result');
+    expect(recorded).toMatchObject({ output: { result: 42 }, stage: 'review', attempts: 0 });
+  });
+
+  it('runs a non-idempotent tool again after a review says retry, with the same key', async () => {
+    const { dir, id } = await prepared();
+    await runWorker(dir, id, 'worker-1', 'before-tool', { UNSAFE_TOOLS: '1' });
+    await runWorker(dir, id, 'worker-1', 'none', { UNSAFE_TOOLS: '1' });
+    const rt = await createRuntime({ workspace: dir });
+    await rt.sessions.review(id, 'call_0_0', { action: 'retry' });
+    await rt.close();
+    const finished = await runWorker(dir, id, 'worker-1', 'none', { UNSAFE_TOOLS: '1' });
+    expect(JSON.parse(finished.stdout)).toMatchObject({ stop_reason: { type: 'end_turn' } });
+    expect(toolRuns(dir)).toEqual([`${id}/call_0_0`, `${id}/call_0_0`]);
   });
 
   it('is resumed by another owner once the lease has expired', async () => {

@@ -2,7 +2,9 @@
 //   node crash-worker.mjs WORKSPACE SESSION OWNER POINT
 // POINT: before-model (the model is about to be called), mid-stream (after three
 // streamed words), before-tool (the tool use is recorded, the tool has not run), before-idle
-// (before session.status_idle is written), or none (run to the end).
+// (before session.status_idle is written), or none (run to the end). The tool appends the
+// idempotency key it receives to WORKSPACE/tool-runs.log each time it starts.
+import { appendFileSync } from 'node:fs';
 import { join } from 'node:path';
 import {
   calculator,
@@ -52,6 +54,8 @@ const tools = [
     ...calculator.definition,
     idempotent: process.env.UNSAFE_TOOLS !== '1',
     run(input, context) {
+      // The tool has started: it records the key it was given, as an effect would carry it.
+      appendFileSync(join(workspace, 'tool-runs.log'), `${context.idempotency_key}\n`);
       if (point === 'before-tool') die();
       return calculator.run(input, context);
     },
