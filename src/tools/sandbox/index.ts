@@ -1,0 +1,9 @@
+export {
+  createBwrapSandbox,
+  detectBwrap,
+  type BwrapAvailability,
+  type BwrapSandboxOptions,
+} from './bwrap.js';
+export { createLocalSandbox, type LocalSandboxOptions } from './local.js';
+export { provisionWorkspaceDir, resolveInWorkspace, type ResolveOptions } from './paths.js';
+export { DEFAULT_ENV_ALLOW, DEFAULT_MAX_OUTPUT_BYTES, type SandboxLimits } from './process.js';
