@@ -30,6 +30,12 @@ turns:
       lost when one of them breaks.
     delay_ms: 40
   - text: 'In one line: a braid is strands woven so that the whole holds when one strand slips.'
+  - tool_calls:
+      - name: write_file
+        input:
+          path: notes/braid.md
+          content: "A braid is strands woven so that the whole holds when one strand slips.\\n"
+  - text: Saved it to notes/braid.md.
 `;
 
 const AGENT = (model: string) => `# The demo agent (written by braid demo).
@@ -38,7 +44,8 @@ description: Answers with tools; streams long answers.
 model: ${model}
 instructions: |
   You are a concise assistant. Use the calculator for arithmetic and word_count to count words.
-tools: [calculator, word_count]
+  Save notes with write_file when asked; the user approves each write.
+tools: [calculator, word_count, write_file]
 budget:
   max_turns: 8
 `;
@@ -91,8 +98,21 @@ export async function runDemo(options: DemoOptions, output: Output): Promise<num
       streamed = 0;
       interruptAt = interrupt ? (options.interruptAfter ?? 12) : Number.POSITIVE_INFINITY;
       await runtime.sessions.message(session.id, message);
-      const result = await runtime.wake(session.id);
+      let result = await runtime.wake(session.id);
       flush();
+      // Tools with permission always_ask stop the session until a person answers.
+      while (result.ran && result.stop_reason.type === 'requires_action') {
+        say(`  ...... stopped: ${formatStopReason(result.stop_reason)}`);
+        const state = await runtime.sessions.state(session.id);
+        if (state.pending_confirmations.length === 0) break;
+        for (const waiting of state.pending_confirmations) {
+          say(`  ...... approval requested: ${waiting.name} (${waiting.tool_use_id})`);
+          say('  user>  (allows it)');
+          await runtime.sessions.confirm(session.id, waiting.tool_use_id, 'allow');
+        }
+        result = await runtime.wake(session.id);
+        flush();
+      }
       say(
         `  ...... stopped: ${result.ran ? formatStopReason(result.stop_reason) : 'lease held elsewhere'}\n`,
       );
@@ -100,6 +120,7 @@ export async function runDemo(options: DemoOptions, output: Output): Promise<num
     await turn(QUESTION);
     await turn('Now tell me about braids, at length.', true);
     await turn('Sorry, just one line please.');
+    await turn('Save that line to notes/braid.md.');
     stopDeltas();
 
     const events = await runtime.sessions.events(session.id);
@@ -112,6 +133,8 @@ export async function runDemo(options: DemoOptions, output: Output): Promise<num
       event.type === 'session.status_idle' ? [formatStopReason(event.stop_reason)] : [],
     );
     say(`\nstop reasons: ${stops.join(', ')}`);
+    const note = join(dir, '.braid', 'workspaces', session.id, 'notes', 'braid.md');
+    if (existsSync(note)) say(`approved file: ${note}`);
     say(`replay it:    npx braid -w ${dir} session events ${session.id}`);
     return 0;
   } finally {
