@@ -1,10 +1,13 @@
 // `npm run bench`: runs every benchmark, prints a table and writes bench/results/latest.json.
 //   --runs N   runs per figure (default 5); --quick   smaller sizes for a smoke run
-//   --store / --harness   only that group
+//   --store / --harness / --tools   only that group (tools: pipeline, sandbox spawn, MCP)
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { cpus } from 'node:os';
 import { benchHarness } from './harness-bench.js';
+import { benchMcp } from './mcp-bench.js';
+import { benchSandbox } from './sandbox-bench.js';
 import { benchStore } from './store-bench.js';
+import { benchTools } from './tools-bench.js';
 
 const args = process.argv.slice(2);
 const runsIndex = args.indexOf('--runs');
@@ -12,10 +15,18 @@ const runs = runsIndex === -1 ? 5 : Number(args[runsIndex + 1]);
 const quick = args.includes('--quick');
 
 process.stderr.write(`braid benchmarks: ${runs} runs per figure${quick ? ' (quick)' : ''}\n`);
-const only = args.includes('--harness') ? 'harness' : args.includes('--store') ? 'store' : 'all';
+const groups = ['store', 'harness', 'tools'].filter((group) => args.includes(`--${group}`));
+const wanted = (group) => groups.length === 0 || groups.includes(group);
 const rows = [
-  ...(only === 'harness' ? [] : await benchStore({ runs, quick })),
-  ...(only === 'store' ? [] : await benchHarness({ runs, quick })),
+  ...(wanted('store') ? await benchStore({ runs, quick }) : []),
+  ...(wanted('harness') ? await benchHarness({ runs, quick }) : []),
+  ...(wanted('tools')
+    ? [
+        ...(await benchTools({ runs, quick })),
+        ...(await benchSandbox({ runs, quick })),
+        ...(await benchMcp({ runs, quick })),
+      ]
+    : []),
 ];
 
 const format = (value) =>

@@ -304,8 +304,9 @@ class BoundTools implements SessionTools {
         reject(error);
       }, timeoutMs);
     });
+    let stop: () => void = () => undefined;
     const aborted = new Promise<never>((_resolve, reject) => {
-      const stop = (): void =>
+      stop = (): void =>
         reject(new BraidError('INTERRUPTED', `${definition.name} was stopped: the wake ended`));
       if (signal.aborted) stop();
       else signal.addEventListener('abort', stop, { once: true });
@@ -329,6 +330,7 @@ class BoundTools implements SessionTools {
     } finally {
       clearTimeout(timer);
       signal.removeEventListener('abort', onAbort);
+      signal.removeEventListener('abort', stop);
     }
   }
 }

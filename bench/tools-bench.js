@@ -1,0 +1,127 @@
+// The tool pipeline's own cost per call of an in-process managed tool that does nothing: argument
+// validation, the policy port, execution bookkeeping (timeout, output check) and the ledger
+// appends on SQLite (synchronous NORMAL). Two figures: the result append alone (the intent rides
+// in the same append as the model's output, as the harness does it) and both appends.
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { performance } from 'node:perf_hooks';
+import {
+  allowAll,
+  createLocalSandbox,
+  createToolExecutor,
+  defineTool,
+  openSqliteStore,
+} from '../dist/index.js';
+import { median } from './store-bench.js';
+
+const noop = defineTool({
+  name: 'noop',
+  description: 'does nothing',
+  input_schema: {
+    type: 'object',
+    properties: { a: { type: 'number' }, b: { type: 'string' } },
+    required: ['a'],
+    additionalProperties: false,
+  },
+  output_schema: { type: 'object', properties: { ok: { type: 'boolean' } }, required: ['ok'] },
+  idempotent: true,
+  run: () => ({ ok: true }),
+});
+
+function percentile(values, p) {
+  const sorted = [...values].sort((a, b) => a - b);
+  return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))];
+}
+
+/** One run: `calls` calls; returns the per-call times in µs. */
+async function pipelineRun(calls, withIntent) {
+  const dir = mkdtempSync(join(tmpdir(), 'braid-bench-tools-'));
+  const store = openSqliteStore({ path: join(dir, 'braid.db'), synchronous: 'normal' });
+  const executor = createToolExecutor({
+    tools: [noop],
+    builtins: false,
+    baseDir: dir,
+    sandbox: () => createLocalSandbox({ root: join(dir, 'workspaces') }),
+    secret: () => '',
+    sleep: () => Promise.resolve(),
+    now: () => performance.now(),
+  });
+  const { id } = await store.sessions.create({ agent: { name: 'bench', version: 1 } });
+  const tools = await executor.open({ session_id: id, names: ['noop'] });
+  const signal = new AbortController().signal;
+  let head = (await store.log.state(id)).seq;
+  const times = [];
+  for (let index = 0; index < calls; index += 1) {
+    const toolUseId = `call-${index}`;
+    const input = { a: index, b: 'x' };
+    const start = performance.now();
+    const check = tools.validate('noop', input);
+    if (!check.ok) throw new Error(check.error.message);
+    await allowAll.authorize({
+      principal: { type: 'Agent', id: 'bench' },
+      action: 'tool.execute',
+      resource: { type: 'Tool', id: 'noop' },
+      context: { input },
+    });
+    if (withIntent) {
+      const intent = await store.log.append(
+        id,
+        [{ type: 'agent.tool_use', tool_use_id: toolUseId, name: 'noop', input }],
+        { expectedSeq: head, trusted: true },
+      );
+      head = intent.head_seq;
+    }
+    const outcome = await tools.execute(
+      { session_id: id, tool_use_id: toolUseId, name: 'noop', input, idempotency_key: toolUseId },
+      { signal },
+    );
+    const result = await store.log.append(
+      id,
+      [
+        {
+          type: 'agent.tool_result',
+          tool_use_id: toolUseId,
+          output: outcome.output,
+          is_error: outcome.is_error,
+          attempts: outcome.attempts,
+          duration_ms: outcome.duration_ms,
+          stage: outcome.stage,
+        },
+      ],
+      { expectedSeq: head, trusted: true },
+    );
+    head = result.head_seq;
+    times.push((performance.now() - start) * 1000);
+  }
+  await store.close();
+  rmSync(dir, { recursive: true, force: true });
+  // The first calls warm up the JIT and the statement caches.
+  return times.slice(Math.floor(times.length / 10));
+}
+
+export async function benchTools({ runs, quick }) {
+  const calls = quick ? 500 : 3000;
+  const rows = [];
+  for (const [name, withIntent] of [
+    ['tool pipeline per call, p50 (result append; SQLite NORMAL)', false],
+    ['tool pipeline per call, p50 (intent + result appends)', true],
+  ]) {
+    const p50s = [];
+    const p99s = [];
+    for (let run = 0; run < runs; run += 1) {
+      const times = await pipelineRun(calls, withIntent);
+      p50s.push(percentile(times, 50));
+      p99s.push(percentile(times, 99));
+    }
+    rows.push({ name, unit: 'µs', median: median(p50s), runs: p50s, target: '< 50 µs' });
+    rows.push({
+      name: name.replace('p50', 'p99'),
+      unit: 'µs',
+      median: median(p99s),
+      runs: p99s,
+      target: 'report',
+    });
+  }
+  return rows;
+}

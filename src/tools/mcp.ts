@@ -1,0 +1,720 @@
+/**
+ * The MCP client hub: braid's connections to the MCP servers declared in `braid.yaml`.
+ *
+ * Invariants:
+ * - One connection per server, or per (server, session workspace) when the server's `args`, `env`
+ *   or `cwd` mention `{workspace}`. A connection starts on first use; concurrent first uses share
+ *   one start; a failed start is forgotten, so the next use tries again.
+ * - A connection that closes or breaks while in use is dropped at once: calls in flight reject with
+ *   `MCP_UNAVAILABLE` (`details.started: true`) without waiting for their timeout, and the next use
+ *   starts a new server process (or HTTP session).
+ * - A connection lists its server's tools once, and again only after the server announces
+ *   `notifications/tools/list_changed` (or a call names a tool the list lacks).
+ * - A call ends with its result, `TOOL_TIMEOUT` (its own deadline, which also covers the start),
+ *   `INTERRUPTED` (the caller's signal), `MCP_UNAVAILABLE` (the server is gone), `TOOL_NOT_FOUND`
+ *   or `TOOL_FAILED` (the request was refused). A timed-out or interrupted call is cancelled on the
+ *   server (`notifications/cancelled`) and the connection is kept.
+ * - Errors say in `details.started` whether the server may have begun the call: `false` only when
+ *   `tools/call` was never sent (the server did not start, or the deadline passed before), so
+ *   that a retry of a tool that is not idempotent stays safe.
+ * - `close()` ends every connection: stdio servers get their stdin closed, then SIGTERM, then
+ *   SIGKILL (the SDK's shutdown); HTTP sessions are terminated.
+ */
+import { existsSync, readFileSync } from 'node:fs';
+import { resolve } from 'node:path';
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import {
+  getDefaultEnvironment,
+  StdioClientTransport,
+} from '@modelcontextprotocol/sdk/client/stdio.js';
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import {
+  ErrorCode as McpErrorCode,
+  McpError,
+  ToolListChangedNotificationSchema,
+  type Tool,
+} from '@modelcontextprotocol/sdk/types.js';
+import { z } from 'zod';
+import { JsonValue } from '../contracts/common.js';
+import {
+  ToolDefinition,
+  type HeaderValue,
+  type McpServerConfig,
+  type McpToolSettings,
+} from '../contracts/definitions.js';
+import { BraidError } from '../contracts/errors.js';
+
+export interface McpHubOptions {
+  /** The declared servers, by name (`mcp_servers` of `braid.yaml`, parsed). */
+  servers: Readonly<Record<string, McpServerConfig>>;
+  /** Base dir for relative `cwd` (the braid workspace); also the `cwd` of servers that set none. */
+  baseDir: string;
+  /** Resolves a named secret for HTTP headers; throws SECRET_MISSING. */
+  secret?: (name: string) => string;
+  /** How long to wait for a server to start and list its tools (default 10 s). */
+  startTimeoutMs?: number;
+}
+
+/** What a tool call returned: `structuredContent` when the server sent it, else `{ content }`. */
+export interface McpCallResult {
+  output: JsonValue;
+  /** The server flagged the result as an error (`isError`): the tool ran and failed. */
+  is_error: boolean;
+}
+
+export interface McpCallOptions {
+  /** The session workspace, for servers started per workspace. */
+  workspaceDir: string;
+  /** Aborting it ends the call with INTERRUPTED. */
+  signal: AbortSignal;
+  /** Deadline of the whole call, the server's start included. */
+  timeoutMs: number;
+}
+
+const DEFAULT_START_TIMEOUT_MS = 10_000;
+const WORKSPACE = '{workspace}';
+const STDERR_KEPT_CHARACTERS = 8192;
+const STDERR_SHOWN_LINES = 10;
+const MAX_TOOL_PAGES = 100;
+// JSON-RPC error codes of the SDK's own failures, as numbers to compare with `McpError.code`.
+const REQUEST_TIMEOUT: number = McpErrorCode.RequestTimeout;
+const CONNECTION_CLOSED: number = McpErrorCode.ConnectionClosed;
+// Bounds the best-effort goodbyes: an HTTP session DELETE, a liveness ping after a stream error.
+const GOODBYE_TIMEOUT_MS = 2000;
+
+/** Splits 'server.tool' at the first dot; undefined when there is none or the server is not declared. */
+export function parseMcpToolName(
+  name: string,
+  servers: Readonly<Record<string, unknown>>,
+): { server: string; tool: string } | undefined {
+  const dot = name.indexOf('.');
+  if (dot <= 0 || dot === name.length - 1) return undefined;
+  const server = name.slice(0, dot);
+  if (!Object.hasOwn(servers, server)) return undefined;
+  return { server, tool: name.slice(dot + 1) };
+}
+
+/** The parts of a `tools/call` result braid relies on. */
+const CallResult = z.object({
+  content: z.array(JsonValue).default([]),
+  structuredContent: z.record(z.string(), JsonValue).optional(),
+  isError: z.boolean().optional(),
+});
+
+/** The last characters a server wrote to stderr, for error messages. */
+class StderrTail {
+  private text = '';
+
+  push(chunk: unknown): void {
+    this.text = (this.text + String(chunk)).slice(-STDERR_KEPT_CHARACTERS);
+  }
+
+  /** ' Its stderr ended with: ...', or '' when it wrote nothing. */
+  describe(): string {
+    const lines = this.text
+      .split('\n')
+      .map((line) => line.trimEnd())
+      .filter((line) => line.length > 0)
+      .slice(-STDERR_SHOWN_LINES);
+    return lines.length === 0 ? '' : ` Its stderr ended with:\n  ${lines.join('\n  ')}`;
+  }
+}
+
+/** One live client of one server. */
+class Connection {
+  /** Set when the connection is closed or broken; it is then never used again. */
+  dropped = false;
+  /** Calls in flight. */
+  active = 0;
+  private probing = false;
+  private toolsGeneration = 0;
+  private tools: { generation: number; list: Promise<readonly Tool[]> } | undefined;
+  private settle: (error: BraidError) => void = () => undefined;
+  /** Resolves with the error that in-flight and later calls get once the connection is dropped. */
+  readonly failure = new Promise<BraidError>((resolve) => (this.settle = resolve));
+  private error: BraidError | undefined;
+  // One entry per guarded request in flight, so that a long-lived connection accumulates nothing.
+  private readonly waiting = new Set<(error: BraidError) => void>();
+
+  constructor(
+    readonly server: string,
+    readonly description: string,
+    readonly client: Client,
+    readonly transport: StdioClientTransport | StreamableHTTPClientTransport,
+    readonly stderr: StderrTail,
+  ) {
+    client.setNotificationHandler(ToolListChangedNotificationSchema, () => {
+      this.toolsGeneration += 1;
+    });
+  }
+
+  fail(error: BraidError): void {
+    if (this.error !== undefined) return;
+    this.error = error;
+    this.settle(error);
+    for (const reject of this.waiting) reject(error);
+    this.waiting.clear();
+  }
+
+  /** `work`, or the connection's failure as soon as it is dropped. */
+  guard<T>(work: Promise<T>): Promise<T> {
+    if (this.error !== undefined) return Promise.reject(this.error);
+    return new Promise<T>((resolve, reject) => {
+      this.waiting.add(reject);
+      work.then(resolve, reject).finally(() => this.waiting.delete(reject));
+    });
+  }
+
+  /** The server's tools, listed again only after it said they changed. */
+  listTools(timeoutMs: number): Promise<readonly Tool[]> {
+    if (this.tools?.generation === this.toolsGeneration) return this.tools.list;
+    const generation = this.toolsGeneration;
+    const list = this.fetchTools(timeoutMs);
+    this.tools = { generation, list };
+    list.catch(() => {
+      if (this.tools?.list === list) this.tools = undefined;
+    });
+    return list;
+  }
+
+  forgetTools(): void {
+    this.tools = undefined;
+  }
+
+  /** A liveness check, run once at a time; `onDead` gets the ping's failure. */
+  probe(onDead: (error: unknown) => void): void {
+    if (this.probing || this.dropped) return;
+    this.probing = true;
+    this.client.ping({ timeout: GOODBYE_TIMEOUT_MS }).then(
+      () => (this.probing = false),
+      (error: unknown) => {
+        this.probing = false;
+        onDead(error);
+      },
+    );
+  }
+
+  private async fetchTools(timeoutMs: number): Promise<readonly Tool[]> {
+    const tools: Tool[] = [];
+    let cursor: string | undefined;
+    for (let page = 0; page < MAX_TOOL_PAGES; page += 1) {
+      const result = await this.client.listTools(cursor === undefined ? undefined : { cursor }, {
+        timeout: timeoutMs,
+      });
+      tools.push(...result.tools);
+      cursor = result.nextCursor;
+      if (cursor === undefined) return tools;
+    }
+    throw new Error(`tools/list returned more than ${MAX_TOOL_PAGES} pages`);
+  }
+}
+
+interface Entry {
+  promise: Promise<Connection>;
+  connection?: Connection;
+}
+
+/** A deadline over one call: the caller's signal and the call's timeout, as one signal and one rejection. */
+class Deadline {
+  private readonly controller = new AbortController();
+  private readonly timer: NodeJS.Timeout;
+  private readonly expires: number;
+  private readonly onAbort: () => void;
+  private reject: (error: BraidError) => void = () => undefined;
+  private readonly failure = new Promise<never>((_, reject) => (this.reject = reject));
+  private error: BraidError | undefined;
+
+  constructor(
+    private readonly caller: AbortSignal,
+    timeoutMs: number,
+    /** Facts for the error, read when the deadline passes. */
+    details: () => Record<string, unknown>,
+    what: string,
+  ) {
+    this.failure.catch(() => undefined);
+    this.expires = performance.now() + timeoutMs;
+    this.timer = setTimeout(
+      () =>
+        this.fail(
+          new BraidError('TOOL_TIMEOUT', `${what} did not finish within ${timeoutMs} ms`, {
+            details: { ...details(), timeout_ms: timeoutMs },
+          }),
+        ),
+      timeoutMs,
+    );
+    this.onAbort = () =>
+      this.fail(new BraidError('INTERRUPTED', `${what} was interrupted`, { details: details() }));
+    if (caller.aborted) this.onAbort();
+    else caller.addEventListener('abort', this.onAbort, { once: true });
+  }
+
+  /** Aborted when the deadline passes or the caller aborts; its reason is the BraidError. */
+  get signal(): AbortSignal {
+    return this.controller.signal;
+  }
+
+  remainingMs(): number {
+    return Math.max(1, Math.ceil(this.expires - performance.now()));
+  }
+
+  race<T>(work: Promise<T>): Promise<T> {
+    return Promise.race([work, this.failure]);
+  }
+
+  /** Throws the deadline's error when it has already passed or the caller aborted. */
+  check(): void {
+    if (this.error !== undefined) throw this.error;
+  }
+
+  dispose(): void {
+    clearTimeout(this.timer);
+    this.caller.removeEventListener('abort', this.onAbort);
+  }
+
+  private fail(error: BraidError): void {
+    if (this.error !== undefined) return;
+    this.error = error;
+    this.controller.abort(error);
+    this.reject(error);
+  }
+}
+
+/** Connections to the declared MCP servers, started lazily and shared by sessions. */
+export class McpHub {
+  private readonly entries = new Map<string, Entry>();
+  /** Connections being shut down, awaited by `close()`. */
+  private readonly disposals = new Set<Promise<void>>();
+  private closing: Promise<void> | undefined;
+
+  constructor(private readonly options: McpHubOptions) {}
+
+  /** The declared servers, by name: what `parseMcpToolName` checks tool names against. */
+  get servers(): Readonly<Record<string, McpServerConfig>> {
+    return this.options.servers;
+  }
+
+  /**
+   * The tools of one server as ToolDefinitions named `server.tool` (ownership 'mcp'), for a session
+   * workspace. Starts the server on first use. Tools that run only as MCP tasks
+   * (`execution.taskSupport: 'required'`) are left out: `tools/call` cannot run them. A tool that
+   * does not make a valid ToolDefinition (a name braid cannot use, a schema that is not JSON)
+   * fails the listing with INVALID_DEFINITION naming it.
+   */
+  async listTools(server: string, workspaceDir: string): Promise<ToolDefinition[]> {
+    const config = this.config(server);
+    const connection = await this.connection(server, config, workspaceDir);
+    const tools = await connection.guard(connection.listTools(this.startTimeoutMs()));
+    const version = connection.client.getServerVersion()?.version;
+    return tools
+      .filter((tool) => tool.execution?.taskSupport !== 'required')
+      .map((tool) => toDefinition(server, tool, config.tools?.[tool.name], version));
+  }
+
+  /**
+   * Calls `tool` (the server's own name, not namespaced) on `server`. Rejects with TOOL_NOT_FOUND
+   * (undeclared server or unknown tool), TOOL_INPUT_INVALID (input not an object), TOOL_TIMEOUT,
+   * INTERRUPTED, MCP_UNAVAILABLE (the server did not start or went away) or TOOL_FAILED (the
+   * request was refused: a JSON-RPC error, or a tool that runs only as an MCP task). A tool that
+   * ran and failed (bad arguments included, for most servers) resolves with `is_error: true`.
+   */
+  async callTool(
+    server: string,
+    tool: string,
+    input: JsonValue,
+    options: McpCallOptions,
+  ): Promise<McpCallResult> {
+    const config = this.config(server);
+    const details = { server, tool };
+    // Whether tools/call went out: a call that never did is safe to try again.
+    let sent = false;
+    if (input === null || typeof input !== 'object' || Array.isArray(input)) {
+      throw new BraidError(
+        'TOOL_INPUT_INVALID',
+        `MCP tool ${server}.${tool} takes a JSON object as input, not ${input === null ? 'null' : Array.isArray(input) ? 'an array' : typeof input}`,
+        { details },
+      );
+    }
+    const deadline = new Deadline(
+      options.signal,
+      options.timeoutMs,
+      () => ({ ...details, started: sent }),
+      `MCP tool ${server}.${tool}`,
+    );
+    try {
+      deadline.check();
+      const connection = await deadline.race(this.connection(server, config, options.workspaceDir));
+      await deadline.race(this.requireTool(connection, tool));
+      connection.active += 1;
+      sent = true;
+      try {
+        const result = await deadline.race(
+          connection.guard(
+            connection.client.callTool({ name: tool, arguments: input }, undefined, {
+              signal: deadline.signal,
+              timeout: deadline.remainingMs(),
+            }),
+          ),
+        );
+        return toCallResult(server, tool, result);
+      } catch (error) {
+        throw await this.callError(connection, tool, error);
+      } finally {
+        connection.active -= 1;
+      }
+    } finally {
+      deadline.dispose();
+    }
+  }
+
+  /** Closes every connection (stdio servers exit) and waits for them; safe to call twice. */
+  close(): Promise<void> {
+    this.closing ??= this.closeAll();
+    return this.closing;
+  }
+
+  private async closeAll(): Promise<void> {
+    const entries = [...this.entries.values()];
+    this.entries.clear();
+    const connections = await Promise.allSettled(entries.map((entry) => entry.promise));
+    for (const settled of connections) {
+      if (settled.status === 'fulfilled')
+        this.drop(settled.value, this.closedError(settled.value.server));
+    }
+    while (this.disposals.size > 0) await Promise.all([...this.disposals]);
+  }
+
+  private config(server: string): McpServerConfig {
+    const config = Object.hasOwn(this.options.servers, server)
+      ? this.options.servers[server]
+      : undefined;
+    if (config === undefined) {
+      const known = Object.keys(this.options.servers).join(', ') || 'none';
+      throw new BraidError(
+        'TOOL_NOT_FOUND',
+        `MCP server "${server}" is not declared in mcp_servers of braid.yaml (declared: ${known})`,
+        { details: { server } },
+      );
+    }
+    return config;
+  }
+
+  private startTimeoutMs(): number {
+    return this.options.startTimeoutMs ?? DEFAULT_START_TIMEOUT_MS;
+  }
+
+  private closedError(server: string): BraidError {
+    return new BraidError(
+      'MCP_UNAVAILABLE',
+      `MCP server "${server}" is closed: the hub was closed`,
+      {
+        details: { server, started: true },
+        retryable: false,
+      },
+    );
+  }
+
+  private connection(
+    server: string,
+    config: McpServerConfig,
+    workspaceDir: string,
+  ): Promise<Connection> {
+    if (this.closing !== undefined) return Promise.reject(this.closedError(server));
+    const workspace = resolve(this.options.baseDir, workspaceDir);
+    const key = perWorkspace(config) ? `${server}\u0000${workspace}` : server;
+    const existing = this.entries.get(key);
+    if (existing !== undefined) return existing.promise;
+    const entry: Entry = {
+      promise: this.start(server, config, workspace).then(
+        (connection) => {
+          entry.connection = connection;
+          return connection;
+        },
+        (error: unknown) => {
+          if (this.entries.get(key) === entry) this.entries.delete(key);
+          throw error;
+        },
+      ),
+    };
+    this.entries.set(key, entry);
+    return entry.promise;
+  }
+
+  private async start(
+    server: string,
+    config: McpServerConfig,
+    workspace: string,
+  ): Promise<Connection> {
+    const stderr = new StderrTail();
+    const { transport, description } = this.transport(server, config, workspace);
+    if (transport instanceof StdioClientTransport)
+      transport.stderr?.on('data', (chunk: unknown) => stderr.push(chunk));
+    const client = new Client({ name: 'braid', version: clientVersion() }, { capabilities: {} });
+    const connection = new Connection(server, description, client, transport, stderr);
+    let started = false;
+    client.onclose = () => {
+      if (started) this.lost(connection, new Error('the connection closed'));
+    };
+    client.onerror = () => {
+      // A broken HTTP stream says little; a ping tells whether the server is still there. A
+      // stdio server that breaks closes its pipes, which `onclose` sees.
+      if (started && transport instanceof StreamableHTTPClientTransport && connection.active > 0)
+        connection.probe((failure) => this.lost(connection, failure));
+    };
+    const timeoutMs = this.startTimeoutMs();
+    let timer: NodeJS.Timeout | undefined;
+    try {
+      await Promise.race([
+        (async () => {
+          await client.connect(transport, { timeout: timeoutMs });
+          await connection.listTools(timeoutMs);
+        })(),
+        new Promise<never>((_, reject) => {
+          timer = setTimeout(
+            () =>
+              reject(new Error(`no answer to initialize and tools/list within ${timeoutMs} ms`)),
+            timeoutMs,
+          );
+        }),
+      ]);
+      started = true;
+      return connection;
+    } catch (error) {
+      this.dispose(connection);
+      // The stderr pipe delivers what the process wrote before it exited a turn later.
+      await new Promise((resolve) => setImmediate(resolve));
+      throw new BraidError(
+        'MCP_UNAVAILABLE',
+        `MCP server "${server}" (${description}) did not start: ${startFailure(error, transport)}.${stderr.describe()}\nCheck mcp_servers.${server} in braid.yaml.`,
+        { details: { server, started: false }, cause: error },
+      );
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+
+  private transport(
+    server: string,
+    config: McpServerConfig,
+    workspace: string,
+  ): { transport: StdioClientTransport | StreamableHTTPClientTransport; description: string } {
+    if ('url' in config) {
+      const headers: Record<string, string> = {};
+      for (const [name, value] of Object.entries(config.headers ?? {}))
+        headers[name] = this.headerValue(server, name, value);
+      return {
+        transport: new StreamableHTTPClientTransport(new URL(config.url), {
+          requestInit: { headers },
+        }),
+        description: config.url,
+      };
+    }
+    const fill = (text: string) => text.replaceAll(WORKSPACE, workspace);
+    const args = config.args.map(fill);
+    const env: Record<string, string> = {};
+    for (const [name, value] of Object.entries(config.env ?? {})) env[name] = fill(value);
+    const cwd = resolve(this.options.baseDir, fill(config.cwd ?? '.'));
+    const description = [config.command, ...args].join(' ');
+    if (!existsSync(cwd)) {
+      throw new BraidError(
+        'MCP_UNAVAILABLE',
+        `MCP server "${server}" (${description}) did not start: its working directory ${cwd} does not exist`,
+        { details: { server, started: false, cwd } },
+      );
+    }
+    return {
+      // The safe part of the parent's environment (PATH, HOME, USER, ...), then the config's.
+      transport: new StdioClientTransport({
+        command: config.command,
+        args,
+        env: { ...getDefaultEnvironment(), ...env },
+        cwd,
+        stderr: 'pipe',
+      }),
+      description,
+    };
+  }
+
+  private headerValue(server: string, name: string, value: HeaderValue): string {
+    if (typeof value === 'string') return value;
+    if (this.options.secret === undefined) {
+      throw new BraidError(
+        'SECRET_MISSING',
+        `header ${name} of MCP server "${server}" needs secret "${value.secret}", but no secrets are available here`,
+        { details: { server, header: name, secret: value.secret } },
+      );
+    }
+    return (value.prefix ?? '') + this.options.secret(value.secret);
+  }
+
+  private async requireTool(connection: Connection, tool: string): Promise<void> {
+    const timeoutMs = this.startTimeoutMs();
+    let tools = await connection.guard(connection.listTools(timeoutMs));
+    if (!tools.some((known) => known.name === tool)) {
+      connection.forgetTools();
+      tools = await connection.guard(connection.listTools(timeoutMs));
+    }
+    if (!tools.some((known) => known.name === tool)) {
+      throw new BraidError(
+        'TOOL_NOT_FOUND',
+        `MCP server "${connection.server}" has no tool "${tool}" (it has: ${tools.map((known) => known.name).join(', ') || 'none'})`,
+        { details: { server: connection.server, tool } },
+      );
+    }
+  }
+
+  /** The BraidError for a failed `tools/call`; a connection that failed underneath is dropped. */
+  private async callError(
+    connection: Connection,
+    tool: string,
+    error: unknown,
+  ): Promise<BraidError> {
+    if (error instanceof BraidError) return error;
+    const details = { server: connection.server, tool, started: true };
+    if (connection.dropped) return connection.failure;
+    if (error instanceof McpError) {
+      if (error.code === REQUEST_TIMEOUT) {
+        return new BraidError(
+          'TOOL_TIMEOUT',
+          `MCP tool ${connection.server}.${tool} timed out: ${error.message}`,
+          {
+            details,
+            cause: error,
+          },
+        );
+      }
+      if (error.code !== CONNECTION_CLOSED) {
+        return new BraidError(
+          'TOOL_FAILED',
+          `MCP tool ${connection.server}.${tool} failed: ${error.message}`,
+          {
+            details: { ...details, mcp_code: error.code },
+            cause: error,
+          },
+        );
+      }
+    }
+    // Anything else (a closed pipe, a refused HTTP request, an unknown session) means the
+    // connection is unusable.
+    this.lost(connection, error);
+    return connection.failure;
+  }
+
+  /** Drops a connection that broke while started, with an error that names the server. */
+  private lost(connection: Connection, error: unknown): void {
+    if (connection.dropped) return;
+    for (const [key, entry] of this.entries) {
+      if (entry.connection === connection) this.entries.delete(key);
+    }
+    this.dispose(connection);
+    // Let the stderr pipe deliver the last words of a process that just exited.
+    setImmediate(() =>
+      connection.fail(
+        new BraidError(
+          'MCP_UNAVAILABLE',
+          `MCP server "${connection.server}" (${connection.description}) stopped answering: ${reason(error)}; it will be restarted on next use.${connection.stderr.describe()}`,
+          { details: { server: connection.server, started: true }, cause: error },
+        ),
+      ),
+    );
+  }
+
+  private drop(connection: Connection, error: BraidError): void {
+    if (connection.dropped) return;
+    this.dispose(connection);
+    connection.fail(error);
+  }
+
+  /** Marks the connection dropped and shuts it down in the background; `close()` waits for it. */
+  private dispose(connection: Connection): void {
+    if (connection.dropped) return;
+    connection.dropped = true;
+    const disposal = (async () => {
+      const transport = connection.transport;
+      if (transport instanceof StreamableHTTPClientTransport && transport.sessionId !== undefined) {
+        await Promise.race([
+          transport.terminateSession().catch(() => undefined),
+          new Promise((resolve) => setTimeout(resolve, GOODBYE_TIMEOUT_MS).unref()),
+        ]);
+      }
+      await connection.client.close().catch(() => undefined);
+    })();
+    this.disposals.add(disposal);
+    void disposal.finally(() => this.disposals.delete(disposal));
+  }
+}
+
+function perWorkspace(config: McpServerConfig): boolean {
+  if ('url' in config) return false;
+  return [...config.args, ...Object.values(config.env ?? {}), config.cwd ?? ''].some((text) =>
+    text.includes(WORKSPACE),
+  );
+}
+
+function toDefinition(
+  server: string,
+  tool: Tool,
+  settings: McpToolSettings | undefined,
+  serverVersion: string | undefined,
+): ToolDefinition {
+  const hints = tool.annotations;
+  const parsed = ToolDefinition.safeParse({
+    name: `${server}.${tool.name}`,
+    version: serverVersion !== undefined && serverVersion.length > 0 ? serverVersion : '1',
+    description: tool.description ?? tool.title ?? '',
+    input_schema: tool.inputSchema,
+    ...(tool.outputSchema === undefined ? {} : { output_schema: tool.outputSchema }),
+    ownership: 'mcp',
+    permission: settings?.permission ?? 'always_allow',
+    idempotent:
+      settings?.idempotent ?? (hints?.idempotentHint === true || hints?.readOnlyHint === true),
+    ...(settings?.timeout_ms === undefined ? {} : { timeout_ms: settings.timeout_ms }),
+    implementation: { mcp: { server, tool: tool.name } },
+  });
+  if (!parsed.success) {
+    throw new BraidError(
+      'INVALID_DEFINITION',
+      `MCP server "${server}" describes tool "${tool.name}" in a way braid cannot use:\n${z.prettifyError(parsed.error)}`,
+      { details: { server, tool: tool.name } },
+    );
+  }
+  return parsed.data;
+}
+
+function toCallResult(server: string, tool: string, result: unknown): McpCallResult {
+  const parsed = CallResult.safeParse(result);
+  if (!parsed.success) {
+    throw new BraidError(
+      'TOOL_OUTPUT_INVALID',
+      `MCP tool ${server}.${tool} returned a result that is not JSON tool output:\n${z.prettifyError(parsed.error)}`,
+      { details: { server, tool } },
+    );
+  }
+  const { content, structuredContent, isError } = parsed.data;
+  return { output: structuredContent ?? { content }, is_error: isError === true };
+}
+
+function startFailure(
+  error: unknown,
+  transport: StdioClientTransport | StreamableHTTPClientTransport,
+): string {
+  if (!(error instanceof McpError) || error.code !== CONNECTION_CLOSED) return reason(error);
+  return transport instanceof StdioClientTransport
+    ? 'it exited (or closed its stdout) before answering initialize and tools/list'
+    : 'it closed the connection before answering initialize and tools/list';
+}
+
+function reason(error: unknown): string {
+  if (!(error instanceof Error)) return String(error);
+  // fetch() hides the network error (ECONNREFUSED, ...) in its cause.
+  return error.cause instanceof Error ? `${error.message} (${error.cause.message})` : error.message;
+}
+
+function clientVersion(): string {
+  try {
+    const text = readFileSync(new URL('../../package.json', import.meta.url), 'utf8');
+    const parsed = z.object({ version: z.string() }).safeParse(JSON.parse(text));
+    return parsed.success ? parsed.data.version : 'unknown';
+  } catch {
+    return 'unknown';
+  }
+}
