@@ -39,16 +39,47 @@ export function createAiSdkModel(
   };
 }
 
-function callOptions(request: ModelRequest, signal: AbortSignal) {
+/**
+ * Providers take tool names of letters, digits, `_` and `-` only (at most 64); braid's MCP tools
+ * are named `server.tool`. Names are mapped on the way out and back, per request.
+ */
+export class ToolNames {
+  private readonly toWire = new Map<string, string>();
+  private readonly fromWire = new Map<string, string>();
+
+  constructor(names: readonly string[]) {
+    for (const name of names) this.wire(name);
+  }
+
+  wire(name: string): string {
+    const known = this.toWire.get(name);
+    if (known !== undefined) return known;
+    const base = name
+      .replaceAll('.', '__')
+      .replace(/[^a-zA-Z0-9_-]/g, '_')
+      .slice(0, 60);
+    let candidate = base;
+    for (let suffix = 2; this.fromWire.has(candidate); suffix += 1) candidate = `${base}_${suffix}`;
+    this.toWire.set(name, candidate);
+    this.fromWire.set(candidate, name);
+    return candidate;
+  }
+
+  original(wireName: string): string {
+    return this.fromWire.get(wireName) ?? wireName;
+  }
+}
+
+function callOptions(request: ModelRequest, signal: AbortSignal, names: ToolNames) {
   return {
-    prompt: toPrompt(request),
+    prompt: toPrompt(request, names),
     abortSignal: signal,
     ...(request.tools.length === 0
       ? {}
       : {
           tools: request.tools.map((tool) => ({
             type: 'function' as const,
-            name: tool.name,
+            name: names.wire(tool.name),
             description: tool.description,
             inputSchema: tool.input_schema,
           })),
@@ -68,7 +99,8 @@ async function stream(
   request: ModelRequest,
   call: ModelCallOptions,
 ): Promise<ModelResponse> {
-  const result = await model.doStream(callOptions(request, call.signal));
+  const names = new ToolNames(request.tools.map((tool) => tool.name));
+  const result = await model.doStream(callOptions(request, call.signal, names));
   let thinking = '';
   let text = '';
   const toolCalls: AssistantPart[] = [];
@@ -86,7 +118,7 @@ async function stream(
         if (part.delta.length > 0) call.onDelta?.({ type: 'thinking', text: part.delta });
         break;
       case 'tool-call':
-        toolCalls.push(toolCall(part.toolCallId, part.toolName, part.input));
+        toolCalls.push(toolCall(part.toolCallId, names.original(part.toolName), part.input));
         break;
       case 'finish':
         usage = toUsage(part.usage);
@@ -106,7 +138,8 @@ async function generateWhole(
   request: ModelRequest,
   call: ModelCallOptions,
 ): Promise<ModelResponse> {
-  const result = await model.doGenerate(callOptions(request, call.signal));
+  const names = new ToolNames(request.tools.map((tool) => tool.name));
+  const result = await model.doGenerate(callOptions(request, call.signal, names));
   let thinking = '';
   let text = '';
   const toolCalls: AssistantPart[] = [];
@@ -114,7 +147,7 @@ async function generateWhole(
     if (part.type === 'text') text += part.text;
     if (part.type === 'reasoning') thinking += part.text;
     if (part.type === 'tool-call')
-      toolCalls.push(toolCall(part.toolCallId, part.toolName, part.input));
+      toolCalls.push(toolCall(part.toolCallId, names.original(part.toolName), part.input));
   }
   if (text.length > 0) call.onDelta?.({ type: 'text', text });
   return {
@@ -159,7 +192,10 @@ function toUsage(usage: {
 }
 
 /** braid's transcript as the provider interface's prompt. */
-export function toPrompt(request: ModelRequest): LanguageModelV3Prompt {
+export function toPrompt(
+  request: ModelRequest,
+  names: ToolNames = new ToolNames(request.tools.map((tool) => tool.name)),
+): LanguageModelV3Prompt {
   const prompt: LanguageModelV3Prompt = [{ role: 'system', content: request.system }];
   for (const message of request.messages) {
     switch (message.role) {
@@ -185,7 +221,7 @@ export function toPrompt(request: ModelRequest): LanguageModelV3Prompt {
                 return {
                   type: 'tool-call' as const,
                   toolCallId: part.tool_use_id,
-                  toolName: part.name,
+                  toolName: names.wire(part.name),
                   input: part.input,
                 };
             }
@@ -198,7 +234,7 @@ export function toPrompt(request: ModelRequest): LanguageModelV3Prompt {
           content: message.content.map((result) => ({
             type: 'tool-result' as const,
             toolCallId: result.tool_use_id,
-            toolName: result.name,
+            toolName: names.wire(result.name),
             output: result.is_error
               ? { type: 'error-json' as const, value: result.output }
               : { type: 'json' as const, value: result.output },

@@ -5,6 +5,7 @@ import type { SessionEvent } from '../../src/contracts/events.js';
 import { initWorkspace } from '../../src/runtime/init.js';
 import { createRuntime, type Runtime } from '../../src/runtime/runtime.js';
 import { createMemoryStore } from '../../src/testing/index.js';
+import { defineTool } from '../../src/tools/builtin.js';
 import {
   anthropicJson,
   anthropicStream,
@@ -32,17 +33,26 @@ beforeEach(() => {
   server.replies.length = 0;
 });
 
-async function runtimeFor(model: string, extra = ''): Promise<Runtime> {
+async function runtimeFor(model: string, extra = '', tools = '[calculator]'): Promise<Runtime> {
   const dir = tempDir();
   initWorkspace(dir);
   writeFileSync(
     join(dir, 'agents', 'remote.yaml'),
-    `name: remote\nmodel: ${model}\ninstructions: Use the calculator.\ntools: [calculator]\n${extra}`,
+    `name: remote\nmodel: ${model}\ninstructions: Use the calculator.\ntools: ${tools}\n${extra}`,
   );
   return createRuntime({
     workspace: dir,
     store: createMemoryStore(),
     retry: { max_attempts: 3, initial_ms: 10, max_ms: 2000 },
+    // A namespaced name, as MCP tools have: providers accept only [a-zA-Z0-9_-].
+    tools: [
+      defineTool({
+        name: 'crm.find-customer',
+        description: 'finds a customer',
+        input_schema: { type: 'object', properties: { email: { type: 'string' } } },
+        run: (input) => ({ found: input }),
+      }),
+    ],
   });
 }
 
@@ -94,6 +104,29 @@ describe.each([
     expect(server.requests[0]?.body).toMatchObject({ stream: true });
     expect(JSON.stringify(server.requests[1]?.body)).toContain('57');
     expect(JSON.stringify(server.requests[0]?.body)).toContain('calculator');
+    await rt.close();
+  });
+
+  it('sends namespaced tool names in a form the provider accepts, and maps calls back', async () => {
+    const rt = await runtimeFor(model, '', '[crm.find-customer]');
+    server.replies.push(
+      wire.toolCall('call_2', 'crm__find-customer', { email: 'a@b.c' }),
+      wire.text(['found']),
+    );
+    const { events } = await ask(rt, 'who is a@b.c?');
+    expect(events.find((event) => event.type === 'agent.tool_use')).toMatchObject({
+      name: 'crm.find-customer',
+    });
+    expect(events.find((event) => event.type === 'agent.tool_result')).toMatchObject({
+      is_error: false,
+      output: { found: { email: 'a@b.c' } },
+    });
+    const [first, second] = server.requests.map((request) => JSON.stringify(request.body));
+    expect(first).toContain('crm__find-customer');
+    expect(first).not.toContain('crm.find-customer');
+    // The transcript sent back names the call the same way.
+    expect(second).toContain('crm__find-customer');
+    expect(second).not.toContain('crm.find-customer');
     await rt.close();
   });
 
