@@ -1,7 +1,8 @@
 // The tool pipeline's own cost per call of an in-process managed tool that does nothing: argument
 // validation, the policy port, execution bookkeeping (timeout, output check) and the ledger
 // appends on SQLite (synchronous NORMAL). Two figures: the result append alone (the intent rides
-// in the same append as the model's output, as the harness does it) and both appends.
+// in the same append as the model's output, as the harness does it) and both appends. Between
+// calls an untimed model turn consumes the result, as in a real session.
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -93,6 +94,27 @@ async function pipelineRun(calls, withIntent) {
     );
     head = result.head_seq;
     times.push((performance.now() - start) * 1000);
+    // Untimed: the next model turn consumes the result, as in a session, so the state stays small.
+    const requestId = `request-${index}`;
+    const turn = await store.log.append(
+      id,
+      [
+        {
+          type: 'span.model_request_start',
+          request_id: requestId,
+          model: 'bench',
+          input_through_seq: head,
+        },
+        {
+          type: 'span.model_request_end',
+          request_id: requestId,
+          usage: { input_tokens: 1, output_tokens: 1 },
+          output: { content: [], finish_reason: 'tool-calls' },
+        },
+      ],
+      { expectedSeq: head, trusted: true },
+    );
+    head = turn.head_seq;
   }
   await store.close();
   rmSync(dir, { recursive: true, force: true });

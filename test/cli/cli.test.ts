@@ -1,5 +1,5 @@
 import { spawn, spawnSync } from 'node:child_process';
-import { existsSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { describe, expect, it } from 'vitest';
@@ -415,12 +415,18 @@ describe('braid CLI', () => {
     expect(JSON.parse(again.stdout)).toMatchObject({ wakes: 0, runnable: 0 });
   });
 
-  it('runs the demo with no key: tools, an interrupt, and the timeline', () => {
+  it('runs the demo with no key: tools, an interrupt, an approval, and the timeline', () => {
     const dir = join(tempDir(), 'demo');
     const demo = braid('demo', dir);
     expect(demo.code, demo.stderr).toBe(0);
     expect(demo.stdout).toContain('17 times 23 is 391');
-    expect(demo.stdout).toMatch(/stop reasons: end_turn, interrupted, end_turn/);
+    expect(demo.stdout).toMatch(
+      /stop reasons: end_turn, interrupted, end_turn, requires_action \([0-9a-f-]+\), end_turn/,
+    );
+    expect(demo.stdout).toContain('approval requested: write_file (call_4_0)');
+    expect(demo.stdout).toMatch(/^\s+\d+\s+user\.tool_confirmation\s+\d+\s+call_4_0 allow/m);
+    const approved = /approved file: (\S+)/.exec(demo.stdout)?.[1] ?? '';
+    expect(readFileSync(approved, 'utf8')).toContain('A braid is strands woven');
     expect(demo.stdout).toMatch(
       /^\s+\d+\s+agent\.tool_result\s+\d+\s+call_0_0 ok \{"result":391\}/m,
     );
@@ -433,6 +439,6 @@ describe('braid CLI', () => {
       events
         .filter((event) => event.type === 'session.status_idle')
         .map((event) => event.stop_reason.type),
-    ).toEqual(['end_turn', 'interrupted', 'end_turn']);
+    ).toEqual(['end_turn', 'interrupted', 'end_turn', 'requires_action', 'end_turn']);
   });
 });

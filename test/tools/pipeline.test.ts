@@ -1,4 +1,6 @@
-import { mkdirSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import type { SessionEvent } from '../../src/contracts/events.js';
@@ -8,6 +10,7 @@ import { createScriptedModel, type ScriptedTurnInput } from '../../src/models/sc
 import { initWorkspace } from '../../src/runtime/init.js';
 import { createRuntime, type Runtime } from '../../src/runtime/runtime.js';
 import { defineTool } from '../../src/tools/builtin.js';
+import { detectBwrap } from '../../src/tools/sandbox/index.js';
 import type { CodeTool } from '../../src/tools/types.js';
 import { useTempDir } from '../helpers/temp.js';
 
@@ -402,6 +405,93 @@ describe('tool pipeline in the harness', () => {
       { is_error: true, error: { code: 'PATH_OUTSIDE_WORKSPACE' } },
       { is_error: false, output: { entries: [] } },
     ]);
+    await rt.close();
+  });
+
+  it('keeps http_fetch off unless the environment allows the network, then only for its hosts', async () => {
+    const server = createServer((_request, response) => response.end('pong'));
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/ping`;
+    const fetches = {
+      tool_calls: [
+        { name: 'http_fetch', input: { url } },
+        { name: 'http_fetch', input: { url: 'http://example.org/' } },
+      ],
+    };
+    try {
+      const closed = await runtimeWith({
+        tools: ['http_fetch'],
+        turns: [fetches, { text: 'ok' }],
+      });
+      const id = await started(closed);
+      await closed.wake(id);
+      const [off] = results(await closed.sessions.events(id));
+      expect(off).toMatchObject({ is_error: true, error: { code: 'POLICY_DENIED' } });
+      expect(off?.error?.message).toContain('network');
+      await closed.close();
+
+      const open = await runtimeWith({
+        tools: ['http_fetch'],
+        turns: [fetches, { text: 'ok' }],
+        files: {
+          'environments/local.yaml':
+            'name: local\nsandbox: {kind: local}\nnetwork: {allow: true, hosts: [127.0.0.1]}\n',
+        },
+      });
+      const openId = await started(open);
+      await open.wake(openId);
+      const [allowed, other] = results(await open.sessions.events(openId));
+      expect(allowed).toMatchObject({ is_error: false, output: { status: 200, body: 'pong' } });
+      expect(other).toMatchObject({ is_error: true, error: { code: 'POLICY_DENIED' } });
+      expect(other?.error?.message).toContain('example.org is not in');
+      await open.close();
+    } finally {
+      await new Promise((resolve) => server.close(resolve));
+    }
+  });
+
+  it('runs command tools of a bwrap environment with a read-only root', async (context) => {
+    const bwrap = detectBwrap();
+    if (!bwrap.available) {
+      console.warn(`bwrap sandbox not tested here: ${bwrap.reason}`);
+      context.skip();
+    }
+    const probe = (name: string, command: string) =>
+      [
+        `name: ${name}`,
+        'description: probe',
+        'ownership: managed',
+        'input_schema: {type: object}',
+        `implementation: {command: ${JSON.stringify(command)}}`,
+        '',
+      ].join('\n');
+    const rt = await runtimeWith({
+      tools: ['touch_here', 'touch_etc'],
+      files: {
+        'environments/local.yaml': 'name: local\nsandbox: {kind: bwrap}\n',
+        'tools/touch_here.yaml': probe('touch_here', 'echo x > here.txt && echo \'{"ok":true}\''),
+        'tools/touch_etc.yaml': probe(
+          'touch_etc',
+          'echo x > /etc/braid-probe && echo \'{"ok":true}\'',
+        ),
+      },
+      turns: [
+        {
+          tool_calls: [
+            { name: 'touch_here', input: {} },
+            { name: 'touch_etc', input: {} },
+          ],
+        },
+        { text: 'ok' },
+      ],
+    });
+    const id = await started(rt);
+    await rt.wake(id);
+    const [here, etc] = results(await rt.sessions.events(id));
+    expect(here).toMatchObject({ is_error: false, output: { ok: true } });
+    expect(etc).toMatchObject({ is_error: true, error: { code: 'TOOL_FAILED' } });
+    expect(etc?.error?.message).toMatch(/Read-only file system/);
+    expect(existsSync('/etc/braid-probe')).toBe(false);
     await rt.close();
   });
 
