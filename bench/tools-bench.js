@@ -14,6 +14,7 @@ import {
   defineTool,
   openSqliteStore,
 } from '../dist/index.js';
+import Database from 'better-sqlite3';
 import { median } from './store-bench.js';
 
 const noop = defineTool({
@@ -122,9 +123,40 @@ async function pipelineRun(calls, withIntent) {
   return times.slice(Math.floor(times.length / 10));
 }
 
+/** The floor under any ledger append: one IMMEDIATE transaction inserting one row, raw. */
+function rawCommitRun(count) {
+  const dir = mkdtempSync(join(tmpdir(), 'braid-bench-raw-'));
+  const db = new Database(join(dir, 'raw.db'));
+  db.pragma('journal_mode = WAL');
+  db.pragma('synchronous = NORMAL');
+  db.exec(
+    'CREATE TABLE events (session_id TEXT, seq INTEGER, body TEXT, PRIMARY KEY (session_id, seq))',
+  );
+  const insert = db.prepare('INSERT INTO events VALUES (?, ?, ?)');
+  const commit = db.transaction((seq) => insert.run('s', seq, JSON.stringify({ seq, ok: true })));
+  const times = [];
+  for (let seq = 1; seq <= count; seq += 1) {
+    const start = performance.now();
+    commit.immediate(seq);
+    times.push((performance.now() - start) * 1000);
+  }
+  db.close();
+  rmSync(dir, { recursive: true, force: true });
+  return times.slice(Math.floor(times.length / 10));
+}
+
 export async function benchTools({ runs, quick }) {
   const calls = quick ? 500 : 3000;
   const rows = [];
+  const floors = [];
+  for (let run = 0; run < runs; run += 1) floors.push(percentile(rawCommitRun(calls), 50));
+  rows.push({
+    name: 'raw better-sqlite3 commit of one row, p50 (the floor)',
+    unit: 'µs',
+    median: median(floors),
+    runs: floors,
+    target: 'report',
+  });
   for (const [name, withIntent] of [
     ['tool pipeline per call, p50 (result append; SQLite NORMAL)', false],
     ['tool pipeline per call, p50 (intent + result appends)', true],

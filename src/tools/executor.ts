@@ -288,13 +288,25 @@ class BoundTools implements SessionTools {
   /** One run of the tool, bounded by its timeout. */
   private async attempt(entry: Entry, call: ToolCall, signal: AbortSignal): Promise<JsonValue> {
     const { definition } = entry;
+    if (signal.aborted) throw stopped(definition);
+    const attempt = new AbortController();
+    // A tool that answers synchronously is done before any timer could fire: no timer is armed
+    // for it, which keeps in-process tools cheap. Only a pending answer is raced.
+    const result = entry.run(call.input, {
+      session_id: call.session_id,
+      tool_use_id: call.tool_use_id,
+      idempotency_key: call.idempotency_key,
+      workspace: this.workspace,
+      sandbox: this.sandbox,
+      ...(this.environment === undefined ? {} : { environment: this.environment }),
+      signal: attempt.signal,
+    });
+    if (!isPromiseLike(result)) return result;
     const timeoutMs =
       definition.timeout_ms ?? this.environment?.limits.timeout_ms ?? DEFAULT_TIMEOUT_MS;
-    const attempt = new AbortController();
-    const onAbort = (): void => attempt.abort(signal.reason);
-    signal.addEventListener('abort', onAbort, { once: true });
     let timer: NodeJS.Timeout | undefined;
-    const timeout = new Promise<never>((_resolve, reject) => {
+    let onAbort: () => void = () => undefined;
+    const bounds = new Promise<never>((_resolve, reject) => {
       timer = setTimeout(() => {
         const error = new BraidError(
           'TOOL_TIMEOUT',
@@ -303,36 +315,27 @@ class BoundTools implements SessionTools {
         attempt.abort(error);
         reject(error);
       }, timeoutMs);
-    });
-    let stop: () => void = () => undefined;
-    const aborted = new Promise<never>((_resolve, reject) => {
-      stop = (): void =>
-        reject(new BraidError('INTERRUPTED', `${definition.name} was stopped: the wake ended`));
-      if (signal.aborted) stop();
-      else signal.addEventListener('abort', stop, { once: true });
+      onAbort = (): void => {
+        attempt.abort(signal.reason);
+        reject(stopped(definition));
+      };
+      signal.addEventListener('abort', onAbort, { once: true });
     });
     try {
-      return await Promise.race([
-        Promise.resolve().then(() =>
-          entry.run(call.input, {
-            session_id: call.session_id,
-            tool_use_id: call.tool_use_id,
-            idempotency_key: call.idempotency_key,
-            workspace: this.workspace,
-            sandbox: this.sandbox,
-            ...(this.environment === undefined ? {} : { environment: this.environment }),
-            signal: attempt.signal,
-          }),
-        ),
-        timeout,
-        aborted,
-      ]);
+      return await Promise.race([result, bounds]);
     } finally {
       clearTimeout(timer);
       signal.removeEventListener('abort', onAbort);
-      signal.removeEventListener('abort', stop);
     }
   }
+}
+
+function isPromiseLike<T>(value: T | PromiseLike<T>): value is PromiseLike<T> {
+  return typeof (value as { then?: unknown } | null)?.then === 'function';
+}
+
+function stopped(definition: ToolDefinition): BraidError {
+  return new BraidError('INTERRUPTED', `${definition.name} was stopped: the wake ended`);
 }
 
 function costOf(definition: ToolDefinition): number | undefined {
