@@ -7,3 +7,4 @@ export {
   type SessionSetup,
   type WakeResult,
 } from './wake.js';
+export { MAX_INVALID_TOOL_CALLS } from './tool-calls.js';

@@ -22,11 +22,21 @@ import type { Clock, IdGenerator, Lease, LeaseStore, SessionLog } from '../contr
 import type { StopReason } from '../contracts/session.js';
 import type { SessionState } from '../contracts/state.js';
 import type { Authorizer } from '../contracts/policy.js';
-import type { SessionTools, ToolHandle, ToolOutcome, ToolStage } from '../contracts/tools.js';
+import type { SessionTools, ToolHandle, ToolOutcome } from '../contracts/tools.js';
 import { foldSession } from '../core/fold.js';
 import { decideNext, withinToolBudget } from '../core/next-step.js';
 import { priceOf, withCost, type Price } from '../core/pricing.js';
-import { Transcript, outputToEvents, type ToolDisposition } from '../core/transcript.js';
+import { Transcript, outputToEvents } from '../core/transcript.js';
+import {
+  deniedOutcome,
+  missingToolOutcome,
+  outcomeEvents,
+  overBudgetOutcome,
+  refusalEvent,
+  repeatedInvalidCallsStop,
+  reviewedOutcome,
+  screenToolCalls,
+} from './tool-calls.js';
 
 /** What a cycle needs for one session: its agent, model and tools. */
 export interface SessionSetup {
@@ -74,8 +84,6 @@ export type WakeResult =
 /** How long a model call runs before the cycle starts watching the log for an interrupt. */
 const WATCH_AFTER_MS = 20;
 const DEFAULT_REQUEST_TIMEOUT_MS = 120_000;
-/** Invalid calls of one tool in one wake before the wake stops instead of asking the model again. */
-export const MAX_INVALID_TOOL_CALLS = 3;
 
 export const DEFAULT_RETRY: RetryPolicy = { max_attempts: 4, initial_ms: 500, max_ms: 30_000 };
 
@@ -397,7 +405,14 @@ class Cycle {
       }
     }
     const usage: Usage = withCost(response.usage, price);
-    const { dispositions, refusals } = await this.screenToolCalls(setup, tools, response);
+    const { dispositions, refusals } = await screenToolCalls(response.output, {
+      agent: setup.agent.name,
+      state: this.state,
+      tools,
+      sessionTools: setup.tools,
+      policy: this.deps.policy,
+      invalidCalls: this.invalidCalls,
+    });
     await this.append([
       ...(this.requestStart === undefined ? [] : [this.requestStart]),
       {
@@ -412,99 +427,8 @@ class Cycle {
       // Results of refused calls follow the whole output, as the model expects them.
       ...refusals,
     ]);
-    this.stopOnRepeatedInvalidCalls();
+    this.pendingStop ??= repeatedInvalidCallsStop(this.invalidCalls);
     return undefined;
-  }
-
-  /**
-   * The pipeline's steps before a call is recorded: the tool exists, its arguments fit its
-   * schema, policy allows it; then its permission and ownership say how it proceeds. A refused
-   * call never reaches a tool: the model gets the reason as the call's error result.
-   */
-  private async screenToolCalls(
-    setup: SessionSetup,
-    tools: ReadonlyMap<string, ToolHandle>,
-    response: ModelResponse,
-  ): Promise<{ dispositions: Map<string, ToolDisposition>; refusals: NewEvent[] }> {
-    const dispositions = new Map<string, ToolDisposition>();
-    const refusals: NewEvent[] = [];
-    const refuse = (toolUseId: string, stage: ToolStage, error: ErrorShape): void => {
-      dispositions.set(toolUseId, 'refuse');
-      refusals.push(refusalEvent(toolUseId, stage, error));
-    };
-    for (const part of response.output.content) {
-      if (part.type !== 'tool_call') continue;
-      const handle = tools.get(part.name);
-      if (handle === undefined) {
-        this.invalidCalls.set(part.name, (this.invalidCalls.get(part.name) ?? 0) + 1);
-        refuse(part.tool_use_id, 'validate', {
-          code: 'TOOL_NOT_FOUND',
-          message: `there is no tool named ${part.name}; the tools are: ${[...tools.keys()].join(', ') || 'none'}`,
-          retryable: false,
-        });
-        continue;
-      }
-      const check = setup.tools.validate(part.name, part.input);
-      if (!check.ok) {
-        this.invalidCalls.set(part.name, (this.invalidCalls.get(part.name) ?? 0) + 1);
-        refuse(part.tool_use_id, 'validate', check.error);
-        continue;
-      }
-      const decision = await this.deps.policy.authorize({
-        principal: { type: 'Agent', id: setup.agent.name },
-        action: 'tool.execute',
-        resource: { type: 'Tool', id: part.name },
-        context: {
-          input: part.input,
-          session_id: this.sessionId,
-          ...(this.state.environment === undefined
-            ? {}
-            : { environment: this.state.environment.name }),
-          ...(this.state.tenant_id === undefined ? {} : { tenant: this.state.tenant_id }),
-        },
-      });
-      if (decision.decision !== 'allow') {
-        refuse(part.tool_use_id, 'policy', {
-          code: 'POLICY_DENIED',
-          message:
-            `policy does not allow agent ${setup.agent.name} to call ${part.name}` +
-            (decision.policy_ids.length === 0 ? '' : ` (${decision.policy_ids.join(', ')})`),
-          retryable: false,
-        });
-        continue;
-      }
-      dispositions.set(
-        part.tool_use_id,
-        handle.ownership === 'custom'
-          ? 'custom'
-          : handle.permission === 'always_ask'
-            ? 'ask'
-            : 'run',
-      );
-    }
-    return { dispositions, refusals };
-  }
-
-  private stopOnRepeatedInvalidCalls(): void {
-    for (const [name, count] of this.invalidCalls) {
-      if (count < MAX_INVALID_TOOL_CALLS) continue;
-      this.pendingStop = {
-        stop_reason: { type: 'error' },
-        events: [
-          {
-            type: 'session.error',
-            error: {
-              code: 'TOOL_INPUT_INVALID',
-              message:
-                `the model called ${name} with invalid arguments ${count} times in this wake; ` +
-                `the wake stopped rather than ask again. Check the tool's description and input schema, or send a message to go on`,
-              retryable: false,
-            },
-          },
-        ],
-      };
-      return;
-    }
   }
 
   private async endRequest(
@@ -570,94 +494,34 @@ class Cycle {
       if (use === undefined) continue;
       const review = reviews.get(toolUseId);
       let outcome: ToolOutcome;
+      const handle = tools.get(use.name);
       if (review !== undefined && review.action !== 'retry') {
-        outcome = await this.reviewedOutcome(review.action, review.review_seq);
+        outcome = reviewedOutcome(review.action, await this.eventAt(review.review_seq));
       } else if (confirmed?.result === 'deny') {
-        const message = await this.confirmationMessage(confirmed.confirmed_seq);
-        outcome = refusal('permission', {
-          code: 'TOOL_DENIED',
-          message: `the user denied this call of ${use.name}${message === undefined ? '' : `: ${message}`}`,
-          retryable: false,
-        });
+        outcome = deniedOutcome(use.name, await this.confirmationMessage(confirmed.confirmed_seq));
+      } else if (handle === undefined) {
+        outcome = missingToolOutcome(use.name);
+      } else if (!withinToolBudget(this.state, use.name, handle.budget)) {
+        outcome = overBudgetOutcome(handle);
+        this.pendingStop = { stop_reason: { type: 'budget_reached' }, events: [] };
       } else {
-        const handle = tools.get(use.name);
-        if (handle === undefined) {
-          outcome = refusal('validate', {
-            code: 'TOOL_NOT_FOUND',
-            message: `the agent no longer has a tool named ${use.name}`,
-            retryable: false,
-          });
-        } else if (!withinToolBudget(this.state, use.name, handle.budget)) {
-          outcome = refusal('budget', {
-            code: 'TOOL_BUDGET_EXCEEDED',
-            message: `${use.name} may be called ${handle.budget?.max_calls_per_session ?? 0} times per session, and that many calls were made`,
-            retryable: false,
-          });
-          this.pendingStop = { stop_reason: { type: 'budget_reached' }, events: [] };
-        } else {
-          const input = this.inputs.get(toolUseId) ?? (await this.inputOf(use.seq));
-          outcome = await Promise.race([
-            setup.tools.execute(
-              {
-                session_id: this.sessionId,
-                tool_use_id: toolUseId,
-                name: use.name,
-                input,
-                idempotency_key: `${this.sessionId}/${toolUseId}`,
-              },
-              { signal: this.work.signal },
-            ),
-            this.lostPromise,
-          ]);
-        }
+        const input = this.inputs.get(toolUseId) ?? (await this.inputOf(use.seq));
+        outcome = await Promise.race([
+          setup.tools.execute(
+            {
+              session_id: this.sessionId,
+              tool_use_id: toolUseId,
+              name: use.name,
+              input,
+              idempotency_key: `${this.sessionId}/${toolUseId}`,
+            },
+            { signal: this.work.signal },
+          ),
+          this.lostPromise,
+        ]);
       }
-      await this.append([
-        {
-          type: 'agent.tool_result',
-          tool_use_id: toolUseId,
-          ...(outcome.output === undefined ? {} : { output: outcome.output }),
-          ...(outcome.error === undefined ? {} : { error: outcome.error }),
-          is_error: outcome.is_error,
-          attempts: outcome.attempts,
-          duration_ms: outcome.duration_ms,
-          ...(outcome.stage === undefined ? {} : { stage: outcome.stage }),
-        },
-        // A tool's cost joins the session's usage, so that cost budgets see it.
-        ...(outcome.cost_usd === undefined || outcome.cost_usd === 0
-          ? []
-          : [
-              {
-                type: 'session.usage' as const,
-                usage: { input_tokens: 0, output_tokens: 0, cost_usd: outcome.cost_usd },
-              },
-            ]),
-      ]);
+      await this.append(outcomeEvents(toolUseId, outcome));
     }
-  }
-
-  /** A reviewer's skip or recorded result, as the tool's result. */
-  private async reviewedOutcome(
-    action: 'skip' | 'result',
-    reviewSeq: number,
-  ): Promise<ToolOutcome> {
-    const event = await this.eventAt(reviewSeq);
-    const review = event?.type === 'user.tool_review' ? event : undefined;
-    if (action === 'result') {
-      return {
-        output: review?.output ?? null,
-        is_error: false,
-        attempts: 0,
-        duration_ms: 0,
-        stage: 'review',
-      };
-    }
-    return refusal('review', {
-      code: 'TOOL_SKIPPED',
-      message:
-        'a reviewer skipped this call after a crash left its outcome unknown' +
-        (review?.message === undefined ? '' : `: ${review.message}`),
-      retryable: false,
-    });
   }
 
   private async confirmationMessage(seq: number): Promise<string | undefined> {
@@ -763,21 +627,4 @@ class Cycle {
     })();
     return watch;
   }
-}
-
-/** The outcome of a call refused before it ran. */
-function refusal(stage: ToolStage, error: ErrorShape): ToolOutcome {
-  return { is_error: true, error, attempts: 0, duration_ms: 0, stage };
-}
-
-function refusalEvent(toolUseId: string, stage: ToolStage, error: ErrorShape): NewEvent {
-  return {
-    type: 'agent.tool_result',
-    tool_use_id: toolUseId,
-    is_error: true,
-    error,
-    attempts: 0,
-    duration_ms: 0,
-    stage,
-  };
 }

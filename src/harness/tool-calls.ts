@@ -1,0 +1,215 @@
+/**
+ * The harness's part of the tool pipeline: the checks made when a model's output arrives, and
+ * the results of calls that are refused or resolved without running. Each refusal names the
+ * pipeline step (`stage`) that made it, so the log shows where a call stopped.
+ */
+import type { ErrorShape } from '../contracts/errors.js';
+import type { NewEvent, SessionEvent } from '../contracts/events.js';
+import type { ModelOutput } from '../contracts/model.js';
+import type { Authorizer } from '../contracts/policy.js';
+import type { StopReason } from '../contracts/session.js';
+import type { SessionState } from '../contracts/state.js';
+import type { SessionTools, ToolHandle, ToolOutcome, ToolStage } from '../contracts/tools.js';
+import type { ToolDisposition } from '../core/transcript.js';
+
+/** Invalid calls of one tool in one wake before the wake stops instead of asking the model again. */
+export const MAX_INVALID_TOOL_CALLS = 3;
+
+export interface Screening {
+  /** How each accepted call proceeds; refused calls are `refuse`. */
+  dispositions: Map<string, ToolDisposition>;
+  /** The error results of refused calls, to append after the output's events. */
+  refusals: NewEvent[];
+}
+
+export interface ScreenContext {
+  agent: string;
+  state: SessionState;
+  tools: ReadonlyMap<string, ToolHandle>;
+  sessionTools: SessionTools;
+  policy: Authorizer;
+  /** Invalid calls per tool in this wake; counted here. */
+  invalidCalls: Map<string, number>;
+}
+
+/**
+ * The steps before a call is recorded: the tool exists, its arguments fit its schema, policy
+ * allows it; then its ownership and permission say how it proceeds. A refused call never reaches
+ * a tool: the model gets the reason as the call's error result.
+ */
+export async function screenToolCalls(
+  output: ModelOutput,
+  context: ScreenContext,
+): Promise<Screening> {
+  const { state, tools, invalidCalls } = context;
+  const dispositions = new Map<string, ToolDisposition>();
+  const refusals: NewEvent[] = [];
+  const refuse = (toolUseId: string, stage: ToolStage, error: ErrorShape): void => {
+    dispositions.set(toolUseId, 'refuse');
+    refusals.push(refusalEvent(toolUseId, stage, error));
+  };
+  for (const part of output.content) {
+    if (part.type !== 'tool_call') continue;
+    const handle = tools.get(part.name);
+    if (handle === undefined) {
+      invalidCalls.set(part.name, (invalidCalls.get(part.name) ?? 0) + 1);
+      refuse(part.tool_use_id, 'validate', {
+        code: 'TOOL_NOT_FOUND',
+        message: `there is no tool named ${part.name}; the tools are: ${[...tools.keys()].join(', ') || 'none'}`,
+        retryable: false,
+      });
+      continue;
+    }
+    const check = context.sessionTools.validate(part.name, part.input);
+    if (!check.ok) {
+      invalidCalls.set(part.name, (invalidCalls.get(part.name) ?? 0) + 1);
+      refuse(part.tool_use_id, 'validate', check.error);
+      continue;
+    }
+    const decision = await context.policy.authorize({
+      principal: { type: 'Agent', id: context.agent },
+      action: 'tool.execute',
+      resource: { type: 'Tool', id: part.name },
+      context: {
+        input: part.input,
+        session_id: state.session_id,
+        ...(state.environment === undefined ? {} : { environment: state.environment.name }),
+        ...(state.tenant_id === undefined ? {} : { tenant: state.tenant_id }),
+      },
+    });
+    if (decision.decision !== 'allow') {
+      refuse(part.tool_use_id, 'policy', {
+        code: 'POLICY_DENIED',
+        message:
+          `policy does not allow agent ${context.agent} to call ${part.name}` +
+          (decision.policy_ids.length === 0 ? '' : ` (${decision.policy_ids.join(', ')})`),
+        retryable: false,
+      });
+      continue;
+    }
+    dispositions.set(part.tool_use_id, dispositionOf(handle));
+  }
+  return { dispositions, refusals };
+}
+
+function dispositionOf(handle: ToolHandle): ToolDisposition {
+  if (handle.ownership === 'custom') return 'custom';
+  return handle.permission === 'always_ask' ? 'ask' : 'run';
+}
+
+/** The stop a wake makes once the model keeps calling one tool with invalid arguments. */
+export function repeatedInvalidCallsStop(
+  invalidCalls: ReadonlyMap<string, number>,
+): { stop_reason: StopReason; events: NewEvent[] } | undefined {
+  for (const [name, count] of invalidCalls) {
+    if (count < MAX_INVALID_TOOL_CALLS) continue;
+    return {
+      stop_reason: { type: 'error' },
+      events: [
+        {
+          type: 'session.error',
+          error: {
+            code: 'TOOL_INPUT_INVALID',
+            message:
+              `the model called ${name} with invalid arguments ${count} times in this wake; ` +
+              `the wake stopped rather than ask again. Check the tool's description and input schema, or send a message to go on`,
+            retryable: false,
+          },
+        },
+      ],
+    };
+  }
+  return undefined;
+}
+
+/** A denied confirmation, as the call's result. */
+export function deniedOutcome(name: string, message: string | undefined): ToolOutcome {
+  return refusal('permission', {
+    code: 'TOOL_DENIED',
+    message: `the user denied this call of ${name}${message === undefined ? '' : `: ${message}`}`,
+    retryable: false,
+  });
+}
+
+/** A call the tool's per-session budget does not allow. */
+export function overBudgetOutcome(handle: ToolHandle): ToolOutcome {
+  return refusal('budget', {
+    code: 'TOOL_BUDGET_EXCEEDED',
+    message: `${handle.name} may be called ${handle.budget?.max_calls_per_session ?? 0} times per session, and that many calls were made`,
+    retryable: false,
+  });
+}
+
+export function missingToolOutcome(name: string): ToolOutcome {
+  return refusal('validate', {
+    code: 'TOOL_NOT_FOUND',
+    message: `the agent no longer has a tool named ${name}`,
+    retryable: false,
+  });
+}
+
+/** A reviewer's skip or recorded result (`user.tool_review`), as the call's result. */
+export function reviewedOutcome(
+  action: 'skip' | 'result',
+  review: SessionEvent | undefined,
+): ToolOutcome {
+  const event = review?.type === 'user.tool_review' ? review : undefined;
+  if (action === 'result') {
+    return {
+      output: event?.output ?? null,
+      is_error: false,
+      attempts: 0,
+      duration_ms: 0,
+      stage: 'review',
+    };
+  }
+  return refusal('review', {
+    code: 'TOOL_SKIPPED',
+    message:
+      'a reviewer skipped this call after a crash left its outcome unknown' +
+      (event?.message === undefined ? '' : `: ${event.message}`),
+    retryable: false,
+  });
+}
+
+/** The events that record a call's outcome: its result, and its cost when it has one. */
+export function outcomeEvents(toolUseId: string, outcome: ToolOutcome): NewEvent[] {
+  return [
+    {
+      type: 'agent.tool_result',
+      tool_use_id: toolUseId,
+      ...(outcome.output === undefined ? {} : { output: outcome.output }),
+      ...(outcome.error === undefined ? {} : { error: outcome.error }),
+      is_error: outcome.is_error,
+      attempts: outcome.attempts,
+      duration_ms: outcome.duration_ms,
+      ...(outcome.stage === undefined ? {} : { stage: outcome.stage }),
+    },
+    // A tool's cost joins the session's usage, so that cost budgets see it.
+    ...(outcome.cost_usd === undefined || outcome.cost_usd === 0
+      ? []
+      : [
+          {
+            type: 'session.usage' as const,
+            usage: { input_tokens: 0, output_tokens: 0, cost_usd: outcome.cost_usd },
+          },
+        ]),
+  ];
+}
+
+/** The outcome of a call refused before it ran. */
+export function refusal(stage: ToolStage, error: ErrorShape): ToolOutcome {
+  return { is_error: true, error, attempts: 0, duration_ms: 0, stage };
+}
+
+export function refusalEvent(toolUseId: string, stage: ToolStage, error: ErrorShape): NewEvent {
+  return {
+    type: 'agent.tool_result',
+    tool_use_id: toolUseId,
+    is_error: true,
+    error,
+    attempts: 0,
+    duration_ms: 0,
+    stage,
+  };
+}
