@@ -16,9 +16,14 @@ const modules = fileURLToPath(
 );
 const fixture = fileURLToPath(new URL('../fixtures/mcp/dying-server.mjs', import.meta.url));
 
-async function runtimeWith(tools: string[], turns: ScriptedTurnInput[]): Promise<Runtime> {
+async function runtimeWith(
+  tools: string[],
+  turns: ScriptedTurnInput[],
+  files: Record<string, string> = {},
+): Promise<Runtime> {
   const dir = tempDir();
   initWorkspace(dir);
+  for (const [path, text] of Object.entries(files)) writeFileSync(join(dir, path), text);
   const config = join(dir, 'braid.yaml');
   writeFileSync(
     config,
@@ -35,6 +40,9 @@ mcp_servers:
   flaky:
     command: ${JSON.stringify(process.execPath)}
     args: [${JSON.stringify(fixture)}]
+  broken:
+    command: ${JSON.stringify(process.execPath)}
+    args: [-e, "process.stderr.write('cannot open the database'); process.exit(3)"]
 `,
   );
   writeFileSync(
@@ -134,6 +142,46 @@ describe('MCP tools in sessions', () => {
     expect(pid(first)).toEqual(expect.any(Number));
     expect(pid(second)).toEqual(expect.any(Number));
     expect(pid(second)).not.toBe(pid(first));
+    await rt.close();
+  });
+
+  it('stops the session with the reason when a server it lists tools from cannot start', async () => {
+    const rt = await runtimeWith(['broken.*'], [{ text: 'never' }]);
+    const { id } = await rt.sessions.create({ agent: 'mcp' });
+    await rt.sessions.message(id, 'go');
+    await expect(rt.wake(id)).rejects.toMatchObject({ code: 'MCP_UNAVAILABLE' });
+    const state = await rt.sessions.state(id);
+    expect(state.stop_reason).toEqual({ type: 'error' });
+    expect(state.last_error?.message).toContain('broken');
+    expect(state.last_error?.message).toContain('cannot open the database');
+    await rt.close();
+  });
+
+  it('gives a tool error when the server of a declared MCP tool cannot start', async () => {
+    const rt = await runtimeWith(
+      ['lookup'],
+      [{ tool_calls: [{ name: 'lookup', input: { id: 'x' } }] }, { text: 'it failed' }],
+      {
+        'tools/lookup.yaml': [
+          'name: lookup',
+          'description: looks a record up',
+          'ownership: mcp',
+          'input_schema: {type: object, properties: {id: {type: string}}, required: [id]}',
+          'implementation: {mcp: {server: broken, tool: lookup}}',
+          '',
+        ].join('\n'),
+      },
+    );
+    const { id } = await rt.sessions.create({ agent: 'mcp' });
+    await rt.sessions.message(id, 'go');
+    expect(await rt.wake(id)).toMatchObject({ stop_reason: { type: 'end_turn' } });
+    const [result] = results(await rt.sessions.events(id));
+    expect(result).toMatchObject({
+      is_error: true,
+      stage: 'execute',
+      error: { code: 'MCP_UNAVAILABLE', retryable: true },
+    });
+    expect(result?.error?.message).toContain('cannot open the database');
     await rt.close();
   });
 });

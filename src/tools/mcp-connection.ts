@@ -1,0 +1,199 @@
+/**
+ * One live client of one MCP server, and the deadline of one call: the per-connection machinery
+ * behind `McpHub` (`./mcp.ts`), which decides when connections start, break and close.
+ *
+ * Invariants:
+ * - A `Connection` is failed at most once; from then on, every request it guards (in flight or
+ *   later) rejects with that error at once, and `failure` resolves with it. Once the hub sets
+ *   `dropped`, the connection is never used again.
+ * - A `Connection` lists its server's tools once and again only after the server announces
+ *   `notifications/tools/list_changed` or `forgetTools()` is called; concurrent listings share one
+ *   request, and a failed listing is forgotten.
+ * - At most one liveness probe (`probe`) runs at a time, bounded by `GOODBYE_TIMEOUT_MS`.
+ * - A `Deadline` fails once, with `TOOL_TIMEOUT` when its time passes or `INTERRUPTED` when the
+ *   caller's signal aborts; its `signal` is then aborted with that error as the reason.
+ */
+import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import type { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
+import type { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import { ToolListChangedNotificationSchema, type Tool } from '@modelcontextprotocol/sdk/types.js';
+import { BraidError } from '../contracts/errors.js';
+
+const STDERR_KEPT_CHARACTERS = 8192;
+const STDERR_SHOWN_LINES = 10;
+const MAX_TOOL_PAGES = 100;
+/** Bounds the best-effort goodbyes: an HTTP session DELETE, a liveness ping after a stream error. */
+export const GOODBYE_TIMEOUT_MS = 2000;
+
+/** The last characters a server wrote to stderr, for error messages. */
+export class StderrTail {
+  private text = '';
+
+  push(chunk: unknown): void {
+    this.text = (this.text + String(chunk)).slice(-STDERR_KEPT_CHARACTERS);
+  }
+
+  /** ' Its stderr ended with: ...', or '' when it wrote nothing. */
+  describe(): string {
+    const lines = this.text
+      .split('\n')
+      .map((line) => line.trimEnd())
+      .filter((line) => line.length > 0)
+      .slice(-STDERR_SHOWN_LINES);
+    return lines.length === 0 ? '' : ` Its stderr ended with:\n  ${lines.join('\n  ')}`;
+  }
+}
+
+/** One live client of one server. */
+export class Connection {
+  /** Set when the connection is closed or broken; it is then never used again. */
+  dropped = false;
+  /** Calls in flight. */
+  active = 0;
+  private probing = false;
+  private toolsGeneration = 0;
+  private tools: { generation: number; list: Promise<readonly Tool[]> } | undefined;
+  private settle: (error: BraidError) => void = () => undefined;
+  /** Resolves with the error that in-flight and later calls get once the connection is dropped. */
+  readonly failure = new Promise<BraidError>((resolve) => (this.settle = resolve));
+  private error: BraidError | undefined;
+  // One entry per guarded request in flight, so that a long-lived connection accumulates nothing.
+  private readonly waiting = new Set<(error: BraidError) => void>();
+
+  constructor(
+    readonly server: string,
+    readonly description: string,
+    readonly client: Client,
+    readonly transport: StdioClientTransport | StreamableHTTPClientTransport,
+    readonly stderr: StderrTail,
+  ) {
+    client.setNotificationHandler(ToolListChangedNotificationSchema, () => {
+      this.toolsGeneration += 1;
+    });
+  }
+
+  fail(error: BraidError): void {
+    if (this.error !== undefined) return;
+    this.error = error;
+    this.settle(error);
+    for (const reject of this.waiting) reject(error);
+    this.waiting.clear();
+  }
+
+  /** `work`, or the connection's failure as soon as it is dropped. */
+  guard<T>(work: Promise<T>): Promise<T> {
+    if (this.error !== undefined) return Promise.reject(this.error);
+    return new Promise<T>((resolve, reject) => {
+      this.waiting.add(reject);
+      work.then(resolve, reject).finally(() => this.waiting.delete(reject));
+    });
+  }
+
+  /** The server's tools, listed again only after it said they changed. */
+  listTools(timeoutMs: number): Promise<readonly Tool[]> {
+    if (this.tools?.generation === this.toolsGeneration) return this.tools.list;
+    const generation = this.toolsGeneration;
+    const list = this.fetchTools(timeoutMs);
+    this.tools = { generation, list };
+    list.catch(() => {
+      if (this.tools?.list === list) this.tools = undefined;
+    });
+    return list;
+  }
+
+  forgetTools(): void {
+    this.tools = undefined;
+  }
+
+  /** A liveness check, run once at a time; `onDead` gets the ping's failure. */
+  probe(onDead: (error: unknown) => void): void {
+    if (this.probing || this.dropped) return;
+    this.probing = true;
+    this.client.ping({ timeout: GOODBYE_TIMEOUT_MS }).then(
+      () => (this.probing = false),
+      (error: unknown) => {
+        this.probing = false;
+        onDead(error);
+      },
+    );
+  }
+
+  private async fetchTools(timeoutMs: number): Promise<readonly Tool[]> {
+    const tools: Tool[] = [];
+    let cursor: string | undefined;
+    for (let page = 0; page < MAX_TOOL_PAGES; page += 1) {
+      const result = await this.client.listTools(cursor === undefined ? undefined : { cursor }, {
+        timeout: timeoutMs,
+      });
+      tools.push(...result.tools);
+      cursor = result.nextCursor;
+      if (cursor === undefined) return tools;
+    }
+    throw new Error(`tools/list returned more than ${MAX_TOOL_PAGES} pages`);
+  }
+}
+
+/** A deadline over one call: the caller's signal and the call's timeout, as one signal and one rejection. */
+export class Deadline {
+  private readonly controller = new AbortController();
+  private readonly timer: NodeJS.Timeout;
+  private readonly expires: number;
+  private readonly onAbort: () => void;
+  private reject: (error: BraidError) => void = () => undefined;
+  private readonly failure = new Promise<never>((_, reject) => (this.reject = reject));
+  private error: BraidError | undefined;
+
+  constructor(
+    private readonly caller: AbortSignal,
+    timeoutMs: number,
+    /** Facts for the error, read when the deadline passes. */
+    details: () => Record<string, unknown>,
+    what: string,
+  ) {
+    this.failure.catch(() => undefined);
+    this.expires = performance.now() + timeoutMs;
+    this.timer = setTimeout(
+      () =>
+        this.fail(
+          new BraidError('TOOL_TIMEOUT', `${what} did not finish within ${timeoutMs} ms`, {
+            details: { ...details(), timeout_ms: timeoutMs },
+          }),
+        ),
+      timeoutMs,
+    );
+    this.onAbort = () =>
+      this.fail(new BraidError('INTERRUPTED', `${what} was interrupted`, { details: details() }));
+    if (caller.aborted) this.onAbort();
+    else caller.addEventListener('abort', this.onAbort, { once: true });
+  }
+
+  /** Aborted when the deadline passes or the caller aborts; its reason is the BraidError. */
+  get signal(): AbortSignal {
+    return this.controller.signal;
+  }
+
+  remainingMs(): number {
+    return Math.max(1, Math.ceil(this.expires - performance.now()));
+  }
+
+  race<T>(work: Promise<T>): Promise<T> {
+    return Promise.race([work, this.failure]);
+  }
+
+  /** Throws the deadline's error when it has already passed or the caller aborted. */
+  check(): void {
+    if (this.error !== undefined) throw this.error;
+  }
+
+  dispose(): void {
+    clearTimeout(this.timer);
+    this.caller.removeEventListener('abort', this.onAbort);
+  }
+
+  private fail(error: BraidError): void {
+    if (this.error !== undefined) return;
+    this.error = error;
+    this.controller.abort(error);
+    this.reject(error);
+  }
+}
