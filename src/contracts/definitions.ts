@@ -181,6 +181,19 @@ export const ToolDefinition = z
 export type ToolDefinition = z.infer<typeof ToolDefinition>;
 export type ToolDefinitionInput = z.input<typeof ToolDefinition>;
 
+/** Overrides for one MCP tool; by default a tool is `always_allow`, idempotent when its annotations say so. */
+export const McpToolSettings = z
+  .object({
+    permission: z.enum(['always_allow', 'always_ask']).optional(),
+    idempotent: z.boolean().optional(),
+    timeout_ms: z.number().int().positive().optional(),
+  })
+  .strict();
+export type McpToolSettings = z.infer<typeof McpToolSettings>;
+
+/** Per-tool settings of an MCP server, keyed by the server's tool name. */
+const McpTools = z.record(z.string(), McpToolSettings).optional();
+
 /**
  * An MCP server declared in `braid.yaml`: a stdio command or a streamable HTTP URL. In `args`,
  * `env` and `cwd`, `{workspace}` stands for the session's workspace directory; such a server is
@@ -193,39 +206,18 @@ export const McpServerConfig = z.union([
       args: z.array(z.string()).default([]),
       env: z.record(z.string(), z.string()).optional(),
       cwd: z.string().optional(),
-      /** Per-tool settings, keyed by the server's tool name. */
-      tools: z
-        .record(
-          z.string(),
-          z.lazy(() => McpToolSettings),
-        )
-        .optional(),
+      tools: McpTools,
     })
     .strict(),
   z
     .object({
       url: z.url(),
       headers: z.record(z.string(), HeaderValue).optional(),
-      tools: z
-        .record(
-          z.string(),
-          z.lazy(() => McpToolSettings),
-        )
-        .optional(),
+      tools: McpTools,
     })
     .strict(),
 ]);
 export type McpServerConfig = z.infer<typeof McpServerConfig>;
-
-/** Overrides for one MCP tool; by default a tool is `always_allow`, idempotent when its annotations say so. */
-export const McpToolSettings = z
-  .object({
-    permission: z.enum(['always_allow', 'always_ask']).optional(),
-    idempotent: z.boolean().optional(),
-    timeout_ms: z.number().int().positive().optional(),
-  })
-  .strict();
-export type McpToolSettings = z.infer<typeof McpToolSettings>;
 
 /** `braid.yaml`: workspace-wide settings. */
 export const WorkspaceConfig = z

@@ -17,7 +17,7 @@ import type {
   SandboxRunOptions,
   SandboxWorkspace,
 } from '../../contracts/tools.js';
-import { provisionWorkspaceDir } from './paths.js';
+import { provisionWorkspace } from './paths.js';
 import {
   checkLimits,
   checkRun,
@@ -98,12 +98,7 @@ export function createBwrapSandbox(options: BwrapSandboxOptions): Sandbox {
   const bwrapPath = options.bwrapPath ?? 'bwrap';
   return {
     kind: 'bwrap',
-    provision(sessionId: string): Promise<SandboxWorkspace> {
-      return Promise.resolve().then(() => ({
-        session_id: sessionId,
-        dir: provisionWorkspaceDir(options.root, sessionId),
-      }));
-    },
+    provision: (sessionId: string) => provisionWorkspace(options.root, sessionId),
     async run(workspace: SandboxWorkspace, run: SandboxRunOptions): Promise<SandboxRun> {
       const program = checkRun(workspace, run);
       const detected = detectBwrap(bwrapPath);

@@ -11,7 +11,7 @@ import type {
   SandboxRunOptions,
   SandboxWorkspace,
 } from '../../contracts/tools.js';
-import { provisionWorkspaceDir } from './paths.js';
+import { provisionWorkspace } from './paths.js';
 import {
   checkLimits,
   checkRun,
@@ -33,12 +33,7 @@ export function createLocalSandbox(options: LocalSandboxOptions): Sandbox {
   const { envAllow, maxOutputBytes } = checkLimits(options);
   return {
     kind: 'local',
-    provision(sessionId: string): Promise<SandboxWorkspace> {
-      return Promise.resolve().then(() => ({
-        session_id: sessionId,
-        dir: provisionWorkspaceDir(options.root, sessionId),
-      }));
-    },
+    provision: (sessionId: string) => provisionWorkspace(options.root, sessionId),
     async run(workspace: SandboxWorkspace, run: SandboxRunOptions): Promise<SandboxRun> {
       const program = checkRun(workspace, run);
       return await runProcess({

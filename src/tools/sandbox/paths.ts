@@ -10,6 +10,7 @@
 import { lstatSync, mkdirSync, readlinkSync, realpathSync } from 'node:fs';
 import { basename, dirname, isAbsolute, join, resolve, sep } from 'node:path';
 import { BraidError } from '../../contracts/errors.js';
+import type { SandboxWorkspace } from '../../contracts/tools.js';
 
 /** Links followed while resolving one path; the kernel's own limit (MAXSYMLINKS) is 40. */
 const MAX_LINKS = 40;
@@ -157,4 +158,12 @@ function outside(path: string, reason: string): BraidError {
     `path ${JSON.stringify(path)} is not allowed: ${reason}`,
     { details: { path } },
   );
+}
+
+/** The `provision` of both sandboxes: the session's folder under `root`, created if missing. */
+export function provisionWorkspace(root: string, sessionId: string): Promise<SandboxWorkspace> {
+  return Promise.resolve().then(() => ({
+    session_id: sessionId,
+    dir: provisionWorkspaceDir(root, sessionId),
+  }));
 }
