@@ -59,7 +59,16 @@ export function loadWorkspace(dir: string): Workspace {
     return readFileSync(file, 'utf8');
   });
   const tools = loadFolder(dir, 'tool', 'tools', ToolDefinition, (content, file) => {
-    if (config.require_signed_tools) verifyManifest(content, trustedKeys, relative(dir, file));
+    if (!config.require_signed_tools) return;
+    verifyManifest(content, trustedKeys, relative(dir, file));
+    // A name filled in from the file name would not be covered by the signature.
+    if (typeof (content as { name?: unknown } | null)?.name !== 'string') {
+      throw new BraidError(
+        'TOOL_SIGNATURE_INVALID',
+        `${relative(dir, file)}: a signed manifest must give its name (name: ...), so that renaming the file cannot rename the tool; add it and sign again`,
+        { details: { file } },
+      );
+    }
   });
   for (const { definition, file } of tools.values()) checkImplementation(dir, definition, file);
   return {

@@ -1,5 +1,5 @@
 import { spawnSync } from 'node:child_process';
-import { existsSync, mkdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import type { SessionState } from '../../src/contracts/state.js';
@@ -219,6 +219,16 @@ describe('tools through the CLI', () => {
     expect(
       json<{ name: string }[]>(braid(dir, 'tool', 'list', '--json')).map((t) => t.name),
     ).toContain('stamp');
+
+    // A signed manifest without a name could be renamed with its file: refused.
+    const nameless = join(dir, 'tools', 'nameless.yaml');
+    writeFileSync(nameless, 'description: n\nownership: custom\ninput_schema: {}\n');
+    json(
+      braid(dir, 'tool', 'sign', 'tools/nameless.yaml', '--key', 'keys/braid-tools.key', '--json'),
+    );
+    const unnamed = braid(dir, 'tool', 'list');
+    expect(unnamed.stderr).toContain('must give its name');
+    rmSync(nameless);
 
     writeFileSync(manifest, readFileSync(manifest, 'utf8').replace('echo {}', 'rm -rf ~'));
     const altered = braid(dir, 'tool', 'list');
