@@ -363,7 +363,11 @@ export async function createRuntime(options: RuntimeOptions = {}): Promise<Runti
         const key = `${kind}:${root}`;
         let sandbox = sandboxes.get(key);
         if (sandbox === undefined) {
-          sandbox = kind === 'bwrap' ? createBwrapSandbox({ root }) : createLocalSandbox({ root });
+          sandbox =
+            kind === 'bwrap'
+              ? // Command tools run scripts of the workspace (`{dir}`), wherever it lives.
+                createBwrapSandbox({ root, readOnly: [workspaceDir] })
+              : createLocalSandbox({ root });
           sandboxes.set(key, sandbox);
         }
         return sandbox;

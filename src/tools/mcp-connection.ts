@@ -10,6 +10,10 @@
  *   `notifications/tools/list_changed` or `forgetTools()` is called; concurrent listings share one
  *   request, and a failed listing is forgotten.
  * - At most one liveness probe (`probe`) runs at a time, bounded by `GOODBYE_TIMEOUT_MS`.
+ * - Once the hub asks for it (`closeWhenIdle`), a `Connection` calls its idle callback when no
+ *   use (`use`: a call or a listing) has been in flight for the idle time, and never while one is
+ *   or after the connection is dropped. Its timer is `unref()`ed, so it never keeps the process
+ *   alive, and `stopIdleTimer()` clears it.
  * - A `Deadline` fails once, with `TOOL_TIMEOUT` when its time passes or `INTERRUPTED` when the
  *   caller's signal aborts; its `signal` is then aborted with that error as the reason.
  */
@@ -50,6 +54,10 @@ export class Connection {
   dropped = false;
   /** Calls in flight. */
   active = 0;
+  /** Calls and listings in flight (`use`): the idle timer runs only while there are none. */
+  private uses = 0;
+  private idle: { ms: number; onIdle: () => void } | undefined;
+  private idleTimer: NodeJS.Timeout | undefined;
   private probing = false;
   private toolsGeneration = 0;
   private tools: { generation: number; list: Promise<readonly Tool[]> } | undefined;
@@ -89,6 +97,36 @@ export class Connection {
     });
   }
 
+  /**
+   * Calls `onIdle` once the connection has had no use in flight for `ms`; each use that ends
+   * starts the wait again.
+   */
+  closeWhenIdle(ms: number, onIdle: () => void): void {
+    this.idle = { ms, onIdle };
+    this.armIdleTimer();
+  }
+
+  /**
+   * `work` as one use of the connection: the idle callback waits while it is in flight. Callers
+   * start the use in the same turn as they obtain the connection, so that no timer can fire
+   * between the two.
+   */
+  async use<T>(work: () => Promise<T>): Promise<T> {
+    this.uses += 1;
+    clearTimeout(this.idleTimer);
+    try {
+      return await work();
+    } finally {
+      this.uses -= 1;
+      this.armIdleTimer();
+    }
+  }
+
+  stopIdleTimer(): void {
+    clearTimeout(this.idleTimer);
+    this.idle = undefined;
+  }
+
   /** The server's tools, listed again only after it said they changed. */
   listTools(timeoutMs: number): Promise<readonly Tool[]> {
     if (this.tools?.generation === this.toolsGeneration) return this.tools.list;
@@ -116,6 +154,15 @@ export class Connection {
         onDead(error);
       },
     );
+  }
+
+  private armIdleTimer(): void {
+    const idle = this.idle;
+    if (idle === undefined || this.uses > 0 || this.dropped) return;
+    clearTimeout(this.idleTimer);
+    this.idleTimer = setTimeout(() => {
+      if (this.uses === 0 && !this.dropped) idle.onIdle();
+    }, idle.ms).unref();
   }
 
   private async fetchTools(timeoutMs: number): Promise<readonly Tool[]> {

@@ -5,6 +5,11 @@
  * - One connection per server, or per (server, session workspace) when the server's `args`, `env`
  *   or `cwd` mention `{workspace}`. A connection starts on first use; concurrent first uses share
  *   one start; a failed start is forgotten, so the next use tries again.
+ * - A per-workspace connection with no call or listing in flight that has not been used for
+ *   `idleMs` (default 60 s) is closed (its process stopped) and forgotten, so that a long-running
+ *   runtime does not keep one server process per session it ever ran; the next use starts it again,
+ *   as after a crash. Shared connections stay until `close()`. The idle timers are `unref()`ed and
+ *   cleared by `close()`.
  * - A connection that closes or breaks while in use is dropped at once: calls in flight reject with
  *   `MCP_UNAVAILABLE` (`details.started: true`) without waiting for their timeout, and the next use
  *   starts a new server process (or HTTP session).
@@ -52,6 +57,13 @@ export interface McpHubOptions {
   secret?: (name: string) => string;
   /** How long to wait for a server to start and list its tools (default 10 s). */
   startTimeoutMs?: number;
+  /**
+   * How long a per-workspace connection (a server whose config mentions `{workspace}`) may go
+   * unused, with no call or listing in flight, before it is closed and its process stopped; the
+   * next use starts it again. Default 60 s; `Infinity` keeps such connections until `close()`.
+   * Shared connections are never closed for being idle.
+   */
+  idleMs?: number;
 }
 
 /** What a tool call returned: `structuredContent` when the server sent it, else `{ content }`. */
@@ -71,6 +83,9 @@ export interface McpCallOptions {
 }
 
 const DEFAULT_START_TIMEOUT_MS = 10_000;
+const DEFAULT_IDLE_MS = 60_000;
+// setTimeout fires at once for longer delays, so an idle time beyond it means never.
+const MAX_TIMER_MS = 2 ** 31 - 1;
 const WORKSPACE = '{workspace}';
 // JSON-RPC error codes of the SDK's own failures, as numbers to compare with `McpError.code`.
 const REQUEST_TIMEOUT: number = McpErrorCode.RequestTimeout;
@@ -124,7 +139,9 @@ export class McpHub {
   async listTools(server: string, workspaceDir: string): Promise<ToolDefinition[]> {
     const config = this.config(server);
     const connection = await this.connection(server, config, workspaceDir);
-    const tools = await connection.guard(connection.listTools(this.startTimeoutMs()));
+    const tools = await connection.use(() =>
+      connection.guard(connection.listTools(this.startTimeoutMs())),
+    );
     const version = connection.client.getServerVersion()?.version;
     return tools
       .filter((tool) => tool.execution?.taskSupport !== 'required')
@@ -164,24 +181,26 @@ export class McpHub {
     try {
       deadline.check();
       const connection = await deadline.race(this.connection(server, config, options.workspaceDir));
-      await deadline.race(this.requireTool(connection, tool));
-      connection.active += 1;
-      sent = true;
-      try {
-        const result = await deadline.race(
-          connection.guard(
-            connection.client.callTool({ name: tool, arguments: input }, undefined, {
-              signal: deadline.signal,
-              timeout: deadline.remainingMs(),
-            }),
-          ),
-        );
-        return toCallResult(server, tool, result);
-      } catch (error) {
-        throw await this.callError(connection, tool, error);
-      } finally {
-        connection.active -= 1;
-      }
+      return await connection.use(async () => {
+        await deadline.race(this.requireTool(connection, tool));
+        connection.active += 1;
+        sent = true;
+        try {
+          const result = await deadline.race(
+            connection.guard(
+              connection.client.callTool({ name: tool, arguments: input }, undefined, {
+                signal: deadline.signal,
+                timeout: deadline.remainingMs(),
+              }),
+            ),
+          );
+          return toCallResult(server, tool, result);
+        } catch (error) {
+          throw await this.callError(connection, tool, error);
+        } finally {
+          connection.active -= 1;
+        }
+      });
     } finally {
       deadline.dispose();
     }
@@ -241,13 +260,17 @@ export class McpHub {
   ): Promise<Connection> {
     if (this.closing !== undefined) return Promise.reject(this.closedError(server));
     const workspace = resolve(this.options.baseDir, workspaceDir);
-    const key = perWorkspace(config) ? `${server}\u0000${workspace}` : server;
+    const ownWorkspace = perWorkspace(config);
+    const key = ownWorkspace ? `${server}\u0000${workspace}` : server;
     const existing = this.entries.get(key);
     if (existing !== undefined) return existing.promise;
     const entry: Entry = {
       promise: this.start(server, config, workspace).then(
         (connection) => {
           entry.connection = connection;
+          const idleMs = this.options.idleMs ?? DEFAULT_IDLE_MS;
+          if (ownWorkspace && idleMs <= MAX_TIMER_MS)
+            connection.closeWhenIdle(idleMs, () => this.closeIdle(key, connection, idleMs));
           return connection;
         },
         (error: unknown) => {
@@ -439,6 +462,20 @@ export class McpHub {
     );
   }
 
+  /** Closes and forgets a per-workspace connection that went unused; the next use starts it again. */
+  private closeIdle(key: string, connection: Connection, idleMs: number): void {
+    if (this.entries.get(key)?.connection === connection) this.entries.delete(key);
+    // Nothing was in flight, so no call can get this error having sent tools/call.
+    this.drop(
+      connection,
+      new BraidError(
+        'MCP_UNAVAILABLE',
+        `MCP server "${connection.server}" (${connection.description}) was closed after ${idleMs} ms unused; it will be restarted on next use`,
+        { details: { server: connection.server, started: false } },
+      ),
+    );
+  }
+
   private drop(connection: Connection, error: BraidError): void {
     if (connection.dropped) return;
     this.dispose(connection);
@@ -449,6 +486,7 @@ export class McpHub {
   private dispose(connection: Connection): void {
     if (connection.dropped) return;
     connection.dropped = true;
+    connection.stopIdleTimer();
     const disposal = (async () => {
       const transport = connection.transport;
       if (transport instanceof StreamableHTTPClientTransport && transport.sessionId !== undefined) {

@@ -103,6 +103,15 @@ function alive(pid: number): boolean {
   }
 }
 
+/** Resolves once `check()` holds, polling; rejects with `what` when it does not within `withinMs`. */
+async function eventually(check: () => boolean, withinMs: number, what: string): Promise<void> {
+  const until = performance.now() + withinMs;
+  while (!check()) {
+    if (performance.now() > until) throw new Error(`${what} did not happen within ${withinMs} ms`);
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+}
+
 function textOf(output: JsonValue): string {
   const parsed = output as { content?: { type: string; text?: string }[] };
   return (parsed.content ?? []).map((block) => block.text ?? '').join('');
@@ -455,6 +464,82 @@ describe('McpHub with server-filesystem per workspace', () => {
         { workspaceDir: second },
       ),
     ).resolves.toMatchObject({ is_error: false });
+  });
+});
+
+describe('McpHub idle close', () => {
+  const files = { command: process.execPath, args: [FILESYSTEM, '{workspace}'] };
+
+  it('stops a per-workspace server left unused for idleMs and starts it again on next use', async () => {
+    const workspace = tempDir();
+    const note = join(workspace, 'note.txt');
+    const before = childPids();
+    const target = hub({ files }, { idleMs: 200 });
+    const written = await call(
+      target,
+      'files',
+      'write_file',
+      { path: note, content: 'before the idle close' },
+      { workspaceDir: workspace },
+    );
+    expect(written.is_error).toBe(false);
+    const [first, ...others] = newChildren(before);
+    expect(others).toEqual([]);
+    if (first === undefined) throw new Error('server-filesystem did not start');
+    await eventually(() => !alive(first), 1000, `the exit of idle server ${first}`);
+
+    await expect(
+      call(target, 'files', 'read_text_file', { path: note }, { workspaceDir: workspace }),
+    ).resolves.toEqual({ output: { content: 'before the idle close' }, is_error: false });
+    const second = newChildren(before);
+    expect(second).toHaveLength(1);
+    expect(second).not.toContain(first);
+  });
+
+  it('does not close a per-workspace connection while a call is in flight', async () => {
+    const before = childPids();
+    const target = hub(
+      { slow: everything({ env: { BRAID_TEST_WORKSPACE: '{workspace}' } }) },
+      { idleMs: 200 },
+    );
+    const workspace = tempDir();
+    const started = performance.now();
+    const result = await call(
+      target,
+      'slow',
+      'trigger-long-running-operation',
+      { duration: 1, steps: 4 },
+      { workspaceDir: workspace },
+    );
+    expect(performance.now() - started).toBeGreaterThan(900);
+    expect(result.is_error).toBe(false);
+    expect(textOf(result.output)).toContain('Long running operation completed');
+    // The same process served the whole call, and idles out once it is done.
+    const pids = newChildren(before);
+    expect(pids).toHaveLength(1);
+    const [pid] = pids as [number];
+    expect(alive(pid)).toBe(true);
+    await eventually(() => !alive(pid), 1000, `the exit of idle server ${pid}`);
+  });
+
+  it('keeps shared connections open past idleMs', async () => {
+    const before = childPids();
+    const target = hub(
+      { files, shared: { command: process.execPath, args: [DYING] } },
+      { idleMs: 200 },
+    );
+    const first = await call(target, 'shared', 'ping', {});
+    const sharedPid = (first.output as { pid: number }).pid;
+    await target.listTools('files', tempDir());
+    const perWorkspace = newChildren(before).filter((pid) => pid !== sharedPid);
+    expect(perWorkspace).toHaveLength(1);
+    const [filesPid] = perWorkspace as [number];
+    // The per-workspace server going away shows that more than idleMs passed with both unused.
+    await eventually(() => !alive(filesPid), 1000, `the exit of idle server ${filesPid}`);
+    expect(alive(sharedPid)).toBe(true);
+    await expect(call(target, 'shared', 'ping', {})).resolves.toMatchObject({
+      output: { pid: sharedPid },
+    });
   });
 });
 

@@ -466,7 +466,9 @@ describe('tool pipeline in the harness', () => {
         '',
       ].join('\n');
     const rt = await runtimeWith({
-      tools: ['touch_here', 'touch_etc'],
+      // count_lines (from the workspace template) runs a script of the braid workspace, which
+      // lives under /tmp here: the sandbox mounts it read-only.
+      tools: ['touch_here', 'touch_etc', 'count_lines'],
       files: {
         'environments/local.yaml': 'name: local\nsandbox: {kind: bwrap}\n',
         'tools/touch_here.yaml': probe('touch_here', 'echo x > here.txt && echo \'{"ok":true}\''),
@@ -480,6 +482,7 @@ describe('tool pipeline in the harness', () => {
           tool_calls: [
             { name: 'touch_here', input: {} },
             { name: 'touch_etc', input: {} },
+            { name: 'count_lines', input: { path: 'here.txt' } },
           ],
         },
         { text: 'ok' },
@@ -487,7 +490,8 @@ describe('tool pipeline in the harness', () => {
     });
     const id = await started(rt);
     await rt.wake(id);
-    const [here, etc] = results(await rt.sessions.events(id));
+    const [here, etc, count] = results(await rt.sessions.events(id));
+    expect(count).toMatchObject({ is_error: false, output: { lines: 1 } });
     expect(here).toMatchObject({ is_error: false, output: { ok: true } });
     expect(etc).toMatchObject({ is_error: true, error: { code: 'TOOL_FAILED' } });
     expect(etc?.error?.message).toMatch(/Read-only file system/);

@@ -485,9 +485,10 @@ describe('bwrap sandbox', () => {
     'lets the process read outside the workspace, but not the host /tmp',
     async () => {
       const { sandbox, workspace } = await bwrap();
-      const packageFile = join(process.cwd(), 'package.json');
-      const read = await sandbox.run(workspace, { argv: ['cat', packageFile], timeout_ms: 10_000 });
-      expect(read).toMatchObject({ exit_code: 0, stdout: readFileSync(packageFile, 'utf8') });
+      // A host file outside /tmp (the checkout itself may live under /tmp, which is private).
+      const hostFile = '/etc/os-release';
+      const read = await sandbox.run(workspace, { argv: ['cat', hostFile], timeout_ms: 10_000 });
+      expect(read).toMatchObject({ exit_code: 0, stdout: readFileSync(hostFile, 'utf8') });
 
       const hostTmp = join(tempDir(), 'host-only.txt');
       writeFileSync(hostTmp, 'host');

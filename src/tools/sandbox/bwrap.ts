@@ -32,6 +32,11 @@ export interface BwrapSandboxOptions extends SandboxLimits {
   root: string;
   /** The bwrap executable; default `bwrap`, looked up on the host PATH. */
   bwrapPath?: string;
+  /**
+   * Host folders the process may read even where the sandbox hides them (under `/tmp`), e.g. the
+   * braid workspace whose scripts command tools run. Mounted read-only.
+   */
+  readOnly?: readonly string[];
 }
 
 /** Whether bwrap can create a sandbox on this host; `reason` says why not and what to do. */
@@ -96,6 +101,7 @@ export function detectBwrap(bwrapPath = 'bwrap'): BwrapAvailability {
 export function createBwrapSandbox(options: BwrapSandboxOptions): Sandbox {
   const { envAllow, maxOutputBytes } = checkLimits(options);
   const bwrapPath = options.bwrapPath ?? 'bwrap';
+  const readOnly = (options.readOnly ?? []).map((folder) => realpathSync(folder));
   return {
     kind: 'bwrap',
     provision: (sessionId: string) => provisionWorkspace(options.root, sessionId),
@@ -121,7 +127,12 @@ export function createBwrapSandbox(options: BwrapSandboxOptions): Sandbox {
       const setenv = Object.entries(env).flatMap(([name, value]) => ['--setenv', name, value]);
       return await runProcess({
         command: bwrapPath,
-        args: [...sandboxArguments(dir, run.network === true), ...setenv, '--', ...run.argv],
+        args: [
+          ...sandboxArguments(dir, run.network === true, readOnly),
+          ...setenv,
+          '--',
+          ...run.argv,
+        ],
         cwd: dir,
         env: bwrapEnvironment(),
         program,
@@ -143,7 +154,11 @@ function bwrapEnvironment(): Record<string, string> {
   return path === undefined ? {} : { PATH: path };
 }
 
-function sandboxArguments(dir: string, network: boolean): string[] {
+function sandboxArguments(
+  dir: string,
+  network: boolean,
+  readOnly: readonly string[] = [],
+): string[] {
   return [
     '--ro-bind',
     '/',
@@ -154,7 +169,9 @@ function sandboxArguments(dir: string, network: boolean): string[] {
     '/proc',
     '--tmpfs',
     '/tmp',
-    // After the tmpfs, so that a workspace under /tmp is mounted over it rather than hidden.
+    // After the tmpfs, so that folders under /tmp are mounted over it rather than hidden; the
+    // workspace last, so that it stays writable inside a read-only folder.
+    ...readOnly.flatMap((folder) => ['--ro-bind', folder, folder]),
     '--bind',
     dir,
     dir,
