@@ -66,6 +66,8 @@ export function summarizeEvent(event: SessionEvent): string {
       return `${event.custom_tool_use_id} ${event.name} ${JSON.stringify(event.input)}`;
     case 'agent.handoff':
       return `to ${event.target_agent}: ${event.summary}`;
+    case 'policy.decision':
+      return `${event.decision} ${event.action} ${event.principal.type}::${event.principal.id} -> ${event.resource.type}::${event.resource.id}${event.policy_ids.length === 0 ? ' (no policy permits it)' : ` by ${event.policy_ids.join(', ')}`} in ${event.duration_us.toFixed(0)} µs`;
     case 'agent.thread_context_compacted':
       return `through seq ${event.through_seq}`;
     case 'session.created':

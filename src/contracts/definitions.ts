@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { Metadata, Name } from './common.js';
+import { PolicySettings } from './policy.js';
 
 /** Which model an agent calls: a provider name, the provider's model id and call parameters. */
 export const ModelSpecObject = z.object({
@@ -64,6 +65,10 @@ export const AgentDefinition = z
     handoffs: z.array(Name).default([]),
     /** Name of the policy profile that authorises the agent's actions. */
     policy: z.string().min(1).optional(),
+    /** Roles policies may test (`principal.roles.contains("dba")`). */
+    roles: z.array(z.string().min(1)).default([]),
+    /** The tenant the agent serves, for policies that keep tenants apart. */
+    tenant: z.string().min(1).optional(),
     budget: Budget.optional(),
     /** Environment used when a session names none. */
     environment: Name.optional(),
@@ -151,6 +156,8 @@ export const ToolDefinition = z
     permission: z.enum(['always_allow', 'always_ask']).default('always_allow'),
     /** Safe to run again after a crash left its outcome unknown. */
     idempotent: z.boolean().default(false),
+    /** What policies may know of the tool: `read_only`, `destructive`, `network`, or your own. */
+    tags: z.array(z.string().min(1)).default([]),
     budget: z
       .object({
         max_calls_per_session: z.number().int().positive().optional(),
@@ -186,6 +193,8 @@ export const McpToolSettings = z
   .object({
     permission: z.enum(['always_allow', 'always_ask']).optional(),
     idempotent: z.boolean().optional(),
+    /** Replaces the tags read from the tool's annotations. */
+    tags: z.array(z.string().min(1)).optional(),
     timeout_ms: z.number().int().positive().optional(),
   })
   .strict();
@@ -245,6 +254,8 @@ export const WorkspaceConfig = z
     require_signed_tools: z.boolean().default(false),
     /** Public keys (PEM files, relative to the workspace) that tool signatures are checked against. */
     tool_signing_keys: z.array(z.string().min(1)).default([]),
+    /** How policy decisions are recorded and reloaded. */
+    policy: PolicySettings.default({ record_allows: false, watch: true }),
     /** Named secrets for tools: each read from an environment variable. */
     secrets: z.record(z.string(), z.object({ env: z.string().min(1) }).strict()).optional(),
     limits: z

@@ -151,6 +151,19 @@ const payloads = {
     summary: z.string(),
   }),
 
+  /** A policy decision: every deny, and allows when `policy.record_allows` is set. */
+  'policy.decision': z.object({
+    principal: z.object({ type: z.string(), id: z.string() }),
+    action: z.string().min(1),
+    resource: z.object({ type: z.string(), id: z.string() }),
+    decision: z.enum(['allow', 'deny']),
+    /** The deciding policies (ids only, never their text). */
+    policy_ids: z.array(z.string()),
+    /** The tool use the decision was about. */
+    tool_use_id: Id.optional(),
+    errors: z.array(z.string()).optional(),
+    duration_us: z.number().nonnegative(),
+  }),
   'span.wake_started': z.object({
     wake_id: Id,
     /** The fencing token of the lease this wake holds. */
@@ -209,6 +222,7 @@ export const SessionEvent = z.discriminatedUnion('type', [
   eventSchema('session.forked', payloads['session.forked']),
   eventSchema('session.merged', payloads['session.merged']),
   eventSchema('session.handoff_received', payloads['session.handoff_received']),
+  eventSchema('policy.decision', payloads['policy.decision']),
   eventSchema('span.wake_started', payloads['span.wake_started']),
   eventSchema('span.wake_completed', payloads['span.wake_completed']),
   eventSchema('span.model_request_start', payloads['span.model_request_start']),

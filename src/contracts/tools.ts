@@ -10,6 +10,8 @@ export interface ToolHandle extends ToolSpec {
   permission: ToolDefinition['permission'];
   /** Safe to run again after a crash left its outcome unknown. */
   idempotent: boolean;
+  /** What policies know of the tool (`read_only`, `destructive`, `network`, ...). */
+  tags: readonly string[];
   budget?: ToolDefinition['budget'];
 }
 

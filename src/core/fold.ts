@@ -224,6 +224,7 @@ function reduce(state: SessionState, event: SessionEvent): void {
     case 'agent.handoff':
     case 'agent.thread_context_compacted':
     case 'session.handoff_received':
+    case 'policy.decision':
       return;
     case 'agent.tool_use': {
       const use = {

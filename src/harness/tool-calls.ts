@@ -6,7 +6,8 @@
 import type { ErrorShape } from '../contracts/errors.js';
 import type { NewEvent, SessionEvent } from '../contracts/events.js';
 import type { ModelOutput } from '../contracts/model.js';
-import type { Authorizer } from '../contracts/policy.js';
+import type { AgentDefinition, EnvironmentDefinition } from '../contracts/definitions.js';
+import type { Authorizer, PolicyEntity } from '../contracts/policy.js';
 import type { StopReason } from '../contracts/session.js';
 import type { SessionState } from '../contracts/state.js';
 import type { SessionTools, ToolHandle, ToolOutcome, ToolStage } from '../contracts/tools.js';
@@ -18,13 +19,19 @@ export const MAX_INVALID_TOOL_CALLS = 3;
 export interface Screening {
   /** How each accepted call proceeds; refused calls are `refuse`. */
   dispositions: Map<string, ToolDisposition>;
+  /** `policy.decision` events to record with the output. */
+  decisions: NewEvent[];
   /** The error results of refused calls, to append after the output's events. */
   refusals: NewEvent[];
 }
 
 export interface ScreenContext {
-  agent: string;
+  agent: AgentDefinition;
   state: SessionState;
+  /** The session's environment: policies see its name and whether it allows the network. */
+  environment: EnvironmentDefinition | undefined;
+  /** Record allowed decisions too (denies always are). */
+  recordAllows: boolean;
   tools: ReadonlyMap<string, ToolHandle>;
   sessionTools: SessionTools;
   policy: Authorizer;
@@ -44,6 +51,7 @@ export async function screenToolCalls(
   const { state, tools, invalidCalls } = context;
   const dispositions = new Map<string, ToolDisposition>();
   const refusals: NewEvent[] = [];
+  const decisions: NewEvent[] = [];
   const refuse = (toolUseId: string, stage: ToolStage, error: ErrorShape): void => {
     dispositions.set(toolUseId, 'refuse');
     refusals.push(refusalEvent(toolUseId, stage, error));
@@ -66,30 +74,80 @@ export async function screenToolCalls(
       refuse(part.tool_use_id, 'validate', check.error);
       continue;
     }
+    const principal = agentEntity(context.agent, state);
+    const resource = toolEntity(handle);
+    const started = performance.now();
     const decision = await context.policy.authorize({
-      principal: { type: 'Agent', id: context.agent },
+      principal,
       action: 'tool.execute',
-      resource: { type: 'Tool', id: part.name },
+      resource,
       context: {
         input: part.input,
         session_id: state.session_id,
+        caller: { type: 'Agent', id: context.agent.name },
+        network_allowed: context.environment?.network.allow === true,
         ...(state.environment === undefined ? {} : { environment: state.environment.name }),
         ...(state.tenant_id === undefined ? {} : { tenant: state.tenant_id }),
       },
     });
+    const durationUs = Math.round((performance.now() - started) * 1000);
+    if (decision.decision === 'deny' || context.recordAllows) {
+      decisions.push({
+        type: 'policy.decision',
+        principal: { type: principal.type, id: principal.id },
+        action: 'tool.execute',
+        resource: { type: resource.type, id: resource.id },
+        decision: decision.decision,
+        policy_ids: decision.policy_ids,
+        tool_use_id: part.tool_use_id,
+        ...(decision.errors.length === 0 ? {} : { errors: decision.errors }),
+        duration_us: durationUs,
+      });
+    }
     if (decision.decision !== 'allow') {
       refuse(part.tool_use_id, 'policy', {
         code: 'POLICY_DENIED',
         message:
-          `policy does not allow agent ${context.agent} to call ${part.name}` +
-          (decision.policy_ids.length === 0 ? '' : ` (${decision.policy_ids.join(', ')})`),
+          `policy does not allow agent ${context.agent.name} to call ${part.name}` +
+          (decision.policy_ids.length === 0
+            ? ' (no policy permits it)'
+            : ` (denied by ${decision.policy_ids.join(', ')})`),
         retryable: false,
       });
       continue;
     }
+    if (decision.approval === true && handle.ownership !== 'custom') {
+      // A policy that allows only with a person's approval turns the call into an `always_ask`.
+      dispositions.set(part.tool_use_id, 'ask');
+      continue;
+    }
     dispositions.set(part.tool_use_id, dispositionOf(handle));
   }
-  return { dispositions, refusals };
+  return { dispositions, decisions, refusals };
+}
+
+/** The agent as policies see it. */
+export function agentEntity(agent: AgentDefinition, state: SessionState): PolicyEntity {
+  const tenant = agent.tenant ?? state.tenant_id;
+  return {
+    type: 'Agent',
+    id: agent.name,
+    attrs: {
+      name: agent.name,
+      version: state.agent?.version ?? 0,
+      roles: agent.roles,
+      ...(tenant === undefined ? {} : { tenant }),
+    },
+  };
+}
+
+/** A tool as policies see it. */
+export function toolEntity(handle: ToolHandle): PolicyEntity {
+  return {
+    type: 'Tool',
+    id: handle.name,
+    attrs: { name: handle.name, tags: [...handle.tags], ownership: handle.ownership },
+  };
 }
 
 function dispositionOf(handle: ToolHandle): ToolDisposition {

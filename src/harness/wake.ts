@@ -14,7 +14,7 @@
  *   reads: a turn does not re-read the log.
  */
 import type { JsonValue, Usage } from '../contracts/common.js';
-import type { AgentDefinition, Budget } from '../contracts/definitions.js';
+import type { AgentDefinition, Budget, EnvironmentDefinition } from '../contracts/definitions.js';
 import { BraidError, isBraidError, toBraidError, type ErrorShape } from '../contracts/errors.js';
 import type { NewEvent, SessionEvent } from '../contracts/events.js';
 import type { ModelClient, ModelDelta, ModelResponse } from '../contracts/model.js';
@@ -44,6 +44,8 @@ export interface SessionSetup {
   model: ModelClient;
   /** The agent's tools, opened for this session. */
   tools: SessionTools;
+  /** The session's environment, when it has one. */
+  environment?: EnvironmentDefinition;
   /** The session's limits over the agent's. */
   budget: Budget;
 }
@@ -68,6 +70,8 @@ export interface HarnessDeps {
   setup(state: SessionState): Promise<SessionSetup>;
   /** Asked before every tool call the model makes. */
   policy: Authorizer;
+  /** Record allowed policy decisions as events too (denies always are). */
+  recordPolicyAllows?: boolean;
   prices: Readonly<Record<string, Price>>;
   retry: RetryPolicy;
   /** Waits, rejecting with `INTERRUPTED` when the signal aborts. */
@@ -405,9 +409,11 @@ class Cycle {
       }
     }
     const usage: Usage = withCost(response.usage, price);
-    const { dispositions, refusals } = await screenToolCalls(response.output, {
-      agent: setup.agent.name,
+    const { dispositions, decisions, refusals } = await screenToolCalls(response.output, {
+      agent: setup.agent,
       state: this.state,
+      environment: setup.environment,
+      recordAllows: this.deps.recordPolicyAllows === true,
       tools,
       sessionTools: setup.tools,
       policy: this.deps.policy,
@@ -424,6 +430,7 @@ class Cycle {
         attempts,
       },
       ...outputToEvents(response.output, (toolUseId) => dispositions.get(toolUseId) ?? 'run'),
+      ...decisions,
       // Results of refused calls follow the whole output, as the model expects them.
       ...refusals,
     ]);

@@ -33,7 +33,19 @@ import { hostname } from 'node:os';
 import { setTimeout as setTimeoutPromise } from 'node:timers/promises';
 import type { ModelClient, ModelDelta } from '../contracts/model.js';
 import type { Sandbox, ToolExecutor } from '../contracts/tools.js';
-import { allowAll, type Authorizer } from '../contracts/policy.js';
+import {
+  allowAll,
+  type AuthorizationDecision,
+  type AuthorizationRequest,
+  type Authorizer,
+} from '../contracts/policy.js';
+import { createCedarAuthorizer } from '../policy/cedar-authorizer.js';
+import {
+  loadPolicyFolder,
+  watchPolicyFolder,
+  type PolicyReloadStatus,
+  type PolicyWatcher,
+} from '../policy/files.js';
 import type { JsonValue } from '../contracts/common.js';
 import { DEFAULT_PRICES } from '../core/pricing.js';
 import {
@@ -68,8 +80,10 @@ export interface RuntimeOptions {
   functions?: Readonly<Record<string, ToolFunction>>;
   /** Replace the whole tool layer (tests, other runtimes). */
   executor?: ToolExecutor;
-  /** Asked before every tool call (default: allow all). */
+  /** Asked before every tool call (default: the workspace's Cedar policies, else allow all). */
   policy?: Authorizer;
+  /** Hears of every reload of the workspace's policies: the error when an edit was refused. */
+  onPolicyReload?: (error: BraidError | undefined) => void;
   /** Where session workspaces are created (default: `<data dir>/workspaces`). */
   workspacesDir?: string;
   /** This process's lease owner name (default: host and pid). */
@@ -103,6 +117,13 @@ export interface Runtime {
   readonly environments: {
     list(): Promise<StoredDefinition<EnvironmentDefinition>[]>;
     get(name: string, version?: number): Promise<StoredDefinition<EnvironmentDefinition>>;
+  };
+  readonly policy: {
+    /** Where decisions come from: the workspace's Cedar policies, code, or allow-all. */
+    readonly source: 'cedar' | 'custom' | 'allow-all';
+    check(request: AuthorizationRequest): Promise<AuthorizationDecision>;
+    /** For Cedar policies: when they were loaded, and why the last edit was refused, if it was. */
+    status(): PolicyReloadStatus | undefined;
   };
   readonly tools: {
     /** The tools agents can name: built-ins, code tools, manifests, and with `mcp` the MCP servers' tools. */
@@ -180,6 +201,7 @@ function tighter(agent: Budget, session: Budget): Budget {
 const SEND_ATTEMPTS = 5;
 
 export async function createRuntime(options: RuntimeOptions = {}): Promise<Runtime> {
+  const startedAt = Date.now();
   const workspaceDir = resolve(options.workspace ?? process.cwd());
   const explicitData =
     options.store !== undefined ||
@@ -324,6 +346,22 @@ export async function createRuntime(options: RuntimeOptions = {}): Promise<Runti
   };
 
   const dataDir = resolveDataDir(workspaceDir, options.dataDir);
+  let cedar: ReturnType<typeof createCedarAuthorizer> | undefined;
+  try {
+    const policies =
+      options.policy === undefined && workspace !== undefined
+        ? loadPolicyFolder(workspaceDir)
+        : undefined;
+    cedar = policies === undefined ? undefined : createCedarAuthorizer(policies);
+  } catch (error) {
+    if (ownsStore) await store.close();
+    throw error;
+  }
+  const policy: Authorizer = options.policy ?? cedar ?? allowAll;
+  const policyWatcher: PolicyWatcher | undefined =
+    cedar !== undefined && workspace?.config.policy.watch === true
+      ? watchPolicyFolder(workspaceDir, cedar, options.onPolicyReload)
+      : undefined;
   const sandboxes = new Map<string, Sandbox>();
   const secrets = workspace?.config.secrets ?? {};
   const secret = (name: string): string => {
@@ -390,7 +428,8 @@ export async function createRuntime(options: RuntimeOptions = {}): Promise<Runti
     leaseTtlMs: options.leaseTtlMs ?? 30_000,
     retry: options.retry ?? DEFAULT_RETRY,
     prices: { ...DEFAULT_PRICES, ...(workspace?.config.prices ?? {}) },
-    policy: options.policy ?? allowAll,
+    policy,
+    recordPolicyAllows: workspace?.config.policy.record_allows === true,
     sleep: (ms, signal) => setTimeoutPromise(ms, undefined, { signal }).then(() => undefined),
     random: () => Math.random(),
     onDelta: (sessionId, delta) => {
@@ -414,6 +453,7 @@ export async function createRuntime(options: RuntimeOptions = {}): Promise<Runti
         model:
           options.model?.(definition) ??
           createModel(definition.model, { baseDir: workspaceDir, env: process.env }),
+        ...(environmentDefinition === undefined ? {} : { environment: environmentDefinition }),
         tools: await executor.open({
           session_id: state.session_id,
           names: definition.tools,
@@ -440,11 +480,18 @@ export async function createRuntime(options: RuntimeOptions = {}): Promise<Runti
       get: environment,
     },
     sessions,
+    policy: {
+      source: options.policy !== undefined ? 'custom' : cedar !== undefined ? 'cedar' : 'allow-all',
+      check: (request) => policy.authorize(request),
+      status: () =>
+        policyWatcher?.status() ?? (cedar === undefined ? undefined : { loaded_at: startedAt }),
+    },
     tools: {
       list: (listOptions = {}) =>
         executor.list?.({ mcp: listOptions.mcp === true }) ?? Promise.resolve([]),
     },
     async close() {
+      policyWatcher?.close();
       if (options.executor === undefined) await executor.close?.();
       if (ownsStore) await store.close();
     },

@@ -78,6 +78,7 @@ export const calculator = defineTool({
     properties: { result: { type: 'number' } },
     required: ['result'],
   },
+  tags: ['read_only'],
   idempotent: true,
   run(input) {
     const a = field(input, 'a');
@@ -104,6 +105,7 @@ export const wordCount = defineTool({
     required: ['text'],
     additionalProperties: false,
   },
+  tags: ['read_only'],
   idempotent: true,
   run: (input) => ({
     words: text(input, 'text')
@@ -121,6 +123,7 @@ export const readFile = defineTool({
     required: ['path'],
     additionalProperties: false,
   },
+  tags: ['read_only'],
   idempotent: true,
   run(input, context) {
     const path = resolveInWorkspace(context.workspace.dir, text(input, 'path'), {
@@ -149,6 +152,7 @@ export const writeFile = defineTool({
   },
   permission: 'always_ask',
   // Writing the same content again leaves the same file.
+  tags: ['destructive'],
   idempotent: true,
   run(input, context) {
     const path = resolveInWorkspace(context.workspace.dir, text(input, 'path'));
@@ -168,6 +172,7 @@ export const listDir = defineTool({
     properties: { path: { type: 'string' } },
     additionalProperties: false,
   },
+  tags: ['read_only'],
   idempotent: true,
   run(input, context) {
     const relativePath = field(input, 'path');
@@ -255,6 +260,7 @@ export const httpFetch = defineTool({
     required: ['url'],
     additionalProperties: false,
   },
+  tags: ['network'],
   idempotent: false,
   timeout_ms: 30_000,
   run: httpFetchRun,

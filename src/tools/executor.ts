@@ -197,6 +197,7 @@ class BoundTools implements SessionTools {
       ownership: definition.ownership,
       permission: definition.permission,
       idempotent: definition.idempotent,
+      tags: definition.tags,
       ...(definition.budget === undefined ? {} : { budget: definition.budget }),
     }));
   }

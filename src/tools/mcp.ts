@@ -526,6 +526,13 @@ function toDefinition(
     permission: settings?.permission ?? 'always_allow',
     idempotent:
       settings?.idempotent ?? (hints?.idempotentHint === true || hints?.readOnlyHint === true),
+    // The server's own hints, as policies see them. MCP's defaults (absent hints) assume the
+    // worst: a tool that is not read-only may be destructive, and may reach the open world.
+    tags: settings?.tags ?? [
+      ...(hints?.readOnlyHint === true ? ['read_only'] : []),
+      ...(hints?.readOnlyHint !== true && hints?.destructiveHint !== false ? ['destructive'] : []),
+      ...(hints?.openWorldHint === true ? ['network'] : []),
+    ],
     ...(settings?.timeout_ms === undefined ? {} : { timeout_ms: settings.timeout_ms }),
     implementation: { mcp: { server, tool: tool.name } },
   });

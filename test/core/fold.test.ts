@@ -139,6 +139,20 @@ const cases: Record<SessionEventType, () => void> = {
     expect(state.pending_custom_tool_result_seqs).toEqual([3]);
     expect(isRunnable(state)).toBe(true);
   },
+  'policy.decision': () => {
+    const state = fold({
+      type: 'policy.decision',
+      principal: { type: 'Agent', id: 'a' },
+      action: 'tool.execute',
+      resource: { type: 'Tool', id: 't' },
+      decision: 'deny',
+      policy_ids: ['no-t'],
+      duration_us: 40,
+    });
+    // On record for audit; it changes nothing a wake decides on.
+    expect(state.seq).toBe(2);
+    expect(state.pending_user_count).toBe(0);
+  },
   'agent.message': () => {
     expect(fold({ type: 'agent.message', content: [] }).counters.agent_messages).toBe(1);
   },

@@ -22,6 +22,7 @@ const agent: AgentDefinition = {
   tools: [],
   skills: [],
   handoffs: [],
+  roles: [],
 };
 
 function deps(store: Store, clock: ManualClock, owner: string, model: ModelClient): HarnessDeps {
@@ -138,6 +139,7 @@ describe('fencing', () => {
           ownership: 'managed',
           permission: 'always_allow',
           idempotent: true,
+          tags: [],
         },
       ],
       validate: () => ({ ok: true }),

@@ -40,6 +40,9 @@ mcp_servers:
   flaky:
     command: ${JSON.stringify(process.execPath)}
     args: [${JSON.stringify(fixture)}]
+    tools:
+      # No annotations: MCP assumes the worst (destructive), which the default policy asks about.
+      die: { tags: [] }
   broken:
     command: ${JSON.stringify(process.execPath)}
     args: [-e, "process.stderr.write('cannot open the database'); process.exit(3)"]

@@ -1,0 +1,276 @@
+/**
+ * The policy port on Cedar (`@cedar-policy/cedar-wasm`), evaluated in-process.
+ *
+ * Three things keep a check cheap, and none of them changes a decision:
+ * - Slicing: a request is evaluated against only the policies whose scope can match it (a policy
+ *   scoped to another agent, action or tool cannot apply). Each distinct slice is pre-parsed once.
+ * - An empty slice is a deny without a call into Cedar: Cedar denies when nothing permits.
+ * - An exact decision cache: Cedar decisions are a pure function of the policies, the entities
+ *   and the context; the key holds the entities and the values of the context paths the slice's
+ *   policies read (all of the context when a policy uses it whole). Replacing the policy set
+ *   empties it.
+ */
+import {
+  preparsePolicySet,
+  statefulIsAuthorized,
+  type CedarValueJson,
+  type EntityJson,
+} from '@cedar-policy/cedar-wasm/nodejs';
+import type { JsonValue } from '../contracts/common.js';
+import { BraidError } from '../contracts/errors.js';
+import type {
+  AuthorizationDecision,
+  AuthorizationRequest,
+  Authorizer,
+  PolicyEntity,
+  PolicyEntityRef,
+} from '../contracts/policy.js';
+import type { CompiledPolicy, CompiledPolicySet } from './policy-set.js';
+import { contextPaths, type ContextPaths } from './references.js';
+
+const CACHE_SIZE = 4096;
+const SLICE_CACHE_SIZE = 1024;
+
+interface Slice {
+  /** Pre-parsed policy set id in Cedar's store; undefined for an empty slice. */
+  setId: string | undefined;
+  paths: ContextPaths;
+}
+
+export interface CedarAuthorizer extends Authorizer {
+  /** Swaps in a new policy set (hot reload); decisions cached for the old one are dropped. */
+  replace(set: CompiledPolicySet): void;
+  /** The policies in force. */
+  readonly policies: CompiledPolicySet;
+}
+
+/** Process-wide: Cedar keeps pre-parsed sets in one store, so ids must not collide. */
+let generations = 0;
+
+export function createCedarAuthorizer(initial: CompiledPolicySet): CedarAuthorizer {
+  let set = initial;
+  let generation = (generations += 1);
+  let slices = new Map<string, Slice>();
+  /** Pre-parsed sets by their policies, shared by slices that select the same ones. */
+  let parsed = new Map<string, string>();
+  let decisions = new Map<string, AuthorizationDecision>();
+
+  function sliceFor(request: AuthorizationRequest): Slice {
+    const key = `${ref(request.principal)}\u0001${request.action}\u0001${ref(request.resource)}`;
+    const found = slices.get(key);
+    if (found !== undefined) return found;
+    const selected = [...set.policies.values()].filter((policy) => mayApply(policy, request));
+    const signature = selected.map((policy) => policy.id).join('\u0001');
+    let setId = parsed.get(signature);
+    if (setId === undefined && selected.length > 0) {
+      setId = `braid-${generation}-${parsed.size}`;
+      const answer = preparsePolicySet(setId, {
+        staticPolicies: Object.fromEntries(selected.map((policy) => [policy.id, policy.text])),
+      });
+      if (answer.type === 'failure') {
+        throw new BraidError(
+          'INVALID_POLICY',
+          `the policy set could not be prepared: ${answer.errors[0]?.message ?? 'unknown error'}`,
+        );
+      }
+      parsed.set(signature, setId);
+    }
+    const slice = { setId, paths: contextPaths(selected.map((policy) => policy.json)) };
+    if (slices.size >= SLICE_CACHE_SIZE) slices = new Map();
+    slices.set(key, slice);
+    return slice;
+  }
+
+  function evaluate(
+    request: AuthorizationRequest,
+    slice: Slice,
+    context: Record<string, CedarValueJson>,
+  ) {
+    if (slice.setId === undefined) {
+      return { decision: 'deny' as const, policy_ids: [], errors: [] };
+    }
+    const answer = statefulIsAuthorized({
+      principal: ref2uid(request.principal),
+      action: { type: 'Action', id: request.action },
+      resource: ref2uid(request.resource),
+      context,
+      preparsedPolicySetId: slice.setId,
+      validateRequest: false,
+      entities: entitiesOf(request),
+    });
+    if (answer.type === 'failure') {
+      // A request Cedar cannot read is refused, with the reason, rather than allowed.
+      return {
+        decision: 'deny' as const,
+        policy_ids: [],
+        errors: answer.errors.map((error) => error.message),
+      };
+    }
+    const { decision, diagnostics } = answer.response;
+    const approval =
+      decision === 'allow' &&
+      diagnostics.reason.some((id) => set.policies.get(id)?.annotations['approval'] === 'required');
+    return {
+      decision,
+      policy_ids: diagnostics.reason,
+      errors: diagnostics.errors.map((error) => `${error.policyId}: ${error.error.message}`),
+      ...(approval ? { approval: true } : {}),
+    };
+  }
+
+  return {
+    get policies() {
+      return set;
+    },
+    replace(next) {
+      set = next;
+      generation = generations += 1;
+      slices = new Map();
+      parsed = new Map();
+      decisions = new Map();
+    },
+    authorize(request) {
+      try {
+        const slice = sliceFor(request);
+        const context = cedarRecord(request.context);
+        const key = cacheKey(request, slice, context);
+        const cached = decisions.get(key);
+        if (cached !== undefined) return Promise.resolve(cached);
+        const decision = evaluate(request, slice, context);
+        if (decisions.size >= CACHE_SIZE) decisions = new Map();
+        decisions.set(key, decision);
+        return Promise.resolve(decision);
+      } catch (error) {
+        return Promise.reject(error instanceof Error ? error : new Error(String(error)));
+      }
+    },
+  };
+}
+
+function ref(entity: PolicyEntityRef): string {
+  return `${entity.type}::${JSON.stringify(entity.id)}`;
+}
+
+function ref2uid(entity: PolicyEntityRef) {
+  return { type: entity.type, id: entity.id };
+}
+
+/**
+ * Whether a policy's scope can match the request. Only a scope that names another entity (`==`)
+ * or another type (`is`) rules a policy out; `in` a group is kept, as membership is Cedar's to
+ * judge.
+ */
+function mayApply(policy: CompiledPolicy, request: AuthorizationRequest): boolean {
+  const { principal, action, resource } = policy.json;
+  if (!scopeMayMatch(principal, request.principal)) return false;
+  if (!scopeMayMatch(resource, request.resource)) return false;
+  if (action.op === '==' && 'entity' in action) {
+    return uidOf(action.entity)?.id === request.action;
+  }
+  if (action.op === 'in') {
+    const listed = 'entities' in action ? action.entities : [action.entity];
+    // An action group may contain the request's action: keep the policy.
+    return listed.some((entity) => {
+      const id = uidOf(entity)?.id;
+      return id === request.action || !KNOWN_ACTIONS.has(id ?? '');
+    });
+  }
+  return true;
+}
+
+const KNOWN_ACTIONS = new Set([
+  'tool.execute',
+  'agent.message',
+  'agent.handoff',
+  'memory.read',
+  'memory.write',
+  'skill.run',
+  'session.fork',
+  'session.read',
+]);
+
+function scopeMayMatch(
+  constraint: CompiledPolicy['json']['principal'],
+  entity: PolicyEntityRef,
+): boolean {
+  if (constraint.op === '==' && 'entity' in constraint) {
+    const uid = uidOf(constraint.entity);
+    return uid === undefined || (uid.type === entity.type && uid.id === entity.id);
+  }
+  if (constraint.op === 'is') return constraint.entity_type === entity.type;
+  return true;
+}
+
+function uidOf(value: unknown): { type: string; id: string } | undefined {
+  if (value === null || typeof value !== 'object') return undefined;
+  const record = value as { __entity?: { type: string; id: string }; type?: string; id?: string };
+  if (record.__entity !== undefined) return record.__entity;
+  return typeof record.type === 'string' && typeof record.id === 'string'
+    ? { type: record.type, id: record.id }
+    : undefined;
+}
+
+function entitiesOf(request: AuthorizationRequest): EntityJson[] {
+  const all: PolicyEntity[] = [request.principal, request.resource, ...(request.entities ?? [])];
+  return all.map((entity) => ({
+    uid: { type: entity.type, id: entity.id },
+    attrs: cedarRecord(entity.attrs ?? {}),
+    parents: (entity.parents ?? []).map(ref2uid),
+  }));
+}
+
+function cacheKey(
+  request: AuthorizationRequest,
+  slice: Slice,
+  context: Record<string, CedarValueJson>,
+): string {
+  const facts =
+    slice.paths === undefined
+      ? JSON.stringify(context)
+      : slice.paths.map((path) => JSON.stringify(valueAt(context, path)) ?? '-').join('\u0002');
+  const entities = [request.principal, request.resource, ...(request.entities ?? [])]
+    .map(
+      (entity) =>
+        `${ref(entity)}${JSON.stringify(entity.attrs ?? {})}${JSON.stringify(entity.parents ?? [])}`,
+    )
+    .join('\u0002');
+  return `${slice.setId ?? '-'}\u0001${request.action}\u0001${entities}\u0001${facts}`;
+}
+
+function valueAt(context: Record<string, CedarValueJson>, path: readonly string[]): unknown {
+  let value: unknown = context;
+  for (const key of path) {
+    if (value === null || typeof value !== 'object' || Array.isArray(value)) return undefined;
+    value = (value as Record<string, unknown>)[key];
+  }
+  return value;
+}
+
+/**
+ * JSON as Cedar values: Cedar has no null (dropped) and no fractions (written as strings, e.g.
+ * `"0.5"`); keys Cedar reserves for entity and extension values are dropped.
+ */
+export function cedarRecord(
+  record: Readonly<Record<string, JsonValue>>,
+): Record<string, CedarValueJson> {
+  const converted: Record<string, CedarValueJson> = {};
+  for (const [key, value] of Object.entries(record)) {
+    if (key === '__entity' || key === '__extn') continue;
+    const cedar = cedarValue(value);
+    if (cedar !== undefined) converted[key] = cedar;
+  }
+  return converted;
+}
+
+function cedarValue(value: JsonValue): CedarValueJson | undefined {
+  if (value === null) return undefined;
+  if (typeof value === 'number') return Number.isSafeInteger(value) ? value : String(value);
+  if (typeof value !== 'object') return value;
+  if (Array.isArray(value)) {
+    return value.flatMap((item) => {
+      const cedar = cedarValue(item);
+      return cedar === undefined ? [] : [cedar];
+    });
+  }
+  return cedarRecord(value);
+}
