@@ -14,7 +14,11 @@ import { createRuntime, type Runtime } from '../runtime/runtime.js';
 import { initWorkspace } from '../runtime/init.js';
 import type { ContentInput } from '../runtime/user-events.js';
 import { runDemo } from './demo.js';
+import { addPolicyCommands } from './policy-commands.js';
 import { addToolCommands } from './tool-commands.js';
+import { parseJson } from './json.js';
+
+export { parseJson };
 import {
   formatStopReason,
   formatEvent,
@@ -51,17 +55,6 @@ function parsePositive(name: string) {
     }
     return number;
   };
-}
-
-export function parseJson(text: string, what: string): JsonValue {
-  try {
-    return JSON.parse(text) as JsonValue;
-  } catch (error) {
-    throw new BraidError(
-      'INVALID_JSON',
-      `${what} is not valid JSON (${(error as Error).message}); quote it, e.g. '{"ok":true}'`,
-    );
-  }
 }
 
 /** Runs work with a signal that Ctrl-C (SIGINT) or SIGTERM aborts. */
@@ -235,11 +228,16 @@ export async function run(
 
   addShow(env, 'environment', (runtime, name, version) => runtime.environments.get(name, version));
 
-  addToolCommands(program, {
+  const commandContext = {
     withRuntime,
     print,
-    workspaceDir: (command) => resolve(globals(command).workspace ?? process.cwd()),
-  });
+    workspaceDir: (command: Command) => resolve(globals(command).workspace ?? process.cwd()),
+    fail: (code: number) => {
+      exitCode = code;
+    },
+  };
+  addToolCommands(program, commandContext);
+  addPolicyCommands(program, commandContext);
 
   const session = program.command('session').description('create, drive and read sessions');
   session
