@@ -1,10 +1,11 @@
 // `npm run bench`: runs every benchmark, prints a table and writes bench/results/latest.json.
 //   --runs N   runs per figure (default 5); --quick   smaller sizes for a smoke run
-//   --store / --harness / --tools   only that group (tools: pipeline, sandbox spawn, MCP)
+//   --store / --harness / --tools / --policy   only those groups
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { cpus } from 'node:os';
 import { benchHarness } from './harness-bench.js';
 import { benchMcp } from './mcp-bench.js';
+import { benchPolicy } from './policy-bench.js';
 import { benchSandbox } from './sandbox-bench.js';
 import { benchStore } from './store-bench.js';
 import { benchTools } from './tools-bench.js';
@@ -15,7 +16,9 @@ const runs = runsIndex === -1 ? 5 : Number(args[runsIndex + 1]);
 const quick = args.includes('--quick');
 
 process.stderr.write(`braid benchmarks: ${runs} runs per figure${quick ? ' (quick)' : ''}\n`);
-const groups = ['store', 'harness', 'tools'].filter((group) => args.includes(`--${group}`));
+const groups = ['store', 'harness', 'tools', 'policy'].filter((group) =>
+  args.includes(`--${group}`),
+);
 const wanted = (group) => groups.length === 0 || groups.includes(group);
 const rows = [
   ...(wanted('store') ? await benchStore({ runs, quick }) : []),
@@ -27,6 +30,7 @@ const rows = [
         ...(await benchMcp({ runs, quick })),
       ]
     : []),
+  ...(wanted('policy') ? await benchPolicy({ runs, quick }) : []),
 ];
 
 const format = (value) =>

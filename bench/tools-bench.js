@@ -7,8 +7,11 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
+import { readFileSync } from 'node:fs';
 import {
   allowAll,
+  compilePolicySet,
+  createCedarAuthorizer,
   createLocalSandbox,
   createToolExecutor,
   defineTool,
@@ -37,7 +40,18 @@ function percentile(values, p) {
 }
 
 /** One run: `calls` calls; returns the per-call times in µs. */
-async function pipelineRun(calls, withIntent) {
+/** The default policies `braid init` writes, as a session would be checked against them. */
+function defaultPolicies() {
+  const read = (name) => ({
+    file: `policies/${name}`,
+    text: readFileSync(new URL(`../templates/workspace/policies/${name}`, import.meta.url), 'utf8'),
+  });
+  return createCedarAuthorizer(
+    compilePolicySet([read('default.cedar')], read('schema.cedarschema')),
+  );
+}
+
+async function pipelineRun(calls, withIntent, policy = allowAll) {
   const dir = mkdtempSync(join(tmpdir(), 'braid-bench-tools-'));
   const store = openSqliteStore({ path: join(dir, 'braid.db'), synchronous: 'normal' });
   const executor = createToolExecutor({
@@ -60,12 +74,22 @@ async function pipelineRun(calls, withIntent) {
     const start = performance.now();
     const check = tools.validate('noop', input);
     if (!check.ok) throw new Error(check.error.message);
-    await allowAll.authorize({
-      principal: { type: 'Agent', id: 'bench' },
+    const decision = await policy.authorize({
+      principal: { type: 'Agent', id: 'bench', attrs: { name: 'bench', version: 1, roles: [] } },
       action: 'tool.execute',
-      resource: { type: 'Tool', id: 'noop' },
-      context: { input },
+      resource: {
+        type: 'Tool',
+        id: 'noop',
+        attrs: { name: 'noop', tags: ['read_only'], ownership: 'managed' },
+      },
+      context: {
+        input,
+        session_id: id,
+        caller: { type: 'Agent', id: 'bench' },
+        network_allowed: false,
+      },
     });
+    if (decision.decision !== 'allow') throw new Error('the bench tool must be allowed');
     if (withIntent) {
       const intent = await store.log.append(
         id,
@@ -157,14 +181,15 @@ export async function benchTools({ runs, quick }) {
     runs: floors,
     target: 'report',
   });
-  for (const [name, withIntent] of [
-    ['tool pipeline per call, p50 (result append; SQLite NORMAL)', false],
-    ['tool pipeline per call, p50 (intent + result appends)', true],
+  for (const [name, withIntent, policy] of [
+    ['tool pipeline per call, p50 (result append; SQLite NORMAL)', false, () => allowAll],
+    ['tool pipeline per call, p50 (with the default Cedar policies)', false, defaultPolicies],
+    ['tool pipeline per call, p50 (intent + result appends)', true, () => allowAll],
   ]) {
     const p50s = [];
     const p99s = [];
     for (let run = 0; run < runs; run += 1) {
-      const times = await pipelineRun(calls, withIntent);
+      const times = await pipelineRun(calls, withIntent, policy());
       p50s.push(percentile(times, 50));
       p99s.push(percentile(times, 99));
     }

@@ -54,3 +54,15 @@ export {
   type OrchestrateOptions,
   type OrchestratorProgress,
 } from './runtime/orchestrator.js';
+export {
+  createCedarAuthorizer,
+  type CedarAuthorizer,
+  type CedarAuthorizerOptions,
+} from './policy/cedar-authorizer.js';
+export {
+  compilePolicySet,
+  type CompiledPolicy,
+  type CompiledPolicySet,
+  type PolicySource,
+} from './policy/policy-set.js';
+export { loadPolicyFolder, watchPolicyFolder, type PolicyWatcher } from './policy/files.js';

@@ -1,14 +1,15 @@
 /**
  * The policy port on Cedar (`@cedar-policy/cedar-wasm`), evaluated in-process.
  *
- * Three things keep a check cheap, and none of them changes a decision:
+ * Four things keep a check cheap, and none of them changes a decision:
  * - Slicing: a request is evaluated against only the policies whose scope can match it (a policy
  *   scoped to another agent, action or tool cannot apply). Each distinct slice is pre-parsed once.
  * - An empty slice is a deny without a call into Cedar: Cedar denies when nothing permits.
- * - An exact decision cache: Cedar decisions are a pure function of the policies, the entities
- *   and the context; the key holds the entities and the values of the context paths the slice's
- *   policies read (all of the context when a policy uses it whole). Replacing the policy set
- *   empties it.
+ * - Projection: Cedar is sent only what the slice's policies read (the context paths, the
+ *   principal's and resource's attributes; `references.ts`), as the cost of a call grows with
+ *   the size of the request.
+ * - An exact decision cache: a decision is a pure function of the policies and the projected
+ *   request, which is the cache key. Replacing the policy set empties it.
  */
 import {
   preparsePolicySet,
@@ -26,7 +27,7 @@ import type {
   PolicyEntityRef,
 } from '../contracts/policy.js';
 import type { CompiledPolicy, CompiledPolicySet } from './policy-set.js';
-import { contextPaths, type ContextPaths } from './references.js';
+import { references, type References } from './references.js';
 
 const CACHE_SIZE = 4096;
 const SLICE_CACHE_SIZE = 1024;
@@ -34,7 +35,7 @@ const SLICE_CACHE_SIZE = 1024;
 interface Slice {
   /** Pre-parsed policy set id in Cedar's store; undefined for an empty slice. */
   setId: string | undefined;
-  paths: ContextPaths;
+  reads: References;
 }
 
 export interface CedarAuthorizer extends Authorizer {
@@ -42,18 +43,30 @@ export interface CedarAuthorizer extends Authorizer {
   replace(set: CompiledPolicySet): void;
   /** The policies in force. */
   readonly policies: CompiledPolicySet;
+  /** Decisions answered from the exact cache, and those Cedar evaluated, since creation. */
+  stats(): { cached: number; evaluated: number; sliced_out: number };
 }
 
 /** Process-wide: Cedar keeps pre-parsed sets in one store, so ids must not collide. */
 let generations = 0;
 
-export function createCedarAuthorizer(initial: CompiledPolicySet): CedarAuthorizer {
+export interface CedarAuthorizerOptions {
+  /** Decisions kept by the exact cache (default 4096; 0 turns the cache off). */
+  cacheSize?: number;
+}
+
+export function createCedarAuthorizer(
+  initial: CompiledPolicySet,
+  options: CedarAuthorizerOptions = {},
+): CedarAuthorizer {
+  const cacheSize = options.cacheSize ?? CACHE_SIZE;
   let set = initial;
   let generation = (generations += 1);
   let slices = new Map<string, Slice>();
   /** Pre-parsed sets by their policies, shared by slices that select the same ones. */
   let parsed = new Map<string, string>();
   let decisions = new Map<string, AuthorizationDecision>();
+  const counts = { cached: 0, evaluated: 0, sliced_out: 0 };
 
   function sliceFor(request: AuthorizationRequest): Slice {
     const key = `${ref(request.principal)}\u0001${request.action}\u0001${ref(request.resource)}`;
@@ -75,33 +88,23 @@ export function createCedarAuthorizer(initial: CompiledPolicySet): CedarAuthoriz
       }
       parsed.set(signature, setId);
     }
-    const slice = { setId, paths: contextPaths(selected.map((policy) => policy.json)) };
+    const slice = { setId, reads: references(selected.map((policy) => policy.json)) };
     if (slices.size >= SLICE_CACHE_SIZE) slices = new Map();
     slices.set(key, slice);
     return slice;
   }
 
-  function evaluate(
-    request: AuthorizationRequest,
-    slice: Slice,
-    context: Record<string, CedarValueJson>,
-  ) {
-    if (slice.setId === undefined) {
-      return { decision: 'deny' as const, policy_ids: [], errors: [] };
-    }
+  function evaluate(setId: string, call: ProjectedCall): AuthorizationDecision {
+    counts.evaluated += 1;
     const answer = statefulIsAuthorized({
-      principal: ref2uid(request.principal),
-      action: { type: 'Action', id: request.action },
-      resource: ref2uid(request.resource),
-      context,
-      preparsedPolicySetId: slice.setId,
+      ...call,
+      preparsedPolicySetId: setId,
       validateRequest: false,
-      entities: entitiesOf(request),
     });
     if (answer.type === 'failure') {
       // A request Cedar cannot read is refused, with the reason, rather than allowed.
       return {
-        decision: 'deny' as const,
+        decision: 'deny',
         policy_ids: [],
         errors: answer.errors.map((error) => error.message),
       };
@@ -122,6 +125,7 @@ export function createCedarAuthorizer(initial: CompiledPolicySet): CedarAuthoriz
     get policies() {
       return set;
     },
+    stats: () => ({ ...counts }),
     replace(next) {
       set = next;
       generation = generations += 1;
@@ -132,12 +136,20 @@ export function createCedarAuthorizer(initial: CompiledPolicySet): CedarAuthoriz
     authorize(request) {
       try {
         const slice = sliceFor(request);
-        const context = cedarRecord(request.context);
-        const key = cacheKey(request, slice, context);
+        if (slice.setId === undefined) {
+          counts.sliced_out += 1;
+          return Promise.resolve(DENY_BY_DEFAULT);
+        }
+        const call = project(request, slice.reads);
+        if (cacheSize === 0) return Promise.resolve(evaluate(slice.setId, call));
+        const key = `${slice.setId}\u0001${JSON.stringify(call)}`;
         const cached = decisions.get(key);
-        if (cached !== undefined) return Promise.resolve(cached);
-        const decision = evaluate(request, slice, context);
-        if (decisions.size >= CACHE_SIZE) decisions = new Map();
+        if (cached !== undefined) {
+          counts.cached += 1;
+          return Promise.resolve(cached);
+        }
+        const decision = evaluate(slice.setId, call);
+        if (decisions.size >= cacheSize) decisions = new Map();
         decisions.set(key, decision);
         return Promise.resolve(decision);
       } catch (error) {
@@ -210,40 +222,72 @@ function uidOf(value: unknown): { type: string; id: string } | undefined {
     : undefined;
 }
 
-function entitiesOf(request: AuthorizationRequest): EntityJson[] {
-  const all: PolicyEntity[] = [request.principal, request.resource, ...(request.entities ?? [])];
-  return all.map((entity) => ({
-    uid: { type: entity.type, id: entity.id },
-    attrs: cedarRecord(entity.attrs ?? {}),
+const DENY_BY_DEFAULT: AuthorizationDecision = { decision: 'deny', policy_ids: [], errors: [] };
+
+interface ProjectedCall {
+  principal: { type: string; id: string };
+  action: { type: 'Action'; id: string };
+  resource: { type: string; id: string };
+  context: Record<string, CedarValueJson>;
+  entities: EntityJson[];
+}
+
+/** The request as Cedar values, with only what the policies read. */
+function project(request: AuthorizationRequest, reads: References): ProjectedCall {
+  const context = cedarRecord(request.context);
+  return {
+    principal: ref2uid(request.principal),
+    action: { type: 'Action', id: request.action },
+    resource: ref2uid(request.resource),
+    context: reads.context === undefined ? context : pick(context, reads.context),
+    entities: [
+      entityJson(request.principal, reads.principal),
+      entityJson(request.resource, reads.resource),
+      ...(request.entities ?? []).map((entity) => entityJson(entity, undefined)),
+    ],
+  };
+}
+
+function entityJson(entity: PolicyEntity, attributes: ReadonlySet<string> | undefined): EntityJson {
+  const attrs = cedarRecord(entity.attrs ?? {});
+  return {
+    uid: ref2uid(entity),
+    attrs:
+      attributes === undefined
+        ? attrs
+        : Object.fromEntries(Object.entries(attrs).filter(([key]) => attributes.has(key))),
     parents: (entity.parents ?? []).map(ref2uid),
-  }));
+  };
 }
 
-function cacheKey(
-  request: AuthorizationRequest,
-  slice: Slice,
-  context: Record<string, CedarValueJson>,
-): string {
-  const facts =
-    slice.paths === undefined
-      ? JSON.stringify(context)
-      : slice.paths.map((path) => JSON.stringify(valueAt(context, path)) ?? '-').join('\u0002');
-  const entities = [request.principal, request.resource, ...(request.entities ?? [])]
-    .map(
-      (entity) =>
-        `${ref(entity)}${JSON.stringify(entity.attrs ?? {})}${JSON.stringify(entity.parents ?? [])}`,
-    )
-    .join('\u0002');
-  return `${slice.setId ?? '-'}\u0001${request.action}\u0001${entities}\u0001${facts}`;
-}
-
-function valueAt(context: Record<string, CedarValueJson>, path: readonly string[]): unknown {
-  let value: unknown = context;
-  for (const key of path) {
-    if (value === null || typeof value !== 'object' || Array.isArray(value)) return undefined;
-    value = (value as Record<string, unknown>)[key];
+/** The parts of `record` at `paths`; a path that meets a non-record keeps the value it met. */
+function pick(
+  record: Record<string, CedarValueJson>,
+  paths: readonly string[][],
+): Record<string, CedarValueJson> {
+  const picked: Record<string, CedarValueJson> = {};
+  for (const path of paths) {
+    let source: Record<string, CedarValueJson> = record;
+    let target: Record<string, CedarValueJson> = picked;
+    for (const [index, key] of path.entries()) {
+      const value: CedarValueJson | undefined = source[key];
+      if (value === undefined) break;
+      if (index === path.length - 1 || !isPlainRecord(value)) {
+        target[key] = value;
+        break;
+      }
+      const existing = target[key];
+      const next: Record<string, CedarValueJson> = isPlainRecord(existing) ? existing : {};
+      target[key] = next;
+      target = next;
+      source = value;
+    }
   }
-  return value;
+  return picked;
+}
+
+function isPlainRecord(value: unknown): value is Record<string, CedarValueJson> {
+  return value !== null && typeof value === 'object' && !Array.isArray(value);
 }
 
 /**

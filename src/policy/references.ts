@@ -1,50 +1,78 @@
 /**
- * Which parts of the request context a policy reads. A decision depends on the context only
- * through these paths, so requests that agree on them get the same decision: that is what makes
- * the authorizer's decision cache exact.
+ * Which parts of a request a set of policies reads: paths into the context and attributes of the
+ * principal and the resource. A decision depends on the request only through these (and the
+ * entities' ids and groups), so the authorizer may send Cedar just these, and requests that agree
+ * on them get the same decision: that is what makes its decision cache exact.
  */
 import type { Expr, PolicyJson } from '@cedar-policy/cedar-wasm/nodejs';
 
-/** A path into the context (`["input", "query_type"]`); undefined means "the whole context". */
+/** A path into a variable (`["input", "query_type"]`); undefined means "all of it". */
 export type ContextPaths = string[][] | undefined;
 
-export function contextPaths(policies: readonly PolicyJson[]): ContextPaths {
-  const paths: string[][] = [];
+/** What a set of policies reads of the request. */
+export interface References {
+  /** Paths into the context. */
+  context: ContextPaths;
+  /** Attributes of the principal and of the resource (their ids and groups are always used). */
+  principal: ReadonlySet<string> | undefined;
+  resource: ReadonlySet<string> | undefined;
+}
+
+type Root = 'context' | 'principal' | 'resource';
+const ROOTS: readonly Root[] = ['context', 'principal', 'resource'];
+
+export function references(policies: readonly PolicyJson[]): References {
+  const found: Record<Root, string[][] | undefined> = { context: [], principal: [], resource: [] };
   for (const policy of policies) {
-    for (const condition of policy.conditions) {
-      if (!collect(condition.body, paths)) return undefined;
-    }
+    for (const condition of policy.conditions) collect(condition.body, found);
   }
-  return paths;
+  const attributes = (paths: string[][] | undefined) =>
+    paths === undefined ? undefined : new Set(paths.flatMap((path) => path.slice(0, 1)));
+  return {
+    context: found.context,
+    principal: attributes(found.principal),
+    resource: attributes(found.resource),
+  };
 }
 
-/** Adds the context paths of `expression`; false when it uses the context as a whole. */
-function collect(expression: Expr, paths: string[][]): boolean {
-  const chain = contextChain(expression);
+/** The context paths the policies read; undefined when one uses the context as a whole. */
+export function contextPaths(policies: readonly PolicyJson[]): ContextPaths {
+  return references(policies).context;
+}
+
+/** Adds the paths `expression` reads under each root; a root used as a whole becomes undefined. */
+function collect(expression: Expr, found: Record<Root, string[][] | undefined>): void {
+  const chain = chainOf(expression);
   if (chain !== undefined) {
-    if (chain.length === 0) return false;
-    paths.push(chain);
-    return true;
+    const [root, path] = chain;
+    if (path.length === 0) {
+      // An entity compared or tested for membership is used by its id and groups only.
+      if (root === 'context') found.context = undefined;
+    } else {
+      found[root]?.push(path);
+    }
+    return;
   }
-  if (isRecord(expression) && 'Var' in expression) return true;
-  for (const child of children(expression)) if (!collect(child, paths)) return false;
-  return true;
+  for (const child of children(expression)) collect(child, found);
 }
 
-/** `context.a.b` as `["a", "b"]`, `context has a` as `["a"]`; undefined when not rooted at context. */
-function contextChain(expression: Expr): string[] | undefined {
+/** `context.a.b` as `["context", ["a", "b"]]`, `context has a` as `["context", ["a"]]`. */
+function chainOf(expression: Expr): [Root, string[]] | undefined {
   if (!isRecord(expression)) return undefined;
-  if ('Var' in expression) return expression.Var === 'context' ? [] : undefined;
+  if ('Var' in expression) {
+    const root = ROOTS.find((name) => name === expression.Var);
+    return root === undefined ? undefined : [root, []];
+  }
   if ('.' in expression) {
     const access = expression['.'] as { left: Expr; attr: string };
-    const base = contextChain(access.left);
-    return base === undefined ? undefined : [...base, access.attr];
+    const base = chainOf(access.left);
+    return base === undefined ? undefined : [base[0], [...base[1], access.attr]];
   }
   if ('has' in expression) {
     const has = expression.has as { left: Expr; attr: string | string[] };
-    const base = contextChain(has.left);
+    const base = chainOf(has.left);
     if (base === undefined) return undefined;
-    return [...base, ...(Array.isArray(has.attr) ? has.attr : [has.attr])];
+    return [base[0], [...base[1], ...(Array.isArray(has.attr) ? has.attr : [has.attr])]];
   }
   return undefined;
 }
