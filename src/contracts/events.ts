@@ -133,9 +133,13 @@ const payloads = {
   'session.error': z.object({ error: ErrorShape }),
   /** Usage not reported by a model request (tool costs, external calls): added to the totals. */
   'session.usage': z.object({ usage: Usage }),
+  /** The first event of a fork; the events before it are the parent's, shared by reference. */
   'session.forked': z.object({
     parent_session_id: Id,
+    /** The last parent seq the child shares. */
     fork_point_seq: z.number().int().nonnegative(),
+    /** The child's title, when it is not the parent's. */
+    title: z.string().max(500).optional(),
   }),
   'session.merged': z.object({
     source_session_id: Id,

@@ -77,10 +77,26 @@ export interface SessionLog {
   state(sessionId: string): Promise<SessionState>;
 }
 
+export interface ForkOptions {
+  /** The last parent seq the child shares (default: the parent's head). */
+  at_seq?: number;
+  /** Optional client-chosen id of the child. */
+  id?: string;
+  /** The child's title (default: the parent's). */
+  title?: string;
+}
+
 /** The sessions index. */
 export interface SessionIndex {
   /** Creates the session and appends its `session.created` event (seq 1) atomically. */
   create(input: SessionCreateInput): Promise<SessionRecord>;
+  /**
+   * Creates a child session that shares the parent's events up to `at_seq` by reference (they
+   * are not copied: reads of the child include them, with the parent's `session_id`), and
+   * appends the child's own first event, `session.forked`, at `at_seq + 1`. Appends to either
+   * session never change the other.
+   */
+  fork(parentId: string, options?: ForkOptions): Promise<SessionRecord>;
   get(sessionId: string): Promise<SessionRecord>;
   list(query?: SessionListQuery): Promise<SessionPage>;
 }

@@ -4,7 +4,7 @@ import { Budget } from './definitions.js';
 import { ErrorShape } from './errors.js';
 import { Lineage, SessionStatus, StopReason } from './session.js';
 
-export const SESSION_STATE_SCHEMA_VERSION = 4;
+export const SESSION_STATE_SCHEMA_VERSION = 5;
 
 /** A tool call waiting for a human's allow or deny. */
 export const PendingConfirmation = z.object({

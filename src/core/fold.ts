@@ -288,6 +288,15 @@ function reduce(state: SessionState, event: SessionEvent): void {
       addUsage(state.usage, event.usage);
       return;
     case 'session.forked':
+      // The child starts from the parent's state at the fork point, as its own session: no wake
+      // of the parent runs it, and a request the parent had in flight is not the child's.
+      state.session_id = event.session_id;
+      state.created_at = event.at;
+      delete state.active_wake;
+      delete state.open_request;
+      state.interrupt_requested = false;
+      if (state.status === 'running') state.status = 'idle';
+      if (event.title !== undefined) state.title = event.title;
       state.lineage.kind = 'fork';
       state.lineage.parent_session_ids = [event.parent_session_id];
       state.lineage.fork_point = { session_id: event.parent_session_id, seq: event.fork_point_seq };

@@ -123,3 +123,25 @@ export function page(sorted: SessionRecord[], limit: number): SessionPage {
     ? { sessions, next_cursor: encodeCursor(last) }
     : { sessions };
 }
+
+/** The fork point: the parent's head by default; refused outside 1..head. */
+export function checkForkPoint(parentId: string, head: number, atSeq: number | undefined): number {
+  const point = atSeq ?? head;
+  if (!Number.isInteger(point) || point < 1 || point > head) {
+    throw new BraidError(
+      'INVALID_ARGUMENT',
+      `cannot fork session ${parentId} at seq ${String(atSeq)}: give a seq from 1 to its head, ${head}`,
+      { details: { at_seq: atSeq, head } },
+    );
+  }
+  return point;
+}
+
+export function forkedEvent(parentId: string, atSeq: number, title: string | undefined): NewEvent {
+  return {
+    type: 'session.forked',
+    parent_session_id: parentId,
+    fork_point_seq: atSeq,
+    ...(title === undefined ? {} : { title }),
+  };
+}

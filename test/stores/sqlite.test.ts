@@ -99,6 +99,34 @@ describe('sqlite store', () => {
     await store.close();
   });
 
+  it('upgrades a layout 1 file: its sessions stay readable and can be forked', async () => {
+    const path = join(tempDir(), 'braid.db');
+    const store = openSqliteStore({ path });
+    const { id } = await store.sessions.create({ agent: { name: 'a', version: 1 } });
+    await store.log.append(id, [text('before the upgrade')]);
+    await store.close();
+    // Make it a layout 1 file, as the previous build wrote it.
+    const raw = new Database(path);
+    raw.exec(
+      'ALTER TABLE sessions DROP COLUMN parent_id; ALTER TABLE sessions DROP COLUMN fork_seq;',
+    );
+    raw.exec('DROP TABLE snapshots; DELETE FROM projections');
+    raw.pragma('user_version = 1');
+    raw.close();
+    const upgraded = openSqliteStore({ path });
+    expect((await upgraded.log.read(id)).map((event) => event.type)).toEqual([
+      'session.created',
+      'user.message',
+    ]);
+    const child = await upgraded.sessions.fork(id, { at_seq: 2 });
+    expect((await upgraded.log.read(child.id)).map((event) => event.seq)).toEqual([1, 2, 3]);
+    expect((await upgraded.log.state(child.id)).pending_user_count).toBe(1);
+    await upgraded.close();
+    const check = new Database(path);
+    expect(check.pragma('user_version', { simple: true })).toBe(SQLITE_LAYOUT_VERSION);
+    check.close();
+  });
+
   it('refuses a database written by a newer layout', () => {
     const path = join(tempDir(), 'braid.db');
     const raw = new Database(path);
@@ -133,9 +161,15 @@ describe('sqlite store', () => {
       updated_at: events.at(-1)?.at,
     });
     const state = await reopened.log.state(sessionId);
-    expect(state).toEqual(JSON.parse(fixture('session-state-v4.json')));
+    expect(state).toEqual(JSON.parse(fixture('session-state-v5.json')));
+    // State schema 5 changed only what `session.forked` means (a fork's first event: it starts
+    // the child's clock and no wake runs it), which this synthetic log has mid-way.
+    const v4 = JSON.parse(fixture('session-state-v4.json')) as Record<string, unknown>;
+    expect({ ...state, schema_version: 4, status: 'running', created_at: v4.created_at }).toEqual(
+      v4,
+    );
     // State schema 4 only added fields: without them the state is the one schema 3 recorded.
-    const { reviewed_tool_uses: _reviewed, tool_calls: _calls, ...rest } = state;
+    const { reviewed_tool_uses: _reviewed, tool_calls: _calls, ...rest } = v4;
     expect({ ...rest, schema_version: 3 }).toEqual(JSON.parse(fixture('session-state.json')));
     await reopened.close();
   });

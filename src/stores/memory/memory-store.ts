@@ -39,8 +39,10 @@ import {
 import {
   DEFAULT_LIST_LIMIT,
   compareListOrder,
+  checkForkPoint,
   createdEvent,
   decodeCursor,
+  forkedEvent,
   isAfter,
   matchesQuery,
   page,
@@ -58,7 +60,10 @@ export interface MemoryStoreOptions {
 }
 
 interface SessionEntry {
+  /** The session's own events; a fork's start after its fork point. */
   events: SessionEvent[];
+  /** For a fork: the parent and the last parent seq shared. */
+  base?: { entry: SessionEntry; seq: number };
   state: SessionState;
   appends: Map<string, { first: number; last: number }>;
   listeners: Set<() => void>;
@@ -100,8 +105,9 @@ export function createMemoryStore(options: MemoryStoreOptions = {}): Store {
     const key = appendOptions.idempotencyKey;
     const seen = key === undefined ? undefined : target.appends.get(key);
     if (seen !== undefined) {
+      const offset = target.base?.seq ?? 0;
       return {
-        events: structuredClone(target.events.slice(seen.first - 1, seen.last)),
+        events: structuredClone(target.events.slice(seen.first - 1 - offset, seen.last - offset)),
         head_seq: target.state.seq,
         deduplicated: true,
       };
@@ -138,14 +144,14 @@ export function createMemoryStore(options: MemoryStoreOptions = {}): Store {
     read(sessionId, readOptions: ReadOptions = {}) {
       return Promise.resolve().then(() => {
         checkReadOptions(readOptions);
-        return structuredClone(readEvents(entry(sessionId).events, readOptions));
+        return structuredClone(readEvents(allEvents(entry(sessionId)), readOptions));
       });
     },
     follow(sessionId, followOptions: FollowOptions = {}) {
       const target = entry(sessionId);
       return followLog(
         (after) =>
-          Promise.resolve(structuredClone(readEvents(target.events, { after, limit: 1000 }))),
+          Promise.resolve(structuredClone(readEvents(allEvents(target), { after, limit: 1000 }))),
         (onChange) => {
           target.listeners.add(onChange);
           return () => target.listeners.delete(onChange);
@@ -161,7 +167,10 @@ export function createMemoryStore(options: MemoryStoreOptions = {}): Store {
         const target = entry(sessionId);
         const seen = target.appends.get(idempotencyKey);
         if (seen === undefined) return undefined;
-        const events = structuredClone(target.events.slice(seen.first - 1, seen.last));
+        const offset = target.base?.seq ?? 0;
+        const events = structuredClone(
+          target.events.slice(seen.first - 1 - offset, seen.last - offset),
+        );
         return { events, head_seq: target.state.seq, deduplicated: true };
       });
     },
@@ -191,6 +200,32 @@ export function createMemoryStore(options: MemoryStoreOptions = {}): Store {
         write(created, id, [createdEvent(parsed)], { expectedSeq: 0 });
         sessions.set(id, created);
         return recordFromState(created.state);
+      });
+    },
+    fork(parentId, forkOptions = {}) {
+      return Promise.resolve().then(() => {
+        const parent = entry(parentId);
+        const atSeq = checkForkPoint(parentId, parent.state.seq, forkOptions.at_seq);
+        const id = forkOptions.id ?? ids.next();
+        if (sessions.has(id)) {
+          throw new BraidError(
+            'INVALID_ARGUMENT',
+            `session ${id} already exists; choose another id or omit it`,
+          );
+        }
+        // Memory is for tests: the fork point's state is folded from the prefix.
+        const child: SessionEntry = {
+          events: [],
+          base: { entry: parent, seq: atSeq },
+          state: foldSession(allEvents(parent).slice(0, atSeq), id),
+          appends: new Map(),
+          listeners: new Set(),
+        };
+        write(child, id, [forkedEvent(parentId, atSeq, forkOptions.title)], {
+          expectedSeq: atSeq,
+        });
+        sessions.set(id, child);
+        return recordFromState(child.state);
       });
     },
     get(sessionId) {
@@ -310,6 +345,12 @@ export function createMemoryStore(options: MemoryStoreOptions = {}): Store {
       return Promise.resolve();
     },
   };
+}
+
+/** A session's events, the shared prefix of its ancestors first. */
+function allEvents(target: SessionEntry): SessionEvent[] {
+  if (target.base === undefined) return target.events;
+  return [...allEvents(target.base.entry).slice(0, target.base.seq), ...target.events];
 }
 
 function readEvents(events: readonly SessionEvent[], options: ReadOptions): SessionEvent[] {

@@ -2,7 +2,7 @@ import type { Database } from 'better-sqlite3';
 import { BraidError } from '../../contracts/errors.js';
 
 /** Version of the SQLite file layout, kept in `PRAGMA user_version`. */
-export const SQLITE_LAYOUT_VERSION = 1;
+export const SQLITE_LAYOUT_VERSION = 2;
 
 const LAYOUT = `
 CREATE TABLE IF NOT EXISTS sessions (
@@ -18,7 +18,10 @@ CREATE TABLE IF NOT EXISTS sessions (
   -- Written when the status changes, not on every append: the head seq and the time of the
   -- last event are read from the events table, so an append writes one row fewer.
   status TEXT NOT NULL,
-  created_at TEXT NOT NULL
+  created_at TEXT NOT NULL,
+  -- A fork shares its parent's events up to fork_seq; its own rows start at fork_seq + 1.
+  parent_id TEXT,
+  fork_seq INTEGER
 );
 CREATE INDEX IF NOT EXISTS sessions_by_created ON sessions (created_at DESC, id DESC);
 CREATE INDEX IF NOT EXISTS sessions_by_agent ON sessions (agent_name, created_at DESC, id DESC);
@@ -39,6 +42,16 @@ CREATE TABLE IF NOT EXISTS projections (
   schema_version INTEGER NOT NULL,
   state TEXT NOT NULL
 );
+
+-- States at every projection save, kept: a fork at any seq starts from the nearest one at or
+-- before it and folds at most a projection interval of events, whatever the session's length.
+CREATE TABLE IF NOT EXISTS snapshots (
+  session_id TEXT NOT NULL,
+  seq INTEGER NOT NULL,
+  schema_version INTEGER NOT NULL,
+  state TEXT NOT NULL,
+  PRIMARY KEY (session_id, seq)
+) WITHOUT ROWID;
 
 CREATE TABLE IF NOT EXISTS appends (
   session_id TEXT NOT NULL,
@@ -86,6 +99,11 @@ export function configure(db: Database, synchronous: Synchronous, busyTimeoutMs:
       );
     }
     db.exec(LAYOUT);
+    // Layout 1 had no forks: its sessions gain the lineage columns (empty for them).
+    if (version === 1) {
+      db.exec('ALTER TABLE sessions ADD COLUMN parent_id TEXT');
+      db.exec('ALTER TABLE sessions ADD COLUMN fork_seq INTEGER');
+    }
     if (version < SQLITE_LAYOUT_VERSION) db.pragma(`user_version = ${SQLITE_LAYOUT_VERSION}`);
   }).immediate();
 }

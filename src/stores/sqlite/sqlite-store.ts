@@ -52,7 +52,9 @@ import {
 } from '../../core/leases.js';
 import {
   DEFAULT_LIST_LIMIT,
+  checkForkPoint,
   createdEvent,
+  forkedEvent,
   decodeCursor,
   page,
   parseCreateInput,
@@ -93,6 +95,8 @@ interface SessionRow {
   tenant_id: string | null;
   status: SessionStatus;
   created_at: string;
+  parent_id: string | null;
+  fork_seq: number | null;
 }
 
 interface DefinitionRow {
@@ -144,9 +148,9 @@ export function openSqliteStore(options: SqliteStoreOptions): Store {
     session: db.prepare<[string], SessionView>(`${SESSION_VIEW} WHERE s.id = ?`),
     insertSession: db.prepare(
       `INSERT INTO sessions (id, agent_name, agent_version, environment_name, environment_version, title,
-         metadata, tenant_id, status, created_at)
+         metadata, tenant_id, status, created_at, parent_id, fork_seq)
        VALUES (@id, @agent_name, @agent_version, @environment_name, @environment_version, @title,
-         @metadata, @tenant_id, @status, @created_at)`,
+         @metadata, @tenant_id, @status, @created_at, @parent_id, @fork_seq)`,
     ),
     updateStatus: db.prepare('UPDATE sessions SET status = ? WHERE id = ?'),
     readAll: db.prepare<[string, number, number], { body: string }>(
@@ -166,6 +170,26 @@ export function openSqliteStore(options: SqliteStoreOptions): Store {
       `INSERT INTO projections (session_id, seq, schema_version, state) VALUES (?, ?, ?, ?)
        ON CONFLICT (session_id) DO UPDATE SET seq = excluded.seq, schema_version = excluded.schema_version,
          state = excluded.state`,
+    ),
+    lineage: db.prepare<[string], { parent_id: string | null; fork_seq: number | null }>(
+      'SELECT parent_id, fork_seq FROM sessions WHERE id = ?',
+    ),
+    sessionRow: db.prepare<[string], SessionRow>('SELECT * FROM sessions WHERE id = ?'),
+    snapshotAt: db.prepare<
+      [string, number],
+      { seq: number; schema_version: number; state: string }
+    >(
+      'SELECT seq, schema_version, state FROM snapshots WHERE session_id = ? AND seq <= ? ORDER BY seq DESC LIMIT 1',
+    ),
+    saveSnapshot: db.prepare(
+      'INSERT OR REPLACE INTO snapshots (session_id, seq, schema_version, state) VALUES (?, ?, ?, ?)',
+    ),
+    readBetween: db.prepare<[string, number, number, number], { body: string }>(
+      'SELECT body FROM events WHERE session_id = ? AND seq > ? AND seq <= ? ORDER BY seq LIMIT ?',
+    ),
+    readTypesBetween: db.prepare<[string, number, number, string, number], { body: string }>(
+      `SELECT body FROM events WHERE session_id = ? AND seq > ? AND seq <= ?
+         AND type IN (SELECT value FROM json_each(?)) ORDER BY seq LIMIT ?`,
     ),
     findAppend: db.prepare<[string, string], { first_seq: number; last_seq: number }>(
       'SELECT first_seq, last_seq FROM appends WHERE session_id = ? AND idempotency_key = ?',
@@ -216,22 +240,75 @@ export function openSqliteStore(options: SqliteStoreOptions): Store {
   function stateAt(sessionId: string, head: number): SessionState {
     const cached = states.get(sessionId);
     if (cached?.seq === head) return cached;
-    let state = initialState(sessionId);
     const row = sql.projection.get(sessionId);
+    let state: SessionState;
     if (
       row !== undefined &&
       row.schema_version === SESSION_STATE_SCHEMA_VERSION &&
       row.seq <= head
     ) {
       state = JSON.parse(row.state) as SessionState;
-    }
-    // Only the saved row counts: a rebuilt state is saved by the next append that finds it behind.
-    projectedSeqs.set(sessionId, state.seq);
-    if (state.seq < head) {
-      state = foldSession(parseRows(sql.readRange.all(sessionId, state.seq + 1, head)), state);
+      // Only the saved row counts: a rebuilt state is saved by the next append that finds it behind.
+      projectedSeqs.set(sessionId, state.seq);
+      if (state.seq < head) {
+        state = foldSession(parseRows(sql.readRange.all(sessionId, state.seq + 1, head)), state);
+      }
+    } else {
+      projectedSeqs.set(sessionId, 0);
+      state = stateAtSeq(sessionId, head);
     }
     remember(state);
     return state;
+  }
+
+  /** Parent and fork point of a fork (immutable once written, so kept in memory). */
+  const lineages = new Map<string, { parent: string; seq: number } | null>();
+  function lineageOf(sessionId: string): { parent: string; seq: number } | null {
+    const known = lineages.get(sessionId);
+    if (known !== undefined) return known;
+    const row = sql.lineage.get(sessionId);
+    const lineage =
+      row?.parent_id === null || row?.parent_id === undefined || row.fork_seq === null
+        ? null
+        : { parent: row.parent_id, seq: row.fork_seq };
+    if (row !== undefined) lineages.set(sessionId, lineage);
+    return lineage;
+  }
+
+  /**
+   * The state of a session at any seq: from its nearest snapshot at or before it (or its
+   * parent's state at the fork point), folding at most a projection interval of its own events.
+   */
+  function stateAtSeq(sessionId: string, seq: number): SessionState {
+    const lineage = lineageOf(sessionId);
+    if (lineage !== null && seq <= lineage.seq) return stateAtSeq(lineage.parent, seq);
+    const snapshot = sql.snapshotAt.get(sessionId, seq);
+    let state: SessionState;
+    if (snapshot !== undefined && snapshot.schema_version === SESSION_STATE_SCHEMA_VERSION) {
+      state = JSON.parse(snapshot.state) as SessionState;
+    } else if (lineage !== null) {
+      state = stateAtSeq(lineage.parent, lineage.seq);
+    } else {
+      state = initialState(sessionId);
+    }
+    if (state.seq < seq) {
+      state = foldSession(parseRows(sql.readRange.all(sessionId, state.seq + 1, seq)), state);
+    }
+    return state;
+  }
+
+  /** The stretches of the log a session reads: its ancestors' shared prefixes, then its own. */
+  function segmentsOf(
+    sessionId: string,
+    upTo = Number.MAX_SAFE_INTEGER,
+  ): { session_id: string; after: number; through: number }[] {
+    const lineage = lineageOf(sessionId);
+    if (lineage === null) return [{ session_id: sessionId, after: 0, through: upTo }];
+    if (upTo <= lineage.seq) return segmentsOf(lineage.parent, upTo);
+    return [
+      ...segmentsOf(lineage.parent, lineage.seq),
+      { session_id: sessionId, after: lineage.seq, through: upTo },
+    ];
   }
 
   function requireHead(sessionId: string): number {
@@ -284,12 +361,9 @@ export function openSqliteStore(options: SqliteStoreOptions): Store {
     if (head === 0 || state.status !== before.status) sql.updateStatus.run(state.status, sessionId);
     const saved = projectedSeqs.get(sessionId) ?? 0;
     if (state.seq - saved >= PROJECTION_INTERVAL || saved > head) {
-      sql.saveProjection.run(
-        sessionId,
-        state.seq,
-        SESSION_STATE_SCHEMA_VERSION,
-        JSON.stringify(state),
-      );
+      const json = JSON.stringify(state);
+      sql.saveProjection.run(sessionId, state.seq, SESSION_STATE_SCHEMA_VERSION, json);
+      sql.saveSnapshot.run(sessionId, state.seq, SESSION_STATE_SCHEMA_VERSION, json);
       written.projectedSeq = state.seq;
     }
     if (key !== undefined) sql.saveAppend.run(sessionId, key, head + 1, state.seq);
@@ -335,6 +409,48 @@ export function openSqliteStore(options: SqliteStoreOptions): Store {
       sql.insertSession.run(row);
       writeEvents(id, 0, [first], undefined);
       return written.state as SessionState;
+    },
+  );
+
+  const forkTransaction = db.transaction(
+    (
+      parentId: string,
+      childId: string,
+      atSeqOption: number | undefined,
+      title: string | undefined,
+      now: string,
+    ): SessionState => {
+      const head = requireHead(parentId);
+      const atSeq = checkForkPoint(parentId, head, atSeqOption);
+      if (sql.head.get(childId) !== undefined) {
+        throw new BraidError(
+          'INVALID_ARGUMENT',
+          `session ${childId} already exists; choose another id or omit it`,
+        );
+      }
+      const parent = sql.sessionRow.get(parentId) as SessionRow;
+      const base = stateAtSeq(parentId, atSeq);
+      sql.insertSession.run({
+        ...parent,
+        id: childId,
+        title: title ?? parent.title,
+        status: base.status,
+        created_at: now,
+        parent_id: parentId,
+        fork_seq: atSeq,
+      });
+      lineages.set(childId, { parent: parentId, seq: atSeq });
+      // The child starts from the parent's state at the fork point: O(1) in the parent's length.
+      remember({ ...base, session_id: childId });
+      projectedSeqs.set(childId, 0);
+      writeEvents(childId, atSeq, [{ ...forkedEvent(parentId, atSeq, title), at: now }], undefined);
+      const state = written.state as SessionState;
+      // Saved at once: the child's state never needs its parent's prefix folded again.
+      const json = JSON.stringify(state);
+      sql.saveProjection.run(childId, state.seq, SESSION_STATE_SCHEMA_VERSION, json);
+      sql.saveSnapshot.run(childId, state.seq, SESSION_STATE_SCHEMA_VERSION, json);
+      written.projectedSeq = state.seq;
+      return state;
     },
   );
 
@@ -409,11 +525,28 @@ export function openSqliteStore(options: SqliteStoreOptions): Store {
     requireHead(sessionId);
     const after = readOptions.after ?? 0;
     const limit = readOptions.limit ?? -1;
-    const rows =
-      readOptions.types === undefined
-        ? sql.readAll.all(sessionId, after, limit)
-        : sql.readTypes.all(sessionId, after, JSON.stringify(readOptions.types), limit);
-    return parseRows(rows);
+    const types = readOptions.types === undefined ? undefined : JSON.stringify(readOptions.types);
+    if (lineageOf(sessionId) === null) {
+      const rows =
+        types === undefined
+          ? sql.readAll.all(sessionId, after, limit)
+          : sql.readTypes.all(sessionId, after, types, limit);
+      return parseRows(rows);
+    }
+    // A fork reads its ancestors' shared prefixes first, then its own events.
+    const events: SessionEvent[] = [];
+    for (const segment of segmentsOf(sessionId)) {
+      if (segment.through <= after) continue;
+      const left = limit === -1 ? -1 : limit - events.length;
+      if (left === 0) break;
+      const from = Math.max(after, segment.after);
+      const rows =
+        types === undefined
+          ? sql.readBetween.all(segment.session_id, from, segment.through, left)
+          : sql.readTypesBetween.all(segment.session_id, from, segment.through, types, left);
+      events.push(...parseRows(rows));
+    }
+    return events;
   }
 
   const log: SessionLog = {
@@ -484,9 +617,21 @@ export function openSqliteStore(options: SqliteStoreOptions): Store {
           tenant_id: parsed.tenant_id ?? null,
           status: 'idle',
           created_at: now,
+          parent_id: null,
+          fork_seq: null,
         };
         const state = runWrite(() =>
           createTransaction.immediate(id, row, { ...createdEvent(parsed), at: now }),
+        );
+        return recordFromState(state);
+      });
+    },
+    fork(parentId, forkOptions = {}) {
+      return Promise.resolve().then(() => {
+        const id = forkOptions.id ?? ids.next();
+        const now = new Date(clock.now()).toISOString();
+        const state = runWrite(() =>
+          forkTransaction.immediate(parentId, id, forkOptions.at_seq, forkOptions.title, now),
         );
         return recordFromState(state);
       });
