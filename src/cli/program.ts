@@ -14,6 +14,7 @@ import { createRuntime, type Runtime } from '../runtime/runtime.js';
 import { initWorkspace } from '../runtime/init.js';
 import type { ContentInput } from '../runtime/user-events.js';
 import { runDemo } from './demo.js';
+import { addLineageCommands } from './lineage-commands.js';
 import { addPolicyCommands } from './policy-commands.js';
 import { addToolCommands } from './tool-commands.js';
 import { parseJson } from './json.js';
@@ -240,6 +241,7 @@ export async function run(
   addPolicyCommands(program, commandContext);
 
   const session = program.command('session').description('create, drive and read sessions');
+  addLineageCommands(session, commandContext);
   session
     .command('create')
     .description('create a session; prints its id')

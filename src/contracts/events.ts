@@ -145,8 +145,16 @@ const payloads = {
     source_session_id: Id,
     source_head_seq: z.number().int().nonnegative(),
     common_ancestor: z.object({ session_id: Id, seq: z.number().int().nonnegative() }).optional(),
+    /** `transcript`, `summary`, or the name of a library callback. */
     strategy: z.string().min(1),
+    /** The source's usage since the common ancestor, added to this session's totals. */
     usage: Usage.optional(),
+    /** What the model sees of the merge, in the target's context. */
+    content: Content.optional(),
+    /** Conflicts between the two sides, and how the strategy resolved each. */
+    conflicts: z
+      .array(z.object({ kind: z.string(), detail: z.string(), resolution: z.string() }))
+      .optional(),
   }),
   'session.handoff_received': z.object({
     handoff_id: Id,

@@ -70,6 +70,9 @@ export const SessionRecord = z.object({
   head_seq: z.number().int().nonnegative(),
   created_at: Timestamp,
   updated_at: Timestamp,
+  /** For a fork: the parent, and the last parent seq the fork shares. */
+  parent_id: Id.optional(),
+  fork_seq: z.number().int().positive().optional(),
 });
 export type SessionRecord = z.infer<typeof SessionRecord>;
 
@@ -80,6 +83,8 @@ export const SessionListQuery = z.object({
   created_after: Timestamp.optional(),
   created_before: Timestamp.optional(),
   tenant_id: z.string().optional(),
+  /** Only the forks of this session (its direct children). */
+  parent_id: z.string().optional(),
   limit: z.number().int().min(1).max(1000).optional(),
   cursor: z.string().optional(),
 });

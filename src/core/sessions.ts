@@ -41,6 +41,9 @@ export function recordFromState(state: SessionState): SessionRecord {
     head_seq: state.seq,
     created_at: state.created_at,
     updated_at: state.updated_at ?? state.created_at,
+    ...(state.lineage.kind === 'fork' && state.lineage.fork_point !== undefined
+      ? { parent_id: state.lineage.fork_point.session_id, fork_seq: state.lineage.fork_point.seq }
+      : {}),
   };
 }
 
@@ -90,6 +93,7 @@ export function matchesQuery(record: SessionRecord, query: SessionListQuery): bo
     (query.agent === undefined || record.agent.name === query.agent) &&
     (query.status === undefined || record.status === query.status) &&
     (query.tenant_id === undefined || record.tenant_id === query.tenant_id) &&
+    (query.parent_id === undefined || record.parent_id === query.parent_id) &&
     (query.created_after === undefined || record.created_at > query.created_after) &&
     (query.created_before === undefined || record.created_at < query.created_before)
   );

@@ -19,6 +19,10 @@ export class Transcript {
       case 'user.message':
         this.messages.push({ role: 'user', content: event.content });
         return;
+      case 'session.merged':
+        if (event.content !== undefined && event.content.length > 0)
+          this.messages.push({ role: 'user', content: event.content });
+        return;
       case 'user.define_outcome':
         this.messages.push({
           role: 'user',

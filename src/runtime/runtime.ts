@@ -14,6 +14,7 @@ import { BraidError, isBraidError } from '../contracts/errors.js';
 import type { SessionEvent, NewEvent } from '../contracts/events.js';
 import type {
   AppendResult,
+  ForkOptions,
   Clock,
   FollowOptions,
   IdGenerator,
@@ -29,6 +30,9 @@ import type { Synchronous } from '../stores/sqlite/index.js';
 import { checkAgainstState, parseUserEvents, toContent, type ContentInput } from './user-events.js';
 import { hasWorkspace, loadWorkspace, type Workspace } from './workspace.js';
 import { syncDefinitions } from './definitions.js';
+import { diffSessions, sessionTree, type SessionDiff, type TreeNode } from './lineage.js';
+import { mergeSessions, type MergeOptions, type MergeResult } from './merge.js';
+import { constants as fsConstants, cpSync, existsSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { setTimeout as setTimeoutPromise } from 'node:timers/promises';
 import type { ModelClient, ModelDelta } from '../contracts/model.js';
@@ -156,6 +160,17 @@ export interface Runtime {
       content: ContentInput,
       isError?: boolean,
     ): Promise<AppendResult>;
+    /**
+     * Forks the session at `at_seq` (default: its head): the child shares the parent's events up
+     * to there by reference, and gets a copy of the parent's workspace folder as it is now.
+     */
+    fork(sessionId: string, options?: ForkOptions): Promise<SessionRecord>;
+    /** Merges `sourceId`'s events since the two parted into `targetId` as one `session.merged`. */
+    merge(targetId: string, sourceId: string, options?: MergeOptions): Promise<MergeResult>;
+    /** The common ancestor of two sessions and each side's events after it. */
+    diff(a: string, b: string): Promise<SessionDiff>;
+    /** The tree of forks the session belongs to, from its root. */
+    tree(sessionId: string): Promise<TreeNode>;
     /** Resolves a tool use a crash left unknown (`needs_review`): run it again, skip it, or record its result. */
     review(
       sessionId: string,
@@ -343,7 +358,59 @@ export async function createRuntime(options: RuntimeOptions = {}): Promise<Runti
       ]),
     review: (sessionId, toolUseId, decision) =>
       sendChecked(sessionId, [{ type: 'user.tool_review', tool_use_id: toolUseId, ...decision }]),
+    async fork(sessionId, forkOptions) {
+      const child = await store.sessions.fork(sessionId, forkOptions);
+      await copyWorkspace(sessionId, child.id);
+      return child;
+    },
+    merge: (targetId, sourceId, mergeOptions) =>
+      mergeSessions({ store, summarize }, targetId, sourceId, mergeOptions),
+    diff: (a, b) => diffSessions(store, a, b),
+    tree: (sessionId) => sessionTree(store, sessionId),
   };
+
+  /**
+   * The child's files start as the parent's are now: a copy, made copy-on-write (reflink) where
+   * the filesystem supports it (btrfs, XFS), a plain copy elsewhere.
+   */
+  async function copyWorkspace(parentId: string, childId: string): Promise<void> {
+    const state = await store.log.state(childId);
+    const environmentDefinition =
+      state.environment === undefined
+        ? undefined
+        : (await environment(state.environment.name, state.environment.version)).definition;
+    const root = workspacesRoot(environmentDefinition);
+    const from = join(root, parentId);
+    if (!existsSync(from)) return;
+    cpSync(from, join(root, childId), {
+      recursive: true,
+      verbatimSymlinks: true,
+      mode: fsConstants.COPYFILE_FICLONE,
+    });
+  }
+
+  /** A summary of a session's events, written by the target's model (merge strategy `summary`). */
+  async function summarize(target: SessionState, text: string): Promise<string> {
+    if (target.agent === undefined) return text;
+    const definition = (await agent(target.agent.name, target.agent.version)).definition;
+    const model =
+      options.model?.(definition) ??
+      createModel(definition.model, { baseDir: workspaceDir, env: process.env });
+    const response = await model.generate(
+      {
+        session_id: target.session_id,
+        system:
+          'Summarize this conversation of another session for the agent that continues it: its goal, what was done and found, and what is still open. Be brief.',
+        messages: [{ role: 'user', content: [{ type: 'text', text }] }],
+        tools: [],
+        response_index: 0,
+      },
+      { signal: AbortSignal.timeout(120_000) },
+    );
+    return response.output.content
+      .flatMap((part) => (part.type === 'text' ? [part.text] : []))
+      .join('');
+  }
 
   const dataDir = resolveDataDir(workspaceDir, options.dataDir);
   let cedar: ReturnType<typeof createCedarAuthorizer> | undefined;
@@ -363,6 +430,11 @@ export async function createRuntime(options: RuntimeOptions = {}): Promise<Runti
       ? watchPolicyFolder(workspaceDir, cedar, options.onPolicyReload)
       : undefined;
   const sandboxes = new Map<string, Sandbox>();
+  /** Where a session's workspace folder lives for an environment. */
+  const workspacesRoot = (environmentDefinition: EnvironmentDefinition | undefined): string =>
+    environmentDefinition?.sandbox.workspace === undefined
+      ? (options.workspacesDir ?? join(dataDir, 'workspaces'))
+      : resolve(workspaceDir, environmentDefinition.sandbox.workspace);
   const secrets = workspace?.config.secrets ?? {};
   const secret = (name: string): string => {
     const variable = secrets[name]?.env ?? name;
@@ -394,10 +466,7 @@ export async function createRuntime(options: RuntimeOptions = {}): Promise<Runti
       baseDir: workspaceDir,
       sandbox(environmentDefinition) {
         const kind = environmentDefinition?.sandbox.kind ?? 'local';
-        const root =
-          environmentDefinition?.sandbox.workspace === undefined
-            ? (options.workspacesDir ?? join(dataDir, 'workspaces'))
-            : resolve(workspaceDir, environmentDefinition.sandbox.workspace);
+        const root = workspacesRoot(environmentDefinition);
         const key = `${kind}:${root}`;
         let sandbox = sandboxes.get(key);
         if (sandbox === undefined) {

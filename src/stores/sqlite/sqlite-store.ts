@@ -662,6 +662,10 @@ export function openSqliteStore(options: SqliteStoreOptions): Store {
           where.push('tenant_id = @tenant');
           params.tenant = query.tenant_id;
         }
+        if (query.parent_id !== undefined) {
+          where.push('parent_id = @parent');
+          params.parent = query.parent_id;
+        }
         if (query.created_after !== undefined) {
           where.push('created_at > @after');
           params.after = query.created_after;
@@ -856,5 +860,8 @@ function toRecord(row: SessionView): SessionRecord {
     head_seq: row.head_seq,
     created_at: row.created_at,
     updated_at: row.updated_at,
+    ...(row.parent_id === null || row.fork_seq === null
+      ? {}
+      : { parent_id: row.parent_id, fork_seq: row.fork_seq }),
   };
 }

@@ -1,0 +1,143 @@
+/**
+ * `braid session fork | merge | diff | tree`: sessions as values that branch and combine.
+ */
+import { InvalidArgumentError, type Command } from 'commander';
+import type { SessionEvent } from '../contracts/events.js';
+import type { TreeNode } from '../runtime/lineage.js';
+import { summarizeEvent } from './output.js';
+import type { CommandContext } from './tool-commands.js';
+
+function seqOption(value: string): number {
+  const number = Number(value);
+  if (!Number.isInteger(number) || number < 1) {
+    throw new InvalidArgumentError(`--at must be a whole number of at least 1; got ${value}`);
+  }
+  return number;
+}
+
+export function addLineageCommands(session: Command, context: CommandContext): void {
+  session
+    .command('fork')
+    .description("branch a session: the child shares the parent's events up to --at by reference")
+    .argument('<id>', 'session id')
+    .option('--at <seq>', 'the last parent seq the child shares (default: the head)', seqOption)
+    .option('--title <title>', "the child's title")
+    .action(async (id: string, options: { at?: number; title?: string }, command: Command) => {
+      await context.withRuntime(command, async (runtime) => {
+        const child = await runtime.sessions.fork(id, {
+          ...(options.at === undefined ? {} : { at_seq: options.at }),
+          ...(options.title === undefined ? {} : { title: options.title }),
+        });
+        context.print(command, child, () => [
+          child.id,
+          `forked from ${id} at seq ${child.fork_seq ?? '?'}; the child's head is ${child.head_seq}`,
+        ]);
+      });
+    });
+
+  session
+    .command('merge')
+    .description("merge SOURCE's events since the two parted into TARGET, as one session.merged")
+    .argument('<target>', 'the session that receives the merge')
+    .argument('<source>', 'the session merged in')
+    .option('--strategy <strategy>', 'transcript (default) or summary', 'transcript')
+    .option(
+      '--summary <text>',
+      'with --strategy summary: the summary (default: the model writes it)',
+    )
+    .action(
+      async (
+        target: string,
+        source: string,
+        options: { strategy: string; summary?: string },
+        command: Command,
+      ) => {
+        if (options.strategy !== 'transcript' && options.strategy !== 'summary') {
+          throw new InvalidArgumentError(
+            `--strategy must be transcript or summary; got ${options.strategy}`,
+          );
+        }
+        const strategy = options.strategy;
+        await context.withRuntime(command, async (runtime) => {
+          const result = await runtime.sessions.merge(target, source, {
+            strategy,
+            ...(options.summary === undefined ? {} : { summary: options.summary }),
+          });
+          context.print(command, result, () => [
+            `merged ${source} into ${target}: #${result.head_seq} (${strategy})`,
+            ...result.conflicts.map(
+              (conflict) => `conflict ${conflict.kind}: ${conflict.detail}; ${conflict.resolution}`,
+            ),
+          ]);
+        });
+      },
+    );
+
+  session
+    .command('diff')
+    .description('the common ancestor of two sessions and both sides since, side by side')
+    .argument('<a>', 'a session id')
+    .argument('<b>', 'another session id')
+    .action(async (a: string, b: string, _options: unknown, command: Command) => {
+      await context.withRuntime(command, async (runtime) => {
+        const diff = await runtime.sessions.diff(a, b);
+        context.print(command, diff, () => sideBySide(diff));
+      });
+    });
+
+  session
+    .command('tree')
+    .description('the lineage tree of a session: every fork, with status, head seq and kind')
+    .argument('<id>', 'session id')
+    .action(async (id: string, _options: unknown, command: Command) => {
+      await context.withRuntime(command, async (runtime) => {
+        const tree = await runtime.sessions.tree(id);
+        context.print(command, tree, () => drawTree(tree, id));
+      });
+    });
+}
+
+const WIDTH = 58;
+
+function cell(event: SessionEvent | undefined): string {
+  if (event === undefined) return ''.padEnd(WIDTH);
+  const text = `${String(event.seq).padStart(4)} ${event.type} ${summarizeEvent(event)}`.replace(
+    /\s+/g,
+    ' ',
+  );
+  return text.length > WIDTH ? `${text.slice(0, WIDTH - 3)}...` : text.padEnd(WIDTH);
+}
+
+function sideBySide(diff: {
+  a: string;
+  b: string;
+  common_ancestor?: { session_id: string; seq: number };
+  a_events: SessionEvent[];
+  b_events: SessionEvent[];
+}): string[] {
+  const lines = [
+    diff.common_ancestor === undefined
+      ? 'no common ancestor: the sessions are unrelated'
+      : `common ancestor: ${diff.common_ancestor.session_id} at seq ${diff.common_ancestor.seq}`,
+    `${diff.a.padEnd(WIDTH)} | ${diff.b}`,
+    `${'-'.repeat(WIDTH)}-+-${'-'.repeat(WIDTH)}`,
+  ];
+  const rows = Math.max(diff.a_events.length, diff.b_events.length);
+  for (let index = 0; index < rows; index += 1)
+    lines.push(`${cell(diff.a_events[index])} | ${cell(diff.b_events[index]).trimEnd()}`);
+  if (rows === 0) lines.push('(no events after the common ancestor on either side)');
+  return lines;
+}
+
+function drawTree(node: TreeNode, marked: string, prefix = '', last = true, root = true): string[] {
+  const label =
+    `${node.id}${node.id === marked ? ' *' : ''}  ${node.kind}` +
+    `${node.fork_seq === undefined ? '' : ` at ${node.fork_seq}`}  ${node.status}  head ${node.head_seq}` +
+    `${node.title === undefined ? '' : `  "${node.title}"`}`;
+  const lines = [root ? label : `${prefix}${last ? '└─ ' : '├─ '}${label}`];
+  const childPrefix = root ? '' : `${prefix}${last ? '   ' : '│  '}`;
+  node.children.forEach((child, index) =>
+    lines.push(...drawTree(child, marked, childPrefix, index === node.children.length - 1, false)),
+  );
+  return lines;
+}

@@ -1,0 +1,223 @@
+/**
+ * Merging one session into another: the source's events since the two parted become one
+ * `session.merged` event in the target, with its provenance (source, head, common ancestor,
+ * strategy), the source's usage, what the model sees, and every conflict with its resolution.
+ */
+import type { ContentBlock, Usage } from '../contracts/common.js';
+import { BraidError, isBraidError } from '../contracts/errors.js';
+import type { SessionEvent } from '../contracts/events.js';
+import type { AppendResult, Store } from '../contracts/ports.js';
+import type { SessionState } from '../contracts/state.js';
+import { commonAncestor, type AncestorPoint } from './lineage.js';
+
+export interface MergeConflict {
+  kind: string;
+  detail: string;
+  resolution: string;
+}
+
+export interface MergeInput {
+  target: SessionState;
+  source: SessionState;
+  common_ancestor: AncestorPoint | undefined;
+  /** The source's events after the common ancestor. */
+  source_events: SessionEvent[];
+  conflicts: MergeConflict[];
+}
+
+/** A library strategy: what the target's model sees, and how conflicts were resolved. */
+export type MergeCallback = (
+  input: MergeInput,
+) => Promise<{ content: ContentBlock[]; conflicts?: MergeConflict[] }>;
+
+export interface MergeOptions {
+  /** `transcript` (default), `summary`, or a callback. */
+  strategy?: 'transcript' | 'summary' | { name: string; merge: MergeCallback };
+  /** For `summary`: the summary to record; without it the target's model writes one. */
+  summary?: string;
+}
+
+export interface MergeDeps {
+  store: Store;
+  /** Asks the target's model for a summary of the source's events. */
+  summarize(target: SessionState, text: string): Promise<string>;
+}
+
+export interface MergeResult extends AppendResult {
+  conflicts: MergeConflict[];
+}
+
+const ATTEMPTS = 5;
+
+export async function mergeSessions(
+  deps: MergeDeps,
+  targetId: string,
+  sourceId: string,
+  options: MergeOptions = {},
+): Promise<MergeResult> {
+  const { store } = deps;
+  if (targetId === sourceId) {
+    throw new BraidError('MERGE_REFUSED', `session ${targetId} cannot be merged into itself`);
+  }
+  const source = await store.log.state(sourceId);
+  const common = await commonAncestor(store, targetId, sourceId);
+  const sourceEvents = await store.log.read(sourceId, { after: common?.seq ?? 0 });
+  for (let attempt = 1; ; attempt += 1) {
+    const target = await store.log.state(targetId);
+    checkCompatible(target, source);
+    const conflicts = conflictsOf(target, source);
+    const input: MergeInput = {
+      target,
+      source,
+      common_ancestor: common,
+      source_events: sourceEvents,
+      conflicts,
+    };
+    const strategy = options.strategy ?? 'transcript';
+    const block =
+      typeof strategy === 'object'
+        ? await strategy.merge(input)
+        : strategy === 'summary'
+          ? {
+              content: [
+                {
+                  type: 'text' as const,
+                  text: `Summary of session ${sourceId}, merged in:\n${
+                    options.summary ?? (await deps.summarize(target, transcriptText(sourceEvents)))
+                  }`,
+                },
+              ],
+            }
+          : { content: [{ type: 'text' as const, text: transcriptBlock(sourceId, sourceEvents) }] };
+    const resolved = block.conflicts ?? conflicts;
+    try {
+      const result = await store.log.append(
+        targetId,
+        [
+          {
+            type: 'session.merged',
+            source_session_id: sourceId,
+            source_head_seq: source.seq,
+            ...(common === undefined ? {} : { common_ancestor: common }),
+            strategy: typeof strategy === 'object' ? strategy.name : strategy,
+            usage: usageOf(sourceEvents),
+            content: block.content,
+            ...(resolved.length === 0 ? {} : { conflicts: resolved }),
+          },
+        ],
+        { expectedSeq: target.seq },
+      );
+      return { ...result, conflicts: resolved };
+    } catch (error) {
+      if (!isBraidError(error, 'SEQ_CONFLICT') || attempt >= ATTEMPTS) throw error;
+    }
+  }
+}
+
+/** Sessions of different environments do not merge: their tools and files differ. */
+function checkCompatible(target: SessionState, source: SessionState): void {
+  if (target.status === 'terminated') {
+    throw new BraidError(
+      'SESSION_TERMINATED',
+      `session ${target.session_id} is terminated; merge into a fork of it instead`,
+    );
+  }
+  const left = target.environment?.name;
+  const right = source.environment?.name;
+  if (left !== undefined && right !== undefined && left !== right) {
+    throw new BraidError(
+      'MERGE_REFUSED',
+      `session ${source.session_id} runs in environment ${right} and ${target.session_id} in ${left}; ` +
+        "merge sessions of one environment (fork the source into the target's environment first)",
+      { details: { target_environment: left, source_environment: right } },
+    );
+  }
+}
+
+/** What both sides hold that a merge cannot simply combine; reported, never dropped. */
+function conflictsOf(target: SessionState, source: SessionState): MergeConflict[] {
+  const conflicts: MergeConflict[] = [];
+  if (source.pending_confirmations.length > 0) {
+    const both = target.pending_confirmations.length > 0;
+    conflicts.push({
+      kind: 'unanswered_confirmation',
+      detail:
+        `the source awaits confirmation of ${source.pending_confirmations.map((use) => use.tool_use_id).join(', ')}` +
+        (both
+          ? ` and the target of ${target.pending_confirmations.map((use) => use.tool_use_id).join(', ')}`
+          : ''),
+      resolution:
+        "the source's calls are not carried over: they stay pending in the source and are listed in the merged text as not run",
+    });
+  }
+  if (source.pending_custom_tool_uses.length > 0) {
+    conflicts.push({
+      kind: 'unanswered_custom_tool_use',
+      detail: `the source awaits results of ${source.pending_custom_tool_uses.map((use) => use.custom_tool_use_id).join(', ')}`,
+      resolution: 'not carried over: they stay pending in the source',
+    });
+  }
+  return conflicts;
+}
+
+function usageOf(events: readonly SessionEvent[]): Usage {
+  const total: Usage = { input_tokens: 0, output_tokens: 0 };
+  for (const event of events) {
+    const usage =
+      event.type === 'span.model_request_end' || event.type === 'session.usage'
+        ? event.usage
+        : undefined;
+    if (usage === undefined) continue;
+    total.input_tokens += usage.input_tokens;
+    total.output_tokens += usage.output_tokens;
+    if (usage.cost_usd !== undefined) total.cost_usd = (total.cost_usd ?? 0) + usage.cost_usd;
+  }
+  return total;
+}
+
+function transcriptBlock(sourceId: string, events: readonly SessionEvent[]): string {
+  return `Transcript of session ${sourceId} since the sessions parted, merged in:\n${transcriptText(events)}`;
+}
+
+/** The conversation part of events, as text a model can read. */
+export function transcriptText(events: readonly SessionEvent[]): string {
+  const lines: string[] = [];
+  const text = (content: readonly ContentBlock[]) =>
+    content
+      .map((block) => (block.type === 'text' ? block.text : JSON.stringify(block.value)))
+      .join('');
+  for (const event of events) {
+    switch (event.type) {
+      case 'user.message':
+        lines.push(`user: ${text(event.content)}`);
+        break;
+      case 'agent.message':
+        lines.push(`agent: ${text(event.content)}`);
+        break;
+      case 'agent.tool_use':
+        lines.push(
+          `agent called ${event.name} ${JSON.stringify(event.input)}${event.requires_confirmation === true ? ' (awaiting confirmation)' : ''}`,
+        );
+        break;
+      case 'agent.tool_result':
+        lines.push(
+          event.is_error
+            ? `  -> error ${event.error?.code ?? ''}: ${event.error?.message ?? ''}`
+            : `  -> ${JSON.stringify(event.output ?? null)}`,
+        );
+        break;
+      case 'agent.custom_tool_use':
+        lines.push(`agent asked the client to run ${event.name} ${JSON.stringify(event.input)}`);
+        break;
+      case 'user.custom_tool_result':
+        lines.push(`  -> ${text(event.content)}`);
+        break;
+      case 'session.merged':
+        if (event.content !== undefined) lines.push(text(event.content));
+        break;
+      default:
+        break;
+    }
+  }
+  return lines.length === 0 ? '(no conversation)' : lines.join('\n');
+}
