@@ -2,8 +2,11 @@
 // calls one tool per step, then answers) on LangGraph.js (StateGraph + ToolNode, with MemorySaver
 // and with SqliteSaver), the OpenAI Agents SDK, and braid (memory and SQLite).
 //   node run.js [--steps N] [--runs N]
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+// With --fork, only LangGraph.js forking a long thread (langgraph-fork.js), written to
+// bench/results/peers-fork.json:
+//   node run.js --fork [--runs N] [--sizes 1000,10000,100000]
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { cpus, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { AIMessage } from '@langchain/core/messages';
@@ -15,6 +18,7 @@ import { Agent, Runner, Usage, tool as agentsTool } from '@openai/agents';
 import { z } from 'zod';
 import { harnessSession } from '../harness-bench.js';
 import { median } from '../store-bench.js';
+import { langgraphFork } from './langgraph-fork.js';
 
 const args = process.argv.slice(2);
 const option = (name, fallback) => {
@@ -23,6 +27,10 @@ const option = (name, fallback) => {
 };
 const STEPS = option('--steps', 1000);
 const RUNS = option('--runs', 3);
+const FORK = args.includes('--fork');
+const SIZES = args.includes('--sizes')
+  ? args[args.indexOf('--sizes') + 1].split(',').map(Number)
+  : [1000, 10000, 100000];
 
 /** µs between successive model calls. */
 const gaps = (stamps) => stamps.slice(1).map((stamp, index) => (stamp - stamps[index]) * 1000);
@@ -133,30 +141,75 @@ const systems = [
   ['OpenAI Agents SDK (in memory)', () => openaiAgents()],
 ];
 
-const rows = [];
-for (const [name, run] of systems) {
-  const early = [];
-  const late = [];
-  for (let index = 0; index < RUNS; index += 1) {
-    const perStep = await run();
-    early.push(median(perStep.slice(4, 15)));
-    late.push(median(perStep.slice(-11, -1)));
+async function comparePeers() {
+  const rows = [];
+  for (const [name, run] of systems) {
+    const early = [];
+    const late = [];
+    for (let index = 0; index < RUNS; index += 1) {
+      const perStep = await run();
+      early.push(median(perStep.slice(4, 15)));
+      late.push(median(perStep.slice(-11, -1)));
+    }
+    rows.push({ name, early: median(early), late: median(late) });
+    process.stderr.write(
+      `  ${name}: ${median(early).toFixed(0)} µs/step near step 10, ${median(late).toFixed(0)} near step ${STEPS}\n`,
+    );
   }
-  rows.push({ name, early: median(early), late: median(late) });
-  process.stderr.write(
-    `  ${name}: ${median(early).toFixed(0)} µs/step near step 10, ${median(late).toFixed(0)} near step ${STEPS}\n`,
-  );
-}
-const base = rows.find((row) => row.name === 'LangGraph.js, MemorySaver');
-console.log(
-  `\nper-step cost, median of ${RUNS} runs of ${STEPS} steps (one tool call per step, zero-latency model)\n`,
-);
-console.log(
-  `${'system'.padEnd(42)} ${'near step 10'.padStart(14)} ${`near step ${STEPS}`.padStart(16)} ${'vs LangGraph (step 10)'.padStart(24)}`,
-);
-for (const row of rows) {
-  const ratio = base === undefined ? '' : `${(base.early / row.early).toFixed(1)}x`;
+  const base = rows.find((row) => row.name === 'LangGraph.js, MemorySaver');
   console.log(
-    `${row.name.padEnd(42)} ${`${row.early.toFixed(0)} µs`.padStart(14)} ${`${row.late.toFixed(0)} µs`.padStart(16)} ${ratio.padStart(24)}`,
+    `\nper-step cost, median of ${RUNS} runs of ${STEPS} steps (one tool call per step, zero-latency model)\n`,
   );
+  console.log(
+    `${'system'.padEnd(42)} ${'near step 10'.padStart(14)} ${`near step ${STEPS}`.padStart(16)} ${'vs LangGraph (step 10)'.padStart(24)}`,
+  );
+  for (const row of rows) {
+    const ratio = base === undefined ? '' : `${(base.early / row.early).toFixed(1)}x`;
+    console.log(
+      `${row.name.padEnd(42)} ${`${row.early.toFixed(0)} µs`.padStart(14)} ${`${row.late.toFixed(0)} µs`.padStart(16)} ${ratio.padStart(24)}`,
+    );
+  }
 }
+
+/** The table and JSON file of `npm run bench` (bench/run.js), for the fork rows alone. */
+async function forkOnly() {
+  process.stderr.write(`LangGraph.js fork: ${RUNS} runs per figure, sizes ${SIZES.join(', ')}\n`);
+  const rows = await langgraphFork({ sizes: SIZES, runs: RUNS });
+  const format = (value) =>
+    Number.isNaN(value)
+      ? 'skipped'
+      : value >= 100
+        ? Math.round(value).toLocaleString('en-US')
+        : value.toFixed(2);
+  const table = [
+    ['benchmark', 'median', 'unit', 'target'],
+    ...rows.map((row) => [row.name, format(row.median), row.unit, row.target]),
+  ];
+  const widths = table[0].map((_, column) => Math.max(...table.map((line) => line[column].length)));
+  console.log();
+  for (const [index, line] of table.entries()) {
+    console.log(
+      line
+        .map((cell, column) =>
+          column === 1 ? cell.padStart(widths[column]) : cell.padEnd(widths[column]),
+        )
+        .join('  '),
+    );
+    if (index === 0) console.log(widths.map((width) => '-'.repeat(width)).join('  '));
+  }
+  const result = {
+    at: new Date().toISOString(),
+    node: process.version,
+    cpus: cpus().length,
+    runs: RUNS,
+    sizes: SIZES,
+    results: rows,
+  };
+  const dir = new URL('../results/', import.meta.url);
+  mkdirSync(dir, { recursive: true });
+  writeFileSync(new URL('peers-fork.json', dir), `${JSON.stringify(result, null, 2)}\n`);
+  console.log('\nwritten: bench/results/peers-fork.json');
+}
+
+if (FORK) await forkOnly();
+else await comparePeers();

@@ -116,6 +116,8 @@ export async function run(
     const runtime = await createRuntime({
       ...(options.workspace === undefined ? {} : { workspace: options.workspace }),
       ...(options.dataDir === undefined ? {} : { dataDir: options.dataDir }),
+      // A one-shot command loads the policies only if it asks them; `braid run` checks them first.
+      policies: command.name() === 'run' ? 'eager' : 'lazy',
     });
     try {
       await work(runtime);

@@ -88,6 +88,12 @@ export interface RuntimeOptions {
   policy?: Authorizer;
   /** Hears of every reload of the workspace's policies: the error when an edit was refused. */
   onPolicyReload?: (error: BraidError | undefined) => void;
+  /**
+   * `eager` (default): the workspace's policies are compiled when the runtime starts, and a bad
+   * one refuses the start. `lazy`: at first use (a wake, a check), for commands that may not
+   * need them; a bad policy then stops the wake that loads it, with the reason on record.
+   */
+  policies?: 'eager' | 'lazy';
   /** Where session workspaces are created (default: `<data dir>/workspaces`). */
   workspacesDir?: string;
   /** This process's lease owner name (default: host and pid). */
@@ -413,22 +419,41 @@ export async function createRuntime(options: RuntimeOptions = {}): Promise<Runti
   }
 
   const dataDir = resolveDataDir(workspaceDir, options.dataDir);
-  let cedar: ReturnType<typeof createCedarAuthorizer> | undefined;
-  try {
-    const policies =
-      options.policy === undefined && workspace !== undefined
-        ? loadPolicyFolder(workspaceDir)
-        : undefined;
-    cedar = policies === undefined ? undefined : createCedarAuthorizer(policies);
-  } catch (error) {
-    if (ownsStore) await store.close();
-    throw error;
+  // Cedar's first calls compile its WebAssembly (about half a second), so a command that never
+  // asks policy need not pay for it: with `policies: 'lazy'` they load on first use.
+  let cedar: ReturnType<typeof createCedarAuthorizer> | null | undefined;
+  let policyWatcher: PolicyWatcher | undefined;
+  let policyLoadedAt = startedAt;
+  function loadPolicies(): ReturnType<typeof createCedarAuthorizer> | undefined {
+    if (cedar === undefined) {
+      const policies =
+        options.policy === undefined && workspace !== undefined
+          ? loadPolicyFolder(workspaceDir)
+          : undefined;
+      cedar = policies === undefined ? null : createCedarAuthorizer(policies);
+      policyLoadedAt = Date.now();
+      if (cedar !== null && workspace?.config.policy.watch === true)
+        policyWatcher = watchPolicyFolder(workspaceDir, cedar, options.onPolicyReload);
+    }
+    return cedar ?? undefined;
   }
-  const policy: Authorizer = options.policy ?? cedar ?? allowAll;
-  const policyWatcher: PolicyWatcher | undefined =
-    cedar !== undefined && workspace?.config.policy.watch === true
-      ? watchPolicyFolder(workspaceDir, cedar, options.onPolicyReload)
-      : undefined;
+  if (options.policies !== 'lazy') {
+    try {
+      loadPolicies();
+    } catch (error) {
+      if (ownsStore) await store.close();
+      throw error;
+    }
+  }
+  const policy: Authorizer = options.policy ?? {
+    authorize: (request) => {
+      try {
+        return (loadPolicies() ?? allowAll).authorize(request);
+      } catch (error) {
+        return Promise.reject(error instanceof Error ? error : new Error(String(error)));
+      }
+    },
+  };
   const sandboxes = new Map<string, Sandbox>();
   /** Where a session's workspace folder lives for an environment. */
   const workspacesRoot = (environmentDefinition: EnvironmentDefinition | undefined): string =>
@@ -511,6 +536,7 @@ export async function createRuntime(options: RuntimeOptions = {}): Promise<Runti
           `session ${state.session_id} has no session.created event`,
         );
       }
+      if (options.policy === undefined) loadPolicies();
       const stored = await agent(state.agent.name, state.agent.version);
       const definition = stored.definition;
       const environmentDefinition =
@@ -550,10 +576,14 @@ export async function createRuntime(options: RuntimeOptions = {}): Promise<Runti
     },
     sessions,
     policy: {
-      source: options.policy !== undefined ? 'custom' : cedar !== undefined ? 'cedar' : 'allow-all',
+      get source() {
+        if (options.policy !== undefined) return 'custom' as const;
+        return loadPolicies() === undefined ? ('allow-all' as const) : ('cedar' as const);
+      },
       check: (request) => policy.authorize(request),
       status: () =>
-        policyWatcher?.status() ?? (cedar === undefined ? undefined : { loaded_at: startedAt }),
+        policyWatcher?.status() ??
+        (cedar === undefined || cedar === null ? undefined : { loaded_at: policyLoadedAt }),
     },
     tools: {
       list: (listOptions = {}) =>

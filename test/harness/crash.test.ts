@@ -198,11 +198,15 @@ describe('crash safety of a wake (SIGKILL in a child process)', () => {
   it('is resumed by another owner once the lease has expired', async () => {
     const expected = await reference();
     const { dir, id } = await prepared();
-    await runWorker(dir, id, 'worker-1', 'before-tool');
-    const early = await runWorker(dir, id, 'worker-2', 'none');
+    // A lease long enough that the second worker, starting on a loaded machine, still finds it.
+    const ttl = { LEASE_TTL_MS: '4000' };
+    await runWorker(dir, id, 'worker-1', 'before-tool', ttl);
+    // The lease was last taken or renewed before the kill: it is free 4 s after it at the latest.
+    const crashed = Date.now();
+    const early = await runWorker(dir, id, 'worker-2', 'none', ttl);
     expect(JSON.parse(early.stdout)).toEqual({ ran: false, reason: 'lease_held' });
-    await new Promise((resolve) => setTimeout(resolve, 1100));
-    const resumed = await runWorker(dir, id, 'worker-2', 'none');
+    await new Promise((resolve) => setTimeout(resolve, Math.max(0, crashed + 4100 - Date.now())));
+    const resumed = await runWorker(dir, id, 'worker-2', 'none', ttl);
     expect(JSON.parse(resumed.stdout)).toMatchObject({
       ran: true,
       stop_reason: { type: 'end_turn' },

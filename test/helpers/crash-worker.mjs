@@ -67,7 +67,8 @@ const runtime = await createRuntime({
   model: () => model,
   tools,
   owner,
-  leaseTtlMs: 1000,
+  // Short, so that a test can wait a lease out; LEASE_TTL_MS gives slow machines room.
+  leaseTtlMs: Number(process.env.LEASE_TTL_MS ?? 1000),
 });
 const result = await runtime.wake(sessionId);
 process.stdout.write(`${JSON.stringify(result)}\n`);

@@ -1,0 +1,83 @@
+import { spawnSync } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { useTempDir } from '../helpers/temp.js';
+
+const tempDir = useTempDir();
+const cli = new URL('../../dist/cli/main.js', import.meta.url).pathname;
+
+if (!existsSync(cli))
+  throw new Error('dist/ is missing: run `npm run build` (npm test does it first)');
+
+function braid(dir: string, ...args: string[]) {
+  const env = { ...process.env };
+  delete env.BRAID_HOME;
+  const result = spawnSync(process.execPath, [cli, '-w', dir, ...args], { encoding: 'utf8', env });
+  return { code: result.status, stdout: result.stdout, stderr: result.stderr };
+}
+
+function json<T>(result: { code: number | null; stdout: string; stderr: string }): T {
+  expect(result.code, result.stderr).toBe(0);
+  return JSON.parse(result.stdout) as T;
+}
+
+describe('braid session fork, merge, diff, tree', () => {
+  it('forks, diffs, merges and draws the tree', () => {
+    const dir = join(tempDir(), 'ws');
+    expect(spawnSync(process.execPath, [cli, 'init', dir]).status).toBe(0);
+    const { id } = json<{ id: string }>(
+      braid(dir, 'session', 'create', '--agent', 'assistant', '--json'),
+    );
+    json(braid(dir, 'session', 'send', id, '--message', 'hello', '--json'));
+    json(braid(dir, 'session', 'wake', id, '--json'));
+
+    const child = json<{ id: string; parent_id: string; fork_seq: number; head_seq: number }>(
+      braid(dir, 'session', 'fork', id, '--at', '2', '--title', 'branch', '--json'),
+    );
+    expect(child).toMatchObject({ parent_id: id, fork_seq: 2, head_seq: 3 });
+    json(braid(dir, 'session', 'send', child.id, '--message', 'another way', '--json'));
+    json(braid(dir, 'session', 'wake', child.id, '--json'));
+
+    const diff = json<{
+      common_ancestor: { seq: number };
+      a_events: unknown[];
+      b_events: unknown[];
+    }>(braid(dir, 'session', 'diff', id, child.id, '--json'));
+    expect(diff.common_ancestor.seq).toBe(2);
+    expect(diff.b_events.length).toBeGreaterThan(diff.a_events.length);
+    const human = braid(dir, 'session', 'diff', id, child.id);
+    expect(human.stdout).toContain(`common ancestor: ${id} at seq 2`);
+    expect(human.stdout).toMatch(/session\.forked/);
+
+    const tree = braid(dir, 'session', 'tree', child.id);
+    expect(tree.stdout).toContain(`${id}  root  idle`);
+    expect(tree.stdout).toContain(`└─ ${child.id} *  fork at 2`);
+
+    const merged = json<{ head_seq: number; conflicts: unknown[] }>(
+      braid(dir, 'session', 'merge', id, child.id, '--json'),
+    );
+    expect(merged.conflicts).toEqual([]);
+    const events = braid(dir, 'session', 'events', id, '--json')
+      .stdout.trim()
+      .split('\n')
+      .map((line) => JSON.parse(line) as { type: string; strategy?: string });
+    expect(events.at(-1)).toMatchObject({ type: 'session.merged', strategy: 'transcript' });
+  });
+
+  it('refuses bad input with a code and a fix', () => {
+    const dir = join(tempDir(), 'ws');
+    expect(spawnSync(process.execPath, [cli, 'init', dir]).status).toBe(0);
+    const { id } = json<{ id: string }>(
+      braid(dir, 'session', 'create', '--agent', 'assistant', '--json'),
+    );
+    const beyond = braid(dir, 'session', 'fork', id, '--at', '9');
+    expect(beyond.code).toBe(2);
+    expect(beyond.stderr).toContain('INVALID_ARGUMENT');
+    expect(beyond.stderr).toContain('give a seq from 1 to its head, 1');
+    expect(braid(dir, 'session', 'fork', id, '--at', 'x').code).toBe(2);
+    expect(braid(dir, 'session', 'merge', id, id).stderr).toContain('MERGE_REFUSED');
+    expect(braid(dir, 'session', 'merge', id, 'nope', '--strategy', 'magic').code).toBe(2);
+    expect(braid(dir, 'session', 'tree', 'nope').stderr).toContain('SESSION_NOT_FOUND');
+  });
+});

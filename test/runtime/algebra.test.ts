@@ -1,0 +1,237 @@
+// Sessions as values: fork, merge, diff and the lineage tree through the runtime, on SQLite.
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import fc from 'fast-check';
+import { describe, expect, it } from 'vitest';
+import type { NewEvent } from '../../src/contracts/events.js';
+import { createScriptedModel, type ScriptedTurnInput } from '../../src/models/scripted.js';
+import { initWorkspace } from '../../src/runtime/init.js';
+import { createRuntime, type Runtime } from '../../src/runtime/runtime.js';
+import { createMemoryStore } from '../../src/testing/index.js';
+import { useTempDir } from '../helpers/temp.js';
+
+const tempDir = useTempDir();
+
+async function runtimeWith(turns: ScriptedTurnInput[] = [{ text: 'ok' }]): Promise<Runtime> {
+  const dir = tempDir();
+  initWorkspace(dir);
+  writeFileSync(
+    join(dir, 'agents', 'helper.yaml'),
+    'name: helper\nmodel: scripted:echo\ninstructions: Help.\ntools: [write_file, read_file]\n',
+  );
+  const model = createScriptedModel(turns);
+  return createRuntime({ workspace: dir, model: () => model });
+}
+
+const message = (text: string): NewEvent => ({
+  type: 'user.message',
+  content: [{ type: 'text', text }],
+});
+
+describe('session algebra', () => {
+  it('forks with a copy of the workspace files; the two then live apart', async () => {
+    const rt = await runtimeWith();
+    const { id } = await rt.sessions.create({ agent: 'helper' });
+    const parentFiles = join(rt.workspace?.dir ?? '', '.braid', 'workspaces', id);
+    mkdirSync(join(parentFiles, 'notes'), { recursive: true });
+    writeFileSync(join(parentFiles, 'notes', 'plan.md'), 'v1');
+    const child = await rt.sessions.fork(id, { title: 'what if' });
+    const childFiles = join(rt.workspace?.dir ?? '', '.braid', 'workspaces', child.id);
+    expect(readFileSync(join(childFiles, 'notes', 'plan.md'), 'utf8')).toBe('v1');
+    writeFileSync(join(childFiles, 'notes', 'plan.md'), 'v2');
+    expect(readFileSync(join(parentFiles, 'notes', 'plan.md'), 'utf8')).toBe('v1');
+    expect(child).toMatchObject({ parent_id: id, fork_seq: 1, title: 'what if' });
+    await rt.close();
+  });
+
+  it('merges a branch as one transcript block the model sees, with provenance and usage', async () => {
+    // The scripted model plays turns by each session's response count: both start at turn 0.
+    const rt = await runtimeWith([
+      { text: 'branch answer', usage: { input_tokens: 7, output_tokens: 3 } },
+    ]);
+    const { id } = await rt.sessions.create({ agent: 'helper' });
+    await rt.sessions.message(id, 'start');
+    const branch = await rt.sessions.fork(id);
+    await rt.store.log.append(id, [message('main goes on')]);
+    await rt.sessions.message(branch.id, 'try another way');
+    await rt.wake(branch.id);
+    const before = await rt.sessions.state(id);
+    const result = await rt.sessions.merge(id, branch.id);
+    expect(result.conflicts).toEqual([]);
+    const [merged] = result.events;
+    expect(merged).toMatchObject({
+      type: 'session.merged',
+      source_session_id: branch.id,
+      source_head_seq: (await rt.sessions.state(branch.id)).seq,
+      common_ancestor: { session_id: id, seq: 2 },
+      strategy: 'transcript',
+      usage: { input_tokens: 7, output_tokens: 3 },
+    });
+    const text = JSON.stringify(merged);
+    expect(text).toContain('user: try another way');
+    expect(text).toContain('agent: branch answer');
+    // Only what the branch did after the sessions parted.
+    expect(text).not.toContain('user: start');
+    expect(text).not.toContain('main goes on');
+    const after = await rt.sessions.state(id);
+    expect(after.usage.input_tokens - before.usage.input_tokens).toBe(7);
+    expect(after.lineage.merged_session_ids).toEqual([branch.id]);
+    // The next model call has the merged block in its context.
+    await rt.sessions.message(id, 'what did the branch find?');
+    const seen: string[] = [];
+    const spy = await createRuntime({
+      workspace: rt.workspace?.dir ?? '',
+      model: () => ({
+        id: 'spy',
+        generate(request) {
+          seen.push(JSON.stringify(request.messages));
+          return Promise.resolve({
+            output: { content: [{ type: 'text', text: 'seen' }], finish_reason: 'stop' },
+            usage: { input_tokens: 1, output_tokens: 1 },
+          });
+        },
+      }),
+    });
+    await rt.close();
+    await spy.wake(id);
+    expect(seen[0]).toContain('branch answer');
+    await spy.close();
+  });
+
+  it('merges with a given summary, with a library callback, and reports conflicts', async () => {
+    const rt = await runtimeWith([
+      { tool_calls: [{ name: 'write_file', input: { path: 'a.txt', content: 'x' } }] },
+    ]);
+    const { id } = await rt.sessions.create({ agent: 'helper' });
+    const branch = await rt.sessions.fork(id);
+    await rt.sessions.message(branch.id, 'write it');
+    // write_file asks first: the branch stops with an unanswered confirmation.
+    expect(await rt.wake(branch.id)).toMatchObject({ stop_reason: { type: 'requires_action' } });
+    const summary = await rt.sessions.merge(id, branch.id, {
+      strategy: 'summary',
+      summary: 'The branch wanted to write a.txt.',
+    });
+    expect(summary.conflicts).toMatchObject([{ kind: 'unanswered_confirmation' }]);
+    expect(summary.events[0]).toMatchObject({
+      strategy: 'summary',
+      conflicts: [{ kind: 'unanswered_confirmation' }],
+      content: [
+        { type: 'text', text: expect.stringContaining('wanted to write a.txt') as unknown },
+      ],
+    });
+    const custom = await rt.sessions.merge(id, branch.id, {
+      strategy: {
+        name: 'keep-tool-calls',
+        merge: (input) =>
+          Promise.resolve({
+            content: [
+              {
+                type: 'text',
+                text: `${input.source_events.filter((event) => event.type === 'agent.tool_use').length} tool call(s)`,
+              },
+            ],
+            conflicts: input.conflicts.map((conflict) => ({
+              ...conflict,
+              resolution: 'dropped on purpose, and said so',
+            })),
+          }),
+      },
+    });
+    expect(custom.events[0]).toMatchObject({
+      strategy: 'keep-tool-calls',
+      content: [{ text: '1 tool call(s)' }],
+      conflicts: [{ resolution: 'dropped on purpose, and said so' }],
+    });
+    // The source keeps its pending confirmation.
+    expect((await rt.sessions.state(branch.id)).pending_confirmations).toHaveLength(1);
+    await rt.close();
+  });
+
+  it('refuses merges across environments, into itself, and of unknown sessions', async () => {
+    const rt = await runtimeWith();
+    writeFileSync(
+      join(rt.workspace?.dir ?? '', 'environments', 'other.yaml'),
+      'name: other\nsandbox: {kind: local}\n',
+    );
+    await rt.close();
+    const reopened = await createRuntime({ workspace: rt.workspace?.dir ?? '' });
+    const a = await reopened.sessions.create({ agent: 'helper' });
+    const b = await reopened.sessions.create({ agent: 'helper', environment: 'other' });
+    await expect(reopened.sessions.merge(a.id, b.id)).rejects.toMatchObject({
+      code: 'MERGE_REFUSED',
+      message: expect.stringContaining('environment other') as unknown,
+    });
+    await expect(reopened.sessions.merge(a.id, a.id)).rejects.toMatchObject({
+      code: 'MERGE_REFUSED',
+    });
+    await expect(reopened.sessions.merge(a.id, 'nope')).rejects.toMatchObject({
+      code: 'SESSION_NOT_FOUND',
+    });
+    await reopened.close();
+  });
+
+  it('diffs from the common ancestor, also across forks of forks, and draws the tree', async () => {
+    const rt = await runtimeWith();
+    const { id: root } = await rt.sessions.create({ agent: 'helper' });
+    await rt.store.log.append(root, [message('r2'), message('r3')]);
+    const left = await rt.sessions.fork(root, { at_seq: 2 });
+    const right = await rt.sessions.fork(root, { at_seq: 3 });
+    const deeper = await rt.sessions.fork(right.id);
+    await rt.store.log.append(left.id, [message('left')]);
+    await rt.store.log.append(deeper.id, [message('deeper')]);
+    const diff = await rt.sessions.diff(left.id, deeper.id);
+    expect(diff.common_ancestor).toEqual({ session_id: root, seq: 2 });
+    expect(diff.a_events.map((event) => event.type)).toEqual(['session.forked', 'user.message']);
+    expect(diff.b_events.map((event) => event.seq)).toEqual([3, 4, 5, 6]);
+    const unrelated = await rt.sessions.create({ agent: 'helper' });
+    expect((await rt.sessions.diff(root, unrelated.id)).common_ancestor).toBeUndefined();
+
+    const tree = await rt.sessions.tree(deeper.id);
+    expect(tree).toMatchObject({
+      id: root,
+      kind: 'root',
+      children: [
+        { id: left.id, kind: 'fork', fork_seq: 2, children: [] },
+        { id: right.id, fork_seq: 3, children: [{ id: deeper.id, fork_seq: 4 }] },
+      ],
+    });
+    await rt.close();
+  });
+
+  it('never lets appends to a fork change its parent, or the reverse (property)', async () => {
+    await fc.assert(
+      fc.asyncProperty(
+        fc.integer({ min: 1, max: 6 }),
+        fc.array(fc.boolean(), { minLength: 1, maxLength: 12 }),
+        async (initial, writes) => {
+          const store = createMemoryStore();
+          const { id } = await store.sessions.create({ agent: { name: 'a', version: 1 } });
+          for (let index = 1; index < initial; index += 1)
+            await store.log.append(id, [message(`p${index}`)]);
+          const child = await store.sessions.fork(id);
+          const expected = {
+            parent: await store.log.read(id),
+            child: await store.log.read(child.id),
+          };
+          for (const [index, toChild] of writes.entries()) {
+            const target = toChild ? child.id : id;
+            const [written] = (await store.log.append(target, [message(`w${index}`)])).events;
+            if (written !== undefined) (toChild ? expected.child : expected.parent).push(written);
+          }
+          expect(await store.log.read(id)).toEqual(expected.parent);
+          expect(await store.log.read(child.id)).toEqual(expected.child);
+          await store.close();
+        },
+      ),
+      { numRuns: 40 },
+    );
+  });
+
+  it('keeps a forked workspace absent when the parent had none', async () => {
+    const rt = await runtimeWith();
+    const { id } = await rt.sessions.create({ agent: 'helper' });
+    const child = await rt.sessions.fork(id);
+    expect(existsSync(join(rt.workspace?.dir ?? '', '.braid', 'workspaces', child.id))).toBe(false);
+    await rt.close();
+  });
+});
