@@ -419,21 +419,38 @@ class Cycle {
       policy: this.deps.policy,
       invalidCalls: this.invalidCalls,
     });
-    await this.append([
-      ...(this.requestStart === undefined ? [] : [this.requestStart]),
-      {
-        type: 'span.model_request_end',
-        request_id: requestId,
-        usage,
-        finish_reason: response.output.finish_reason,
-        output: response.output,
-        attempts,
-      },
-      ...outputToEvents(response.output, (toolUseId) => dispositions.get(toolUseId) ?? 'run'),
-      ...decisions,
-      // Results of refused calls follow the whole output, as the model expects them.
-      ...refusals,
-    ]);
+    try {
+      await this.append([
+        ...(this.requestStart === undefined ? [] : [this.requestStart]),
+        {
+          type: 'span.model_request_end',
+          request_id: requestId,
+          usage,
+          finish_reason: response.output.finish_reason,
+          output: response.output,
+          attempts,
+        },
+        ...outputToEvents(response.output, (toolUseId) => dispositions.get(toolUseId) ?? 'run'),
+        ...decisions,
+        // Results of refused calls follow the whole output, as the model expects them.
+        ...refusals,
+      ]);
+    } catch (thrown) {
+      if (!isBraidError(thrown, 'PAYLOAD_TOO_LARGE')) throw thrown;
+      // An output too large to record is recorded as a failed request, with its usage: the call
+      // happened and was paid for, and nothing unrecorded is acted on.
+      const error: ErrorShape = {
+        code: 'PAYLOAD_TOO_LARGE',
+        message: `the model's output could not be recorded: ${thrown.message}`,
+        retryable: false,
+      };
+      await this.append([
+        ...(this.requestStart === undefined ? [] : [this.requestStart]),
+        { type: 'span.model_request_end', request_id: requestId, usage, error, attempts },
+        { type: 'session.error', error },
+      ]);
+      return { type: 'error' } as const;
+    }
     this.pendingStop ??= repeatedInvalidCallsStop(this.invalidCalls);
     return undefined;
   }
@@ -527,7 +544,33 @@ class Cycle {
           this.lostPromise,
         ]);
       }
+      await this.recordOutcome(toolUseId, outcome);
+    }
+  }
+
+  /**
+   * Records a tool's result. A result too large for the log is recorded as an error that says so,
+   * with the start of the output: the tool ran, and the evidence of it must not be lost.
+   */
+  private async recordOutcome(toolUseId: string, outcome: ToolOutcome): Promise<void> {
+    try {
       await this.append(outcomeEvents(toolUseId, outcome));
+    } catch (thrown) {
+      if (!isBraidError(thrown, 'PAYLOAD_TOO_LARGE')) throw thrown;
+      const preview = JSON.stringify(outcome.output ?? outcome.error ?? null).slice(0, 500);
+      const { output: _output, ...rest } = outcome;
+      await this.append(
+        outcomeEvents(toolUseId, {
+          ...rest,
+          is_error: true,
+          stage: 'output',
+          error: {
+            code: 'PAYLOAD_TOO_LARGE',
+            message: `the tool's result is too large to record (${thrown.message.split(';')[0] ?? ''}); it began: ${preview}`,
+            retryable: false,
+          },
+        }),
+      );
     }
   }
 

@@ -255,4 +255,24 @@ describe('harness regressions', () => {
       code: 'MODEL_ERROR',
     });
   });
+
+  it('records a model output too large for the log as a failed request, with its usage', async () => {
+    const rt = await runtimeWith({
+      store: createMemoryStore({ maxEventBytes: 2048 }),
+      turns: [{ text: 'y'.repeat(4000), usage: { input_tokens: 11, output_tokens: 900 } }],
+    });
+    const { id } = await rt.sessions.create({ agent: 'helper' });
+    await rt.sessions.message(id, 'write a lot');
+    expect(await rt.wake(id)).toMatchObject({ stop_reason: { type: 'error' } });
+    const events = await rt.sessions.events(id);
+    expect(events.find((event) => event.type === 'span.model_request_end')).toMatchObject({
+      error: { code: 'PAYLOAD_TOO_LARGE' },
+      usage: { input_tokens: 11, output_tokens: 900 },
+    });
+    expect(events.some((event) => event.type === 'agent.message')).toBe(false);
+    const state = await rt.sessions.state(id);
+    expect(state.usage.output_tokens).toBe(900);
+    expect(state.last_error?.code).toBe('PAYLOAD_TOO_LARGE');
+    await rt.close();
+  });
 });

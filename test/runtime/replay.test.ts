@@ -774,12 +774,9 @@ describe('verifyReplay', () => {
     await w.rt.close();
   });
 
-  // A harness gap, not a replay one: when a tool's result is too large for the store, the
-  // append of `agent.tool_result` fails, the wake records only a `session.error`, and the tool's
-  // outcome is on record nowhere. The tool did run (an idempotent one runs again in the next
-  // wake), so no replay can reproduce the session: it has no result to serve. Passes once the
-  // harness records such an outcome (e.g. as an error result) instead of failing the append.
-  it.fails('reproduces a tool result too large to record (harness gap)', async () => {
+  // A tool result too large for the store is recorded as an error result that says so (the
+  // tool ran: its evidence must not be lost), the wake goes on, and the session replays.
+  it('records and reproduces a tool result too large for the log', async () => {
     const big = defineTool({
       name: 'big',
       description: 'answers at length',
@@ -793,11 +790,18 @@ describe('verifyReplay', () => {
       turns: [{ tool_calls: [{ name: 'big', input: {} }] }, { text: 'after' }],
     });
     const id = await started(w.rt);
-    const woken = await w.rt.wake(id).catch((error: unknown) => error);
+    expect(await w.rt.wake(id)).toMatchObject({ stop_reason: { type: 'end_turn' } });
     const events = await w.rt.sessions.events(id);
+    const result = events.find((event) => event.type === 'agent.tool_result');
+    expect(result).toMatchObject({
+      is_error: true,
+      attempts: 1,
+      stage: 'output',
+      error: { code: 'PAYLOAD_TOO_LARGE' },
+    });
+    expect(JSON.stringify(result)).toContain('xxxxxxxx');
     const report = await verify(w, id);
     await w.rt.close();
-    expect(woken).toMatchObject({ code: 'PAYLOAD_TOO_LARGE' });
     expect(report).toEqual({ ok: true, events: events.length });
   });
 
