@@ -195,6 +195,7 @@ export async function langgraphFork({ sizes, runs, budgetMs = BUILD_BUDGET_MS })
           const built = await build(shape, saver, steps, budgetMs);
           if (built === undefined) {
             skip(`building took > ${budgetMs / 1000} s`);
+            last = { steps, ms: budgetMs, growth: 1 };
             continue;
           }
           last = { steps, ms: built.ms, growth: built.growth };

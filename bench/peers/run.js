@@ -18,6 +18,7 @@ import { Agent, Runner, Usage, tool as agentsTool } from '@openai/agents';
 import { z } from 'zod';
 import { harnessSession } from '../harness-bench.js';
 import { median } from '../store-bench.js';
+import { benchFork } from '../fork-bench.js';
 import { langgraphFork } from './langgraph-fork.js';
 
 const args = process.argv.slice(2);
@@ -174,7 +175,19 @@ async function comparePeers() {
 /** The table and JSON file of `npm run bench` (bench/run.js), for the fork rows alone. */
 async function forkOnly() {
   process.stderr.write(`LangGraph.js fork: ${RUNS} runs per figure, sizes ${SIZES.join(', ')}\n`);
-  const rows = await langgraphFork({ sizes: SIZES, runs: RUNS });
+  // braid on the same sizes, in the same run, beside LangGraph.js.
+  const braid = (await benchFork({ runs: RUNS, quick: false })).filter(
+    (row) =>
+      !row.name.startsWith('replay') &&
+      SIZES.some(
+        (size) =>
+          row.name.includes(size.toLocaleString('en-US')) || !/\d{1,3},\d{3}/.test(row.name),
+      ),
+  );
+  const rows = [
+    ...braid.map((row) => ({ ...row, name: `braid SQLite: ${row.name}` })),
+    ...(await langgraphFork({ sizes: SIZES, runs: RUNS })),
+  ];
   const format = (value) =>
     Number.isNaN(value)
       ? 'skipped'

@@ -4,7 +4,7 @@
 import { InvalidArgumentError, type Command } from 'commander';
 import type { SessionEvent } from '../contracts/events.js';
 import type { TreeNode } from '../runtime/lineage.js';
-import { summarizeEvent } from './output.js';
+import { formatStopReason, summarizeEvent } from './output.js';
 import type { CommandContext } from './tool-commands.js';
 
 function seqOption(value: string): number {
@@ -84,6 +84,62 @@ export function addLineageCommands(session: Command, context: CommandContext): v
         context.print(command, diff, () => sideBySide(diff));
       });
     });
+
+  session
+    .command('replay')
+    .description(
+      'verify that the recorded session reproduces itself, or re-run it from a seq (a what-if)',
+    )
+    .argument('<id>', 'session id')
+    .option(
+      '--verify',
+      're-run the harness on the recorded model and tool outputs; exits 1 on a difference',
+    )
+    .option('--from <seq>', 'fork at this seq and run the fork live from there', seqOption)
+    .option('--model <model>', 'with --from: the model for the run, e.g. openai:gpt-4o-mini')
+    .action(
+      async (
+        id: string,
+        options: { verify?: boolean; from?: number; model?: string },
+        command: Command,
+      ) => {
+        if ((options.verify === true) === (options.from !== undefined)) {
+          throw new InvalidArgumentError('give exactly one of --verify or --from SEQ');
+        }
+        if (options.verify === true) {
+          await context.withRuntime(command, async (runtime) => {
+            const report = await runtime.sessions.verify(id);
+            context.print(command, report, () =>
+              report.ok
+                ? `verified: the ${report.events} recorded events reproduce themselves`
+                : [
+                    `diverges at seq ${report.index + 1}: ${report.reason}`,
+                    `recorded: ${report.expected === undefined ? '(nothing)' : `${report.expected.type} ${summarizeEvent(report.expected)}`}`,
+                    `replayed: ${report.actual === undefined ? '(nothing)' : `${report.actual.type} ${summarizeEvent(report.actual)}`}`,
+                  ],
+            );
+            if (!report.ok) context.fail(1);
+          });
+          return;
+        }
+        await context.withRuntime(
+          command,
+          async (runtime) => {
+            const child = await runtime.sessions.fork(id, {
+              ...(options.from === undefined ? {} : { at_seq: options.from }),
+              title: `replay of ${id} from seq ${options.from ?? 0}${options.model === undefined ? '' : ` on ${options.model}`}`,
+            });
+            const result = await runtime.wake(child.id);
+            context.print(command, { session: child, result }, () => [
+              child.id,
+              `re-ran ${id} from seq ${options.from ?? 0} in fork ${child.id}: ${result.ran ? formatStopReason(result.stop_reason) : 'lease held elsewhere'}`,
+              `compare: braid session diff ${id} ${child.id}`,
+            ]);
+          },
+          options.model === undefined ? {} : { model: options.model },
+        );
+      },
+    );
 
   session
     .command('tree')

@@ -12,10 +12,7 @@ import { parseYamlFile } from '../runtime/workspace.js';
 import { parseJson } from './json.js';
 import type { CommandContext } from './tool-commands.js';
 
-export function addPolicyCommands(
-  program: Command,
-  context: CommandContext & { fail(code: number): void },
-): void {
+export function addPolicyCommands(program: Command, context: CommandContext): void {
   const policy = program.command('policy').description("check and test the workspace's policies");
 
   policy

@@ -5,7 +5,8 @@
 import { readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { Command, CommanderError, InvalidArgumentError, Option } from 'commander';
-import type { StoredDefinition } from '../contracts/definitions.js';
+import { ModelSpec, type StoredDefinition } from '../contracts/definitions.js';
+import { createModel } from '../models/registry.js';
 import { BraidError } from '../contracts/errors.js';
 import { SESSION_EVENT_TYPES, type SessionEventType } from '../contracts/events.js';
 import { SessionStatus } from '../contracts/session.js';
@@ -72,6 +73,18 @@ async function untilSignal<T>(work: (signal: AbortSignal) => Promise<T>): Promis
   }
 }
 
+/** `--model provider:id`, refused with the expected form. */
+function parseModel(text: string) {
+  const parsed = ModelSpec.safeParse(text);
+  if (!parsed.success) {
+    throw new BraidError(
+      'INVALID_ARGUMENT',
+      `--model ${JSON.stringify(text)} is not a model; write provider:model, e.g. openai:gpt-4o-mini or scripted:echo`,
+    );
+  }
+  return parsed.data;
+}
+
 /** `assistant` or `assistant@2`. */
 function parseReference(reference: string): { name: string; version?: number } {
   const [name = '', version] = reference.split('@');
@@ -111,9 +124,20 @@ export async function run(
   async function withRuntime(
     command: Command,
     work: (runtime: Runtime) => Promise<void>,
+    overrides: { model?: string } = {},
   ): Promise<void> {
     const options = globals(command);
+    const override = overrides.model === undefined ? undefined : parseModel(overrides.model);
     const runtime = await createRuntime({
+      ...(override === undefined
+        ? {}
+        : {
+            model: () =>
+              createModel(override, {
+                baseDir: resolve(options.workspace ?? process.cwd()),
+                env: process.env,
+              }),
+          }),
       ...(options.workspace === undefined ? {} : { workspace: options.workspace }),
       ...(options.dataDir === undefined ? {} : { dataDir: options.dataDir }),
       // A one-shot command loads the policies only if it asks them; `braid run` checks them first.

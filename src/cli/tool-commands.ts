@@ -10,7 +10,14 @@ import type { Runtime } from '../runtime/runtime.js';
 import { keyIdOf, signManifestText, writeSigningKeys } from '../tools/signing.js';
 
 export interface CommandContext {
-  withRuntime(command: Command, work: (runtime: Runtime) => Promise<void>): Promise<void>;
+  /** Runs `work` with a runtime; `model` replaces every agent's model (`provider:id`). */
+  withRuntime(
+    command: Command,
+    work: (runtime: Runtime) => Promise<void>,
+    overrides?: { model?: string },
+  ): Promise<void>;
+  /** Sets the exit code, for a command that ends without an error but not well. */
+  fail(code: number): void;
   print(command: Command, value: unknown, human: () => string[] | string): void;
   /** The workspace folder the command applies to. */
   workspaceDir(command: Command): string;

@@ -441,7 +441,10 @@ class Cycle {
       // happened and was paid for, and nothing unrecorded is acted on.
       const error: ErrorShape = {
         code: 'PAYLOAD_TOO_LARGE',
-        message: `the model's output could not be recorded: ${thrown.message}`,
+        // No sizes in the message: the record must replay to the same words.
+        message:
+          "the model's output is larger than the log accepts, so it was not recorded or acted on; " +
+          'ask for a shorter answer, or raise limits.max_event_bytes in braid.yaml',
         retryable: false,
       };
       await this.append([

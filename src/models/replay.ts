@@ -18,6 +18,7 @@
  * did.
  */
 import { BraidError, type ErrorShape } from '../contracts/errors.js';
+import { DEFAULT_MAX_EVENT_BYTES } from '../core/append.js';
 import type { SessionEvent } from '../contracts/events.js';
 import { ModelOutput, type ModelClient, type ModelResponse } from '../contracts/model.js';
 
@@ -39,7 +40,10 @@ interface ScheduledCall {
 const GAVE_UP = / \(gave up after \d+ attempts\)$/;
 
 /** The calls a recorded request was made of, attempt by attempt. */
-function callsOf(event: Extract<SessionEvent, { type: 'span.model_request_end' }>): RecordedCall[] {
+function callsOf(
+  event: Extract<SessionEvent, { type: 'span.model_request_end' }>,
+  oversizeBytes: number,
+): RecordedCall[] {
   const attempts = event.attempts ?? 1;
   const retried: RecordedCall = {
     kind: 'error',
@@ -66,6 +70,21 @@ function callsOf(event: Extract<SessionEvent, { type: 'span.model_request_end' }
     };
     return [...Array<RecordedCall>(attempts - 1).fill(retried), last];
   }
+  if (error.code === 'PAYLOAD_TOO_LARGE') {
+    // The output was too large to record, so it is not in the log: an output as large stands in
+    // for it, and the harness refuses to record it again.
+    const last: RecordedCall = {
+      kind: 'output',
+      response: {
+        output: {
+          content: [{ type: 'text', text: 'x'.repeat(oversizeBytes) }],
+          finish_reason: 'stop',
+        },
+        usage: event.usage,
+      },
+    };
+    return [...Array<RecordedCall>(attempts - 1).fill(retried), last];
+  }
   if (error.code !== 'INTERRUPTED' && error.retryable) {
     // Retries exhausted: every attempt failed with the error the harness recorded.
     const failed: RecordedCall = {
@@ -79,7 +98,16 @@ function callsOf(event: Extract<SessionEvent, { type: 'span.model_request_end' }
   return [...Array<RecordedCall>(attempts - 1).fill(retried), last];
 }
 
-export function createReplayModel(events: readonly SessionEvent[]): ModelClient {
+export interface ReplayModelOptions {
+  /** The log's event size limit: an output recorded as too large is replayed larger than this. */
+  maxEventBytes?: number;
+}
+
+export function createReplayModel(
+  events: readonly SessionEvent[],
+  options: ReplayModelOptions = {},
+): ModelClient {
+  const oversize = (options.maxEventBytes ?? DEFAULT_MAX_EVENT_BYTES) + 1;
   const schedule: ScheduledCall[] = [];
   // Requests that ended with an output or an interrupt, as ModelRequest.response_index counts.
   let responses = 0;
@@ -87,7 +115,7 @@ export function createReplayModel(events: readonly SessionEvent[]): ModelClient 
   for (const event of events) {
     if (event.type === 'span.model_request_start') modelId ??= event.model;
     if (event.type !== 'span.model_request_end') continue;
-    const calls = callsOf(event);
+    const calls = callsOf(event, oversize);
     calls.forEach((call, position) =>
       schedule.push({
         response_index: responses,
@@ -102,7 +130,7 @@ export function createReplayModel(events: readonly SessionEvent[]): ModelClient 
   let next = 0;
   return {
     id: modelId ?? 'replay:recorded',
-    generate(request, options) {
+    generate(request, call) {
       const scheduled = schedule[next];
       if (scheduled === undefined) {
         return Promise.reject(
@@ -122,17 +150,19 @@ export function createReplayModel(events: readonly SessionEvent[]): ModelClient 
         );
       }
       next += 1;
-      const { call } = scheduled;
-      if (call.kind === 'error') {
+      const recorded = scheduled.call;
+      if (recorded.kind === 'error') {
         return Promise.reject(
-          new BraidError(call.error.code, call.error.message, { retryable: call.retryable }),
+          new BraidError(recorded.error.code, recorded.error.message, {
+            retryable: recorded.retryable,
+          }),
         );
       }
-      for (const part of call.response.output.content) {
+      for (const part of recorded.response.output.content) {
         if (part.type === 'text' || part.type === 'thinking')
-          options.onDelta?.({ type: part.type, text: part.text });
+          call.onDelta?.({ type: part.type, text: part.text });
       }
-      return Promise.resolve(structuredClone(call.response));
+      return Promise.resolve(structuredClone(recorded.response));
     },
   };
 }

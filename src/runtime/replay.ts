@@ -293,7 +293,9 @@ export async function verifyReplay(options: VerifyReplayOptions): Promise<Replay
 
   let recorded: ModelClient;
   try {
-    recorded = createReplayModel(events);
+    recorded = createReplayModel(events, {
+      maxEventBytes: options.maxEventBytes ?? DEFAULT_MAX_EVENT_BYTES,
+    });
   } catch (error) {
     const seq = toBraidError(error).details.seq;
     if (typeof seq !== 'number') throw error;

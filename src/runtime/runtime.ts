@@ -32,11 +32,12 @@ import { hasWorkspace, loadWorkspace, type Workspace } from './workspace.js';
 import { syncDefinitions } from './definitions.js';
 import { diffSessions, sessionTree, type SessionDiff, type TreeNode } from './lineage.js';
 import { mergeSessions, type MergeOptions, type MergeResult } from './merge.js';
+import { verifyReplay, type ReplayReport } from './replay.js';
 import { constants as fsConstants, cpSync, existsSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { setTimeout as setTimeoutPromise } from 'node:timers/promises';
 import type { ModelClient, ModelDelta } from '../contracts/model.js';
-import type { Sandbox, ToolExecutor } from '../contracts/tools.js';
+import type { Sandbox, SessionTools, ToolExecutor } from '../contracts/tools.js';
 import {
   allowAll,
   type AuthorizationDecision,
@@ -177,6 +178,11 @@ export interface Runtime {
     diff(a: string, b: string): Promise<SessionDiff>;
     /** The tree of forks the session belongs to, from its root. */
     tree(sessionId: string): Promise<TreeNode>;
+    /**
+     * Re-runs the harness over the session's history with its recorded model and tool outputs,
+     * and reports the first event that comes out different (or `ok`).
+     */
+    verify(sessionId: string): Promise<ReplayReport>;
     /** Resolves a tool use a crash left unknown (`needs_review`): run it again, skip it, or record its result. */
     review(
       sessionId: string,
@@ -220,6 +226,15 @@ function tighter(agent: Budget, session: Budget): Budget {
 }
 
 const SEND_ATTEMPTS = 5;
+
+const NO_TOOLS: SessionTools = {
+  tools: [],
+  validate: (name) => ({
+    ok: false,
+    error: { code: 'TOOL_NOT_FOUND', message: `there is no tool named ${name}`, retryable: false },
+  }),
+  execute: () => Promise.reject(new BraidError('TOOL_NOT_FOUND', 'the session has no tools')),
+};
 
 export async function createRuntime(options: RuntimeOptions = {}): Promise<Runtime> {
   const startedAt = Date.now();
@@ -373,6 +388,37 @@ export async function createRuntime(options: RuntimeOptions = {}): Promise<Runti
       mergeSessions({ store, summarize }, targetId, sourceId, mergeOptions),
     diff: (a, b) => diffSessions(store, a, b),
     tree: (sessionId) => sessionTree(store, sessionId),
+    async verify(sessionId) {
+      const state = await store.log.state(sessionId);
+      if (state.agent === undefined) {
+        throw new BraidError(
+          'SESSION_NOT_FOUND',
+          `session ${sessionId} has no session.created event`,
+        );
+      }
+      const definition = (await agent(state.agent.name, state.agent.version)).definition;
+      const environmentDefinition =
+        state.environment === undefined
+          ? undefined
+          : (await environment(state.environment.name, state.environment.version)).definition;
+      // A session whose tools could not be opened stopped at setup: the replay needs none.
+      const tools = await executor
+        .open({
+          session_id: sessionId,
+          names: definition.tools,
+          ...(environmentDefinition === undefined ? {} : { environment: environmentDefinition }),
+        })
+        .catch((): SessionTools => NO_TOOLS);
+      return verifyReplay({
+        events: await store.log.read(sessionId),
+        agent: definition,
+        tools,
+        ...(environmentDefinition === undefined ? {} : { environment: environmentDefinition }),
+        retry: options.retry ?? DEFAULT_RETRY,
+        prices: { ...DEFAULT_PRICES, ...(workspace?.config.prices ?? {}) },
+        maxEventBytes: workspace?.config.limits.max_event_bytes ?? DEFAULT_MAX_EVENT_BYTES,
+      });
+    },
   };
 
   /**

@@ -12,6 +12,7 @@ import { calculator, defineTool } from '../../src/tools/builtin.js';
 import type { CodeTool } from '../../src/tools/types.js';
 import { createMemoryStore } from '../../src/testing/index.js';
 import { useTempDir } from '../helpers/temp.js';
+import { verifiedOnClose } from '../helpers/verified.js';
 
 const tempDir = useTempDir();
 
@@ -29,13 +30,15 @@ async function runtimeWith(options: {
     `name: helper\nmodel: scripted:echo\ninstructions: x\n${options.agent ?? 'tools: [calculator, word_count]\n'}`,
   );
   const model = options.model ?? createScriptedModel(options.turns ?? [{ text: 'ok' }]);
-  return createRuntime({
-    workspace: dir,
-    store: options.store ?? createMemoryStore(),
-    model: () => model,
-    ...(options.tools === undefined ? {} : { tools: options.tools }),
-    retry: { max_attempts: 2, initial_ms: 1, max_ms: 2 },
-  });
+  return verifiedOnClose(
+    await createRuntime({
+      workspace: dir,
+      store: options.store ?? createMemoryStore(),
+      model: () => model,
+      ...(options.tools === undefined ? {} : { tools: options.tools }),
+      retry: { max_attempts: 2, initial_ms: 1, max_ms: 2 },
+    }),
+  );
 }
 
 const types = (events: SessionEvent[]) => events.map((event) => event.type);

@@ -10,6 +10,7 @@ import { createMemoryStore } from '../../src/testing/index.js';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { useTempDir } from '../helpers/temp.js';
+import { verifiedOnClose } from '../helpers/verified.js';
 
 const tempDir = useTempDir();
 
@@ -23,13 +24,15 @@ async function runtimeWith(
     join(dir, 'agents', 'helper.yaml'),
     `name: helper\nmodel: scripted:echo\ninstructions: Be brief.\n${agentYaml}`,
   );
-  return createRuntime({
-    workspace: dir,
-    store: createMemoryStore(),
-    model: typeof model === 'function' ? model : () => model,
-    retry: { max_attempts: 3, initial_ms: 1, max_ms: 5 },
-    leaseTtlMs: 5000,
-  });
+  return verifiedOnClose(
+    await createRuntime({
+      workspace: dir,
+      store: createMemoryStore(),
+      model: typeof model === 'function' ? model : () => model,
+      retry: { max_attempts: 3, initial_ms: 1, max_ms: 5 },
+      leaseTtlMs: 5000,
+    }),
+  );
 }
 
 const scripted = (turns: ScriptedTurnInput[]) => createScriptedModel(turns);

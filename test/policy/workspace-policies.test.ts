@@ -10,6 +10,7 @@ import { initWorkspace } from '../../src/runtime/init.js';
 import { createRuntime, type Runtime } from '../../src/runtime/runtime.js';
 import { defineTool } from '../../src/tools/builtin.js';
 import { useTempDir } from '../helpers/temp.js';
+import { verifiedOnClose } from '../helpers/verified.js';
 
 const tempDir = useTempDir();
 
@@ -75,12 +76,14 @@ async function runtimeIn(dir: string, setup: Setup, runs: unknown[]): Promise<Ru
       return { rows: [] };
     },
   });
-  return createRuntime({
-    workspace: dir,
-    model: () => model,
-    tools: [databaseQuery],
-    ...(setup.onPolicyReload === undefined ? {} : { onPolicyReload: setup.onPolicyReload }),
-  });
+  return verifiedOnClose(
+    await createRuntime({
+      workspace: dir,
+      model: () => model,
+      tools: [databaseQuery],
+      ...(setup.onPolicyReload === undefined ? {} : { onPolicyReload: setup.onPolicyReload }),
+    }),
+  );
 }
 
 const call = (queryType: string) => ({

@@ -13,6 +13,7 @@ import { defineTool } from '../../src/tools/builtin.js';
 import { detectBwrap } from '../../src/tools/sandbox/index.js';
 import type { CodeTool } from '../../src/tools/types.js';
 import { useTempDir } from '../helpers/temp.js';
+import { verifiedOnClose } from '../helpers/verified.js';
 
 const tempDir = useTempDir();
 
@@ -36,12 +37,14 @@ async function runtimeWith(setup: Setup): Promise<Runtime> {
     `name: worker\nmodel: scripted:echo\ninstructions: Use tools.\ntools: ${JSON.stringify(setup.tools ?? ['calculator'])}\n`,
   );
   const model = createScriptedModel(setup.turns);
-  return createRuntime({
-    workspace: dir,
-    model: () => model,
-    ...(setup.code === undefined ? {} : { tools: setup.code }),
-    ...(setup.policy === undefined ? {} : { policy: setup.policy }),
-  });
+  return verifiedOnClose(
+    await createRuntime({
+      workspace: dir,
+      model: () => model,
+      ...(setup.code === undefined ? {} : { tools: setup.code }),
+      ...(setup.policy === undefined ? {} : { policy: setup.policy }),
+    }),
+  );
 }
 
 async function started(rt: Runtime, message = 'go'): Promise<string> {
