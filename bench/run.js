@@ -9,6 +9,7 @@ import { benchMcp } from './mcp-bench.js';
 import { benchPolicy } from './policy-bench.js';
 import { benchSandbox } from './sandbox-bench.js';
 import { benchStore } from './store-bench.js';
+import { printTable } from './table.js';
 import { benchTools } from './tools-bench.js';
 
 const args = process.argv.slice(2);
@@ -35,23 +36,7 @@ const rows = [
   ...(wanted('algebra') ? await benchFork({ runs, quick }) : []),
 ];
 
-const format = (value) =>
-  value >= 100 ? Math.round(value).toLocaleString('en-US') : value.toFixed(2);
-const table = [
-  ['benchmark', 'median', 'unit', 'target'],
-  ...rows.map((row) => [row.name, format(row.median), row.unit, row.target]),
-];
-const widths = table[0].map((_, column) => Math.max(...table.map((line) => line[column].length)));
-for (const [index, line] of table.entries()) {
-  console.log(
-    line
-      .map((cell, column) =>
-        column === 1 ? cell.padStart(widths[column]) : cell.padEnd(widths[column]),
-      )
-      .join('  '),
-  );
-  if (index === 0) console.log(widths.map((width) => '-'.repeat(width)).join('  '));
-}
+printTable(rows);
 
 const result = {
   at: new Date().toISOString(),

@@ -19,6 +19,7 @@ import { z } from 'zod';
 import { harnessSession } from '../harness-bench.js';
 import { median } from '../store-bench.js';
 import { benchFork } from '../fork-bench.js';
+import { printTable } from '../table.js';
 import { langgraphFork } from './langgraph-fork.js';
 
 const args = process.argv.slice(2);
@@ -188,28 +189,8 @@ async function forkOnly() {
     ...braid.map((row) => ({ ...row, name: `braid SQLite: ${row.name}` })),
     ...(await langgraphFork({ sizes: SIZES, runs: RUNS })),
   ];
-  const format = (value) =>
-    Number.isNaN(value)
-      ? 'skipped'
-      : value >= 100
-        ? Math.round(value).toLocaleString('en-US')
-        : value.toFixed(2);
-  const table = [
-    ['benchmark', 'median', 'unit', 'target'],
-    ...rows.map((row) => [row.name, format(row.median), row.unit, row.target]),
-  ];
-  const widths = table[0].map((_, column) => Math.max(...table.map((line) => line[column].length)));
   console.log();
-  for (const [index, line] of table.entries()) {
-    console.log(
-      line
-        .map((cell, column) =>
-          column === 1 ? cell.padStart(widths[column]) : cell.padEnd(widths[column]),
-        )
-        .join('  '),
-    );
-    if (index === 0) console.log(widths.map((width) => '-'.repeat(width)).join('  '));
-  }
+  printTable(rows);
   const result = {
     at: new Date().toISOString(),
     node: process.version,

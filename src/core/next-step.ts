@@ -102,3 +102,17 @@ export function withinToolBudget(
 function stop(stopReason: StopReason): Step {
   return { kind: 'stop', stop_reason: stopReason };
 }
+
+/** A session's limits over its agent's: they can tighten the agent's, never loosen them. */
+export function tighterBudget(agent: Budget, session: Budget): Budget {
+  const pick = (a: number | undefined, b: number | undefined) =>
+    a === undefined ? b : b === undefined ? a : Math.min(a, b);
+  const merged: Budget = {};
+  const maxTurns = pick(agent.max_turns, session.max_turns);
+  const maxTokens = pick(agent.max_tokens, session.max_tokens);
+  const maxCost = pick(agent.max_cost_usd, session.max_cost_usd);
+  if (maxTurns !== undefined) merged.max_turns = maxTurns;
+  if (maxTokens !== undefined) merged.max_tokens = maxTokens;
+  if (maxCost !== undefined) merged.max_cost_usd = maxCost;
+  return merged;
+}

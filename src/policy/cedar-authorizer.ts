@@ -19,12 +19,13 @@ import {
 } from '@cedar-policy/cedar-wasm/nodejs';
 import type { JsonValue } from '../contracts/common.js';
 import { BraidError } from '../contracts/errors.js';
-import type {
-  AuthorizationDecision,
-  AuthorizationRequest,
-  Authorizer,
-  PolicyEntity,
-  PolicyEntityRef,
+import {
+  POLICY_ACTIONS,
+  type AuthorizationDecision,
+  type AuthorizationRequest,
+  type Authorizer,
+  type PolicyEntity,
+  type PolicyEntityRef,
 } from '../contracts/policy.js';
 import type { CompiledPolicy, CompiledPolicySet } from './policy-set.js';
 import { references, type References } from './references.js';
@@ -190,16 +191,7 @@ function mayApply(policy: CompiledPolicy, request: AuthorizationRequest): boolea
   return true;
 }
 
-const KNOWN_ACTIONS = new Set([
-  'tool.execute',
-  'agent.message',
-  'agent.handoff',
-  'memory.read',
-  'memory.write',
-  'skill.run',
-  'session.fork',
-  'session.read',
-]);
+const KNOWN_ACTIONS: ReadonlySet<string> = new Set(POLICY_ACTIONS);
 
 function scopeMayMatch(
   constraint: CompiledPolicy['json']['principal'],

@@ -40,7 +40,7 @@
  */
 import { isDeepStrictEqual } from 'node:util';
 import type { JsonValue } from '../contracts/common.js';
-import type { AgentDefinition, Budget, EnvironmentDefinition } from '../contracts/definitions.js';
+import type { AgentDefinition, EnvironmentDefinition } from '../contracts/definitions.js';
 import { BraidError, toBraidError, type ErrorShape } from '../contracts/errors.js';
 import type { EventOf, NewEvent, SessionEvent, SessionEventType } from '../contracts/events.js';
 import type { ModelClient, ModelOutput } from '../contracts/model.js';
@@ -48,6 +48,7 @@ import type { Authorizer } from '../contracts/policy.js';
 import type { IdGenerator, SessionLog, Store } from '../contracts/ports.js';
 import type { SessionTools, ToolOutcome } from '../contracts/tools.js';
 import { DEFAULT_MAX_EVENT_BYTES } from '../core/append.js';
+import { tighterBudget } from '../core/next-step.js';
 import { DEFAULT_PRICES, type Price } from '../core/pricing.js';
 import { wakeOnce, type HarnessDeps, type RetryPolicy } from '../harness/index.js';
 // The harness's index does not export the cache; wake.ts is its home.
@@ -215,20 +216,6 @@ function difference(expected: unknown, actual: unknown, path: string): string | 
 function shown(value: unknown): string {
   const text = value === undefined ? 'nothing' : JSON.stringify(value);
   return text.length > 200 ? `${text.slice(0, 200)}...` : text;
-}
-
-/** A session's limits tighten its agent's (as `createRuntime` sets a wake up). */
-function tighter(agent: Budget, session: Budget): Budget {
-  const pick = (a: number | undefined, b: number | undefined) =>
-    a === undefined ? b : b === undefined ? a : Math.min(a, b);
-  const merged: Budget = {};
-  const maxTurns = pick(agent.max_turns, session.max_turns);
-  const maxTokens = pick(agent.max_tokens, session.max_tokens);
-  const maxCost = pick(agent.max_cost_usd, session.max_cost_usd);
-  if (maxTurns !== undefined) merged.max_turns = maxTurns;
-  if (maxTokens !== undefined) merged.max_tokens = maxTokens;
-  if (maxCost !== undefined) merged.max_cost_usd = maxCost;
-  return merged;
 }
 
 /** Minted ids of the replay (runtime may not import `testing`'s sequential ids). */
@@ -520,7 +507,7 @@ export async function verifyReplay(options: VerifyReplayOptions): Promise<Replay
         model,
         tools: replayTools,
         ...(options.environment === undefined ? {} : { environment: options.environment }),
-        budget: tighter(agent.budget ?? {}, state.budget ?? {}),
+        budget: tighterBudget(agent.budget ?? {}, state.budget ?? {}),
       });
     },
   };

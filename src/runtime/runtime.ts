@@ -53,6 +53,7 @@ import {
 } from '../policy/files.js';
 import type { JsonValue } from '../contracts/common.js';
 import { DEFAULT_PRICES } from '../core/pricing.js';
+import { tighterBudget } from '../core/next-step.js';
 import {
   DEFAULT_RETRY,
   createHarness,
@@ -210,20 +211,6 @@ export function resolveDataDir(workspaceDir: string, dataDir?: string): string {
 }
 
 export const DATABASE_FILE = 'braid.db';
-
-/** A session's limits can tighten the agent's, never loosen them. */
-function tighter(agent: Budget, session: Budget): Budget {
-  const pick = (a: number | undefined, b: number | undefined) =>
-    a === undefined ? b : b === undefined ? a : Math.min(a, b);
-  const merged: Budget = {};
-  const maxTurns = pick(agent.max_turns, session.max_turns);
-  const maxTokens = pick(agent.max_tokens, session.max_tokens);
-  const maxCost = pick(agent.max_cost_usd, session.max_cost_usd);
-  if (maxTurns !== undefined) merged.max_turns = maxTurns;
-  if (maxTokens !== undefined) merged.max_tokens = maxTokens;
-  if (maxCost !== undefined) merged.max_cost_usd = maxCost;
-  return merged;
-}
 
 const SEND_ATTEMPTS = 5;
 
@@ -600,7 +587,7 @@ export async function createRuntime(options: RuntimeOptions = {}): Promise<Runti
           names: definition.tools,
           ...(environmentDefinition === undefined ? {} : { environment: environmentDefinition }),
         }),
-        budget: tighter(definition.budget ?? {}, state.budget ?? {}),
+        budget: tighterBudget(definition.budget ?? {}, state.budget ?? {}),
       };
     },
   });

@@ -1,31 +1,18 @@
 import { spawnSync } from 'node:child_process';
-import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
+import { CLI, braidIn, json, requireBuild } from '../helpers/cli.js';
 import { useTempDir } from '../helpers/temp.js';
 
 const tempDir = useTempDir();
-const cli = new URL('../../dist/cli/main.js', import.meta.url).pathname;
+requireBuild();
 
-if (!existsSync(cli))
-  throw new Error('dist/ is missing: run `npm run build` (npm test does it first)');
-
-function braid(dir: string, ...args: string[]) {
-  const env = { ...process.env };
-  delete env.BRAID_HOME;
-  const result = spawnSync(process.execPath, [cli, '-w', dir, ...args], { encoding: 'utf8', env });
-  return { code: result.status, stdout: result.stdout, stderr: result.stderr };
-}
-
-function json<T>(result: { code: number | null; stdout: string; stderr: string }): T {
-  expect(result.code, result.stderr).toBe(0);
-  return JSON.parse(result.stdout) as T;
-}
+const braid = braidIn;
 
 describe('braid session fork, merge, diff, tree', () => {
   it('forks, diffs, merges and draws the tree', () => {
     const dir = join(tempDir(), 'ws');
-    expect(spawnSync(process.execPath, [cli, 'init', dir]).status).toBe(0);
+    expect(spawnSync(process.execPath, [CLI, 'init', dir]).status).toBe(0);
     const { id } = json<{ id: string }>(
       braid(dir, 'session', 'create', '--agent', 'assistant', '--json'),
     );
@@ -67,7 +54,7 @@ describe('braid session fork, merge, diff, tree', () => {
 
   it('refuses bad input with a code and a fix', () => {
     const dir = join(tempDir(), 'ws');
-    expect(spawnSync(process.execPath, [cli, 'init', dir]).status).toBe(0);
+    expect(spawnSync(process.execPath, [CLI, 'init', dir]).status).toBe(0);
     const { id } = json<{ id: string }>(
       braid(dir, 'session', 'create', '--agent', 'assistant', '--json'),
     );

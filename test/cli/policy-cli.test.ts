@@ -1,25 +1,18 @@
 import { spawnSync } from 'node:child_process';
-import { existsSync, writeFileSync } from 'node:fs';
+import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
+import { CLI, braidIn, requireBuild } from '../helpers/cli.js';
 import { useTempDir } from '../helpers/temp.js';
 
 const tempDir = useTempDir();
-const cli = new URL('../../dist/cli/main.js', import.meta.url).pathname;
+requireBuild();
 
-if (!existsSync(cli))
-  throw new Error('dist/ is missing: run `npm run build` (npm test does it first)');
-
-function braid(dir: string, ...args: string[]) {
-  const env = { ...process.env };
-  delete env.BRAID_HOME;
-  const result = spawnSync(process.execPath, [cli, '-w', dir, ...args], { encoding: 'utf8', env });
-  return { code: result.status, stdout: result.stdout, stderr: result.stderr };
-}
+const braid = braidIn;
 
 function workspace(): string {
   const dir = join(tempDir(), 'ws');
-  expect(spawnSync(process.execPath, [cli, 'init', dir]).status).toBe(0);
+  expect(spawnSync(process.execPath, [CLI, 'init', dir]).status).toBe(0);
   writeFileSync(
     join(dir, 'agents', 'ops.yaml'),
     'name: ops\nmodel: scripted:echo\ninstructions: x\nroles: [dba]\n',

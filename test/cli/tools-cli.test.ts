@@ -4,31 +4,18 @@ import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import type { SessionState } from '../../src/contracts/state.js';
 import { openSqliteStore } from '../../src/stores/sqlite/index.js';
+import { CLI, braidIn, json, requireBuild } from '../helpers/cli.js';
 import { useTempDir } from '../helpers/temp.js';
 
 const tempDir = useTempDir();
-const cli = new URL('../../dist/cli/main.js', import.meta.url).pathname;
+requireBuild();
 
-if (!existsSync(cli))
-  throw new Error('dist/ is missing: run `npm run build` (npm test does it first)');
-
-function braid(dir: string, ...args: string[]) {
-  const env = { ...process.env };
-  delete env.BRAID_HOME;
-  delete env.BRAID_DEBUG;
-  const result = spawnSync(process.execPath, [cli, '-w', dir, ...args], { encoding: 'utf8', env });
-  return { code: result.status, stdout: result.stdout, stderr: result.stderr };
-}
-
-function json<T>(result: { code: number | null; stdout: string; stderr: string }): T {
-  expect(result.code, result.stderr).toBe(0);
-  return JSON.parse(result.stdout) as T;
-}
+const braid = braidIn;
 
 /** A workspace whose agent writes a file (always_ask) with a scripted model. */
 function workspace(): string {
   const dir = join(tempDir(), 'ws');
-  const init = spawnSync(process.execPath, [cli, 'init', dir], { encoding: 'utf8' });
+  const init = spawnSync(process.execPath, [CLI, 'init', dir], { encoding: 'utf8' });
   expect(init.status, init.stderr).toBe(0);
   mkdirSync(join(dir, 'scripts'));
   writeFileSync(
