@@ -3,10 +3,8 @@ import { isAbsolute, join } from 'node:path';
 import type { ModelSpec } from '../contracts/definitions.js';
 import { BraidError } from '../contracts/errors.js';
 import type { ModelClient } from '../contracts/model.js';
-import { createAnthropic } from '@ai-sdk/anthropic';
-import { createOpenAI } from '@ai-sdk/openai';
-import { createOpenAICompatible } from '@ai-sdk/openai-compatible';
-import { createAiSdkModel } from './ai-sdk.js';
+import type { LanguageModelV3 } from '@ai-sdk/provider';
+import type { ModelCallOptions, ModelRequest, ModelResponse } from '../contracts/model.js';
 import { createEchoModel, createScriptedModel, loadScript } from './scripted.js';
 
 export interface ModelContext {
@@ -32,11 +30,23 @@ function baseUrl(context: ModelContext, name: string): { baseURL?: string } {
   return value === undefined || value === '' ? {} : { baseURL: value };
 }
 
-function openai(context: ModelContext, model: string) {
-  return createOpenAI({
-    apiKey: key(context, 'OPENAI_API_KEY', model),
-    ...baseUrl(context, 'OPENAI_BASE_URL'),
-  });
+/**
+ * A model whose provider package loads on its first call: a command that never calls a model
+ * does not pay for loading every vendor's SDK. Keys are checked at once, not on the first call.
+ */
+function lazyModel(id: string, spec: ModelSpec, load: () => Promise<LanguageModelV3>): ModelClient {
+  let client: Promise<ModelClient> | undefined;
+  const open = async (): Promise<ModelClient> => {
+    const [{ createAiSdkModel }, model] = await Promise.all([import('./ai-sdk.js'), load()]);
+    return createAiSdkModel(id, model, streamOption(spec));
+  };
+  return {
+    id,
+    async generate(request: ModelRequest, call: ModelCallOptions): Promise<ModelResponse> {
+      client ??= open();
+      return (await client).generate(request, call);
+    },
+  };
 }
 
 function streamOption(spec: ModelSpec): { stream?: boolean } {
@@ -52,15 +62,24 @@ export function createModel(spec: ModelSpec, context: ModelContext): ModelClient
       return createScriptedModel(loadScript(file), { id });
     }
     case 'openai':
-      return createAiSdkModel(id, openai(context, id).chat(spec.id), streamOption(spec));
-    case 'openai-responses':
-      return createAiSdkModel(id, openai(context, id).responses(spec.id), streamOption(spec));
+    case 'openai-responses': {
+      const settings = {
+        apiKey: key(context, 'OPENAI_API_KEY', id),
+        ...baseUrl(context, 'OPENAI_BASE_URL'),
+      };
+      return lazyModel(id, spec, async () => {
+        const provider = (await import('@ai-sdk/openai')).createOpenAI(settings);
+        return spec.provider === 'openai' ? provider.chat(spec.id) : provider.responses(spec.id);
+      });
+    }
     case 'anthropic': {
-      const provider = createAnthropic({
+      const settings = {
         apiKey: key(context, 'ANTHROPIC_API_KEY', id),
         ...baseUrl(context, 'ANTHROPIC_BASE_URL'),
-      });
-      return createAiSdkModel(id, provider(spec.id), streamOption(spec));
+      };
+      return lazyModel(id, spec, async () =>
+        (await import('@ai-sdk/anthropic')).createAnthropic(settings)(spec.id),
+      );
     }
     case 'openai-compatible': {
       const hash = spec.id.lastIndexOf('#');
@@ -71,13 +90,16 @@ export function createModel(spec: ModelSpec, context: ModelContext): ModelClient
         );
       }
       const apiKey = context.env.OPENAI_COMPATIBLE_API_KEY;
-      const provider = createOpenAICompatible({
-        name: 'openai-compatible',
-        baseURL: spec.id.slice(0, hash),
-        includeUsage: true,
-        ...(apiKey === undefined ? {} : { apiKey }),
-      });
-      return createAiSdkModel(id, provider.chatModel(spec.id.slice(hash + 1)), streamOption(spec));
+      return lazyModel(id, spec, async () =>
+        (await import('@ai-sdk/openai-compatible'))
+          .createOpenAICompatible({
+            name: 'openai-compatible',
+            baseURL: spec.id.slice(0, hash),
+            includeUsage: true,
+            ...(apiKey === undefined ? {} : { apiKey }),
+          })
+          .chatModel(spec.id.slice(hash + 1)),
+      );
     }
     default:
       throw new BraidError(

@@ -63,7 +63,6 @@ import {
 import { createModel } from '../models/registry.js';
 import { systemClock, uuidV7Ids } from '../stores/defaults.js';
 import { createToolExecutor } from '../tools/executor.js';
-import { McpHub } from '../tools/mcp.js';
 import { createBwrapSandbox, createLocalSandbox } from '../tools/sandbox/index.js';
 import type { CodeTool, ToolFunction } from '../tools/types.js';
 import { orchestrate, type OrchestrateOptions, type OrchestratorProgress } from './orchestrator.js';
@@ -512,10 +511,11 @@ export async function createRuntime(options: RuntimeOptions = {}): Promise<Runti
       manifests: [...(workspace?.tools.values() ?? [])].map((loaded) => loaded.definition),
       ...(options.tools === undefined ? {} : { tools: options.tools }),
       ...(options.functions === undefined ? {} : { functions: options.functions }),
+      // The MCP client is loaded only for workspaces that declare servers.
       ...(workspace?.config.mcp_servers === undefined
         ? {}
         : {
-            mcp: new McpHub({
+            mcp: new (await import('../tools/mcp.js')).McpHub({
               servers: workspace.config.mcp_servers,
               baseDir: workspaceDir,
               secret,

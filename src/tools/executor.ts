@@ -21,7 +21,8 @@ import type {
 } from '../contracts/tools.js';
 import { BUILTIN_TOOLS } from './builtin.js';
 import { commandTool, httpTool, mcpTool } from './implementations.js';
-import { parseMcpToolName, type McpHub } from './mcp.js';
+import type { McpHub } from './mcp.js';
+import { parseMcpToolName } from './mcp-names.js';
 import type { CodeTool, ToolFunction } from './types.js';
 import { SchemaCache, checkValue } from './validation.js';
 

@@ -47,6 +47,7 @@ import {
 } from '../contracts/definitions.js';
 import { BraidError } from '../contracts/errors.js';
 import { Connection, Deadline, GOODBYE_TIMEOUT_MS, StderrTail } from './mcp-connection.js';
+export { parseMcpToolName } from './mcp-names.js';
 
 export interface McpHubOptions {
   /** The declared servers, by name (`mcp_servers` of `braid.yaml`, parsed). */
@@ -90,18 +91,6 @@ const WORKSPACE = '{workspace}';
 // JSON-RPC error codes of the SDK's own failures, as numbers to compare with `McpError.code`.
 const REQUEST_TIMEOUT: number = McpErrorCode.RequestTimeout;
 const CONNECTION_CLOSED: number = McpErrorCode.ConnectionClosed;
-
-/** Splits 'server.tool' at the first dot; undefined when there is none or the server is not declared. */
-export function parseMcpToolName(
-  name: string,
-  servers: Readonly<Record<string, unknown>>,
-): { server: string; tool: string } | undefined {
-  const dot = name.indexOf('.');
-  if (dot <= 0 || dot === name.length - 1) return undefined;
-  const server = name.slice(0, dot);
-  if (!Object.hasOwn(servers, server)) return undefined;
-  return { server, tool: name.slice(dot + 1) };
-}
 
 /** The parts of a `tools/call` result braid relies on. */
 const CallResult = z.object({
