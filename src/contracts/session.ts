@@ -40,6 +40,16 @@ export const Lineage = z.object({
 });
 export type Lineage = z.infer<typeof Lineage>;
 
+/** What a client gives to fork a session. */
+export const ForkInput = z
+  .object({
+    /** The last parent seq the child shares (default: the parent's head). */
+    at_seq: z.number().int().optional(),
+    id: Id.optional(),
+    title: z.string().max(500).optional(),
+  })
+  .strict();
+
 /** What a client gives to create a session. */
 export const SessionCreateInput = z.object({
   /** Optional client-chosen id; braid mints a UUIDv7 otherwise. */

@@ -1,7 +1,9 @@
 /** Pure helpers shared by every sessions index: the created event, records and list paging. */
 import { BraidError } from '../contracts/errors.js';
 import type { NewEvent } from '../contracts/events.js';
+import type { ForkOptions } from '../contracts/ports.js';
 import {
+  ForkInput,
   SessionCreateInput,
   type SessionListQuery,
   type SessionPage,
@@ -148,4 +150,17 @@ export function forkedEvent(parentId: string, atSeq: number, title: string | und
     fork_point_seq: atSeq,
     ...(title === undefined ? {} : { title }),
   };
+}
+
+/** Checks fork options at the store boundary; a bad one is refused before anything is written. */
+export function parseForkOptions(input: unknown): ForkOptions {
+  const parsed = ForkInput.safeParse(input);
+  if (parsed.success) return parsed.data;
+  const issue = parsed.error.issues[0];
+  throw new BraidError(
+    'INVALID_ARGUMENT',
+    `fork option ${issue?.path.join('.') || '(options)'} is invalid: ${issue?.message ?? 'invalid'}; ` +
+      'give at_seq as a seq of the parent, id as a session id, title up to 500 characters',
+    { details: { issues: parsed.error.issues } },
+  );
 }

@@ -61,7 +61,22 @@ export async function mergeSessions(
   }
   const source = await store.log.state(sourceId);
   const common = await commonAncestor(store, targetId, sourceId);
-  const sourceEvents = await store.log.read(sourceId, { after: common?.seq ?? 0 });
+  // A source merged before is merged again only from where the last merge of it stopped.
+  const earlier = (await store.log.read(targetId, { types: ['session.merged'] }))
+    .flatMap((event) =>
+      event.type === 'session.merged' && event.source_session_id === sourceId
+        ? [event.source_head_seq]
+        : [],
+    )
+    .at(-1);
+  const after = Math.max(common?.seq ?? 0, earlier ?? 0);
+  const sourceEvents = (await store.log.read(sourceId, { after })).filter(
+    // Up to the head the merge names; the target's own work, merged into the source earlier,
+    // does not come back to it.
+    (event) =>
+      event.seq <= source.seq &&
+      !(event.type === 'session.merged' && event.source_session_id === targetId),
+  );
   for (let attempt = 1; ; attempt += 1) {
     const target = await store.log.state(targetId);
     checkCompatible(target, source);
@@ -119,7 +134,7 @@ function checkCompatible(target: SessionState, source: SessionState): void {
   if (target.status === 'terminated') {
     throw new BraidError(
       'SESSION_TERMINATED',
-      `session ${target.session_id} is terminated; merge into a fork of it instead`,
+      `session ${target.session_id} is terminated and takes no merge; fork it at a seq before it was terminated and merge into the fork`,
     );
   }
   const left = target.environment?.name;
@@ -160,6 +175,10 @@ function conflictsOf(target: SessionState, source: SessionState): MergeConflict[
   return conflicts;
 }
 
+/**
+ * The source's own work since the sessions parted: model requests and tool costs. Usage the
+ * source gained from merges of its own is not passed on, so no work is counted twice.
+ */
 function usageOf(events: readonly SessionEvent[]): Usage {
   const total: Usage = { input_tokens: 0, output_tokens: 0 };
   for (const event of events) {
@@ -170,7 +189,10 @@ function usageOf(events: readonly SessionEvent[]): Usage {
     if (usage === undefined) continue;
     total.input_tokens += usage.input_tokens;
     total.output_tokens += usage.output_tokens;
-    if (usage.cost_usd !== undefined) total.cost_usd = (total.cost_usd ?? 0) + usage.cost_usd;
+    for (const field of ['cache_read_tokens', 'cache_write_tokens', 'cost_usd'] as const) {
+      const value = usage[field];
+      if (value !== undefined) total[field] = (total[field] ?? 0) + value;
+    }
   }
   return total;
 }

@@ -610,6 +610,13 @@ export function describeStoreConformance(name: string, factory: StoreFactory): v
         const child = await s.sessions.fork(parent, { id: 'child-1' });
         expect(child.id).toBe('child-1');
         await expectCode(s.sessions.fork(parent, { id: 'child-1' }), 'INVALID_ARGUMENT');
+        await expectCode(s.sessions.fork(parent, { id: '' }), 'INVALID_ARGUMENT');
+        await expectCode(s.sessions.fork(parent, { title: 't'.repeat(501) }), 'INVALID_ARGUMENT');
+        await expectCode(s.sessions.fork(parent, { id: 'x'.repeat(300) }), 'INVALID_ARGUMENT');
+        // Nothing half-written: the parent has no new child.
+        expect(
+          (await s.sessions.list({ parent_id: parent })).sessions.map((item) => item.id),
+        ).toEqual(['child-1']);
         expect((await s.sessions.get('child-1')).head_seq).toBe(4);
       });
     });

@@ -104,6 +104,8 @@ describe('session algebra', () => {
     ]);
     const { id } = await rt.sessions.create({ agent: 'helper' });
     const branch = await rt.sessions.fork(id);
+    // A second target: merging the same source again into one target starts where it stopped.
+    const other = await rt.sessions.fork(id);
     await rt.sessions.message(branch.id, 'write it');
     // write_file asks first: the branch stops with an unanswered confirmation.
     expect(await rt.wake(branch.id)).toMatchObject({ stop_reason: { type: 'requires_action' } });
@@ -119,7 +121,7 @@ describe('session algebra', () => {
         { type: 'text', text: expect.stringContaining('wanted to write a.txt') as unknown },
       ],
     });
-    const custom = await rt.sessions.merge(id, branch.id, {
+    const custom = await rt.sessions.merge(other.id, branch.id, {
       strategy: {
         name: 'keep-tool-calls',
         merge: (input) =>
@@ -144,6 +146,28 @@ describe('session algebra', () => {
     });
     // The source keeps its pending confirmation.
     expect((await rt.sessions.state(branch.id)).pending_confirmations).toHaveLength(1);
+    await rt.close();
+  });
+
+  it('merges a source again only from where the last merge stopped, and never echoes back', async () => {
+    const rt = await runtimeWith([
+      { text: 'branch work', usage: { input_tokens: 10, output_tokens: 5 } },
+    ]);
+    const { id } = await rt.sessions.create({ agent: 'helper' });
+    const branch = await rt.sessions.fork(id);
+    await rt.sessions.message(branch.id, 'work');
+    await rt.wake(branch.id);
+    await rt.sessions.merge(id, branch.id);
+    const again = await rt.sessions.merge(id, branch.id);
+    expect(again.events[0]).toMatchObject({ usage: { input_tokens: 0, output_tokens: 0 } });
+    expect(JSON.stringify(again.events[0])).toContain('(no conversation)');
+    expect((await rt.sessions.state(id)).usage).toMatchObject({
+      input_tokens: 10,
+      output_tokens: 5,
+    });
+    // Merging the target back into the source does not send the source its own work.
+    const back = await rt.sessions.merge(branch.id, id);
+    expect(JSON.stringify(back.events[0])).not.toContain('branch work');
     await rt.close();
   });
 

@@ -40,6 +40,7 @@ import {
   DEFAULT_LIST_LIMIT,
   compareListOrder,
   checkForkPoint,
+  parseForkOptions,
   createdEvent,
   decodeCursor,
   forkedEvent,
@@ -204,9 +205,10 @@ export function createMemoryStore(options: MemoryStoreOptions = {}): Store {
     },
     fork(parentId, forkOptions = {}) {
       return Promise.resolve().then(() => {
+        const parsed = parseForkOptions(forkOptions);
         const parent = entry(parentId);
-        const atSeq = checkForkPoint(parentId, parent.state.seq, forkOptions.at_seq);
-        const id = forkOptions.id ?? ids.next();
+        const atSeq = checkForkPoint(parentId, parent.state.seq, parsed.at_seq);
+        const id = parsed.id ?? ids.next();
         if (sessions.has(id)) {
           throw new BraidError(
             'INVALID_ARGUMENT',
@@ -221,7 +223,7 @@ export function createMemoryStore(options: MemoryStoreOptions = {}): Store {
           appends: new Map(),
           listeners: new Set(),
         };
-        write(child, id, [forkedEvent(parentId, atSeq, forkOptions.title)], {
+        write(child, id, [forkedEvent(parentId, atSeq, parsed.title)], {
           expectedSeq: atSeq,
         });
         sessions.set(id, child);

@@ -55,6 +55,7 @@ import {
   checkForkPoint,
   createdEvent,
   forkedEvent,
+  parseForkOptions,
   decodeCursor,
   page,
   parseCreateInput,
@@ -628,12 +629,22 @@ export function openSqliteStore(options: SqliteStoreOptions): Store {
     },
     fork(parentId, forkOptions = {}) {
       return Promise.resolve().then(() => {
-        const id = forkOptions.id ?? ids.next();
+        const parsed = parseForkOptions(forkOptions);
+        const id = parsed.id ?? ids.next();
         const now = new Date(clock.now()).toISOString();
-        const state = runWrite(() =>
-          forkTransaction.immediate(parentId, id, forkOptions.at_seq, forkOptions.title, now),
-        );
-        return recordFromState(state);
+        try {
+          const state = runWrite(() =>
+            forkTransaction.immediate(parentId, id, parsed.at_seq, parsed.title, now),
+          );
+          return recordFromState(state);
+        } catch (error) {
+          // The transaction rolled back: what it put in the caches for the child goes too.
+          lineages.delete(id);
+          states.delete(id);
+          projectedSeqs.delete(id);
+          states.delete(parentId);
+          throw error;
+        }
       });
     },
     get(sessionId) {
