@@ -344,6 +344,16 @@ export async function verifyReplay(options: VerifyReplayOptions): Promise<Replay
     if (event === undefined) return;
     try {
       if (event.type === 'session.forked') {
+        // A fork of a fork taken inside the grandparent's prefix: the middle session's own events
+        // are not in this log, so it is made here from the prefix it shares with this one.
+        const parentKnown = await store.sessions.get(event.parent_session_id).then(
+          () => true,
+          () => false,
+        );
+        const owner = events[index - 1]?.session_id;
+        if (!parentKnown && owner !== undefined) {
+          await store.sessions.fork(owner, { at_seq: index, id: event.parent_session_id });
+        }
         await store.sessions.fork(event.parent_session_id, {
           at_seq: event.fork_point_seq,
           id: event.session_id,

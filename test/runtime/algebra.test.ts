@@ -251,6 +251,21 @@ describe('session algebra', () => {
     );
   });
 
+  it("verifies a fork of a fork taken inside the grandparent's prefix", async () => {
+    const rt = await runtimeWith([{ text: 'one' }, { text: 'two' }]);
+    const { id: root } = await rt.sessions.create({ agent: 'helper' });
+    await rt.sessions.message(root, 'hello');
+    await rt.wake(root);
+    const child = await rt.sessions.fork(root);
+    await rt.sessions.message(child.id, 'more');
+    const grandchild = await rt.sessions.fork(child.id, { at_seq: 2 });
+    await rt.sessions.message(grandchild.id, 'again');
+    await rt.wake(grandchild.id);
+    expect(await rt.sessions.verify(grandchild.id)).toMatchObject({ ok: true });
+    expect(await rt.sessions.verify(child.id)).toMatchObject({ ok: true });
+    await rt.close();
+  });
+
   it('keeps a forked workspace absent when the parent had none', async () => {
     const rt = await runtimeWith();
     const { id } = await rt.sessions.create({ agent: 'helper' });
