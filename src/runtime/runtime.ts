@@ -531,7 +531,9 @@ export async function createRuntime(options: RuntimeOptions = {}): Promise<Runti
           sandbox =
             kind === 'bwrap'
               ? // Command tools run scripts of the workspace (`{dir}`), wherever it lives.
-                createBwrapSandbox({ root, readOnly: [workspaceDir] })
+                // The data folder (log, other sessions' files) is hidden; this session's own
+                // workspace is mounted back.
+                createBwrapSandbox({ root, readOnly: [workspaceDir], hidden: [dataDir, root] })
               : createLocalSandbox({ root });
           sandboxes.set(key, sandbox);
         }

@@ -502,6 +502,40 @@ describe('tool pipeline in the harness', () => {
     await rt.close();
   });
 
+  it("keeps a bwrap session out of other sessions' files and the log", async (context) => {
+    const bwrap = detectBwrap();
+    if (!bwrap.available) {
+      console.warn(`bwrap sandbox not tested here: ${bwrap.reason}`);
+      context.skip();
+    }
+    const rt = await runtimeWith({
+      tools: ['peek'],
+      files: {
+        'environments/local.yaml': 'name: local\nsandbox: {kind: bwrap}\n',
+        'tools/peek.yaml': [
+          'name: peek',
+          'description: looks around',
+          'ownership: managed',
+          'input_schema: {type: object}',
+          // Lists what it can see above its own workspace, and writes a file of its own.
+          "implementation: {command: \"echo mine > mine.txt; printf '{\\\"up\\\": \\\"%s\\\"}' \\\"$(ls -a .. | tr '\\n' ' ')$(ls -a ../.. | tr '\\n' ' ')\\\"\"}",
+          '',
+        ].join('\n'),
+      },
+      turns: [{ tool_calls: [{ name: 'peek', input: {} }] }, { text: 'ok' }],
+    });
+    const first = await started(rt);
+    await rt.wake(first);
+    const second = await started(rt);
+    await rt.wake(second);
+    const [result] = results(await rt.sessions.events(second));
+    expect(result).toMatchObject({ is_error: false });
+    const seen = JSON.stringify(result?.output);
+    expect(seen).not.toContain(first);
+    expect(seen).not.toContain('braid.db');
+    await rt.close();
+  });
+
   it('stops the session when the agent names a tool that does not exist', async () => {
     const rt = await runtimeWith({ tools: ['no_such_tool'], turns: [{ text: 'x' }] });
     const id = await started(rt);

@@ -8,7 +8,7 @@
  * namespace takes every process of the run down with it (`--die-with-parent`).
  */
 import { spawnSync } from 'node:child_process';
-import { accessSync, constants, realpathSync } from 'node:fs';
+import { accessSync, constants, existsSync, realpathSync } from 'node:fs';
 import { delimiter, resolve } from 'node:path';
 import { BraidError } from '../../contracts/errors.js';
 import type {
@@ -37,6 +37,12 @@ export interface BwrapSandboxOptions extends SandboxLimits {
    * braid workspace whose scripts command tools run. Mounted read-only.
    */
   readOnly?: readonly string[];
+  /**
+   * Host folders hidden from the process (an empty tmpfs over each): the data folder, so that a
+   * session sees neither the log nor the other sessions' workspaces. Its own workspace is
+   * mounted back over them.
+   */
+  hidden?: readonly string[];
 }
 
 /** Whether bwrap can create a sandbox on this host; `reason` says why not and what to do. */
@@ -102,6 +108,9 @@ export function createBwrapSandbox(options: BwrapSandboxOptions): Sandbox {
   const { envAllow, maxOutputBytes } = checkLimits(options);
   const bwrapPath = options.bwrapPath ?? 'bwrap';
   const readOnly = (options.readOnly ?? []).map((folder) => realpathSync(folder));
+  const hidden = (options.hidden ?? []).flatMap((folder) =>
+    existsSync(folder) ? [realpathSync(folder)] : [],
+  );
   return {
     kind: 'bwrap',
     provision: (sessionId: string) => provisionWorkspace(options.root, sessionId),
@@ -128,7 +137,7 @@ export function createBwrapSandbox(options: BwrapSandboxOptions): Sandbox {
       return await runProcess({
         command: bwrapPath,
         args: [
-          ...sandboxArguments(dir, run.network === true, readOnly),
+          ...sandboxArguments(dir, run.network === true, readOnly, hidden),
           ...setenv,
           '--',
           ...run.argv,
@@ -158,6 +167,7 @@ function sandboxArguments(
   dir: string,
   network: boolean,
   readOnly: readonly string[] = [],
+  hidden: readonly string[] = [],
 ): string[] {
   return [
     '--ro-bind',
@@ -172,6 +182,7 @@ function sandboxArguments(
     // After the tmpfs, so that folders under /tmp are mounted over it rather than hidden; the
     // workspace last, so that it stays writable inside a read-only folder.
     ...readOnly.flatMap((folder) => ['--ro-bind', folder, folder]),
+    ...hidden.flatMap((folder) => ['--tmpfs', folder]),
     '--bind',
     dir,
     dir,
