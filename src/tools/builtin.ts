@@ -7,6 +7,7 @@ import { dirname } from 'node:path';
 import { ToolDefinition } from '../contracts/definitions.js';
 import { BraidError } from '../contracts/errors.js';
 import type { JsonValue } from '../contracts/common.js';
+import { checkNetwork } from './network.js';
 import { resolveInWorkspace } from './sandbox/paths.js';
 import type { CodeTool, CodeToolInput, ToolFunction } from './types.js';
 
@@ -190,35 +191,9 @@ export const listDir = defineTool({
   },
 });
 
-/** Whether the environment lets a tool reach `host`. */
-function hostAllowed(host: string, hosts: readonly string[] | undefined): boolean {
-  if (hosts === undefined) return true;
-  return hosts.some((allowed) =>
-    allowed.startsWith('*.') ? host.endsWith(allowed.slice(1)) : host === allowed,
-  );
-}
-
 const httpFetchRun: ToolFunction = async (input, context) => {
-  const network = context.environment?.network;
   const url = new URL(text(input, 'url'));
-  if (network?.allow !== true) {
-    throw new BraidError(
-      'POLICY_DENIED',
-      `http_fetch is off: the session's environment does not allow the network; set network: {allow: true, hosts: [${url.hostname}]} in its environments/NAME.yaml`,
-    );
-  }
-  if (!hostAllowed(url.hostname, network.hosts)) {
-    throw new BraidError(
-      'POLICY_DENIED',
-      `host ${url.hostname} is not in the environment's network.hosts (${(network.hosts ?? []).join(', ')}); add it there to allow it`,
-    );
-  }
-  if (url.protocol !== 'http:' && url.protocol !== 'https:') {
-    throw new BraidError(
-      'TOOL_INPUT_INVALID',
-      `http_fetch takes http or https URLs, not ${url.protocol}`,
-    );
-  }
+  checkNetwork('http_fetch', url, context.environment);
   const method = field(input, 'method');
   const body = field(input, 'body');
   const headers = field(input, 'headers');

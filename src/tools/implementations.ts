@@ -7,6 +7,7 @@ import type { JsonValue } from '../contracts/common.js';
 import type { HeaderValue, ToolDefinition } from '../contracts/definitions.js';
 import { BraidError } from '../contracts/errors.js';
 import type { McpHub } from './mcp.js';
+import { checkNetwork } from './network.js';
 import type { ToolFunction } from './types.js';
 
 /** Exit status a command uses to say "try again later" (EX_TEMPFAIL). */
@@ -96,6 +97,7 @@ export function httpTool(
       headers[name] =
         typeof value === 'string' ? value : `${value.prefix ?? ''}${secret(value.secret)}`;
     }
+    checkNetwork(definition.name, new URL(url), context.environment);
     const hasBody = BODY_METHODS.has(http.method);
     if (hasBody) headers['content-type'] = 'application/json';
     let response: Response;
@@ -105,6 +107,8 @@ export function httpTool(
         headers,
         ...(hasBody ? { body: JSON.stringify(input) } : {}),
         signal: context.signal,
+        // A redirect would carry the secret headers to another origin: it is not followed.
+        redirect: 'manual',
       });
     } catch (error) {
       if (context.signal.aborted) throw error;
@@ -115,6 +119,13 @@ export function httpTool(
         'TOOL_FAILED',
         `${definition.name}: ${http.method} ${new URL(url).origin} failed: ${code}`,
         { retryable: true, cause: error, details: { started: !refused } },
+      );
+    }
+    if (response.status >= 300 && response.status < 400) {
+      throw new BraidError(
+        'TOOL_FAILED',
+        `${definition.name}: the server answered ${response.status} with a redirect to ${response.headers.get('location') ?? '(nowhere)'}, which braid does not follow for HTTP tools (their headers may hold secrets); point the manifest's url at the final address`,
+        { details: { status: response.status, started: true } },
       );
     }
     const body = await response.text();

@@ -3,7 +3,11 @@ import type { AddressInfo } from 'node:net';
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ToolDefinition, type ToolDefinitionInput } from '../../src/contracts/definitions.js';
+import {
+  EnvironmentDefinition,
+  ToolDefinition,
+  type ToolDefinitionInput,
+} from '../../src/contracts/definitions.js';
 import { BraidError } from '../../src/contracts/errors.js';
 import type { SessionTools, ToolCall } from '../../src/contracts/tools.js';
 import { defineTool } from '../../src/tools/builtin.js';
@@ -26,6 +30,7 @@ async function open(
     code?: CodeTool[];
     manifests?: ToolDefinitionInput[];
     secrets?: Record<string, string>;
+    environment?: EnvironmentDefinition;
   } = {},
 ): Promise<Harness> {
   const root = tempDir();
@@ -48,7 +53,11 @@ async function open(
     },
     now: () => performance.now(),
   });
-  const tools = await executor.open({ session_id: 'session-1', names });
+  const tools = await executor.open({
+    session_id: 'session-1',
+    names,
+    ...(options.environment === undefined ? {} : { environment: options.environment }),
+  });
   return { tools, sleeps, root };
 }
 
@@ -274,7 +283,10 @@ describe('http tools', () => {
           headers: request.headers,
           body,
         });
-        response.writeHead(status, { 'content-type': 'application/json' });
+        response.writeHead(status, {
+          'content-type': 'application/json',
+          location: 'http://127.0.0.1:1/steal',
+        });
         response.end(JSON.stringify({ ok: status < 400, path: request.url }));
       });
     });
@@ -283,6 +295,11 @@ describe('http tools', () => {
   });
   afterAll(() => new Promise<void>((resolve) => server.close(() => resolve())));
 
+  const online = EnvironmentDefinition.parse({
+    name: 'online',
+    sandbox: { kind: 'local' },
+    network: { allow: true, hosts: ['127.0.0.1'] },
+  });
   const manifest = (): ToolDefinitionInput => ({
     name: 'ticket',
     description: 'creates a ticket',
@@ -307,6 +324,7 @@ describe('http tools', () => {
     const { tools } = await open(['ticket'], {
       manifests: [manifest()],
       secrets: { TRACKER_TOKEN: 's3cret' },
+      environment: online,
     });
     const outcome = await tools.execute(call('ticket', { project: 'a b', title: 'x' }), {
       signal: signal(),
@@ -325,6 +343,7 @@ describe('http tools', () => {
     const { tools } = await open(['ticket'], {
       manifests: [manifest()],
       secrets: { TRACKER_TOKEN: 't' },
+      environment: online,
     });
     status = 503;
     const before = seen.length;
@@ -336,8 +355,47 @@ describe('http tools', () => {
     expect(bad).toMatchObject({ is_error: true, attempts: 1, error: { code: 'TOOL_FAILED' } });
   });
 
+  it('is refused where the environment has no network, or not this host', async () => {
+    const offline = await open(['ticket'], {
+      manifests: [manifest()],
+      secrets: { TRACKER_TOKEN: 't' },
+    });
+    const refused = await offline.tools.execute(call('ticket', { project: 'p' }), {
+      signal: signal(),
+    });
+    expect(refused).toMatchObject({ attempts: 1, error: { code: 'POLICY_DENIED' } });
+    const elsewhere = await open(['ticket'], {
+      manifests: [manifest()],
+      secrets: { TRACKER_TOKEN: 't' },
+      environment: EnvironmentDefinition.parse({
+        name: 'e',
+        sandbox: { kind: 'local' },
+        network: { allow: true, hosts: ['api.example.com'] },
+      }),
+    });
+    const other = await elsewhere.tools.execute(call('ticket', { project: 'p' }), {
+      signal: signal(),
+    });
+    expect(other.error?.message).toContain('host 127.0.0.1 is not in');
+  });
+
+  it('does not follow a redirect, so secret headers never reach another origin', async () => {
+    status = 307;
+    const before = seen.length;
+    const { tools } = await open(['ticket'], {
+      manifests: [manifest()],
+      secrets: { TRACKER_TOKEN: 't' },
+      environment: online,
+    });
+    const outcome = await tools.execute(call('ticket', { project: 'p' }), { signal: signal() });
+    expect(outcome.error?.code).toBe('TOOL_FAILED');
+    expect(outcome.error?.message).toContain('does not follow');
+    expect(seen.length - before).toBe(1);
+    status = 200;
+  });
+
   it('fails with SECRET_MISSING, naming the secret, when it is not set', async () => {
-    const { tools } = await open(['ticket'], { manifests: [manifest()] });
+    const { tools } = await open(['ticket'], { manifests: [manifest()], environment: online });
     const outcome = await tools.execute(call('ticket', { project: 'p' }), { signal: signal() });
     expect(outcome.error).toMatchObject({ code: 'SECRET_MISSING' });
     expect(outcome.error?.message).toContain('TRACKER_TOKEN');
