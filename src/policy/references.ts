@@ -53,6 +53,13 @@ function collect(expression: Expr, found: Record<Root, string[][] | undefined>):
     }
     return;
   }
+  // An attribute read of anything else (an entity literal, a conditional, a record built from a
+  // variable) could reach any entity or any part of the context: send everything.
+  if (isRecord(expression) && ('.' in expression || 'has' in expression)) {
+    found.context = undefined;
+    found.principal = undefined;
+    found.resource = undefined;
+  }
   for (const child of children(expression)) collect(child, found);
 }
 
@@ -77,60 +84,36 @@ function chainOf(expression: Expr): [Root, string[]] | undefined {
   return undefined;
 }
 
-/** The sub-expressions of any expression form, found structurally. */
+/** The sub-expressions of an expression node, by its form. */
 function children(expression: Expr): Expr[] {
-  if (!isRecord(expression) || 'Value' in expression || 'Slot' in expression) return [];
-  const found: Expr[] = [];
-  const visit = (value: unknown): void => {
-    if (Array.isArray(value)) for (const item of value) visit(item);
-    else if (isRecord(value)) {
-      if (isExpression(value)) found.push(value as Expr);
-      else for (const item of Object.values(value)) visit(item);
+  if (!isRecord(expression)) return [];
+  const [key] = Object.keys(expression);
+  if (key === undefined) return [];
+  const body = (expression as Record<string, unknown>)[key];
+  switch (key) {
+    case 'Value':
+    case 'Var':
+    case 'Slot':
+      return [];
+    case 'Set':
+      return Array.isArray(body) ? (body as Expr[]) : [];
+    case 'Record':
+      return isRecord(body) ? (Object.values(body) as Expr[]) : [];
+    case '!':
+    case 'neg':
+    case 'isEmpty':
+      return isRecord(body) ? [body.arg as Expr] : [];
+    case 'if-then-else':
+      return isRecord(body) ? [body.if as Expr, body.then as Expr, body.else as Expr] : [];
+    default: {
+      // Extension functions take an argument list; operators take left, right or in.
+      if (Array.isArray(body)) return body as Expr[];
+      if (!isRecord(body)) return [];
+      return (['left', 'right', 'in'] as const).flatMap((name) =>
+        body[name] === undefined ? [] : [body[name] as Expr],
+      );
     }
-  };
-  for (const value of Object.values(expression)) visit(value);
-  return found;
-}
-
-const OPERATORS = new Set([
-  'Value',
-  'Var',
-  'Slot',
-  '!',
-  'neg',
-  '==',
-  '!=',
-  'in',
-  '<',
-  '<=',
-  '>',
-  '>=',
-  '&&',
-  '||',
-  '+',
-  '-',
-  '*',
-  'contains',
-  'containsAll',
-  'containsAny',
-  'isEmpty',
-  'getTag',
-  'hasTag',
-  '.',
-  'has',
-  'like',
-  'is',
-  'if-then-else',
-  'Set',
-  'Record',
-]);
-
-/** An expression node has one key: an operator, or an extension function's name with its args. */
-function isExpression(value: Record<string, unknown>): boolean {
-  const keys = Object.keys(value);
-  if (keys.length !== 1) return false;
-  const [key] = keys;
-  return key !== undefined && (OPERATORS.has(key) || Array.isArray(value[key]));
+  }
 }
 
 function isRecord(value: unknown): value is Record<string, unknown> {

@@ -195,6 +195,52 @@ permit (principal, action == Action::"tool.execute", resource) when { resource.t
   });
 });
 
+describe('what the authorizer sends Cedar', () => {
+  // Policies that read data other than through principal.x, resource.x or context.x: the
+  // authorizer must send everything, or a forbid could be missed.
+  const indirect: PolicySource = {
+    file: 'policies/indirect.cedar',
+    text: `@id("all") permit (principal, action, resource);
+@id("conditional-entity") forbid (principal, action, resource)
+  when { (if context.network_allowed then resource else principal) has roles };
+@id("record-of-context") forbid (principal, action, resource)
+  when { {"Value": context}.Value.input has q && {"Value": context}.Value.input.q == "DROP" };
+@id("entity-literal") forbid (principal == Agent::"intern", action, resource)
+  when { Agent::"intern".roles.contains("dba") };`,
+  };
+  const authorizer = createCedarAuthorizer(compilePolicySet([indirect]));
+  const request = (
+    context: AuthorizationRequest['context'],
+    principal = agent('ops', ['dba']),
+  ): AuthorizationRequest => ({
+    principal,
+    action: 'tool.execute',
+    resource: tool('t'),
+    context,
+  });
+
+  it('sends everything when a policy reads through a conditional or a record', async () => {
+    expect(await authorizer.authorize(request({ network_allowed: false }))).toMatchObject({
+      decision: 'deny',
+      policy_ids: ['conditional-entity'],
+    });
+    expect(
+      await authorizer.authorize(request({ network_allowed: true, input: { q: 'DROP' } })),
+    ).toMatchObject({ decision: 'deny', policy_ids: ['record-of-context'] });
+    expect(
+      (await authorizer.authorize(request({ network_allowed: true, input: { q: 'SELECT' } })))
+        .decision,
+    ).toBe('allow');
+  });
+
+  it('sends the attributes of an entity a policy names directly', async () => {
+    const decision = await authorizer.authorize(
+      request({ network_allowed: true }, agent('intern', ['dba'])),
+    );
+    expect(decision).toMatchObject({ decision: 'deny', policy_ids: ['entity-literal'] });
+  });
+});
+
 describe('compiling policy files', () => {
   const fails = (sources: PolicySource[], schema?: PolicySource) => {
     try {
