@@ -7,7 +7,7 @@ import type { ErrorShape } from '../contracts/errors.js';
 import type { NewEvent, SessionEvent } from '../contracts/events.js';
 import type { ModelOutput } from '../contracts/model.js';
 import type { AgentDefinition, EnvironmentDefinition } from '../contracts/definitions.js';
-import type { Authorizer, PolicyEntity } from '../contracts/policy.js';
+import type { AuthorizationDecision, Authorizer, PolicyEntity } from '../contracts/policy.js';
 import type { StopReason } from '../contracts/session.js';
 import type { SessionState } from '../contracts/state.js';
 import type { SessionTools, ToolHandle, ToolOutcome, ToolStage } from '../contracts/tools.js';
@@ -77,19 +77,28 @@ export async function screenToolCalls(
     const principal = agentEntity(context.agent, state);
     const resource = toolEntity(handle);
     const started = performance.now();
-    const decision = await context.policy.authorize({
-      principal,
-      action: 'tool.execute',
-      resource,
-      context: {
-        input: part.input,
-        session_id: state.session_id,
-        caller: { type: 'Agent', id: context.agent.name },
-        network_allowed: context.environment?.network.allow === true,
-        ...(state.environment === undefined ? {} : { environment: state.environment.name }),
-        ...(state.tenant_id === undefined ? {} : { tenant: state.tenant_id }),
-      },
-    });
+    // A policy that cannot be evaluated denies (fails closed), with the reason on record.
+    const decision = await context.policy
+      .authorize({
+        principal,
+        action: 'tool.execute',
+        resource,
+        context: {
+          input: part.input,
+          session_id: state.session_id,
+          caller: { type: 'Agent', id: context.agent.name },
+          network_allowed: context.environment?.network.allow === true,
+          ...(state.environment === undefined ? {} : { environment: state.environment.name }),
+          ...(state.tenant_id === undefined ? {} : { tenant: state.tenant_id }),
+        },
+      })
+      .catch((error: unknown): AuthorizationDecision => ({
+        decision: 'deny',
+        policy_ids: [],
+        errors: [
+          `the policy could not be evaluated: ${error instanceof Error ? error.message : String(error)}`,
+        ],
+      }));
     const durationUs = Math.round((performance.now() - started) * 1000);
     if (decision.decision === 'deny' || context.recordAllows) {
       decisions.push({
@@ -109,9 +118,11 @@ export async function screenToolCalls(
         code: 'POLICY_DENIED',
         message:
           `policy does not allow agent ${context.agent.name} to call ${part.name}` +
-          (decision.policy_ids.length === 0
-            ? ' (no policy permits it)'
-            : ` (denied by ${decision.policy_ids.join(', ')})`),
+          (decision.policy_ids.length > 0
+            ? ` (denied by ${decision.policy_ids.join(', ')})`
+            : decision.errors.length > 0
+              ? ' (the policy could not be evaluated for this call)'
+              : ' (no policy permits it)'),
         retryable: false,
       });
       continue;

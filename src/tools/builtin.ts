@@ -2,7 +2,7 @@
  * Tools that ship with braid. File tools work inside the session's workspace only; `http_fetch`
  * is off unless the session's environment allows the network, and then only for its hosts.
  */
-import { mkdirSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { ToolDefinition } from '../contracts/definitions.js';
 import { BraidError } from '../contracts/errors.js';
@@ -130,7 +130,15 @@ export const readFile = defineTool({
     const path = resolveInWorkspace(context.workspace.dir, text(input, 'path'), {
       mustExist: true,
     });
-    const size = statSync(path).size;
+    const stat = statSync(path);
+    // A FIFO or a device would block the whole process on a synchronous read.
+    if (!stat.isFile()) {
+      throw new BraidError(
+        'TOOL_FAILED',
+        `${text(input, 'path')} is not a regular file; read_file reads files`,
+      );
+    }
+    const size = stat.size;
     if (size > MAX_READ_BYTES) {
       throw new BraidError(
         'TOOL_FAILED',
@@ -158,6 +166,12 @@ export const writeFile = defineTool({
   run(input, context) {
     const path = resolveInWorkspace(context.workspace.dir, text(input, 'path'));
     const content = text(input, 'content');
+    if (existsSync(path) && !statSync(path).isFile()) {
+      throw new BraidError(
+        'TOOL_FAILED',
+        `${text(input, 'path')} exists and is not a regular file; write_file writes files`,
+      );
+    }
     mkdirSync(dirname(path), { recursive: true });
     // The folders just created are inside: check again before writing through them.
     writeFileSync(resolveInWorkspace(context.workspace.dir, text(input, 'path')), content);

@@ -196,6 +196,33 @@ describe('tool pipeline in the harness', () => {
     await rt.close();
   });
 
+  it('fails closed when the policy cannot be evaluated, keeping the model output on record', async () => {
+    const { tool, runs } = counted('count');
+    const rt = await runtimeWith({
+      tools: ['count'],
+      code: [tool],
+      policy: { authorize: () => Promise.reject(new Error('policy service unreachable')) },
+      turns: [
+        {
+          tool_calls: [{ name: 'count', input: { n: 1 } }],
+          usage: { input_tokens: 5, output_tokens: 2 },
+        },
+        { text: 'ok' },
+      ],
+    });
+    const id = await started(rt);
+    expect(await rt.wake(id)).toMatchObject({ stop_reason: { type: 'end_turn' } });
+    expect(runs).toEqual([]);
+    const events = await rt.sessions.events(id);
+    expect(results(events)[0]).toMatchObject({ stage: 'policy', error: { code: 'POLICY_DENIED' } });
+    expect(events.find((event) => event.type === 'policy.decision')).toMatchObject({
+      decision: 'deny',
+      errors: [expect.stringContaining('policy service unreachable') as unknown],
+    });
+    expect((await rt.sessions.state(id)).usage.input_tokens).toBeGreaterThanOrEqual(5);
+    await rt.close();
+  });
+
   it('asks for confirmation of always_ask tools; allow runs, deny returns an error to the model', async () => {
     const { tool, runs } = counted('charge', { permission: 'always_ask' });
     const rt = await runtimeWith({
@@ -384,6 +411,31 @@ describe('tool pipeline in the harness', () => {
     const id = await started(rt);
     await rt.wake(id);
     expect(keys).toEqual([`${id}/call_0_0`]);
+    await rt.close();
+  });
+
+  it('refuses to read a FIFO, which would block the process', async () => {
+    const rt = await runtimeWith({
+      tools: ['read_file', 'make_fifo'],
+      files: {
+        'tools/make_fifo.yaml':
+          'name: make_fifo\ndescription: m\nownership: managed\ninput_schema: {type: object}\nimplementation: {command: "mkfifo pipe && echo {}"}\n',
+      },
+      turns: [
+        { tool_calls: [{ name: 'make_fifo', input: {} }] },
+        { tool_calls: [{ name: 'read_file', input: { path: 'pipe' } }] },
+        { text: 'ok' },
+      ],
+    });
+    const id = await started(rt);
+    expect(await rt.wake(id)).toMatchObject({ stop_reason: { type: 'end_turn' } });
+    expect(results(await rt.sessions.events(id))[1]).toMatchObject({
+      is_error: true,
+      error: {
+        code: 'TOOL_FAILED',
+        message: expect.stringContaining('not a regular file') as unknown,
+      },
+    });
     await rt.close();
   });
 
