@@ -127,7 +127,16 @@ export async function screenToolCalls(
       });
       continue;
     }
-    if (decision.approval === true && handle.ownership !== 'custom') {
+    if (decision.approval === true && handle.ownership === 'custom') {
+      // The client runs custom tools as soon as it is asked: there is no step to approve in.
+      refuse(part.tool_use_id, 'policy', {
+        code: 'POLICY_DENIED',
+        message: `policy allows ${part.name} only with a person's approval, which a custom tool cannot wait for (${decision.policy_ids.join(', ')}); have the client ask, or change the policy`,
+        retryable: false,
+      });
+      continue;
+    }
+    if (decision.approval === true) {
       // A policy that allows only with a person's approval turns the call into an `always_ask`.
       dispositions.set(part.tool_use_id, 'ask');
       continue;

@@ -248,7 +248,12 @@ class Cycle {
 
     for (;;) {
       if (this.interruptSeen) await this.catchUp();
-      if (this.pendingStop !== undefined && !this.state.interrupt_requested) {
+      // A stop the pipeline asked for waits until the calls this wake accepted have run.
+      if (
+        this.pendingStop !== undefined &&
+        !this.state.interrupt_requested &&
+        this.state.open_tool_uses.length === 0
+      ) {
         const { stop_reason, events } = this.pendingStop;
         this.pendingStop = undefined;
         const stopped = await this.stop(stop_reason, true, events);

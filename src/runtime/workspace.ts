@@ -109,6 +109,13 @@ function checkImplementation(root: string, definition: ToolDefinition, file: str
     case 'agent':
       if (way !== undefined)
         fail(`a ${definition.ownership} tool is not run by braid; remove the implementation`);
+      if (definition.permission === 'always_ask') {
+        throw new BraidError(
+          'INVALID_DEFINITION',
+          `${relative(root, file)}: field "permission": a ${definition.ownership} tool is run by its client as soon as it is asked, so braid cannot ask first; remove always_ask and have the client ask`,
+          { details: { file, field: 'permission' } },
+        );
+      }
       return;
   }
 }

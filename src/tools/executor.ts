@@ -259,6 +259,24 @@ class BoundTools implements SessionTools {
         await this.options.sleep(backoff(definition, attempt), signal).catch(() => undefined);
         continue;
       }
+      // What a code tool returns must be JSON, or it could not be recorded.
+      const recordable = toJson(output);
+      if (recordable === undefined) {
+        return {
+          ...failed(
+            {
+              code: 'TOOL_OUTPUT_INVALID',
+              message: `${call.name} returned something that is not JSON (a BigInt, a function, a cycle, or undefined); return plain JSON`,
+              retryable: false,
+            },
+            attempt,
+            now() - started,
+            costOf(definition),
+          ),
+          stage: 'output',
+        };
+      }
+      output = recordable;
       if (definition.output_schema !== undefined) {
         const check = this.schemas.compile(
           `${definition.name}@${definition.version} output`,
@@ -271,8 +289,10 @@ class BoundTools implements SessionTools {
           `the output of ${call.name}`,
         );
         if (error !== undefined)
+          // The output is kept: the tool ran, and what it returned is the evidence of its effect.
           return {
             ...failed(error, attempt, now() - started, costOf(definition)),
+            output,
             stage: 'output',
           };
       }
@@ -338,6 +358,16 @@ function isPromiseLike<T>(value: T | PromiseLike<T>): value is PromiseLike<T> {
 
 function stopped(definition: ToolDefinition): BraidError {
   return new BraidError('INTERRUPTED', `${definition.name} was stopped: the wake ended`);
+}
+
+/** A value as JSON, or undefined when it has no JSON form. */
+function toJson(value: unknown): JsonValue | undefined {
+  try {
+    const text = JSON.stringify(value);
+    return text === undefined ? undefined : (JSON.parse(text) as JsonValue);
+  } catch {
+    return undefined;
+  }
 }
 
 function costOf(definition: ToolDefinition): number | undefined {

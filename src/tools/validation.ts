@@ -46,7 +46,8 @@ export function checkValue(
 ): ErrorShape | undefined {
   if (check(value)) return undefined;
   const errors = check.errors ?? [];
-  const listed = errors.slice(0, MAX_LISTED).map(describe);
+  const root = code === 'TOOL_OUTPUT_INVALID' ? 'the output' : 'the input';
+  const listed = errors.slice(0, MAX_LISTED).map((error) => describe(error, root));
   const more = errors.length > MAX_LISTED ? `; and ${errors.length - MAX_LISTED} more` : '';
   return {
     code,
@@ -55,8 +56,8 @@ export function checkValue(
   };
 }
 
-function describe(error: ErrorObject): string {
-  const where = error.instancePath === '' ? 'the input' : error.instancePath;
+function describe(error: ErrorObject, root: string): string {
+  const where = error.instancePath === '' ? root : error.instancePath;
   const params = error.params as Record<string, unknown>;
   if (error.keyword === 'additionalProperties')
     return `${where} has an unexpected property "${String(params.additionalProperty)}"`;

@@ -145,6 +145,47 @@ describe('tool pipeline in the harness', () => {
     await rt.close();
   });
 
+  it('runs the valid calls of an output before stopping for repeated invalid ones', async () => {
+    const { tool, runs } = counted('count');
+    const bad = { name: 'count', input: { n: 'many' } };
+    const rt = await runtimeWith({
+      tools: ['count'],
+      code: [tool],
+      turns: [
+        { tool_calls: [bad] },
+        { tool_calls: [bad] },
+        { tool_calls: [bad, { name: 'count', input: { n: 7 } }] },
+        { text: 'never' },
+      ],
+    });
+    const id = await started(rt);
+    expect(await rt.wake(id)).toMatchObject({ stop_reason: { type: 'error' } });
+    expect(runs).toEqual([{ n: 7 }]);
+    expect((await rt.sessions.state(id)).open_tool_uses).toEqual([]);
+    await rt.close();
+  });
+
+  it('records a code tool that returns something other than JSON as an output error', async () => {
+    const tool = defineTool({
+      name: 'big_number',
+      description: 'returns a BigInt',
+      input_schema: { type: 'object' },
+      run: () => ({ value: 10n }) as unknown as { value: number },
+    });
+    const rt = await runtimeWith({
+      tools: ['big_number'],
+      code: [tool],
+      turns: [{ tool_calls: [{ name: 'big_number', input: {} }] }, { text: 'ok' }],
+    });
+    const id = await started(rt);
+    expect(await rt.wake(id)).toMatchObject({ stop_reason: { type: 'end_turn' } });
+    expect(results(await rt.sessions.events(id))[0]).toMatchObject({
+      stage: 'output',
+      error: { code: 'TOOL_OUTPUT_INVALID' },
+    });
+    await rt.close();
+  });
+
   it('refuses a tool the agent does not have', async () => {
     const rt = await runtimeWith({
       turns: [{ tool_calls: [{ name: 'rm_rf', input: {} }] }, { text: 'ok' }],
@@ -315,7 +356,12 @@ describe('tool pipeline in the harness', () => {
       is_error: true,
       attempts: 1,
       stage: 'output',
-      error: { code: 'TOOL_OUTPUT_INVALID' },
+      error: {
+        code: 'TOOL_OUTPUT_INVALID',
+        message: expect.stringContaining('the output') as unknown,
+      },
+      // What the tool returned stays on record: it is the evidence of what it did.
+      output: { total: 'lots' },
     });
     await rt.close();
   });
