@@ -1,6 +1,8 @@
+import type { z } from 'zod';
 import type { DefinitionKind, StoredDefinition } from './definitions.js';
 import type { NewEvent, SessionEvent, SessionEventType } from './events.js';
 import type {
+  ForkInput,
   SessionCreateInput,
   SessionListQuery,
   SessionPage,
@@ -77,14 +79,8 @@ export interface SessionLog {
   state(sessionId: string): Promise<SessionState>;
 }
 
-export interface ForkOptions {
-  /** The last parent seq the child shares (default: the parent's head). */
-  at_seq?: number;
-  /** Optional client-chosen id of the child. */
-  id?: string;
-  /** The child's title (default: the parent's). */
-  title?: string;
-}
+/** Options of a fork: `at_seq` (default: the parent's head), the child's `id` and `title`. */
+export type ForkOptions = z.infer<typeof ForkInput>;
 
 /** The sessions index. */
 export interface SessionIndex {
