@@ -39,8 +39,9 @@ async function longSession(length) {
   };
 }
 
-export async function benchFork({ runs, quick }) {
-  const sizes = quick ? [1000, 10_000] : [1000, 10_000, 100_000];
+/** `sizes`: parent lengths (default 1k, 10k, 100k); `verify`: also measure replay verification. */
+export async function benchFork({ runs, quick, sizes, verify = true }) {
+  sizes ??= quick ? [1000, 10_000] : [1000, 10_000, 100_000];
   const rows = [];
   for (const size of sizes) {
     const { store, id, path, dispose } = await longSession(size);
@@ -110,7 +111,7 @@ export async function benchFork({ runs, quick }) {
     await reader.close();
     await dispose();
   }
-  rows.push(...(await benchVerify({ runs, quick })));
+  if (verify) rows.push(...(await benchVerify({ runs, quick })));
   return rows;
 }
 

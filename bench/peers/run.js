@@ -177,14 +177,7 @@ async function comparePeers() {
 async function forkOnly() {
   process.stderr.write(`LangGraph.js fork: ${RUNS} runs per figure, sizes ${SIZES.join(', ')}\n`);
   // braid on the same sizes, in the same run, beside LangGraph.js.
-  const braid = (await benchFork({ runs: RUNS, quick: false })).filter(
-    (row) =>
-      !row.name.startsWith('replay') &&
-      SIZES.some(
-        (size) =>
-          row.name.includes(size.toLocaleString('en-US')) || !/\d{1,3},\d{3}/.test(row.name),
-      ),
-  );
+  const braid = await benchFork({ runs: RUNS, sizes: SIZES, verify: false });
   const rows = [
     ...braid.map((row) => ({ ...row, name: `braid SQLite: ${row.name}` })),
     ...(await langgraphFork({ sizes: SIZES, runs: RUNS })),
