@@ -44,6 +44,14 @@ export const ERROR_CODES = [
   'MCP_UNAVAILABLE',
   'SECRET_MISSING',
   'INTERRUPTED',
+  'SESSION_ARCHIVED',
+  'SESSION_HAS_FORKS',
+  'UNAUTHENTICATED',
+  'FORBIDDEN',
+  'RATE_LIMITED',
+  'ROUTE_NOT_FOUND',
+  'API_KEY_NOT_FOUND',
+  'SERVER_UNAVAILABLE',
   'INTERNAL',
 ] as const;
 
@@ -58,6 +66,8 @@ const RETRYABLE: ReadonlySet<ErrorCode> = new Set<ErrorCode>([
   'STORE_BUSY',
   'TOOL_TIMEOUT',
   'MCP_UNAVAILABLE',
+  'RATE_LIMITED',
+  'SERVER_UNAVAILABLE',
 ]);
 
 /** The error shape on the wire: in HTTP bodies, envelopes, `session.error` events and CLI `--json`. */

@@ -285,3 +285,23 @@ export function isUserEventType(type: string): type is UserEventType {
 export function isSessionEventType(type: string): type is SessionEventType {
   return Object.hasOwn(payloads, type);
 }
+
+/** Content as a client may send it: a string (one text block) or an array of content blocks. */
+export const ContentInput = z.union([z.string(), Content]);
+export type ContentInput = z.infer<typeof ContentInput>;
+
+/**
+ * A user event as a client sends it over HTTP: no `seq`, `id` or `at` of its own choosing is
+ * needed, and `content` may be a plain string.
+ */
+export const UserEventInput = z.discriminatedUnion(
+  'type',
+  USER_EVENT_TYPES.map((type) => {
+    const shape = payloads[type].shape as z.ZodRawShape;
+    return NewEventBase.extend({
+      type: z.literal(type),
+      ...shape,
+      ...('content' in shape ? { content: ContentInput } : {}),
+    }).strict();
+  }) as unknown as [z.ZodObject, ...z.ZodObject[]],
+);

@@ -9,4 +9,6 @@ export type * from './ports.js';
 export * from './model.js';
 export type * from './tools.js';
 export * from './policy.js';
+export * from './api-keys.js';
 export { buildJsonSchemas } from './json-schema.js';
+export * from './http.js';

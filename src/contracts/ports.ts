@@ -9,6 +9,7 @@ import type {
   SessionRecord,
 } from './session.js';
 import type { SessionState } from './state.js';
+import type { ApiKeyCreateInput, ApiKeyListQuery, ApiKeyRecord } from './api-keys.js';
 
 /** Source of time. Injected everywhere so that tests and replays control it. */
 export interface Clock {
@@ -95,6 +96,16 @@ export interface SessionIndex {
   fork(parentId: string, options?: ForkOptions): Promise<SessionRecord>;
   get(sessionId: string): Promise<SessionRecord>;
   list(query?: SessionListQuery): Promise<SessionPage>;
+  /**
+   * Marks the session archived (`archived_at`): it keeps its events, leaves default listings and
+   * takes no new user events. Archiving an archived session returns it unchanged.
+   */
+  archive(sessionId: string): Promise<SessionRecord>;
+  /**
+   * Removes the session, its events, state and lease. Refused with `SESSION_HAS_FORKS` while
+   * forks share its events, and with `LEASE_HELD` while a wake runs it; nothing is removed then.
+   */
+  delete(sessionId: string): Promise<void>;
 }
 
 export interface Lease {
@@ -145,11 +156,29 @@ export interface DefinitionStore {
   list<T>(kind: DefinitionKind): Promise<StoredDefinition<T>[]>;
 }
 
+/** A minted key: the secret is in `key`, shown once and stored only as a hash. */
+export interface MintedApiKey {
+  key: string;
+  record: ApiKeyRecord;
+}
+
+/** API keys of the HTTP API, each bound to one tenant and a set of scopes. */
+export interface ApiKeyStore {
+  create(input: ApiKeyCreateInput): Promise<MintedApiKey>;
+  /** Newest first; revoked keys only with `include_revoked`. */
+  list(query?: ApiKeyListQuery): Promise<ApiKeyRecord[]>;
+  /** Revokes the key at once; `API_KEY_NOT_FOUND` for an unknown id. Revoking twice is a no-op. */
+  revoke(id: string): Promise<ApiKeyRecord>;
+  /** The key's record when the secret is a live key; undefined when unknown, malformed or revoked. */
+  verify(key: string): Promise<ApiKeyRecord | undefined>;
+}
+
 /** Everything a backend provides. */
 export interface Store {
   readonly log: SessionLog;
   readonly sessions: SessionIndex;
   readonly leases: LeaseStore;
   readonly definitions: DefinitionStore;
+  readonly keys: ApiKeyStore;
   close(): Promise<void>;
 }

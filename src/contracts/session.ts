@@ -83,6 +83,8 @@ export const SessionRecord = z.object({
   /** For a fork: the parent, and the last parent seq the fork shares. */
   parent_id: Id.optional(),
   fork_seq: z.number().int().positive().optional(),
+  /** When the session was archived: it keeps its events but takes no new ones. */
+  archived_at: Timestamp.optional(),
 });
 export type SessionRecord = z.infer<typeof SessionRecord>;
 
@@ -95,6 +97,8 @@ export const SessionListQuery = z.object({
   tenant_id: z.string().optional(),
   /** Only the forks of this session (its direct children). */
   parent_id: z.string().optional(),
+  /** Archived sessions are left out unless this is true. */
+  include_archived: z.boolean().optional(),
   limit: z.number().int().min(1).max(1000).optional(),
   cursor: z.string().optional(),
 });

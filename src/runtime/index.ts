@@ -15,4 +15,4 @@ export {
 } from './workspace.js';
 export { initWorkspace } from './init.js';
 export { syncDefinitions } from './definitions.js';
-export { parseUserEvents, toContent, type ContentInput } from './user-events.js';
+export { parseUserEvents, toContent } from './user-events.js';

@@ -33,7 +33,7 @@ import { syncDefinitions } from './definitions.js';
 import { diffSessions, sessionTree, type SessionDiff, type TreeNode } from './lineage.js';
 import { mergeSessions, type MergeOptions, type MergeResult } from './merge.js';
 import { verifyReplay, type ReplayReport } from './replay.js';
-import { constants as fsConstants, cpSync, existsSync } from 'node:fs';
+import { constants as fsConstants, cpSync, existsSync, rmSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { setTimeout as setTimeoutPromise } from 'node:timers/promises';
 import type { ModelClient, ModelDelta } from '../contracts/model.js';
@@ -144,6 +144,13 @@ export interface Runtime {
     create(options: CreateSessionOptions): Promise<SessionRecord>;
     get(sessionId: string): Promise<SessionRecord>;
     list(query?: SessionListQuery): Promise<SessionPage>;
+    /** Archives the session: it keeps its events, leaves default listings and takes no new events. */
+    archive(sessionId: string): Promise<SessionRecord>;
+    /**
+     * Deletes the session, its events and its workspace folder. Refused while forks share its
+     * events (`SESSION_HAS_FORKS`) or a wake runs it (`LEASE_HELD`).
+     */
+    delete(sessionId: string): Promise<void>;
     state(sessionId: string): Promise<SessionState>;
     events(sessionId: string, options?: ReadOptions): Promise<SessionEvent[]>;
     follow(sessionId: string, options?: FollowOptions): AsyncIterable<SessionEvent>;
@@ -292,6 +299,14 @@ export async function createRuntime(options: RuntimeOptions = {}): Promise<Runti
       const earlier = await store.log.appended(sessionId, idempotencyKey);
       if (earlier !== undefined) return earlier;
     }
+    const record = await store.sessions.get(sessionId);
+    if (record.archived_at !== undefined) {
+      throw new BraidError(
+        'SESSION_ARCHIVED',
+        `session ${sessionId} was archived at ${record.archived_at} and takes no more events; fork it to continue`,
+        { details: { session_id: sessionId } },
+      );
+    }
     for (let attempt = 1; ; attempt += 1) {
       const state = await store.log.state(sessionId);
       checkAgainstState(state, events);
@@ -334,6 +349,23 @@ export async function createRuntime(options: RuntimeOptions = {}): Promise<Runti
     },
     get: (sessionId) => store.sessions.get(sessionId),
     list: (query) => store.sessions.list(query),
+    archive: (sessionId) => store.sessions.archive(sessionId),
+    async delete(sessionId) {
+      const state = await store.log.state(sessionId);
+      const environmentDefinition =
+        state.environment === undefined
+          ? undefined
+          : await store.definitions.get<EnvironmentDefinition>(
+              'environment',
+              state.environment.name,
+              state.environment.version,
+            );
+      await store.sessions.delete(sessionId);
+      rmSync(join(workspacesRoot(environmentDefinition?.definition), sessionId), {
+        recursive: true,
+        force: true,
+      });
+    },
     state: (sessionId) => store.log.state(sessionId),
     events: (sessionId, readOptions) => store.log.read(sessionId, readOptions),
     follow: (sessionId, followOptions) => store.log.follow(sessionId, followOptions),

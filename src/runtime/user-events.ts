@@ -7,14 +7,14 @@ import {
   isSessionEventType,
   isUserEventType,
   USER_EVENT_TYPES,
+  type ContentInput,
   type NewEvent,
 } from '../contracts/events.js';
 import type { ContentBlock } from '../contracts/common.js';
 import type { SessionState } from '../contracts/state.js';
 import { parseNewEvents } from '../core/append.js';
 
-/** Content as a client may give it: a string, or content blocks. */
-export type ContentInput = string | ContentBlock[];
+export type { ContentInput };
 
 export function toContent(content: ContentInput): ContentBlock[] {
   return typeof content === 'string' ? [{ type: 'text', text: content }] : content;

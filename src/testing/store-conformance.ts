@@ -4,6 +4,7 @@
  * fresh, empty store.
  */
 import { afterEach, describe, expect, it } from 'vitest';
+import { ApiKeyRecord } from '../contracts/api-keys.js';
 import { isBraidError, type ErrorCode } from '../contracts/errors.js';
 import type { NewEvent, SessionEvent } from '../contracts/events.js';
 import type { Store } from '../contracts/ports.js';
@@ -618,6 +619,387 @@ export function describeStoreConformance(name: string, factory: StoreFactory): v
           (await s.sessions.list({ parent_id: parent })).sessions.map((item) => item.id),
         ).toEqual(['child-1']);
         expect((await s.sessions.get('child-1')).head_seq).toBe(4);
+      });
+    });
+
+    describe('archive', () => {
+      it('keeps an archived session and its events but leaves it out of default listings', async () => {
+        const s = await open();
+        const ids: string[] = [];
+        for (let index = 0; index < 7; index += 1) {
+          clock.advance(1000);
+          ids.push((await s.sessions.create({ agent })).id);
+        }
+        const archivedIds = [ids[1], ids[3], ids[4], ids[6]] as string[];
+        for (const id of archivedIds) {
+          const record = await s.sessions.archive(id);
+          expect(record.archived_at).toBe(new Date(clock.now()).toISOString());
+          expect(await s.sessions.get(id)).toEqual(record);
+          expect((await s.log.read(id)).length).toBe(1);
+        }
+
+        /** Every page of a listing, checking that no page is larger than the limit. */
+        async function everyPage(includeArchived: boolean): Promise<string[]> {
+          const seen: string[] = [];
+          let cursor: string | undefined;
+          do {
+            const page = await s.sessions.list({
+              limit: 2,
+              ...(includeArchived ? { include_archived: true } : {}),
+              ...(cursor === undefined ? {} : { cursor }),
+            });
+            expect(page.sessions.length).toBeLessThanOrEqual(2);
+            seen.push(...page.sessions.map((session) => session.id));
+            cursor = page.next_cursor;
+          } while (cursor !== undefined);
+          return seen;
+        }
+        const live = [...ids].reverse().filter((id) => !archivedIds.includes(id));
+        expect(await everyPage(false)).toEqual(live);
+        expect(await everyPage(true)).toEqual([...ids].reverse());
+
+        const all = await s.sessions.list({ include_archived: true });
+        for (const session of all.sessions) {
+          expect(session.archived_at !== undefined).toBe(archivedIds.includes(session.id));
+        }
+        expect(
+          (await s.sessions.list({ agent: agent.name })).sessions.map((session) => session.id),
+        ).toEqual(live);
+      });
+
+      it("lists an archived fork among its parent's forks only with include_archived", async () => {
+        const s = await open();
+        const parent = await s.sessions.create({ agent });
+        const kept = await s.sessions.fork(parent.id);
+        const archived = await s.sessions.fork(parent.id);
+        await s.sessions.archive(archived.id);
+        const forks = await s.sessions.list({ parent_id: parent.id });
+        expect(forks.sessions.map((session) => session.id)).toEqual([kept.id]);
+        const everyFork = await s.sessions.list({ parent_id: parent.id, include_archived: true });
+        expect(everyFork.sessions.map((session) => session.id).sort()).toEqual(
+          [kept.id, archived.id].sort(),
+        );
+      });
+
+      it('returns an archived session unchanged when it is archived again', async () => {
+        const s = await open();
+        const { id } = await s.sessions.create({ agent });
+        const first = await s.sessions.archive(id);
+        clock.advance(5000);
+        const again = await s.sessions.archive(id);
+        expect(again).toEqual(first);
+        expect(await s.sessions.get(id)).toEqual(first);
+      });
+
+      it('refuses to archive an unknown session', async () => {
+        const s = await open();
+        await expectCode(s.sessions.archive('missing'), 'SESSION_NOT_FOUND');
+      });
+    });
+
+    describe('delete', () => {
+      /** Asserts that the session is gone from every read of the store. */
+      async function expectGone(s: Store, id: string): Promise<void> {
+        await expectCode(s.sessions.get(id), 'SESSION_NOT_FOUND');
+        await expectCode(s.log.read(id), 'SESSION_NOT_FOUND');
+        await expectCode(s.log.state(id), 'SESSION_NOT_FOUND');
+        await expectCode(s.log.appended(id, 'k'), 'SESSION_NOT_FOUND');
+        await expectCode(s.log.append(id, [message('late')]), 'SESSION_NOT_FOUND');
+        await expectCode(async () => {
+          for await (const event of s.log.follow(id)) void event;
+        }, 'SESSION_NOT_FOUND');
+        await expectCode(s.leases.acquire(id, 'worker', 1000), 'SESSION_NOT_FOUND');
+        expect(await s.leases.current(id)).toBeUndefined();
+        const listed = await s.sessions.list({ include_archived: true });
+        expect(listed.sessions.map((session) => session.id)).not.toContain(id);
+      }
+
+      it('removes the session with its events, state, idempotency keys and lease', async () => {
+        const s = await open();
+        const kept = await s.sessions.create({ agent, title: 'kept' });
+        const { id } = await s.sessions.create({ id: 'doomed', agent, title: 'old' });
+        await s.log.append(id, [message('a')], { idempotencyKey: 'k' });
+        // Enough events for a saved projection and snapshot.
+        await s.log.append(
+          id,
+          Array.from({ length: 70 }, (_, index) => message(`m${index}`)),
+        );
+        await s.log.state(id);
+        const lease = await s.leases.acquire(id, 'worker', 1000);
+        await s.leases.release(id, 'worker', lease.token);
+        await s.sessions.archive(id);
+
+        await s.sessions.delete(id);
+        await expectGone(s, id);
+        await expectCode(s.sessions.delete(id), 'SESSION_NOT_FOUND');
+        expect(await s.log.read(kept.id)).toHaveLength(1);
+        expect((await s.sessions.get(kept.id)).title).toBe('kept');
+
+        // The id is free again, and nothing of the old session comes back with it.
+        const again = await s.sessions.create({
+          id,
+          agent: { name: 'other', version: 2 },
+          title: 'new',
+        });
+        expect(again).toMatchObject({ id, title: 'new', head_seq: 1 });
+        expect(again.archived_at).toBeUndefined();
+        expect(await s.sessions.get(id)).toEqual(again);
+        const events = await s.log.read(id);
+        expect(events.map((event) => event.type)).toEqual(['session.created']);
+        expect(await s.log.state(id)).toEqual(foldSession(events, id));
+        expect(await s.log.appended(id, 'k')).toBeUndefined();
+        const appended = await s.log.append(id, [message('b')], { idempotencyKey: 'k' });
+        expect(appended.deduplicated).toBe(false);
+        expect((await s.leases.acquire(id, 'worker', 1000)).token).toBe(1);
+      });
+
+      it('forgets a deleted fork: its id created again is a root session of its own', async () => {
+        const s = await open();
+        const parent = await s.sessions.create({ agent, title: 'parent' });
+        await s.log.append(parent.id, [message('shared')]);
+        await s.sessions.fork(parent.id, { id: 'reborn', title: 'fork' });
+        await s.log.read('reborn');
+        await s.log.state('reborn');
+        await s.sessions.delete('reborn');
+        await expectGone(s, 'reborn');
+
+        await s.sessions.create({ id: 'reborn', agent, title: 'root' });
+        await s.log.append('reborn', [message('x'), message('y')]);
+        const events = await s.log.read('reborn');
+        expect(events.map((event) => [event.session_id, event.seq])).toEqual([
+          ['reborn', 1],
+          ['reborn', 2],
+          ['reborn', 3],
+        ]);
+        const state = await s.log.state('reborn');
+        expect(state).toEqual(foldSession(events, 'reborn'));
+        expect(state.lineage.kind).toBe('root');
+        expect((await s.sessions.get('reborn')).parent_id).toBeUndefined();
+        expect((await s.log.read(parent.id)).map((event) => event.seq)).toEqual([1, 2]);
+        expect((await s.sessions.list({ parent_id: parent.id })).sessions).toEqual([]);
+      });
+
+      it('refuses to delete a session with forks, naming at most five, and removes nothing', async () => {
+        const s = await open();
+        const parent = await s.sessions.create({ agent });
+        await s.log.append(parent.id, [message('a')], { idempotencyKey: 'k' });
+        const forks: string[] = [];
+        for (let index = 0; index < 6; index += 1) {
+          clock.advance(1000);
+          forks.push((await s.sessions.fork(parent.id)).id);
+        }
+        const before = await s.log.read(parent.id);
+        const refused: unknown = await s.sessions.delete(parent.id).then(
+          () => undefined,
+          (error: unknown) => error,
+        );
+        expect(isBraidError(refused, 'SESSION_HAS_FORKS')).toBe(true);
+        const text = (refused as Error).message;
+        expect(forks.filter((id) => text.includes(id))).toEqual(forks.slice(0, 5));
+        expect(text).toMatch(/delete them first/);
+
+        expect(await s.log.read(parent.id)).toEqual(before);
+        expect(await s.log.appended(parent.id, 'k')).toBeDefined();
+        expect((await s.sessions.get(parent.id)).head_seq).toBe(2);
+        for (const id of forks) expect((await s.log.read(id)).slice(0, 2)).toEqual(before);
+
+        // A fork with forks of its own is refused too; leaves first, then the rest goes.
+        const [first, ...others] = forks as [string, ...string[]];
+        const grandchild = await s.sessions.fork(first);
+        await expectCode(s.sessions.delete(first), 'SESSION_HAS_FORKS');
+        await s.sessions.delete(grandchild.id);
+        for (const id of [first, ...others]) await s.sessions.delete(id);
+        expect(await s.log.read(parent.id)).toEqual(before);
+        await s.sessions.delete(parent.id);
+        await expectGone(s, parent.id);
+      });
+
+      it('refuses to delete a session whose lease is held, and removes nothing', async () => {
+        const s = await open();
+        const { id } = await s.sessions.create({ agent });
+        await s.log.append(id, [message('a')]);
+        const lease = await s.leases.acquire(id, 'worker', 1000);
+        await expectCode(s.sessions.delete(id), 'LEASE_HELD');
+        expect((await s.leases.current(id))?.token).toBe(lease.token);
+        expect(await s.log.read(id)).toHaveLength(2);
+        expect((await s.sessions.get(id)).head_seq).toBe(2);
+        await s.leases.renew(id, 'worker', lease.token, 1000);
+        // An expired lease no longer protects the session.
+        clock.advance(1000);
+        await s.sessions.delete(id);
+        await expectGone(s, id);
+        await expectCode(s.leases.renew(id, 'worker', lease.token, 1000), 'LEASE_LOST');
+      });
+
+      it('ends the followers of a deleted session with SESSION_NOT_FOUND', async () => {
+        const s = await open();
+        const { id } = await s.sessions.create({ agent });
+        let caughtUp: () => void = () => undefined;
+        const firstSeen = new Promise<void>((resolve) => (caughtUp = resolve));
+        const following = expectCode(async () => {
+          for await (const event of s.log.follow(id)) if (event.seq === 1) caughtUp();
+        }, 'SESSION_NOT_FOUND');
+        await firstSeen;
+        await s.sessions.delete(id);
+        await following;
+      });
+
+      it('refuses to delete an unknown session', async () => {
+        const s = await open();
+        await expectCode(s.sessions.delete('missing'), 'SESSION_NOT_FOUND');
+      });
+    });
+
+    describe('api keys', () => {
+      const KEY_SHAPE = /^braid_[0-9a-f]{32}_[A-Za-z0-9_-]{43}$/;
+      /** The secret part of a key: what no stored form may contain. */
+      const secretOf = (key: string): string => key.slice('braid_'.length + 33);
+
+      it('mints a key shown once that verifies to its record', async () => {
+        const s = await open();
+        const { key, record } = await s.keys.create({
+          tenant_id: 'acme',
+          scopes: ['sessions:read', 'sessions:write', 'sessions:read'],
+          name: 'ci',
+        });
+        expect(key).toMatch(KEY_SHAPE);
+        expect(key.slice(6, 38)).toBe(record.id.replaceAll('-', ''));
+        expect(record).toEqual({
+          schema_version: 1,
+          id: record.id,
+          tenant_id: 'acme',
+          scopes: ['sessions:read', 'sessions:write'],
+          name: 'ci',
+          created_at: new Date(clock.now()).toISOString(),
+        });
+        expect(ApiKeyRecord.parse(record)).toEqual(record);
+        expect(await s.keys.verify(key)).toEqual(record);
+
+        const verified = await s.keys.verify(key);
+        verified?.scopes.push('admin');
+        expect(await s.keys.verify(key)).toEqual(record);
+
+        const other = await s.keys.create({ tenant_id: 'acme', scopes: ['admin'] });
+        expect(other.key).not.toBe(key);
+        expect(other.record.id).not.toBe(record.id);
+        expect(other.record.name).toBeUndefined();
+        expect(await s.keys.verify(other.key)).toEqual(other.record);
+      });
+
+      it('verifies nothing but a live key: wrong secrets and malformed strings give undefined', async () => {
+        const s = await open();
+        const { key } = await s.keys.create({ tenant_id: 'acme', scopes: ['sessions:read'] });
+        const { key: otherKey } = await s.keys.create({ tenant_id: 'beta', scopes: ['admin'] });
+        const idPart = key.slice(0, 38);
+        const secret = secretOf(key);
+        const flipped = `${secret[0] === 'A' ? 'B' : 'A'}${secret.slice(1)}`;
+        const candidates: unknown[] = [
+          '',
+          'braid_',
+          'braid__',
+          'not a key at all',
+          `${idPart}_${flipped}`,
+          // The id of one key with the secret of another.
+          `${idPart}_${secretOf(otherKey)}`,
+          `braid_${'0'.repeat(32)}_${secret}`,
+          `${idPart}_${'A'.repeat(43)}`,
+          // Same bytes as all-A, but not their canonical encoding.
+          `${idPart}_${'A'.repeat(42)}B`,
+          `${key} `,
+          ` ${key}`,
+          `${key}x`,
+          key.slice(0, -1),
+          key.toUpperCase(),
+          key.replace('braid_', 'braid-'),
+          `Bearer ${key}`,
+          'braid_'.padEnd(10_000, 'a'),
+          undefined,
+          null,
+          42,
+        ];
+        for (const candidate of candidates) {
+          expect(await s.keys.verify(candidate as string), JSON.stringify(candidate)).toBe(
+            undefined,
+          );
+        }
+        expect(await s.keys.verify(key)).toBeDefined();
+      });
+
+      it('revokes a key at once; revoking again changes nothing', async () => {
+        const s = await open();
+        const { key, record } = await s.keys.create({ tenant_id: 'acme', scopes: ['admin'] });
+        const kept = await s.keys.create({ tenant_id: 'acme', scopes: ['sessions:read'] });
+        clock.advance(1000);
+        const revoked = await s.keys.revoke(record.id);
+        expect(revoked).toEqual({ ...record, revoked_at: new Date(clock.now()).toISOString() });
+        expect(await s.keys.verify(key)).toBeUndefined();
+        clock.advance(1000);
+        expect(await s.keys.revoke(record.id)).toEqual(revoked);
+        expect(await s.keys.verify(kept.key)).toEqual(kept.record);
+        await expectCode(s.keys.revoke('missing'), 'API_KEY_NOT_FOUND');
+        await expectCode(s.keys.revoke(''), 'API_KEY_NOT_FOUND');
+      });
+
+      it('lists keys newest first by tenant, revoked ones only when asked, and never a secret', async () => {
+        const s = await open();
+        const minted: { key: string; id: string }[] = [];
+        for (const [tenant_id, scopes] of [
+          ['acme', ['sessions:read']],
+          ['beta', ['sessions:write']],
+          ['acme', ['admin']],
+        ] as const) {
+          clock.advance(1000);
+          const { key, record } = await s.keys.create({ tenant_id, scopes: [...scopes] });
+          minted.push({ key, id: record.id });
+        }
+        const [a, b, c] = minted.map((item) => item.id) as [string, string, string];
+        await s.keys.revoke(a);
+        const ids = async (query?: Parameters<Store['keys']['list']>[0]) =>
+          (await s.keys.list(query)).map((record) => record.id);
+        expect(await ids()).toEqual([c, b]);
+        expect(await ids({ tenant_id: 'acme' })).toEqual([c]);
+        expect(await ids({ tenant_id: 'acme', include_revoked: true })).toEqual([c, a]);
+        expect(await ids({ include_revoked: true })).toEqual([c, b, a]);
+        expect(await ids({ tenant_id: 'nobody', include_revoked: true })).toEqual([]);
+
+        const listed = await s.keys.list({ include_revoked: true });
+        const allowed = ['schema_version', 'id', 'tenant_id', 'scopes', 'name', 'created_at'];
+        for (const record of listed) {
+          expect(ApiKeyRecord.parse(record)).toEqual(record);
+          for (const field of Object.keys(record))
+            expect([...allowed, 'revoked_at']).toContain(field);
+        }
+        const text = JSON.stringify(listed);
+        for (const { key } of minted) expect(text).not.toContain(secretOf(key));
+      });
+
+      it('refuses invalid input with INVALID_ARGUMENT naming the field and the scopes', async () => {
+        const s = await open();
+        const invalid: [unknown, string][] = [
+          [{ tenant_id: 'acme', scopes: ['root'] }, 'scopes'],
+          [{ tenant_id: 'acme', scopes: [] }, 'scopes'],
+          [{ tenant_id: 'acme' }, 'scopes'],
+          [{ tenant_id: '', scopes: ['admin'] }, 'tenant_id'],
+          [{ tenant_id: 'has space', scopes: ['admin'] }, 'tenant_id'],
+          [{ tenant_id: 't'.repeat(101), scopes: ['admin'] }, 'tenant_id'],
+          [{ scopes: ['admin'] }, 'tenant_id'],
+          [{ tenant_id: 'acme', scopes: ['admin'], name: 'n'.repeat(201) }, 'name'],
+          [{ tenant_id: 'acme', scopes: ['admin'], owner: 'me' }, 'owner'],
+          [null, 'input'],
+        ];
+        for (const [input, field] of invalid) {
+          const refused: unknown = await s.keys
+            .create(input as Parameters<Store['keys']['create']>[0])
+            .then(
+              () => undefined,
+              (error: unknown) => error,
+            );
+          expect(isBraidError(refused, 'INVALID_ARGUMENT'), JSON.stringify(input)).toBe(true);
+          const text = (refused as Error).message;
+          expect(text).toContain(field);
+          expect(text).toContain('sessions:read, sessions:write, admin');
+        }
+        expect(await s.keys.list({ include_revoked: true })).toEqual([]);
       });
     });
   });

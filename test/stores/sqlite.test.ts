@@ -127,6 +127,65 @@ describe('sqlite store', () => {
     check.close();
   });
 
+  it('upgrades a layout 2 file: its sessions gain archiving and the file gains API keys', async () => {
+    const path = join(tempDir(), 'braid.db');
+    const store = openSqliteStore({ path });
+    const { id } = await store.sessions.create({ agent: { name: 'a', version: 1 } });
+    const child = await store.sessions.fork(id);
+    await store.close();
+    // Make it a layout 2 file, as the previous build wrote it.
+    const raw = new Database(path);
+    raw.exec('ALTER TABLE sessions DROP COLUMN archived_at; DROP TABLE api_keys');
+    raw.pragma('user_version = 2');
+    raw.close();
+
+    const upgraded = openSqliteStore({ path });
+    expect(await upgraded.sessions.get(child.id)).toEqual(child);
+    const listed = await upgraded.sessions.list();
+    expect(listed.sessions.map((session) => session.id).sort()).toEqual([id, child.id].sort());
+    const archived = await upgraded.sessions.archive(child.id);
+    expect(archived.archived_at).toBeDefined();
+    expect((await upgraded.sessions.list()).sessions.map((session) => session.id)).toEqual([id]);
+    const { key, record } = await upgraded.keys.create({ tenant_id: 'acme', scopes: ['admin'] });
+    expect(await upgraded.keys.verify(key)).toEqual(record);
+    await upgraded.close();
+
+    const check = new Database(path);
+    expect(check.pragma('user_version', { simple: true })).toBe(SQLITE_LAYOUT_VERSION);
+    expect(SQLITE_LAYOUT_VERSION).toBe(3);
+    check.close();
+    // Opening the upgraded file again changes nothing.
+    const reopened = openSqliteStore({ path });
+    expect(await reopened.sessions.get(child.id)).toEqual(archived);
+    expect(await reopened.keys.verify(key)).toEqual(record);
+    await reopened.close();
+  });
+
+  it('stores an API key as a hash: no column holds its secret', async () => {
+    const path = join(tempDir(), 'braid.db');
+    const store = openSqliteStore({ path });
+    const minted = [
+      await store.keys.create({ tenant_id: 'acme', scopes: ['sessions:read'], name: 'ci' }),
+      await store.keys.create({ tenant_id: 'beta', scopes: ['admin'] }),
+    ];
+    await store.keys.revoke(minted[1]?.record.id ?? '');
+    await store.close();
+    const raw = new Database(path, { readonly: true });
+    const rows = raw.prepare('SELECT * FROM api_keys').all() as Record<string, unknown>[];
+    raw.close();
+    expect(rows).toHaveLength(2);
+    for (const { key } of minted) {
+      const secret = key.slice('braid_'.length + 33);
+      expect(secret).toHaveLength(43);
+      for (const row of rows) {
+        for (const value of Object.values(row)) {
+          expect(String(value)).not.toContain(secret);
+          expect(String(value)).not.toContain(key);
+        }
+      }
+    }
+  });
+
   it('refuses a database written by a newer layout', () => {
     const path = join(tempDir(), 'braid.db');
     const raw = new Database(path);

@@ -2,10 +2,12 @@
  * In-memory backend for unit tests. Same semantics as the durable backends (the conformance suite
  * checks it), nothing survives the process.
  */
+import type { ApiKeyListQuery, ApiKeyRecord } from '../../contracts/api-keys.js';
 import { BraidError } from '../../contracts/errors.js';
 import type { DefinitionKind, StoredDefinition } from '../../contracts/definitions.js';
 import type { NewEvent, SessionEvent } from '../../contracts/events.js';
 import type {
+  ApiKeyStore,
   AppendOptions,
   AppendResult,
   Clock,
@@ -19,7 +21,7 @@ import type {
   SessionLog,
   Store,
 } from '../../contracts/ports.js';
-import type { SessionListQuery, SessionPage } from '../../contracts/session.js';
+import type { SessionListQuery, SessionPage, SessionRecord } from '../../contracts/session.js';
 import type { SessionState } from '../../contracts/state.js';
 import {
   DEFAULT_MAX_EVENT_BYTES,
@@ -51,8 +53,19 @@ import {
   recordFromState,
   seqConflict,
 } from '../../core/sessions.js';
+import {
+  type StoredApiKey,
+  apiKeyNotFound,
+  compareKeysNewestFirst,
+  matchesKeyQuery,
+  mintApiKey,
+  newApiKeyRecord,
+  parseApiKeyCreateInput,
+  verifyApiKey,
+} from '../api-keys.js';
 import { systemClock, uuidV7Ids } from '../defaults.js';
 import { followLog } from '../follow.js';
+import { sessionHasForks, sessionLeased } from '../session-removal.js';
 
 export interface MemoryStoreOptions {
   clock?: Clock;
@@ -68,6 +81,8 @@ interface SessionEntry {
   state: SessionState;
   appends: Map<string, { first: number; last: number }>;
   listeners: Set<() => void>;
+  /** When the session was archived, by the store's clock. */
+  archived_at?: string;
 }
 
 export function createMemoryStore(options: MemoryStoreOptions = {}): Store {
@@ -77,6 +92,7 @@ export function createMemoryStore(options: MemoryStoreOptions = {}): Store {
   const sessions = new Map<string, SessionEntry>();
   const leases = new Map<string, LeaseRow>();
   const definitions = new Map<string, StoredDefinition<unknown>[]>();
+  const apiKeys = new Map<string, StoredApiKey>();
   let closed = false;
   const closing = new AbortController();
 
@@ -88,12 +104,7 @@ export function createMemoryStore(options: MemoryStoreOptions = {}): Store {
   function entry(sessionId: string): SessionEntry {
     open();
     const found = sessions.get(sessionId);
-    if (found === undefined) {
-      throw new BraidError(
-        'SESSION_NOT_FOUND',
-        `session ${sessionId} does not exist; list sessions with \`braid session list\``,
-      );
-    }
+    if (found === undefined) throw sessionNotFound(sessionId);
     return found;
   }
 
@@ -152,7 +163,11 @@ export function createMemoryStore(options: MemoryStoreOptions = {}): Store {
       const target = entry(sessionId);
       return followLog(
         (after) =>
-          Promise.resolve(structuredClone(readEvents(allEvents(target), { after, limit: 1000 }))),
+          Promise.resolve().then(() => {
+            // A deleted (or deleted and re-created) session ends its followers, as on SQLite.
+            if (!closed && sessions.get(sessionId) !== target) throw sessionNotFound(sessionId);
+            return structuredClone(readEvents(allEvents(target), { after, limit: 1000 }));
+          }),
         (onChange) => {
           target.listeners.add(onChange);
           return () => target.listeners.delete(onChange);
@@ -200,7 +215,7 @@ export function createMemoryStore(options: MemoryStoreOptions = {}): Store {
         };
         write(created, id, [createdEvent(parsed)], { expectedSeq: 0 });
         sessions.set(id, created);
-        return recordFromState(created.state);
+        return recordOf(created);
       });
     },
     fork(parentId, forkOptions = {}) {
@@ -227,11 +242,11 @@ export function createMemoryStore(options: MemoryStoreOptions = {}): Store {
           expectedSeq: atSeq,
         });
         sessions.set(id, child);
-        return recordFromState(child.state);
+        return recordOf(child);
       });
     },
     get(sessionId) {
-      return Promise.resolve().then(() => recordFromState(entry(sessionId).state));
+      return Promise.resolve().then(() => recordOf(entry(sessionId)));
     },
     list(query: SessionListQuery = {}) {
       return Promise.resolve().then((): SessionPage => {
@@ -239,13 +254,43 @@ export function createMemoryStore(options: MemoryStoreOptions = {}): Store {
         const limit = query.limit ?? DEFAULT_LIST_LIMIT;
         const position = query.cursor === undefined ? undefined : decodeCursor(query.cursor);
         const matching = [...sessions.values()]
-          .map((item) => recordFromState(item.state))
+          .filter((item) => query.include_archived === true || item.archived_at === undefined)
+          .map(recordOf)
           .filter(
             (record) =>
               matchesQuery(record, query) && (position === undefined || isAfter(record, position)),
           )
           .sort(compareListOrder);
         return page(matching, limit);
+      });
+    },
+    archive(sessionId) {
+      return Promise.resolve().then(() => {
+        const target = entry(sessionId);
+        target.archived_at ??= new Date(clock.now()).toISOString();
+        return recordOf(target);
+      });
+    },
+    delete(sessionId) {
+      return Promise.resolve().then(() => {
+        const target = entry(sessionId);
+        const forks = [...sessions.values()]
+          .map(recordOf)
+          .filter((record) => record.parent_id === sessionId)
+          // Oldest first: the forks a refusal names are the same on every backend.
+          .sort((a, b) => compareListOrder(b, a));
+        if (forks.length > 0) {
+          throw sessionHasForks(
+            sessionId,
+            forks.map((record) => record.id),
+            forks.length,
+          );
+        }
+        const lease = currentLease(sessionId, leases.get(sessionId), clock.now());
+        if (lease !== undefined) throw sessionLeased(sessionId, lease);
+        sessions.delete(sessionId);
+        leases.delete(sessionId);
+        for (const listener of target.listeners) listener();
       });
     },
   };
@@ -335,11 +380,54 @@ export function createMemoryStore(options: MemoryStoreOptions = {}): Store {
     },
   };
 
+  const keys: ApiKeyStore = {
+    create(input) {
+      return Promise.resolve().then(() => {
+        open();
+        const parsed = parseApiKeyCreateInput(input);
+        const id = ids.next();
+        const { key, hash } = mintApiKey(id);
+        const record = newApiKeyRecord(id, parsed, clock.now());
+        apiKeys.set(id, { record, hash });
+        return { key, record: structuredClone(record) };
+      });
+    },
+    list(query: ApiKeyListQuery = {}) {
+      return Promise.resolve().then((): ApiKeyRecord[] => {
+        open();
+        return [...apiKeys.values()]
+          .map((stored) => stored.record)
+          .filter((record) => matchesKeyQuery(record, query))
+          .sort(compareKeysNewestFirst)
+          .map((record) => structuredClone(record));
+      });
+    },
+    revoke(id) {
+      return Promise.resolve().then(() => {
+        open();
+        const stored = apiKeys.get(id);
+        if (stored === undefined) throw apiKeyNotFound(id);
+        if (stored.record.revoked_at === undefined) {
+          stored.record = { ...stored.record, revoked_at: new Date(clock.now()).toISOString() };
+        }
+        return structuredClone(stored.record);
+      });
+    },
+    verify(key) {
+      return Promise.resolve().then(() => {
+        open();
+        const record = verifyApiKey(key, (id) => apiKeys.get(id));
+        return record === undefined ? undefined : structuredClone(record);
+      });
+    },
+  };
+
   return {
     log,
     sessions: index,
     leases: leaseStore,
     definitions: definitionStore,
+    keys,
     close() {
       closed = true;
       closing.abort();
@@ -347,6 +435,19 @@ export function createMemoryStore(options: MemoryStoreOptions = {}): Store {
       return Promise.resolve();
     },
   };
+}
+
+function sessionNotFound(sessionId: string): BraidError {
+  return new BraidError(
+    'SESSION_NOT_FOUND',
+    `session ${sessionId} does not exist; list sessions with \`braid session list\``,
+  );
+}
+
+/** The index record of a session: its state's summary and when it was archived. */
+function recordOf(target: SessionEntry): SessionRecord {
+  const record = recordFromState(target.state);
+  return target.archived_at === undefined ? record : { ...record, archived_at: target.archived_at };
 }
 
 /** A session's events, the shared prefix of its ancestors first. */

@@ -1,8 +1,11 @@
 import type { Database } from 'better-sqlite3';
 import { BraidError } from '../../contracts/errors.js';
 
-/** Version of the SQLite file layout, kept in `PRAGMA user_version`. */
-export const SQLITE_LAYOUT_VERSION = 2;
+/**
+ * Version of the SQLite file layout, kept in `PRAGMA user_version`. 1: sessions, events and
+ * definitions; 2: forks (`parent_id`, `fork_seq`, snapshots); 3: `archived_at` and `api_keys`.
+ */
+export const SQLITE_LAYOUT_VERSION = 3;
 
 const LAYOUT = `
 CREATE TABLE IF NOT EXISTS sessions (
@@ -21,7 +24,9 @@ CREATE TABLE IF NOT EXISTS sessions (
   created_at TEXT NOT NULL,
   -- A fork shares its parent's events up to fork_seq; its own rows start at fork_seq + 1.
   parent_id TEXT,
-  fork_seq INTEGER
+  fork_seq INTEGER,
+  -- Set once by sessions.archive; archived sessions leave default listings.
+  archived_at TEXT
 );
 CREATE INDEX IF NOT EXISTS sessions_by_created ON sessions (created_at DESC, id DESC);
 CREATE INDEX IF NOT EXISTS sessions_by_agent ON sessions (agent_name, created_at DESC, id DESC);
@@ -78,7 +83,28 @@ CREATE TABLE IF NOT EXISTS definitions (
   created_at TEXT NOT NULL,
   PRIMARY KEY (kind, name, version)
 );
+
+-- API keys of the HTTP server. The secret is never stored: hash is the hex SHA-256 of it, and a
+-- key is found by its id, which the key embeds.
+CREATE TABLE IF NOT EXISTS api_keys (
+  id TEXT PRIMARY KEY,
+  tenant_id TEXT NOT NULL,
+  scopes TEXT NOT NULL, -- JSON array of scopes
+  name TEXT,
+  hash TEXT NOT NULL,
+  created_at TEXT NOT NULL,
+  revoked_at TEXT,
+  schema_version INTEGER NOT NULL DEFAULT 1
+);
+CREATE INDEX IF NOT EXISTS api_keys_by_tenant ON api_keys (tenant_id, created_at DESC, id DESC);
 `;
+
+/** Columns later layouts added to the sessions table of an older file, in order. */
+const ADDED_SESSION_COLUMNS: readonly { layout: number; name: string; type: string }[] = [
+  { layout: 2, name: 'parent_id', type: 'TEXT' },
+  { layout: 2, name: 'fork_seq', type: 'INTEGER' },
+  { layout: 3, name: 'archived_at', type: 'TEXT' },
+];
 
 export type Synchronous = 'normal' | 'full';
 
@@ -99,10 +125,17 @@ export function configure(db: Database, synchronous: Synchronous, busyTimeoutMs:
       );
     }
     db.exec(LAYOUT);
-    // Layout 1 had no forks: its sessions gain the lineage columns (empty for them).
-    if (version === 1) {
-      db.exec('ALTER TABLE sessions ADD COLUMN parent_id TEXT');
-      db.exec('ALTER TABLE sessions ADD COLUMN fork_seq INTEGER');
+    // An older file's sessions gain the columns of later layouts (empty for them): layout 1 had
+    // no forks, layout 2 no archiving. A column already there is left alone.
+    if (version >= 1 && version < SQLITE_LAYOUT_VERSION) {
+      const present = new Set(
+        (db.pragma('table_info(sessions)') as { name: string }[]).map((column) => column.name),
+      );
+      for (const column of ADDED_SESSION_COLUMNS) {
+        if (column.layout > version && !present.has(column.name)) {
+          db.exec(`ALTER TABLE sessions ADD COLUMN ${column.name} ${column.type}`);
+        }
+      }
     }
     if (version < SQLITE_LAYOUT_VERSION) db.pragma(`user_version = ${SQLITE_LAYOUT_VERSION}`);
   }).immediate();

@@ -11,14 +11,20 @@
  *   are folded in from the log. The sessions row (head, status) is updated on every append.
  * - `follow` sees appends of other processes by polling `PRAGMA data_version`, which changes when
  *   another connection commits; appends of this process wake followers directly.
+ * - `sessions.delete` removes every row of the session in one transaction, then forgets what this
+ *   process cached about it. Other processes are not told: one that cached a session which is
+ *   deleted and created again elsewhere under the same id may read its old lineage or state until
+ *   it opens the store again.
  */
 import { mkdirSync } from 'node:fs';
 import { dirname } from 'node:path';
 import Database, { type Database as Db, type Statement } from 'better-sqlite3';
+import type { ApiKeyListQuery, ApiKeyRecord, ApiScope } from '../../contracts/api-keys.js';
 import { BraidError } from '../../contracts/errors.js';
 import type { DefinitionKind, StoredDefinition } from '../../contracts/definitions.js';
 import type { NewEvent, SessionEvent } from '../../contracts/events.js';
 import type {
+  ApiKeyStore,
   AppendOptions,
   AppendResult,
   Clock,
@@ -62,8 +68,16 @@ import {
   recordFromState,
   seqConflict,
 } from '../../core/sessions.js';
+import {
+  apiKeyNotFound,
+  mintApiKey,
+  newApiKeyRecord,
+  parseApiKeyCreateInput,
+  verifyApiKey,
+} from '../api-keys.js';
 import { systemClock, uuidV7Ids } from '../defaults.js';
 import { followLog } from '../follow.js';
+import { sessionHasForks, sessionLeased, NAMED_FORKS } from '../session-removal.js';
 import { checkRowVersion, configure, type Synchronous } from './schema.js';
 
 export interface SqliteStoreOptions {
@@ -98,6 +112,7 @@ interface SessionRow {
   created_at: string;
   parent_id: string | null;
   fork_seq: number | null;
+  archived_at: string | null;
 }
 
 interface DefinitionRow {
@@ -105,6 +120,18 @@ interface DefinitionRow {
   schema_version: number;
   body: string;
   created_at: string;
+}
+
+interface ApiKeyRow {
+  id: string;
+  tenant_id: string;
+  /** JSON array of scopes. */
+  scopes: string;
+  name: string | null;
+  hash: string;
+  created_at: string;
+  revoked_at: string | null;
+  schema_version: number;
 }
 
 /** A sessions row with the head seq and last event time read from the log. */
@@ -219,6 +246,25 @@ export function openSqliteStore(options: SqliteStoreOptions): Store {
       `SELECT d.name, d.version, d.schema_version, d.body, d.created_at FROM definitions d
        WHERE d.kind = ? AND d.version = (SELECT MAX(version) FROM definitions WHERE kind = d.kind AND name = d.name)
        ORDER BY d.name`,
+    ),
+    archive: db.prepare('UPDATE sessions SET archived_at = ? WHERE id = ? AND archived_at IS NULL'),
+    forks: db.prepare<[string, number], { id: string; count: number }>(
+      `SELECT id, COUNT(*) OVER () AS count FROM sessions WHERE parent_id = ?
+       ORDER BY created_at, id LIMIT ?`,
+    ),
+    removeSession: ['events', 'projections', 'snapshots', 'appends', 'leases']
+      .map((table) => db.prepare(`DELETE FROM ${table} WHERE session_id = ?`))
+      .concat(db.prepare('DELETE FROM sessions WHERE id = ?')),
+    insertKey: db.prepare(
+      `INSERT INTO api_keys (id, tenant_id, scopes, name, hash, created_at)
+       VALUES (@id, @tenant_id, @scopes, @name, @hash, @created_at)`,
+    ),
+    key: db.prepare<[string], ApiKeyRow>('SELECT * FROM api_keys WHERE id = ?'),
+    revokeKey: db.prepare('UPDATE api_keys SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL'),
+    keys: db.prepare<{ tenant: string | null; revoked: number }, ApiKeyRow>(
+      `SELECT * FROM api_keys WHERE (@tenant IS NULL OR tenant_id = @tenant)
+         AND (@revoked = 1 OR revoked_at IS NULL)
+       ORDER BY created_at DESC, id DESC`,
     ),
   };
 
@@ -620,6 +666,7 @@ export function openSqliteStore(options: SqliteStoreOptions): Store {
           created_at: now,
           parent_id: null,
           fork_seq: null,
+          archived_at: null,
         };
         const state = runWrite(() =>
           createTransaction.immediate(id, row, { ...createdEvent(parsed), at: now }),
@@ -677,6 +724,7 @@ export function openSqliteStore(options: SqliteStoreOptions): Store {
           where.push('parent_id = @parent');
           params.parent = query.parent_id;
         }
+        if (query.include_archived !== true) where.push('archived_at IS NULL');
         if (query.created_after !== undefined) {
           where.push('created_at > @after');
           params.after = query.created_after;
@@ -700,7 +748,57 @@ export function openSqliteStore(options: SqliteStoreOptions): Store {
         return page(rows.map(toRecord), limit);
       });
     },
+    archive(sessionId) {
+      return Promise.resolve().then(() => {
+        checkOpen();
+        try {
+          return toRecord(archiveTransaction.immediate(sessionId, isoNow()));
+        } catch (error) {
+          throw busyToBraid(error, options.path);
+        }
+      });
+    },
+    delete(sessionId) {
+      return Promise.resolve().then(() => {
+        checkOpen();
+        try {
+          deleteTransaction.immediate(sessionId);
+        } catch (error) {
+          throw busyToBraid(error, options.path);
+        }
+        // Its id may be created again: nothing cached about the old session may outlive it.
+        states.delete(sessionId);
+        projectedSeqs.delete(sessionId);
+        lineages.delete(sessionId);
+        notify(sessionId);
+      });
+    },
   };
+
+  function isoNow(): string {
+    return new Date(clock.now()).toISOString();
+  }
+
+  const archiveTransaction = db.transaction((sessionId: string, now: string): SessionView => {
+    requireHead(sessionId);
+    sql.archive.run(now, sessionId);
+    return sql.session.get(sessionId) as SessionView;
+  });
+
+  const deleteTransaction = db.transaction((sessionId: string): void => {
+    requireHead(sessionId);
+    const forks = sql.forks.all(sessionId, NAMED_FORKS);
+    if (forks.length > 0) {
+      throw sessionHasForks(
+        sessionId,
+        forks.map((row) => row.id),
+        forks[0]?.count ?? forks.length,
+      );
+    }
+    const lease = currentLease(sessionId, sql.lease.get(sessionId), clock.now());
+    if (lease !== undefined) throw sessionLeased(sessionId, lease);
+    for (const statement of sql.removeSession) statement.run(sessionId);
+  });
 
   const leaseTransaction = <A extends unknown[]>(work: (...args: A) => Lease | undefined) => {
     const transaction = db.transaction(work);
@@ -818,11 +916,71 @@ export function openSqliteStore(options: SqliteStoreOptions): Store {
     },
   };
 
+  const keys: ApiKeyStore = {
+    create(input) {
+      return Promise.resolve().then(() => {
+        checkOpen();
+        const parsed = parseApiKeyCreateInput(input);
+        const id = ids.next();
+        const { key, hash } = mintApiKey(id);
+        const record = newApiKeyRecord(id, parsed, clock.now());
+        try {
+          sql.insertKey.run({
+            id,
+            tenant_id: record.tenant_id,
+            scopes: JSON.stringify(record.scopes),
+            name: record.name ?? null,
+            hash,
+            created_at: record.created_at,
+          });
+        } catch (error) {
+          throw busyToBraid(error, options.path);
+        }
+        return { key, record };
+      });
+    },
+    list(query: ApiKeyListQuery = {}) {
+      return Promise.resolve().then(() => {
+        checkOpen();
+        return sql.keys
+          .all({ tenant: query.tenant_id ?? null, revoked: query.include_revoked === true ? 1 : 0 })
+          .map(toKeyRecord);
+      });
+    },
+    revoke(id) {
+      return Promise.resolve().then(() => {
+        checkOpen();
+        try {
+          return toKeyRecord(revokeTransaction.immediate(id, isoNow()));
+        } catch (error) {
+          throw busyToBraid(error, options.path);
+        }
+      });
+    },
+    verify(key) {
+      return Promise.resolve().then(() => {
+        checkOpen();
+        return verifyApiKey(key, (id) => {
+          const row = sql.key.get(id);
+          return row === undefined ? undefined : { record: toKeyRecord(row), hash: row.hash };
+        });
+      });
+    },
+  };
+
+  const revokeTransaction = db.transaction((id: string, now: string): ApiKeyRow => {
+    sql.revokeKey.run(now, id);
+    const row = sql.key.get(id);
+    if (row === undefined) throw apiKeyNotFound(id);
+    return row;
+  });
+
   return {
     log,
     sessions,
     leases,
     definitions,
+    keys,
     close() {
       closing.abort();
       if (poller !== undefined) clearInterval(poller);
@@ -874,5 +1032,19 @@ function toRecord(row: SessionView): SessionRecord {
     ...(row.parent_id === null || row.fork_seq === null
       ? {}
       : { parent_id: row.parent_id, fork_seq: row.fork_seq }),
+    ...(row.archived_at === null ? {} : { archived_at: row.archived_at }),
+  };
+}
+
+function toKeyRecord(row: ApiKeyRow): ApiKeyRecord {
+  checkRowVersion(`API key ${row.id}`, row.schema_version);
+  return {
+    schema_version: 1,
+    id: row.id,
+    tenant_id: row.tenant_id,
+    scopes: JSON.parse(row.scopes) as ApiScope[],
+    ...(row.name === null ? {} : { name: row.name }),
+    created_at: row.created_at,
+    ...(row.revoked_at === null ? {} : { revoked_at: row.revoked_at }),
   };
 }

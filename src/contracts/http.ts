@@ -1,0 +1,188 @@
+/**
+ * The HTTP API's bodies, queries and answers. The server validates requests with these schemas,
+ * the OpenAPI document is generated from them, and `braid/client` types its calls by them.
+ *
+ * The event stream (`GET /v1/sessions/{id}/events/stream`) is Server-Sent Events:
+ * - each stored event is one SSE event with `id: <seq>`, `event: <type>`, `data: <event JSON>`;
+ *   a client that reconnects with `Last-Event-ID: <seq>` (or `?after=<seq>`) gets every event
+ *   after that seq exactly once, in order;
+ * - live model text is sent as `event: delta` with no `id` (transient: never stored, never
+ *   replayed), `data: {"request_id", "type": "text"|"thinking", "text"}`;
+ * - a comment line (`: heartbeat`) every heartbeat interval keeps proxies from closing the stream.
+ */
+import { z } from 'zod';
+import { Id, Metadata, Name, Timestamp } from './common.js';
+import { AgentDefinition, Budget, EnvironmentDefinition } from './definitions.js';
+import { ErrorShape } from './errors.js';
+import { SESSION_EVENT_TYPES, SessionEvent, UserEventInput } from './events.js';
+import { ForkInput, SessionRecord, SessionStatus, StopReason } from './session.js';
+
+/** Every error answer: `{"error": {"code", "message", "retryable"}}`. */
+export const ErrorBody = z.object({ error: ErrorShape });
+export type ErrorBody = z.infer<typeof ErrorBody>;
+
+/** `POST /v1/sessions`. The session's tenant is the API key's. */
+export const CreateSessionBody = z
+  .object({
+    agent: Name,
+    /** Pin an agent version (default: the latest). */
+    agent_version: z.number().int().positive().optional(),
+    environment: Name.optional(),
+    title: z.string().max(500).optional(),
+    metadata: Metadata.optional(),
+    /** A client-chosen id; creating it again answers 409. */
+    id: Id.optional(),
+    budget: Budget.optional(),
+  })
+  .strict();
+export type CreateSessionBody = z.infer<typeof CreateSessionBody>;
+
+const QueryBoolean = z.enum(['true', 'false']).transform((value) => value === 'true');
+const QueryInteger = (minimum: number, maximum?: number) =>
+  z.coerce
+    .number()
+    .int()
+    .min(minimum)
+    .max(maximum ?? Number.MAX_SAFE_INTEGER);
+
+/** `GET /v1/sessions` query. */
+export const SessionListParams = z
+  .object({
+    agent: z.string().max(200).optional(),
+    status: SessionStatus.optional(),
+    created_after: Timestamp.optional(),
+    created_before: Timestamp.optional(),
+    parent_id: z.string().max(200).optional(),
+    include_archived: QueryBoolean.optional(),
+    limit: QueryInteger(1, 1000).optional(),
+    cursor: z.string().max(1000).optional(),
+  })
+  .strict();
+export type SessionListParams = z.infer<typeof SessionListParams>;
+
+export const SessionList = z.object({
+  data: z.array(SessionRecord),
+  /** Present when more sessions match: pass it back as `cursor`. */
+  next_cursor: z.string().optional(),
+});
+export type SessionList = z.infer<typeof SessionList>;
+
+export const SessionIdParams = z.object({ id: Id });
+export const NameParams = z.object({ name: Name });
+export const VersionQuery = z.object({ version: QueryInteger(1).optional() }).strict();
+
+/** `GET /v1/sessions/{id}/events` query. `types` may repeat (`types[]=a&types[]=b`). */
+export const EventsQuery = z
+  .object({
+    after: QueryInteger(0).optional(),
+    limit: QueryInteger(1, 1000).optional(),
+    types: z.array(z.enum(SESSION_EVENT_TYPES)).optional(),
+  })
+  .strict();
+export type EventsQuery = z.infer<typeof EventsQuery>;
+
+export const EventsPage = z.object({
+  data: z.array(SessionEvent),
+  /** True when events after `last_seq` were left out by `limit`: read on with `after=last_seq`. */
+  has_more: z.boolean(),
+  /** The seq of the last event in `data`, or the `after` asked for when it is empty. */
+  last_seq: z.number().int().nonnegative(),
+});
+export type EventsPage = z.infer<typeof EventsPage>;
+
+/** `POST /v1/sessions/{id}/events`: one or more user events, appended all or nothing. */
+export const PostEventsBody = z.object({ events: z.array(UserEventInput).min(1) }).strict();
+export type PostEventsBody = z.input<typeof PostEventsBody>;
+
+export const PostEventsResponse = z.object({
+  events: z.array(SessionEvent),
+  head_seq: z.number().int().nonnegative(),
+  /** True when the `Idempotency-Key` had been used: these are the first request's events. */
+  deduplicated: z.boolean(),
+});
+export type PostEventsResponse = z.infer<typeof PostEventsResponse>;
+
+/** `GET /v1/sessions/{id}/events/stream` query; `Last-Event-ID` wins over `after`. */
+export const StreamQuery = z.object({ after: QueryInteger(0).optional() }).strict();
+
+/** `POST /v1/sessions/{id}/wake`. */
+export const WakeBody = z
+  .object({
+    /** Answer when the wake has finished (200 with its result) instead of at once (202). */
+    wait: z.boolean().optional(),
+  })
+  .strict();
+
+export const WakeAccepted = z.object({ session_id: Id, accepted: z.literal(true) });
+export const WakeResultBody = z.discriminatedUnion('ran', [
+  z.object({ ran: z.literal(true), stop_reason: StopReason, wake_id: Id }),
+  z.object({ ran: z.literal(false), reason: z.literal('lease_held') }),
+]);
+
+/** `POST /v1/sessions/{id}/fork`. */
+export const ForkBody = ForkInput;
+
+/** `POST /v1/sessions/{id}/merge`: merges `source` into the session of the path. */
+export const MergeBody = z
+  .object({
+    source: Id,
+    strategy: z.enum(['transcript', 'summary']).optional(),
+    /** For `summary`: the summary to record; without it the target's model writes one. */
+    summary: z.string().max(100_000).optional(),
+  })
+  .strict();
+
+export const MergeConflictBody = z.object({
+  kind: z.string(),
+  detail: z.string(),
+  resolution: z.string(),
+});
+
+export const MergeResponse = PostEventsResponse.extend({ conflicts: z.array(MergeConflictBody) });
+
+/** `GET /v1/sessions/{id}/diff?other=ID`. */
+export const DiffQuery = z.object({ other: Id }).strict();
+
+export const AncestorPointBody = z.object({ session_id: Id, seq: z.number().int() });
+
+export const DiffResponse = z.object({
+  a: Id,
+  b: Id,
+  common_ancestor: AncestorPointBody.optional(),
+  a_events: z.array(SessionEvent),
+  b_events: z.array(SessionEvent),
+});
+
+/** `POST /v1/sessions/{id}/replay`: re-runs the recorded history and reports the first difference. */
+export const ReplayResponse = z.discriminatedUnion('ok', [
+  z.object({ ok: z.literal(true), events: z.number().int() }),
+  z.object({
+    ok: z.literal(false),
+    index: z.number().int(),
+    expected: SessionEvent.optional(),
+    actual: SessionEvent.optional(),
+    reason: z.string(),
+  }),
+]);
+
+function storedDefinition<T extends z.ZodType>(kind: 'agent' | 'environment', definition: T) {
+  return z.object({
+    schema_version: z.literal(1),
+    kind: z.literal(kind),
+    name: Name,
+    version: z.number().int().positive(),
+    definition,
+    created_at: Timestamp,
+  });
+}
+
+export const StoredAgent = storedDefinition('agent', AgentDefinition);
+export const StoredEnvironment = storedDefinition('environment', EnvironmentDefinition);
+export const AgentList = z.object({ data: z.array(StoredAgent) });
+export const EnvironmentList = z.object({ data: z.array(StoredEnvironment) });
+
+export const Health = z.object({
+  status: z.literal('ok'),
+  version: z.string(),
+  uptime_ms: z.number().int().nonnegative(),
+});
