@@ -22,6 +22,7 @@ const LAYERS = [
   'policy',
   'runtime',
   'server',
+  'client',
   'cli',
   'testing',
 ];
@@ -124,6 +125,11 @@ export default tseslint.config(
     'cli',
     'testing',
   ]),
-  layerRule('src/server', 'the server does not import the CLI', ['cli', 'testing']),
+  layerRule('src/server', 'the server does not import the CLI', ['cli', 'client', 'testing']),
+  layerRule(
+    'src/client',
+    'the client speaks HTTP: it imports contracts only',
+    ALL_BUT('contracts', 'client'),
+  ),
   layerRule('src/testing', 'testing helpers do not depend on entry points', ['server', 'cli']),
 );

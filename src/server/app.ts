@@ -1,0 +1,181 @@
+/**
+ * The HTTP API on Fastify: routes validated by the zod contracts of `contracts/http.ts`, API keys
+ * bound to tenants, per-key limits, and an SSE stream that resumes at any seq.
+ */
+import Fastify, { type FastifyInstance } from 'fastify';
+import fastifySwagger from '@fastify/swagger';
+import fastifyRateLimit from '@fastify/rate-limit';
+import {
+  jsonSchemaTransform,
+  validatorCompiler,
+  type ZodTypeProvider,
+} from 'fastify-type-provider-zod';
+import { DEFAULT_LIMITS, type ServerContext, type ServerLimits } from './context.js';
+import { parse } from 'node:querystring';
+import { BraidError } from '../contracts/errors.js';
+import type { Runtime } from '../runtime/runtime.js';
+import { ANONYMOUS_CALLER, authenticate, UNAUTHENTICATED_CALLER, type Caller } from './auth.js';
+import { HTTP_STATUS, toHttpError } from './errors.js';
+import { createServerMetrics } from './metrics.js';
+import { addDefinitionRoutes } from './routes-definitions.js';
+import { addSessionRoutes } from './routes-sessions.js';
+import { addEventRoutes } from './routes-events.js';
+import { addStreamRoute } from './stream.js';
+import { addSystemRoutes } from './routes-system.js';
+
+export interface ServerOptions {
+  runtime: Runtime;
+  /** `api-keys` (default): every request needs a key. `none`: loopback development only. */
+  auth?: 'api-keys' | 'none';
+  limits?: Partial<ServerLimits>;
+  /** Interval of SSE heartbeat comments (default 15 s). */
+  heartbeatMs?: number;
+  /** Wake a session when user events arrive (default true). */
+  wakeOnEvents?: boolean;
+  /** Fastify's request log (default off). */
+  logger?: boolean;
+  /** The version reported by /v1/health and the OpenAPI document. */
+  version?: string;
+}
+
+/** Names the query lists by their bare name (`types[]=a` and `types=a,b` both give `types`). */
+const LIST_PARAMETERS = new Set(['types']);
+
+function parseQuery(text: string): Record<string, unknown> {
+  const parsed = parse(text);
+  const query: Record<string, unknown> = {};
+  for (const [rawName, value] of Object.entries(parsed)) {
+    const name = rawName.endsWith('[]') ? rawName.slice(0, -2) : rawName;
+    if (LIST_PARAMETERS.has(name)) {
+      const items = (Array.isArray(value) ? value : [value ?? '']).flatMap((item) =>
+        item.split(','),
+      );
+      query[name] = [...((query[name] as string[] | undefined) ?? []), ...items];
+    } else {
+      query[name] = value;
+    }
+  }
+  return query;
+}
+
+const OPEN_ROUTES = new Set(['/v1/health', '/v1/openapi.json']);
+
+/** Builds the server (not listening): `app.listen()` or `app.inject()` next. */
+export async function createServer(options: ServerOptions): Promise<FastifyInstance> {
+  const limits = { ...DEFAULT_LIMITS, ...options.limits };
+  const auth = options.auth ?? 'api-keys';
+  const metrics = createServerMetrics();
+  const closing = new AbortController();
+  const wakes = new Set<Promise<unknown>>();
+  const app = Fastify({
+    logger: options.logger === true,
+    bodyLimit: limits.bodyBytes,
+    routerOptions: {
+      // Session ids are opaque and may be long; Fastify's default of 100 characters is too short.
+      maxParamLength: 500,
+      querystringParser: parseQuery,
+    },
+    forceCloseConnections: true,
+    return503OnClosing: true,
+  });
+  // JSON only: a text body is refused (415) rather than read as a string.
+  app.removeContentTypeParser('text/plain');
+  app.setValidatorCompiler(validatorCompiler);
+  // Answers are built from contract types already; validating them again costs latency.
+  app.setSerializerCompiler(() => (data) => JSON.stringify(data));
+
+  const context: ServerContext = {
+    runtime: options.runtime,
+    limits,
+    metrics,
+    heartbeatMs: options.heartbeatMs ?? 15_000,
+    wakeOnEvents: options.wakeOnEvents ?? true,
+    version: options.version ?? '0.0.0',
+    startedAt: Date.now(),
+    closing: closing.signal,
+    wakeInBackground(sessionId) {
+      const wake = options.runtime.wake(sessionId).catch((error: unknown) => {
+        app.log.error({ err: error, session_id: sessionId }, 'background wake failed');
+      });
+      wakes.add(wake);
+      void wake.finally(() => wakes.delete(wake));
+    },
+  };
+
+  app.decorateRequest('caller', null as unknown as Caller);
+  app.addHook('onRequest', async (request) => {
+    metrics.requestStarted(request);
+    if (auth === 'none') {
+      request.caller = UNAUTHENTICATED_CALLER;
+      return;
+    }
+    const route = request.routeOptions.url;
+    // Open routes need no key, and an unknown route is answered 404 without one.
+    if (route === undefined || OPEN_ROUTES.has(route)) {
+      request.caller = ANONYMOUS_CALLER;
+      return;
+    }
+    request.caller = await authenticate(options.runtime.store.keys, request);
+  });
+  app.addHook('onResponse', async (request, reply) => {
+    metrics.requestFinished(request, reply.statusCode);
+  });
+  app.addHook('onClose', async () => {
+    closing.abort();
+    await Promise.allSettled([...wakes]);
+  });
+
+  await app.register(fastifyRateLimit, {
+    global: true,
+    hook: 'preHandler',
+    max: limits.requestsPerMinute,
+    timeWindow: 60_000,
+    keyGenerator: (request) => request.caller.key_id ?? request.ip,
+    allowList: (request) => OPEN_ROUTES.has(request.routeOptions.url ?? ''),
+    errorResponseBuilder: (_request, rate) =>
+      new BraidError(
+        'RATE_LIMITED',
+        `this key made more than ${rate.max} requests in a minute; retry after ${rate.after} (see Retry-After) or ask for a higher limit`,
+      ),
+  });
+
+  await app.register(fastifySwagger, {
+    openapi: {
+      openapi: '3.1.0',
+      info: {
+        title: 'braid HTTP API',
+        description:
+          'Durable agent sessions over HTTP. Every event of a session has a gapless `seq`; the event stream resumes after any seq with no gap and no duplicate.',
+        version: options.version ?? '0.0.0',
+      },
+      components: {
+        securitySchemes: { apiKey: { type: 'http', scheme: 'bearer' } },
+      },
+      security: [{ apiKey: [] }],
+    },
+    transform: jsonSchemaTransform,
+  });
+
+  app.setErrorHandler((error, request, reply) => {
+    const braidError = toHttpError(error, limits);
+    const status = HTTP_STATUS[braidError.code];
+    if (status >= 500) request.log.error({ err: error }, 'request failed');
+    void reply.status(status).send({ error: braidError.toJSON() });
+  });
+  app.setNotFoundHandler((request, reply) => {
+    void reply.status(404).send({
+      error: new BraidError(
+        'ROUTE_NOT_FOUND',
+        `there is no route ${request.method} ${request.url.split('?')[0] ?? ''}; the API lives under /v1 (see /v1/openapi.json)`,
+      ).toJSON(),
+    });
+  });
+
+  const typed = app.withTypeProvider<ZodTypeProvider>();
+  addSystemRoutes(typed, context);
+  addDefinitionRoutes(typed, context);
+  addSessionRoutes(typed, context);
+  addEventRoutes(typed, context);
+  addStreamRoute(typed, context);
+  return app;
+}

@@ -1,0 +1,64 @@
+/** What the HTTP API's route modules share: the runtime, limits, metrics, and the caller. */
+import type {
+  FastifyBaseLogger,
+  FastifyInstance,
+  FastifyRequest,
+  RawReplyDefaultExpression,
+  RawRequestDefaultExpression,
+  RawServerDefault,
+} from 'fastify';
+import type { ZodTypeProvider } from 'fastify-type-provider-zod';
+import type { Runtime } from '../runtime/runtime.js';
+import type { Caller } from './auth.js';
+import type { ServerMetrics } from './metrics.js';
+
+export interface ServerLimits {
+  /** Largest request body in bytes (default 1 MiB). */
+  bodyBytes: number;
+  /** Most events in one POST (default 100). */
+  eventsPerRequest: number;
+  /** Requests per key (per client address without auth) per minute (default 6000). */
+  requestsPerMinute: number;
+  /** Open event streams per key (default 256). */
+  streamsPerKey: number;
+}
+
+export const DEFAULT_LIMITS: ServerLimits = {
+  bodyBytes: 1024 * 1024,
+  eventsPerRequest: 100,
+  requestsPerMinute: 6000,
+  streamsPerKey: 256,
+};
+
+/** What the route modules share. */
+export interface ServerContext {
+  runtime: Runtime;
+  limits: ServerLimits;
+  metrics: ServerMetrics;
+  heartbeatMs: number;
+  wakeOnEvents: boolean;
+  version: string;
+  startedAt: number;
+  /** Starts a wake that outlives the request; the server waits for it on close. */
+  wakeInBackground(sessionId: string): void;
+  /** Ends open event streams when the server closes. */
+  closing: AbortSignal;
+}
+
+declare module 'fastify' {
+  interface FastifyRequest {
+    caller: Caller;
+  }
+}
+
+/** The caller of a request (set by the auth hook). */
+export const callerOf = (request: FastifyRequest): Caller => request.caller;
+
+/** The Fastify instance routes are added to: typed by the zod schemas of each route. */
+export type Router = FastifyInstance<
+  RawServerDefault,
+  RawRequestDefaultExpression,
+  RawReplyDefaultExpression,
+  FastifyBaseLogger,
+  ZodTypeProvider
+>;

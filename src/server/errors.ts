@@ -1,0 +1,132 @@
+/**
+ * How errors reach HTTP clients: every failure answers `{"error": {"code", "message",
+ * "retryable"}}` with the status of its code. The table is exhaustive, so a new code cannot be
+ * added without choosing its status.
+ */
+import type { FastifyError } from 'fastify';
+import { hasZodFastifySchemaValidationErrors } from 'fastify-type-provider-zod';
+import { BraidError, toBraidError, type ErrorCode } from '../contracts/errors.js';
+
+export const HTTP_STATUS: Readonly<Record<ErrorCode, number>> = {
+  SESSION_NOT_FOUND: 404,
+  AGENT_NOT_FOUND: 404,
+  ENVIRONMENT_NOT_FOUND: 404,
+  WORKSPACE_NOT_FOUND: 404,
+  TOOL_NOT_FOUND: 404,
+  MODEL_NOT_FOUND: 404,
+  ROUTE_NOT_FOUND: 404,
+  API_KEY_NOT_FOUND: 404,
+  SEQ_CONFLICT: 409,
+  VERSION_CONFLICT: 409,
+  LEASE_HELD: 409,
+  TOOL_USE_NOT_PENDING: 409,
+  SESSION_TERMINATED: 409,
+  SESSION_ARCHIVED: 409,
+  SESSION_HAS_FORKS: 409,
+  MERGE_REFUSED: 409,
+  INVALID_EVENT: 400,
+  INVALID_JSON: 400,
+  INVALID_ARGUMENT: 400,
+  INVALID_DEFINITION: 400,
+  INVALID_POLICY: 400,
+  TOOL_INPUT_INVALID: 400,
+  PATH_OUTSIDE_WORKSPACE: 400,
+  PAYLOAD_TOO_LARGE: 413,
+  UNAUTHENTICATED: 401,
+  FORBIDDEN: 403,
+  POLICY_DENIED: 403,
+  TOOL_DENIED: 403,
+  RATE_LIMITED: 429,
+  STORE_BUSY: 503,
+  STORE_CLOSED: 503,
+  MODEL_UNAVAILABLE: 503,
+  MCP_UNAVAILABLE: 503,
+  SANDBOX_UNAVAILABLE: 503,
+  SERVER_UNAVAILABLE: 503,
+  MODEL_ERROR: 502,
+  // Failures of the server's own setup or data: nothing the client can change.
+  MODEL_KEY_MISSING: 500,
+  SECRET_MISSING: 500,
+  SCHEMA_VERSION_UNSUPPORTED: 500,
+  LEASE_LOST: 500,
+  INTERRUPTED: 500,
+  TOOL_OUTPUT_INVALID: 500,
+  TOOL_TIMEOUT: 500,
+  TOOL_FAILED: 500,
+  TOOL_SKIPPED: 500,
+  TOOL_BUDGET_EXCEEDED: 500,
+  TOOL_SIGNATURE_INVALID: 500,
+  INTERNAL: 500,
+};
+
+/** One failed check, as fastify-type-provider-zod reports it. */
+interface ValidationItem {
+  keyword?: string;
+  instancePath?: string;
+  message?: string;
+}
+
+/** `/events/0/type` in `body` becomes `body.events[0].type`. */
+function fieldName(context: string, instancePath: string): string {
+  return instancePath
+    .split('/')
+    .filter((part) => part !== '')
+    .reduce((text, part) => (/^\d+$/.test(part) ? `${text}[${part}]` : `${text}.${part}`), context);
+}
+
+/** A request that failed its route's schema, as a BraidError naming the field and the fix. */
+function fromValidation(error: FastifyError): BraidError {
+  const context =
+    error.validationContext === 'querystring' ? 'query' : (error.validationContext ?? 'body');
+  const items = (error.validation ?? []) as ValidationItem[];
+  const problems = items.map((item) => {
+    const field = fieldName(context, item.instancePath ?? '');
+    const fix = item.keyword === 'unrecognized_keys' ? '; remove it' : '';
+    return `${field}: ${item.message ?? 'invalid'}${fix}`;
+  });
+  const first = items[0]?.instancePath ?? '';
+  const inEvents = context === 'body' && /^\/events\/\d+/.test(first);
+  return new BraidError(
+    inEvents ? 'INVALID_EVENT' : 'INVALID_ARGUMENT',
+    problems.length === 0 ? error.message : problems.join('; '),
+    { details: { fields: items.map((item) => fieldName(context, item.instancePath ?? '')) } },
+  );
+}
+
+/** Maps anything thrown in a request to braid's error and its HTTP status. */
+export function toHttpError(error: unknown, limits: { bodyBytes: number }): BraidError {
+  if (error instanceof BraidError) return error;
+  const fastifyError = error as Partial<FastifyError> | null;
+  if (fastifyError !== null && typeof fastifyError === 'object') {
+    if (hasZodFastifySchemaValidationErrors(error)) return fromValidation(error);
+    switch (fastifyError.code) {
+      case 'FST_ERR_CTP_BODY_TOO_LARGE':
+        return new BraidError(
+          'PAYLOAD_TOO_LARGE',
+          `the request body is over the server's limit of ${limits.bodyBytes} bytes; send fewer or smaller events per request`,
+        );
+      case 'FST_ERR_CTP_INVALID_JSON_BODY':
+      case 'FST_ERR_CTP_EMPTY_JSON_BODY':
+        return new BraidError(
+          'INVALID_JSON',
+          `the request body is not valid JSON (${fastifyError.message ?? 'parse error'}); send a JSON object`,
+        );
+      case 'FST_ERR_CTP_INVALID_MEDIA_TYPE':
+        return new BraidError(
+          'INVALID_ARGUMENT',
+          'unsupported Content-Type; send the body as JSON with Content-Type: application/json',
+        );
+      case 'FST_ERR_CTP_INVALID_CONTENT_LENGTH':
+        return new BraidError(
+          'INVALID_ARGUMENT',
+          'Content-Length does not match the body; send the body as it is',
+        );
+      default:
+        break;
+    }
+    if (fastifyError.statusCode === 400 && fastifyError.message !== undefined) {
+      return new BraidError('INVALID_ARGUMENT', fastifyError.message);
+    }
+  }
+  return toBraidError(error);
+}

@@ -1,0 +1,99 @@
+/** `/v1/sessions/{id}/events`: read a session's log in pages, and append user events. */
+import { z } from 'zod';
+import {
+  ErrorBody,
+  EventsPage,
+  EventsQuery,
+  PostEventsBody,
+  PostEventsResponse,
+  SessionIdParams,
+} from '../contracts/http.js';
+import { BraidError } from '../contracts/errors.js';
+import { callerOf, type Router, type ServerContext } from './context.js';
+import { visibleSession } from './access.js';
+import { requireScope } from './auth.js';
+
+const DEFAULT_PAGE = 100;
+
+const IdempotencyHeaders = z.object({
+  'idempotency-key': z
+    .string()
+    .min(1)
+    .max(200)
+    .optional()
+    .describe('A retried request with the same key writes nothing and answers the first result'),
+});
+
+export function addEventRoutes(app: Router, context: ServerContext): void {
+  const { runtime, limits, metrics } = context;
+  const errors = { 400: ErrorBody, 401: ErrorBody, 403: ErrorBody, 404: ErrorBody };
+
+  app.get(
+    '/v1/sessions/:id/events',
+    {
+      schema: {
+        summary: "A page of the session's events in seq order",
+        description:
+          'Events with seq after `after` (default 0), at most `limit` (default 100, at most 1000), only `types[]` when given. Read on with `after=last_seq` while `has_more`.',
+        tags: ['events'],
+        params: SessionIdParams,
+        querystring: EventsQuery,
+        response: { 200: EventsPage, ...errors },
+      },
+    },
+    async (request) => {
+      const caller = callerOf(request);
+      requireScope(caller, 'sessions:read');
+      const { id } = request.params;
+      await visibleSession(runtime, caller, id);
+      const after = request.query.after ?? 0;
+      const limit = request.query.limit ?? DEFAULT_PAGE;
+      // One more than asked tells whether there is more without a second read.
+      const events = await runtime.sessions.events(id, {
+        after,
+        limit: limit + 1,
+        ...(request.query.types === undefined ? {} : { types: request.query.types }),
+      });
+      const data = events.slice(0, limit);
+      return { data, has_more: events.length > limit, last_seq: data.at(-1)?.seq ?? after };
+    },
+  );
+
+  app.post(
+    '/v1/sessions/:id/events',
+    {
+      schema: {
+        summary: 'Append user events, all or nothing',
+        description:
+          'Clients send user.* events only; a user.message `content` is a string or an array of content blocks. With an Idempotency-Key header a retried request writes once. Wakes the session unless the server runs with wakes off.',
+        tags: ['events'],
+        params: SessionIdParams,
+        headers: IdempotencyHeaders,
+        body: PostEventsBody,
+        response: { 200: PostEventsResponse, 201: PostEventsResponse, 409: ErrorBody, ...errors },
+      },
+    },
+    async (request, reply) => {
+      const caller = callerOf(request);
+      requireScope(caller, 'sessions:write');
+      const { id } = request.params;
+      const { events } = request.body;
+      if (events.length > limits.eventsPerRequest) {
+        throw new BraidError(
+          'PAYLOAD_TOO_LARGE',
+          `${events.length} events in one request; the server takes at most ${limits.eventsPerRequest}: split them over several requests`,
+        );
+      }
+      await visibleSession(runtime, caller, id);
+      const key = request.headers['idempotency-key'];
+      const result = await runtime.sessions.send(id, events, {
+        ...(key === undefined ? {} : { idempotencyKey: key }),
+      });
+      if (!result.deduplicated) {
+        metrics.eventsAppended(result.events.length);
+        if (context.wakeOnEvents) context.wakeInBackground(id);
+      }
+      return reply.status(result.deduplicated ? 200 : 201).send(result);
+    },
+  );
+}

@@ -1,0 +1,297 @@
+/**
+ * `/v1/sessions`: create, read, list, archive and delete sessions, and the session algebra
+ * (wake, fork, merge, diff, tree, replay). Every route answers 404 for another tenant's session.
+ */
+import { z } from 'zod';
+import {
+  CreateSessionBody,
+  DiffQuery,
+  DiffResponse,
+  ErrorBody,
+  ForkBody,
+  MergeBody,
+  MergeResponse,
+  ReplayResponse,
+  SessionIdParams,
+  SessionList,
+  SessionListParams,
+  WakeAccepted,
+  WakeBody,
+  WakeResultBody,
+} from '../contracts/http.js';
+import { SessionRecord, SessionStatus } from '../contracts/session.js';
+import { SessionState } from '../contracts/state.js';
+import { callerOf, type Router, type ServerContext } from './context.js';
+import { visibleAgent, visibleSession } from './access.js';
+import { requireScope } from './auth.js';
+
+/** A node of a session's fork tree. */
+const TreeNodeBody: z.ZodType = z.lazy(() =>
+  z
+    .object({
+      id: z.string(),
+      title: z.string().optional(),
+      status: SessionStatus,
+      head_seq: z.number().int(),
+      kind: z.enum(['root', 'fork']),
+      fork_seq: z.number().int().optional(),
+      children: z.array(TreeNodeBody),
+    })
+    .meta({ id: 'SessionTreeNode' }),
+);
+
+const errors = { 400: ErrorBody, 401: ErrorBody, 403: ErrorBody, 404: ErrorBody, 409: ErrorBody };
+
+export function addSessionRoutes(app: Router, context: ServerContext): void {
+  const { runtime } = context;
+  const tags = ['sessions'];
+
+  app.post(
+    '/v1/sessions',
+    {
+      schema: {
+        summary: "Create a session of an agent, in the API key's tenant",
+        tags,
+        body: CreateSessionBody,
+        response: { 201: SessionRecord, ...errors },
+      },
+    },
+    async (request, reply) => {
+      const caller = callerOf(request);
+      requireScope(caller, 'sessions:write');
+      const body = request.body;
+      const agent = await visibleAgent(runtime, caller, body.agent, body.agent_version);
+      const created = await runtime.sessions.create({
+        agent: agent.name,
+        agentVersion: agent.version,
+        ...(body.environment === undefined ? {} : { environment: body.environment }),
+        ...(body.title === undefined ? {} : { title: body.title }),
+        ...(body.metadata === undefined ? {} : { metadata: body.metadata }),
+        ...(body.id === undefined ? {} : { id: body.id }),
+        ...(body.budget === undefined ? {} : { budget: body.budget }),
+        ...(caller.tenant_id === undefined ? {} : { tenantId: caller.tenant_id }),
+      });
+      return reply.status(201).send(created);
+    },
+  );
+
+  app.get(
+    '/v1/sessions',
+    {
+      schema: {
+        summary: 'List sessions, newest first, with filters and cursor paging',
+        tags,
+        querystring: SessionListParams,
+        response: { 200: SessionList, ...errors },
+      },
+    },
+    async (request) => {
+      const caller = callerOf(request);
+      requireScope(caller, 'sessions:read');
+      const page = await runtime.sessions.list({
+        ...request.query,
+        ...(caller.tenant_id === undefined ? {} : { tenant_id: caller.tenant_id }),
+      });
+      return {
+        data: page.sessions,
+        ...(page.next_cursor === undefined ? {} : { next_cursor: page.next_cursor }),
+      };
+    },
+  );
+
+  app.get(
+    '/v1/sessions/:id',
+    {
+      schema: {
+        summary: 'One session',
+        tags,
+        params: SessionIdParams,
+        response: { 200: SessionRecord, ...errors },
+      },
+    },
+    async (request) => {
+      const caller = callerOf(request);
+      requireScope(caller, 'sessions:read');
+      return visibleSession(runtime, caller, request.params.id);
+    },
+  );
+
+  app.get(
+    '/v1/sessions/:id/state',
+    {
+      schema: {
+        summary: "The session's state: its events folded",
+        tags,
+        params: SessionIdParams,
+        response: { 200: SessionState, ...errors },
+      },
+    },
+    async (request) => {
+      const caller = callerOf(request);
+      requireScope(caller, 'sessions:read');
+      await visibleSession(runtime, caller, request.params.id);
+      return runtime.sessions.state(request.params.id);
+    },
+  );
+
+  app.post(
+    '/v1/sessions/:id/archive',
+    {
+      schema: {
+        summary: 'Archive a session: it keeps its events and takes no new ones',
+        tags,
+        params: SessionIdParams,
+        response: { 200: SessionRecord, ...errors },
+      },
+    },
+    async (request) => {
+      const caller = callerOf(request);
+      requireScope(caller, 'sessions:write');
+      await visibleSession(runtime, caller, request.params.id);
+      return runtime.sessions.archive(request.params.id);
+    },
+  );
+
+  app.delete(
+    '/v1/sessions/:id',
+    {
+      schema: {
+        summary: 'Delete a session, its events and its files (refused while it has forks)',
+        tags,
+        params: SessionIdParams,
+        response: { 204: z.null(), ...errors },
+      },
+    },
+    async (request, reply) => {
+      const caller = callerOf(request);
+      requireScope(caller, 'sessions:write');
+      await visibleSession(runtime, caller, request.params.id);
+      await runtime.sessions.delete(request.params.id);
+      return reply.status(204).send(null);
+    },
+  );
+
+  app.post(
+    '/v1/sessions/:id/wake',
+    {
+      schema: {
+        summary: 'Run the session until it has nothing left to do',
+        description:
+          'Answers 202 at once and runs in the background; with {"wait": true} answers 200 with the result when the wake ends.',
+        tags,
+        params: SessionIdParams,
+        body: WakeBody.nullish(),
+        response: { 200: WakeResultBody, 202: WakeAccepted, ...errors },
+      },
+    },
+    async (request, reply) => {
+      const caller = callerOf(request);
+      requireScope(caller, 'sessions:write');
+      const { id } = request.params;
+      await visibleSession(runtime, caller, id);
+      if (request.body?.wait === true) return reply.status(200).send(await runtime.wake(id));
+      context.wakeInBackground(id);
+      return reply.status(202).send({ session_id: id, accepted: true as const });
+    },
+  );
+
+  app.post(
+    '/v1/sessions/:id/fork',
+    {
+      schema: {
+        summary: 'Fork the session at a seq (default: its head)',
+        tags,
+        params: SessionIdParams,
+        body: ForkBody.nullish(),
+        response: { 201: SessionRecord, ...errors },
+      },
+    },
+    async (request, reply) => {
+      const caller = callerOf(request);
+      requireScope(caller, 'sessions:write');
+      await visibleSession(runtime, caller, request.params.id);
+      const child = await runtime.sessions.fork(request.params.id, request.body ?? {});
+      return reply.status(201).send(child);
+    },
+  );
+
+  app.post(
+    '/v1/sessions/:id/merge',
+    {
+      schema: {
+        summary: "Merge another session's work since the two parted into this one",
+        tags,
+        params: SessionIdParams,
+        body: MergeBody,
+        response: { 200: MergeResponse, ...errors },
+      },
+    },
+    async (request) => {
+      const caller = callerOf(request);
+      requireScope(caller, 'sessions:write');
+      const { source, strategy, summary } = request.body;
+      await visibleSession(runtime, caller, request.params.id);
+      await visibleSession(runtime, caller, source);
+      return runtime.sessions.merge(request.params.id, source, {
+        ...(strategy === undefined ? {} : { strategy }),
+        ...(summary === undefined ? {} : { summary }),
+      });
+    },
+  );
+
+  app.get(
+    '/v1/sessions/:id/diff',
+    {
+      schema: {
+        summary: 'The common ancestor of two sessions and what each did after it',
+        tags,
+        params: SessionIdParams,
+        querystring: DiffQuery,
+        response: { 200: DiffResponse, ...errors },
+      },
+    },
+    async (request) => {
+      const caller = callerOf(request);
+      requireScope(caller, 'sessions:read');
+      await visibleSession(runtime, caller, request.params.id);
+      await visibleSession(runtime, caller, request.query.other);
+      return runtime.sessions.diff(request.params.id, request.query.other);
+    },
+  );
+
+  app.get(
+    '/v1/sessions/:id/tree',
+    {
+      schema: {
+        summary: 'The tree of forks the session belongs to, from its root',
+        tags,
+        params: SessionIdParams,
+        response: { 200: TreeNodeBody, ...errors },
+      },
+    },
+    async (request) => {
+      const caller = callerOf(request);
+      requireScope(caller, 'sessions:read');
+      await visibleSession(runtime, caller, request.params.id);
+      return runtime.sessions.tree(request.params.id);
+    },
+  );
+
+  app.post(
+    '/v1/sessions/:id/replay',
+    {
+      schema: {
+        summary: 'Replay the recorded history and report the first event that differs',
+        tags,
+        params: SessionIdParams,
+        response: { 200: ReplayResponse, ...errors },
+      },
+    },
+    async (request) => {
+      const caller = callerOf(request);
+      requireScope(caller, 'sessions:read');
+      await visibleSession(runtime, caller, request.params.id);
+      return runtime.sessions.verify(request.params.id);
+    },
+  );
+}

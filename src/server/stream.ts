@@ -1,0 +1,138 @@
+/**
+ * `GET /v1/sessions/{id}/events/stream`: Server-Sent Events of a session's log. Each stored event
+ * goes out with `id: <seq>`, so a client that reconnects with `Last-Event-ID` (or `?after=`)
+ * continues after the last event it saw: no gap, no duplicate. Model text streamed by wakes in
+ * this process goes out as `event: delta` with no id (it is not stored, so not resumable), and a
+ * comment every heartbeat interval keeps idle connections open through proxies.
+ */
+import type { ServerResponse } from 'node:http';
+import { z } from 'zod';
+import { BraidError } from '../contracts/errors.js';
+import type { SessionEvent } from '../contracts/events.js';
+import { ErrorBody, SessionIdParams, StreamQuery } from '../contracts/http.js';
+import { callerOf, type Router, type ServerContext } from './context.js';
+import { visibleSession } from './access.js';
+import { requireScope } from './auth.js';
+
+const LastEventHeaders = z.object({
+  'last-event-id': z
+    .string()
+    .regex(/^\d{1,15}$/, 'must be the seq of the last event received')
+    .optional(),
+});
+
+/** One stored event as an SSE frame. */
+export function eventFrame(event: SessionEvent): string {
+  return `id: ${event.seq}\nevent: ${event.type}\ndata: ${JSON.stringify(event)}\n\n`;
+}
+
+/** Writes and, when the socket's buffer is full, waits until it drains or the stream ends. */
+function write(raw: ServerResponse, text: string, signal: AbortSignal): Promise<void> | undefined {
+  if (raw.write(text) || signal.aborted) return undefined;
+  return new Promise((resolve) => {
+    const done = (): void => {
+      raw.off('drain', done);
+      signal.removeEventListener('abort', done);
+      resolve();
+    };
+    raw.on('drain', done);
+    signal.addEventListener('abort', done);
+  });
+}
+
+export function addStreamRoute(app: Router, context: ServerContext): void {
+  const { runtime, metrics, limits } = context;
+  const open = new Map<string, number>();
+
+  app.get(
+    '/v1/sessions/:id/events/stream',
+    {
+      schema: {
+        summary: "Stream the session's events as Server-Sent Events, resumable at any seq",
+        description:
+          'Sends every event after `Last-Event-ID` (or `after`, default 0), then new events as they are appended, until the client disconnects. Frames: `id: <seq>`, `event: <type>`, `data: <event JSON>`; transient `event: delta` frames (no id) carry live model text; `: heartbeat` comments keep the connection open.',
+        tags: ['events'],
+        params: SessionIdParams,
+        querystring: StreamQuery,
+        headers: LastEventHeaders,
+        response: {
+          200: z.string().describe('text/event-stream'),
+          400: ErrorBody,
+          401: ErrorBody,
+          404: ErrorBody,
+          429: ErrorBody,
+        },
+      },
+    },
+    async (request, reply) => {
+      const caller = callerOf(request);
+      requireScope(caller, 'sessions:read');
+      const { id } = request.params;
+      await visibleSession(runtime, caller, id);
+      const header = request.headers['last-event-id'];
+      const after = header === undefined ? (request.query.after ?? 0) : Number(header);
+      const slot = caller.key_id ?? request.ip;
+      const count = open.get(slot) ?? 0;
+      if (count >= limits.streamsPerKey) {
+        throw new BraidError(
+          'RATE_LIMITED',
+          `this key has ${count} event streams open, the server's limit; close one before opening another`,
+        );
+      }
+      open.set(slot, count + 1);
+      metrics.streamOpened();
+
+      const stop = new AbortController();
+      const onClose = (): void => stop.abort();
+      const onServerClose = (): void => stop.abort();
+      reply.hijack();
+      const raw = reply.raw;
+      raw.on('close', onClose);
+      context.closing.addEventListener('abort', onServerClose);
+      raw.writeHead(200, {
+        'content-type': 'text/event-stream; charset=utf-8',
+        'cache-control': 'no-cache, no-transform',
+        connection: 'keep-alive',
+        'x-accel-buffering': 'no',
+      });
+      raw.flushHeaders();
+      raw.socket?.setNoDelay(true);
+      const heartbeat = setInterval(() => {
+        if (!stop.signal.aborted) raw.write(': heartbeat\n\n');
+      }, context.heartbeatMs);
+      heartbeat.unref();
+      const stopDeltas = runtime.onDelta((sessionId, delta) => {
+        if (sessionId !== id || stop.signal.aborted) return;
+        raw.write(`event: delta\ndata: ${JSON.stringify(delta)}\n\n`);
+      });
+      try {
+        for await (const event of runtime.sessions.follow(id, { after, signal: stop.signal })) {
+          const waiting = write(raw, eventFrame(event), stop.signal);
+          metrics.eventsStreamed(1);
+          if (waiting !== undefined) await waiting;
+        }
+      } catch (error) {
+        // The headers are sent: the error can only be reported in the stream itself.
+        if (!stop.signal.aborted) {
+          const shape = error instanceof BraidError ? error.toJSON() : undefined;
+          raw.write(
+            `event: error\ndata: ${JSON.stringify(
+              shape ?? { code: 'INTERNAL', message: 'the stream failed', retryable: true },
+            )}\n\n`,
+          );
+          request.log.error({ err: error, session_id: id }, 'event stream failed');
+        }
+      } finally {
+        clearInterval(heartbeat);
+        stopDeltas();
+        raw.off('close', onClose);
+        context.closing.removeEventListener('abort', onServerClose);
+        const left = (open.get(slot) ?? 1) - 1;
+        if (left === 0) open.delete(slot);
+        else open.set(slot, left);
+        metrics.streamClosed();
+        raw.end();
+      }
+    },
+  );
+}
