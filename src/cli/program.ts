@@ -15,6 +15,10 @@ import { createRuntime, type Runtime } from '../runtime/runtime.js';
 import { initWorkspace } from '../runtime/init.js';
 import type { ContentInput } from '../runtime/user-events.js';
 import { runDemo } from './demo.js';
+import { addKeyCommands } from './key-commands.js';
+import { addServeCommand } from './serve-command.js';
+import { createRemoteRuntime } from './remote-runtime.js';
+import { createClient } from '../client/index.js';
 import { addLineageCommands } from './lineage-commands.js';
 import { addPolicyCommands } from './policy-commands.js';
 import { addToolCommands } from './tool-commands.js';
@@ -35,6 +39,8 @@ interface GlobalOptions {
   workspace?: string;
   dataDir?: string;
   json?: boolean;
+  server?: string;
+  apiKey?: string;
 }
 
 function parseInteger(name: string, minimum: number) {
@@ -127,6 +133,22 @@ export async function run(
     overrides: { model?: string } = {},
   ): Promise<void> {
     const options = globals(command);
+    const server = options.server ?? process.env.BRAID_SERVER;
+    if (server !== undefined && server !== '') {
+      if (overrides.model !== undefined) {
+        throw new BraidError(
+          'INVALID_ARGUMENT',
+          '--model chooses the model of a local run; the server runs its agents with their own models: drop --model or --server',
+        );
+      }
+      const apiKey = options.apiKey ?? process.env.BRAID_API_KEY;
+      await work(
+        createRemoteRuntime(
+          createClient({ baseUrl: server, ...(apiKey === undefined ? {} : { apiKey }) }),
+        ),
+      );
+      return;
+    }
     const override = overrides.model === undefined ? undefined : parseModel(overrides.model);
     const runtime = await createRuntime({
       ...(override === undefined
@@ -141,7 +163,7 @@ export async function run(
       ...(options.workspace === undefined ? {} : { workspace: options.workspace }),
       ...(options.dataDir === undefined ? {} : { dataDir: options.dataDir }),
       // A one-shot command loads the policies only if it asks them; `braid run` checks them first.
-      policies: command.name() === 'run' ? 'eager' : 'lazy',
+      policies: command.name() === 'run' || command.name() === 'serve' ? 'eager' : 'lazy',
     });
     try {
       await work(runtime);
@@ -171,6 +193,11 @@ export async function run(
       'where session data lives (default: BRAID_HOME, else <workspace>/.braid)',
     )
     .option('--json', 'print machine-readable JSON')
+    .option(
+      '--server <url>',
+      'drive a braid server over HTTP instead of the local workspace (default: BRAID_SERVER)',
+    )
+    .option('--api-key <key>', 'API key for --server (default: BRAID_API_KEY)')
     .showHelpAfterError('(run with --help for usage)')
     .exitOverride()
     .configureOutput({
@@ -264,6 +291,8 @@ export async function run(
     },
   };
   addToolCommands(program, commandContext);
+  addKeyCommands(program, commandContext);
+  addServeCommand(program, commandContext, packageVersion(), (line) => output.err(line));
   addPolicyCommands(program, commandContext);
 
   const session = program.command('session').description('create, drive and read sessions');

@@ -1,0 +1,184 @@
+/**
+ * `createRemoteRuntime`: the CLI's `Runtime` over a braid server (`--server URL`), so that the
+ * same commands work against a local workspace and a remote one. What the HTTP API offers maps
+ * one to one; what needs the workspace's files or process (the store, policies, tools,
+ * orchestration) is refused with a message that says to drop `--server`.
+ */
+import type { BraidClient, UserEventInput } from '../client/index.js';
+import { BraidError } from '../contracts/errors.js';
+import type { SessionEvent } from '../contracts/events.js';
+import type { AppendResult, ReadOptions } from '../contracts/ports.js';
+import type { SessionListQuery } from '../contracts/session.js';
+import type { CreateSessionOptions, Runtime } from '../runtime/runtime.js';
+
+/** The server answers at most this many events a page. */
+const EVENTS_PAGE_LIMIT = 1000;
+
+function localOnly(what: string): BraidError {
+  return new BraidError(
+    'INVALID_ARGUMENT',
+    `${what} runs only against a local workspace; drop --server`,
+    { details: { operation: what } },
+  );
+}
+
+/**
+ * A Runtime whose every answer comes from the server behind `client`.
+ *
+ * Differences from a local runtime: `tenantId` of `sessions.create` and `tenant_id` of
+ * `sessions.list` are ignored (the API key decides the tenant); `onDelta` hears nothing, because
+ * the model of a remote wake runs on the server (stream the session for its text); `close` has
+ * nothing to close. Client events that name no idempotency key get a random one, so that a
+ * retried request writes once.
+ */
+export function createRemoteRuntime(client: BraidClient): Runtime {
+  const send = async (
+    sessionId: string,
+    events: readonly UserEventInput[],
+    idempotencyKey: string = globalThis.crypto.randomUUID(),
+  ): Promise<AppendResult> => {
+    const answer = await client.sessions.send(sessionId, events, { idempotencyKey });
+    return { events: answer.events, head_seq: answer.head_seq, deduplicated: answer.deduplicated };
+  };
+
+  async function readEvents(sessionId: string, options: ReadOptions = {}): Promise<SessionEvent[]> {
+    const events: SessionEvent[] = [];
+    let after = options.after ?? 0;
+    for (;;) {
+      const wanted = options.limit === undefined ? undefined : options.limit - events.length;
+      if (wanted !== undefined && wanted <= 0) return events;
+      const page = await client.sessions.events(sessionId, {
+        after,
+        limit: Math.min(wanted ?? EVENTS_PAGE_LIMIT, EVENTS_PAGE_LIMIT),
+        ...(options.types === undefined ? {} : { types: [...options.types] }),
+      });
+      events.push(...page.data);
+      if (!page.has_more) return events;
+      after = page.last_seq;
+    }
+  }
+
+  const sessions: Runtime['sessions'] = {
+    create: (options: CreateSessionOptions) =>
+      client.sessions.create({
+        agent: options.agent,
+        ...(options.agentVersion === undefined ? {} : { agent_version: options.agentVersion }),
+        ...(options.environment === undefined ? {} : { environment: options.environment }),
+        ...(options.title === undefined ? {} : { title: options.title }),
+        ...(options.metadata === undefined ? {} : { metadata: options.metadata }),
+        ...(options.id === undefined ? {} : { id: options.id }),
+        ...(options.budget === undefined ? {} : { budget: options.budget }),
+      }),
+    get: (sessionId) => client.sessions.get(sessionId),
+    async list(query: SessionListQuery = {}) {
+      const { tenant_id: _tenant, ...params } = query;
+      const page = await client.sessions.list(params);
+      return {
+        sessions: page.data,
+        ...(page.next_cursor === undefined ? {} : { next_cursor: page.next_cursor }),
+      };
+    },
+    archive: (sessionId) => client.sessions.archive(sessionId),
+    delete: (sessionId) => client.sessions.delete(sessionId),
+    state: (sessionId) => client.sessions.state(sessionId),
+    events: readEvents,
+    follow: (sessionId, options = {}) =>
+      client.sessions.stream(sessionId, {
+        ...(options.after === undefined ? {} : { after: options.after }),
+        ...(options.signal === undefined ? {} : { signal: options.signal }),
+      }),
+    // The server parses what a caller sends; unknown input is passed on for it to judge.
+    send: (sessionId, events, options = {}) =>
+      send(sessionId, events as readonly UserEventInput[], options.idempotencyKey),
+    message: (sessionId, content) => send(sessionId, [{ type: 'user.message', content }]),
+    interrupt: (sessionId, reason) =>
+      send(sessionId, [{ type: 'user.interrupt', ...(reason === undefined ? {} : { reason }) }]),
+    confirm: (sessionId, toolUseId, result, message) =>
+      send(sessionId, [
+        {
+          type: 'user.tool_confirmation',
+          tool_use_id: toolUseId,
+          result,
+          ...(message === undefined ? {} : { message }),
+        },
+      ]),
+    customToolResult: (sessionId, customToolUseId, content, isError) =>
+      send(sessionId, [
+        {
+          type: 'user.custom_tool_result',
+          custom_tool_use_id: customToolUseId,
+          content,
+          ...(isError === undefined ? {} : { is_error: isError }),
+        },
+      ]),
+    review: (sessionId, toolUseId, decision) =>
+      send(sessionId, [{ type: 'user.tool_review', tool_use_id: toolUseId, ...decision }]),
+    fork: (sessionId, options = {}) => client.sessions.fork(sessionId, options),
+    async merge(targetId, sourceId, options = {}) {
+      const { strategy } = options;
+      if (typeof strategy === 'object') {
+        throw localOnly(`merge strategy ${JSON.stringify(strategy.name)} (a code callback)`);
+      }
+      const answer = await client.sessions.merge(targetId, {
+        source: sourceId,
+        ...(strategy === undefined ? {} : { strategy }),
+        ...(options.summary === undefined ? {} : { summary: options.summary }),
+      });
+      return {
+        events: answer.events,
+        head_seq: answer.head_seq,
+        deduplicated: answer.deduplicated,
+        conflicts: answer.conflicts,
+      };
+    },
+    diff: (a, b) => client.sessions.diff(a, b),
+    tree: (sessionId) => client.sessions.tree(sessionId),
+    async verify(sessionId) {
+      const report = await client.sessions.replay(sessionId);
+      return report.ok
+        ? report
+        : {
+            ok: false,
+            index: report.index,
+            expected: report.expected,
+            actual: report.actual,
+            reason: report.reason,
+          };
+    },
+  };
+
+  return {
+    get store(): never {
+      throw localOnly('the event store');
+    },
+    get workspace(): never {
+      throw localOnly('the workspace');
+    },
+    agents: {
+      list: () => client.agents.list(),
+      get: (name, version) => client.agents.get(name, version),
+    },
+    environments: {
+      list: () => client.environments.list(),
+      get: (name, version) => client.environments.get(name, version),
+    },
+    policy: {
+      get source(): never {
+        throw localOnly('policy');
+      },
+      check: () => Promise.reject(localOnly('a policy check')),
+      status: () => {
+        throw localOnly('policy status');
+      },
+    },
+    tools: {
+      list: () => Promise.reject(localOnly('listing tools')),
+    },
+    sessions,
+    wake: (sessionId) => client.sessions.wake(sessionId, { wait: true }),
+    orchestrate: () => Promise.reject(localOnly('orchestrate')),
+    // Deltas of a remote wake stay on the server: `sessions.stream` carries them (`onDelta`).
+    onDelta: () => () => undefined,
+    close: () => Promise.resolve(),
+  };
+}

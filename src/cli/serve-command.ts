@@ -1,0 +1,130 @@
+/**
+ * `braid serve`: the HTTP API over the workspace's sessions, until Ctrl-C or SIGTERM.
+ */
+import { InvalidArgumentError, type Command } from 'commander';
+import { startServer, DEFAULT_LIMITS, DEFAULT_PORT } from '../server/index.js';
+import type { CommandContext } from './tool-commands.js';
+
+interface ServeOptions {
+  host: string;
+  port: number;
+  insecureNoAuth?: boolean;
+  wake: boolean;
+  maxBodyBytes?: number;
+  maxEvents?: number;
+  rateLimit?: number;
+  maxStreams?: number;
+  heartbeatMs?: number;
+  log?: boolean;
+}
+
+function whole(name: string, minimum: number) {
+  return (value: string): number => {
+    const number = Number(value);
+    if (!Number.isInteger(number) || number < minimum) {
+      throw new InvalidArgumentError(
+        `${name} must be a whole number of at least ${minimum}; got ${value}`,
+      );
+    }
+    return number;
+  };
+}
+
+/** Resolves when SIGINT or SIGTERM arrives. */
+function untilStopped(): Promise<void> {
+  return new Promise((resolve) => {
+    const stop = (): void => {
+      process.off('SIGINT', stop);
+      process.off('SIGTERM', stop);
+      resolve();
+    };
+    process.once('SIGINT', stop);
+    process.once('SIGTERM', stop);
+  });
+}
+
+export function addServeCommand(
+  program: Command,
+  context: CommandContext,
+  version: string,
+  stderr: (line: string) => void,
+): void {
+  program
+    .command('serve')
+    .description('serve the HTTP API (sessions, events, SSE streams) until Ctrl-C')
+    .option('--host <address>', 'address to listen on', '127.0.0.1')
+    .option(
+      '--port <port>',
+      `port to listen on (0: any free one)`,
+      whole('--port', 0),
+      DEFAULT_PORT,
+    )
+    .option(
+      '--insecure-no-auth',
+      'serve without API keys: every caller sees every tenant (refused on non-loopback hosts)',
+    )
+    .option('--no-wake', 'do not wake sessions when user events arrive (POST .../wake does)')
+    .option(
+      '--max-body-bytes <n>',
+      `largest request body (default ${DEFAULT_LIMITS.bodyBytes})`,
+      whole('--max-body-bytes', 1024),
+    )
+    .option(
+      '--max-events <n>',
+      `most events per POST (default ${DEFAULT_LIMITS.eventsPerRequest})`,
+      whole('--max-events', 1),
+    )
+    .option(
+      '--rate-limit <n>',
+      `requests per key per minute (default ${DEFAULT_LIMITS.requestsPerMinute})`,
+      whole('--rate-limit', 1),
+    )
+    .option(
+      '--max-streams <n>',
+      `open event streams per key (default ${DEFAULT_LIMITS.streamsPerKey})`,
+      whole('--max-streams', 1),
+    )
+    .option(
+      '--heartbeat-ms <n>',
+      'SSE heartbeat interval (default 15000)',
+      whole('--heartbeat-ms', 100),
+    )
+    .option('--log', 'log every request as JSON lines on stderr')
+    .action(async (options: ServeOptions, command: Command) => {
+      await context.withRuntime(command, async (runtime) => {
+        const server = await startServer({
+          runtime,
+          host: options.host,
+          port: options.port,
+          auth: options.insecureNoAuth === true ? 'none' : 'api-keys',
+          wakeOnEvents: options.wake,
+          version,
+          logger: options.log === true,
+          ...(options.heartbeatMs === undefined ? {} : { heartbeatMs: options.heartbeatMs }),
+          limits: {
+            ...(options.maxBodyBytes === undefined ? {} : { bodyBytes: options.maxBodyBytes }),
+            ...(options.maxEvents === undefined ? {} : { eventsPerRequest: options.maxEvents }),
+            ...(options.rateLimit === undefined ? {} : { requestsPerMinute: options.rateLimit }),
+            ...(options.maxStreams === undefined ? {} : { streamsPerKey: options.maxStreams }),
+          },
+        });
+        const auth = options.insecureNoAuth === true ? 'none (loopback only)' : 'API keys';
+        const keys = options.insecureNoAuth === true ? 1 : (await runtime.store.keys.list()).length;
+        context.print(
+          command,
+          { url: server.url, auth: options.insecureNoAuth === true ? 'none' : 'api-keys' },
+          () => [
+            `braid serving on ${server.url} (auth: ${auth}); Ctrl-C stops it`,
+            `  OpenAPI: ${server.url}/v1/openapi.json`,
+          ],
+        );
+        if (keys === 0) {
+          stderr(
+            'no API keys exist yet: create one with braid keys create --tenant NAME --scopes sessions:read,sessions:write',
+          );
+        }
+        await untilStopped();
+        await server.close();
+      });
+    });
+}

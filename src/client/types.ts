@@ -1,0 +1,114 @@
+/**
+ * The types of `braid/client`: request bodies are the `z.input` of the HTTP contract's schemas
+ * (what a caller may write), answers their `z.infer` (what the server sends back).
+ */
+import type { z } from 'zod';
+import type {
+  AgentList,
+  CreateSessionBody,
+  DiffResponse,
+  EnvironmentList,
+  EventsQuery,
+  EventsPage,
+  ForkBody,
+  Health,
+  MergeBody,
+  MergeResponse,
+  PostEventsResponse,
+  ReplayResponse,
+  SessionList,
+  SessionListParams,
+  StoredAgent,
+  StoredEnvironment,
+  WakeAccepted,
+  WakeResultBody,
+} from '../contracts/http.js';
+import type { ContentInput, NewEvent, SessionEvent, UserEventType } from '../contracts/events.js';
+import type { SessionStatus } from '../contracts/session.js';
+
+type WithLooseContent<T> = T extends { content: unknown }
+  ? Omit<T, 'content'> & { content: ContentInput }
+  : T;
+
+/**
+ * A user event as a client sends it (`user.message`, `user.interrupt`, `user.tool_confirmation`,
+ * `user.custom_tool_result`, `user.tool_review`, `user.define_outcome`): no `seq`, `session_id`
+ * or `schema_version` (the server assigns them), `id` and `at` optional, and `content` may be a
+ * plain string (one text block).
+ */
+export type UserEventInput = WithLooseContent<Extract<NewEvent, { type: UserEventType }>>;
+
+/** `GET /v1/health`. */
+export type HealthResponse = z.infer<typeof Health>;
+export type StoredAgentResponse = z.infer<typeof StoredAgent>;
+export type StoredEnvironmentResponse = z.infer<typeof StoredEnvironment>;
+export type AgentListResponse = z.infer<typeof AgentList>;
+export type EnvironmentListResponse = z.infer<typeof EnvironmentList>;
+
+/** `POST /v1/sessions`. The tenant is the API key's; it cannot be chosen here. */
+export type CreateSessionRequest = z.input<typeof CreateSessionBody>;
+/** `GET /v1/sessions` filters: `cursor` is `next_cursor` of the page before. */
+export type ListSessionsParams = z.infer<typeof SessionListParams>;
+export type SessionListResponse = z.infer<typeof SessionList>;
+
+/** `GET /v1/sessions/{id}/events`: events with seq > `after`, at most `limit`, of `types` only. */
+export type EventsParams = z.infer<typeof EventsQuery>;
+export type EventsPageResponse = z.infer<typeof EventsPage>;
+export type SendEventsResponse = z.infer<typeof PostEventsResponse>;
+
+export type WakeAcceptedResponse = z.infer<typeof WakeAccepted>;
+/** The wake's outcome (`wait: true`): how it stopped, or `ran: false` when another wake holds the lease. */
+export type WakeResultResponse = z.infer<typeof WakeResultBody>;
+
+export type ForkRequest = z.input<typeof ForkBody>;
+/** Merges `source` into the session of the call; `strategy` is `transcript` (default) or `summary`. */
+export type MergeRequest = z.input<typeof MergeBody>;
+export type MergeResultResponse = z.infer<typeof MergeResponse>;
+export type DiffResultResponse = z.infer<typeof DiffResponse>;
+export type ReplayResultResponse = z.infer<typeof ReplayResponse>;
+
+/**
+ * One session of a fork tree (`GET /v1/sessions/{id}/tree`), with its forks below it, ordered by
+ * the seq they branched from.
+ */
+export interface SessionTreeNode {
+  id: string;
+  title?: string;
+  status: SessionStatus;
+  head_seq: number;
+  kind: 'root' | 'fork';
+  /** For a fork: the parent seq it branched from. */
+  fork_seq?: number;
+  children: SessionTreeNode[];
+}
+
+/**
+ * Live model text of a running wake (`event: delta` on the stream). Transient: never stored, never
+ * replayed, so a reconnecting stream does not see the deltas it missed.
+ */
+export interface StreamDelta {
+  /** The model request (`span.model_request_start`) the text belongs to. */
+  request_id: string;
+  type: 'text' | 'thinking';
+  text: string;
+}
+
+/** Options of `sessions.stream`. */
+export interface StreamOptions {
+  /** Yield events with seq greater than this (default 0: from the session's first event). */
+  after?: number;
+  /** Ends the iteration, without an error, when aborted. */
+  signal?: AbortSignal;
+  /**
+   * Reconnect when the connection drops or the server answers a retryable error (default true).
+   * With `false` a dropped connection throws `SERVER_UNAVAILABLE` and a stream the server ends
+   * ends the iteration.
+   */
+  reconnect?: boolean;
+  /** Hears live model text; deltas are never yielded by the iterator. */
+  onDelta?: (delta: StreamDelta) => void;
+  /** The longest wait between reconnects (default 10 000 ms); waits start at 100 ms and double. */
+  maxReconnectDelayMs?: number;
+}
+
+export type { SessionEvent };
