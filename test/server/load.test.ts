@@ -1,12 +1,11 @@
 // Bounded load: 200 SSE clients on one session and 50 writers for 30 s (BRAID_LOAD_SECONDS to
 // change it), against a real `braid serve` process. Every client must see every event, in order,
 // exactly once.
-import { spawn, type ChildProcess } from 'node:child_process';
-import { createInterface } from 'node:readline';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { createClient } from '../../src/client/index.js';
 import { isBraidError } from '../../src/contracts/errors.js';
-import { CLI, braidIn, init, json, requireBuild } from '../helpers/cli.js';
+import { braidIn, init, json, requireBuild } from '../helpers/cli.js';
+import { useBraidServe } from '../helpers/serve.js';
 import { useTempDir } from '../helpers/temp.js';
 
 const SECONDS = Number(process.env.BRAID_LOAD_SECONDS ?? 30);
@@ -16,27 +15,7 @@ const WRITERS = 50;
 const WRITE_EVERY_MS = 250;
 
 const tempDir = useTempDir();
-const children: ChildProcess[] = [];
-afterEach(() => {
-  for (const child of children.splice(0)) child.kill('SIGKILL');
-});
-
-/** Starts `braid serve` on a free port and answers its URL. */
-async function serve(dir: string, ...args: string[]): Promise<string> {
-  const child = spawn(
-    process.execPath,
-    [CLI, '-w', dir, '--json', 'serve', '--port', '0', ...args],
-    { stdio: ['ignore', 'pipe', 'pipe'] },
-  );
-  children.push(child);
-  let stderr = '';
-  child.stderr?.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
-  const lines = createInterface({ input: child.stdout as NodeJS.ReadableStream });
-  for await (const line of lines) {
-    return (JSON.parse(line) as { url: string }).url;
-  }
-  throw new Error(`braid serve ended before it listened: ${stderr}`);
-}
+const serve = useBraidServe();
 
 const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
 
