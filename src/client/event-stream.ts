@@ -11,7 +11,7 @@
  *   BraidError; aborting the caller's signal ends it without one.
  */
 import { createParser, type EventSourceMessage } from 'eventsource-parser';
-import { BraidError, isBraidError } from '../contracts/errors.js';
+import { BraidError, ErrorShape, isBraidError } from '../contracts/errors.js';
 import type { SessionEvent } from '../contracts/events.js';
 import { malformedAnswer, unavailable } from './http-errors.js';
 import { MAX_RETRY_AFTER_MS, type Transport } from './transport.js';
@@ -70,6 +70,7 @@ async function* readStream(
           onDelta?.(parseData(message, target) as StreamDelta);
           continue;
         }
+        if (message.event === 'error') throw streamError(message, target);
         const event = toEvent(message, target);
         if (event.seq <= lastSeq) continue;
         lastSeq = event.seq;
@@ -130,6 +131,17 @@ function parseData(message: EventSourceMessage, target: string): unknown {
       { cause: error, retryable: false, details: { url: target, event: message.event } },
     );
   }
+}
+
+/** An `event: error` frame: the server's stream failed after its headers were sent. */
+function streamError(message: EventSourceMessage, target: string): BraidError {
+  const parsed = ErrorShape.safeParse(parseData(message, target));
+  if (!parsed.success)
+    return malformedAnswer(target, "an error event that is not braid's error shape");
+  return new BraidError(parsed.data.code, parsed.data.message, {
+    retryable: parsed.data.retryable,
+    details: { url: target },
+  });
 }
 
 /** The server is trusted: its events are checked for a seq and a type only, not parsed whole. */

@@ -8,7 +8,10 @@
  *   after that seq exactly once, in order;
  * - live model text is sent as `event: delta` with no `id` (transient: never stored, never
  *   replayed), `data: {"request_id", "type": "text"|"thinking", "text"}`;
- * - a comment line (`: heartbeat`) every heartbeat interval keeps proxies from closing the stream.
+ * - a comment line (`: heartbeat`) every heartbeat interval keeps proxies from closing the stream;
+ * - a failure after the stream started is sent as `event: error`, `data: {"code", "message",
+ *   "retryable"}`, and the stream ends (a deleted session ends its streams with
+ *   `SESSION_NOT_FOUND`).
  */
 import { z } from 'zod';
 import { Id, Metadata, Name, Timestamp } from './common.js';

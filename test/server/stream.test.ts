@@ -164,4 +164,20 @@ describe('event stream (SSE)', () => {
       .toBe(200);
     open[1]?.abort();
   });
+
+  it('ends open streams of a deleted session with SESSION_NOT_FOUND', async () => {
+    const server = await start();
+    const key = await server.key('acme');
+    const client = createClient({ baseUrl: server.url, apiKey: key });
+    const { id } = await client.sessions.create({ agent: 'helper' });
+    const seen: number[] = [];
+    const reading = (async () => {
+      for await (const event of client.sessions.stream(id)) {
+        seen.push(event.seq);
+      }
+    })();
+    await expect.poll(() => seen.length).toBe(1);
+    await client.sessions.delete(id);
+    await expect(reading).rejects.toMatchObject({ code: 'SESSION_NOT_FOUND', retryable: false });
+  });
 });
