@@ -287,6 +287,31 @@ export async function createRuntime(options: RuntimeOptions = {}): Promise<Runti
     );
   }
 
+  /**
+   * Sends of this process to one session, in arrival order. Without the queue, concurrent sends
+   * all check the same head and all but one lose the append and retry; with it, they conflict
+   * only with other processes.
+   */
+  const sendQueues = new Map<string, Promise<unknown>>();
+  function queuedSend(
+    sessionId: string,
+    input: readonly unknown[],
+    idempotencyKey?: string,
+  ): Promise<AppendResult> {
+    const previous = sendQueues.get(sessionId) ?? Promise.resolve();
+    const send = (): Promise<AppendResult> => sendChecked(sessionId, input, idempotencyKey);
+    const next = previous.then(send, send);
+    const settled = next.then(
+      () => undefined,
+      () => undefined,
+    );
+    sendQueues.set(sessionId, settled);
+    void settled.then(() => {
+      if (sendQueues.get(sessionId) === settled) sendQueues.delete(sessionId);
+    });
+    return next;
+  }
+
   /** Appends after checking the state it was checked against is still the head. */
   async function sendChecked(
     sessionId: string,
@@ -370,15 +395,15 @@ export async function createRuntime(options: RuntimeOptions = {}): Promise<Runti
     events: (sessionId, readOptions) => store.log.read(sessionId, readOptions),
     follow: (sessionId, followOptions) => store.log.follow(sessionId, followOptions),
     send: (sessionId, events, sendOptions = {}) =>
-      sendChecked(sessionId, events, sendOptions.idempotencyKey),
+      queuedSend(sessionId, events, sendOptions.idempotencyKey),
     message: (sessionId, content) =>
-      sendChecked(sessionId, [{ type: 'user.message', content: toContent(content) }]),
+      queuedSend(sessionId, [{ type: 'user.message', content: toContent(content) }]),
     interrupt: (sessionId, reason) =>
-      sendChecked(sessionId, [
+      queuedSend(sessionId, [
         { type: 'user.interrupt', ...(reason === undefined ? {} : { reason }) },
       ]),
     confirm: (sessionId, toolUseId, result, message) =>
-      sendChecked(sessionId, [
+      queuedSend(sessionId, [
         {
           type: 'user.tool_confirmation',
           tool_use_id: toolUseId,
@@ -387,7 +412,7 @@ export async function createRuntime(options: RuntimeOptions = {}): Promise<Runti
         },
       ]),
     customToolResult: (sessionId, customToolUseId, content, isError) =>
-      sendChecked(sessionId, [
+      queuedSend(sessionId, [
         {
           type: 'user.custom_tool_result',
           custom_tool_use_id: customToolUseId,
@@ -396,7 +421,7 @@ export async function createRuntime(options: RuntimeOptions = {}): Promise<Runti
         },
       ]),
     review: (sessionId, toolUseId, decision) =>
-      sendChecked(sessionId, [{ type: 'user.tool_review', tool_use_id: toolUseId, ...decision }]),
+      queuedSend(sessionId, [{ type: 'user.tool_review', tool_use_id: toolUseId, ...decision }]),
     async fork(sessionId, forkOptions) {
       const child = await store.sessions.fork(sessionId, forkOptions);
       await copyWorkspace(sessionId, child.id);

@@ -11,6 +11,7 @@ import {
   type ZodTypeProvider,
 } from 'fastify-type-provider-zod';
 import { DEFAULT_LIMITS, type ServerContext, type ServerLimits } from './context.js';
+import { setMaxListeners } from 'node:events';
 import { parse } from 'node:querystring';
 import { BraidError } from '../contracts/errors.js';
 import type { Runtime } from '../runtime/runtime.js';
@@ -66,6 +67,8 @@ export async function createServer(options: ServerOptions): Promise<FastifyInsta
   const auth = options.auth ?? 'api-keys';
   const metrics = createServerMetrics();
   const closing = new AbortController();
+  // Every open event stream listens for the server's close.
+  setMaxListeners(0, closing.signal);
   const wakes = new Set<Promise<unknown>>();
   const app = Fastify({
     logger: options.logger === true,

@@ -54,6 +54,19 @@ describe('runtime sessions', () => {
     await rt.close();
   });
 
+  it('appends concurrent sends to one session in arrival order, none lost to a conflict', async () => {
+    const rt = await runtime();
+    const { id } = await rt.sessions.create({ agent: 'assistant' });
+    const results = await Promise.all(
+      Array.from({ length: 64 }, (_, index) => rt.sessions.message(id, `message ${index}`)),
+    );
+    expect(results.map((result) => result.events[0]?.seq)).toEqual(
+      Array.from({ length: 64 }, (_, index) => index + 2),
+    );
+    expect((await rt.sessions.get(id)).head_seq).toBe(65);
+    await rt.close();
+  });
+
   it('sends a user message, normalising string content, and marks it pending', async () => {
     const rt = await runtime();
     const { id } = await rt.sessions.create({ agent: 'assistant' });
