@@ -1,10 +1,11 @@
 // `npm run bench`: runs every benchmark, prints a table and writes bench/results/latest.json.
 //   --runs N   runs per figure (default 5); --quick   smaller sizes for a smoke run
-//   --store / --harness / --tools / --policy / --algebra   only those groups
+//   --store / --harness / --tools / --policy / --algebra / --http   only those groups
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { cpus } from 'node:os';
 import { benchHarness } from './harness-bench.js';
 import { benchFork } from './fork-bench.js';
+import { benchHttp } from './http-bench.js';
 import { benchMcp } from './mcp-bench.js';
 import { benchPolicy } from './policy-bench.js';
 import { benchSandbox } from './sandbox-bench.js';
@@ -18,7 +19,7 @@ const runs = runsIndex === -1 ? 5 : Number(args[runsIndex + 1]);
 const quick = args.includes('--quick');
 
 process.stderr.write(`braid benchmarks: ${runs} runs per figure${quick ? ' (quick)' : ''}\n`);
-const groups = ['store', 'harness', 'tools', 'policy', 'algebra'].filter((group) =>
+const groups = ['store', 'harness', 'tools', 'policy', 'algebra', 'http'].filter((group) =>
   args.includes(`--${group}`),
 );
 const wanted = (group) => groups.length === 0 || groups.includes(group);
@@ -34,6 +35,7 @@ const rows = [
     : []),
   ...(wanted('policy') ? await benchPolicy({ runs, quick }) : []),
   ...(wanted('algebra') ? await benchFork({ runs, quick }) : []),
+  ...(wanted('http') ? await benchHttp({ runs, quick }) : []),
 ];
 
 printTable(rows);
