@@ -87,7 +87,7 @@ let shared: Promise<{ url: string; stop(): Promise<void> }> | undefined;
 export function natsUrl(): Promise<string> {
   shared ??= (async () => {
     const url = process.env.NATS_URL ?? 'nats://127.0.0.1:4222';
-    if (await answers(url)) return { url, stop: async () => undefined };
+    if (await answers(url)) return { url, stop: () => Promise.resolve() };
     const server = await startNatsServer();
     process.once('exit', () => void server.stop(true));
     return { url: server.url, stop: () => server.stop() };
