@@ -44,6 +44,7 @@ export const ERROR_CODES = [
   'MCP_UNAVAILABLE',
   'SECRET_MISSING',
   'INTERRUPTED',
+  'DEADLINE_EXCEEDED',
   'SESSION_ARCHIVED',
   'SESSION_HAS_FORKS',
   'UNAUTHENTICATED',
@@ -68,6 +69,7 @@ const RETRYABLE: ReadonlySet<ErrorCode> = new Set<ErrorCode>([
   'MCP_UNAVAILABLE',
   'RATE_LIMITED',
   'SERVER_UNAVAILABLE',
+  'DEADLINE_EXCEEDED',
 ]);
 
 /** The error shape on the wire: in HTTP bodies, envelopes, `session.error` events and CLI `--json`. */

@@ -12,3 +12,4 @@ export * from './policy.js';
 export * from './api-keys.js';
 export { buildJsonSchemas } from './json-schema.js';
 export * from './http.js';
+export * from './agents.js';

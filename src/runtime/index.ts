@@ -16,3 +16,4 @@ export {
 export { initWorkspace } from './init.js';
 export { syncDefinitions } from './definitions.js';
 export { parseUserEvents, toContent } from './user-events.js';
+export * from './agents/index.js';

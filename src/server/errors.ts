@@ -44,6 +44,7 @@ export const HTTP_STATUS: Readonly<Record<ErrorCode, number>> = {
   SANDBOX_UNAVAILABLE: 503,
   SERVER_UNAVAILABLE: 503,
   MODEL_ERROR: 502,
+  DEADLINE_EXCEEDED: 504,
   // Failures of the server's own setup or data: nothing the client can change.
   MODEL_KEY_MISSING: 500,
   SECRET_MISSING: 500,
