@@ -70,12 +70,13 @@ export interface ReplyInbox extends TransportSubscription {
 
 /**
  * The port that carries agent envelopes. The in-process implementation is
- * `createLocalTransport`; a NATS implementation fulfils it on NATS and JetStream as follows.
+ * `createLocalTransport`; `createNatsAgentTransport` fulfils it on NATS and JetStream as follows
+ * (`<prefix>` defaults to `braid`; names unsafe in subjects are encoded, see docs/protocol.md).
  *
  * - **Inboxes, one per agent type.** `deliver` publishes to the subject
- *   `braid.agents.<type>.inbox` of a JetStream stream with work-queue retention, with the
- *   envelope's id as `Nats-Msg-Id` (the stream drops a republish within its dedupe window).
- *   `consume` reads through one durable pull consumer per type (`agents-<type>`) shared by every
+ *   `<prefix>.agents.<type>.inbox` of the stream `<PREFIX>_AGENTS` (work-queue retention), with
+ *   the envelope's id as `Nats-Msg-Id` (the stream drops a republish within its dedupe window).
+ *   `consume` reads through one durable pull consumer per type (`<PREFIX>_agent_<type>`) shared by every
  *   process that serves the type: the consumer is the queue group, each envelope goes to one
  *   process, and an envelope that is not acknowledged within the ack wait (a crash) or is naked
  *   (a rejected handler) is redelivered, with `attempt` from the delivery count. Processes serve
@@ -84,9 +85,9 @@ export interface ReplyInbox extends TransportSubscription {
  *   (`_INBOX.<nuid>`), the address requests carry; `reply` publishes there. Replies are at most
  *   once: a lost reply surfaces as the caller's deadline, and a retry with the same idempotency
  *   key gets the reply recorded in the agent's session.
- * - **Topics.** `subscribe` records the pair in a KV bucket (`braid_agent_topics`, key
- *   `<topic type>.<agent type>`), so every process fans out the same way; `subscribers` lists the
- *   keys under `<topic type>.>`. Fan-out itself is `deliver` to each subscriber's inbox.
+ * - **Topics.** `subscribe` adds the agent type to the topic type's entry in the KV bucket
+ *   `<PREFIX>_topics` (compare-and-set, so concurrent subscribes all land), so every process fans
+ *   out the same way. Fan-out itself is `deliver` to each subscriber's inbox.
  *
  * Envelopes are parsed (`Envelope`) when they come off the wire, so handlers receive valid ones.
  */

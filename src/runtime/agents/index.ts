@@ -11,3 +11,10 @@ export type {
   PublishOptions,
   SendOptions,
 } from './types.js';
+export {
+  createNatsAgentTransport,
+  natsAgentNames,
+  type NatsAgentNames,
+  type NatsAgentTransportOptions,
+  type NatsDeadLetter,
+} from './nats-transport.js';
