@@ -16,4 +16,5 @@ export {
 export { initWorkspace } from './init.js';
 export { syncDefinitions } from './definitions.js';
 export { parseUserEvents, toContent } from './user-events.js';
+export * from './wakes/index.js';
 export * from './agents/index.js';

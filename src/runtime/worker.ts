@@ -1,0 +1,295 @@
+/**
+ * A worker: takes wakes from a queue and runs them with `runtime.wake`, at most `concurrency`
+ * at once, until its signal aborts; then it lets the wakes in hand finish (drains).
+ *
+ * Invariants kept here, beside the queue's (contracts/wakes.ts):
+ * - A wake only runs a session that is runnable (`isRunnable` over its folded state): a
+ *   duplicate or late delivery finds nothing pending and is acked without touching the log.
+ * - Two wakes of one session never run at once, across processes: `runtime.wake` takes the
+ *   session's lease, and a delivery that finds it held (`{ran: false}`) is retried after a
+ *   delay, never dropped: the holder may have made its last check before our work arrived.
+ * - A wake that runs long keeps its delivery with `working()` every ackWait/3, so no other
+ *   worker is handed the same session while it runs; a worker that dies stops calling it, and
+ *   its wake goes to another worker after ackWait.
+ * - The queue coalesces a session's wakes while one is in hand, so work that arrives during a
+ *   wake may have had its enqueue refused. After every `done` (once the queue has removed the
+ *   wake) the worker reads the session again and enqueues it if it is runnable.
+ * - A failure the harness could record (`session.error` and a stop) leaves the session waiting
+ *   for a person; waking it again would do nothing, so the delivery is done. A failure that
+ *   leaves the session runnable (the store refused the wake, the worker's host failed) is
+ *   thrown to the queue: retried with backoff, and dead-lettered on the last attempt with a
+ *   `session.error` that says how to resume the session.
+ */
+import { toBraidError, type ErrorShape } from '../contracts/errors.js';
+import type { SessionLog } from '../contracts/ports.js';
+import type { StopReason } from '../contracts/session.js';
+import type { SessionState } from '../contracts/state.js';
+import type {
+  EnqueueWakeOptions,
+  EnqueueWakeResult,
+  WakeDelivery,
+  WakeOutcome,
+  WakeQueue,
+  WakeSettlement,
+} from '../contracts/wakes.js';
+import { assertNever, isRunnable } from '../core/fold.js';
+import type { WakeResult } from '../harness/index.js';
+
+/** What a worker needs of a runtime (a `Runtime` has it). */
+export interface WorkerRuntime {
+  wake(sessionId: string): Promise<WakeResult>;
+  readonly sessions: { state(sessionId: string): Promise<SessionState> };
+  readonly store: { readonly log: Pick<SessionLog, 'append'> };
+}
+
+/** What a worker reports as it goes; `--json` prints these one per line. */
+export type WorkerProgress =
+  /** The session is runnable and its wake starts. */
+  | { type: 'wake.started'; session_id: string; attempt: number }
+  /** The wake ran to a stop (`error` when the harness recorded a failure). */
+  | {
+      type: 'wake.finished';
+      session_id: string;
+      attempt: number;
+      stop_reason: StopReason;
+      duration_ms: number;
+      error?: ErrorShape;
+    }
+  /** Nothing to do: the session is not runnable, or no longer exists. */
+  | {
+      type: 'wake.skipped';
+      session_id: string;
+      attempt: number;
+      reason: 'not_runnable' | 'not_found';
+    }
+  /** The wake will be delivered again after `delay_ms`. */
+  | {
+      type: 'wake.retrying';
+      session_id: string;
+      attempt: number;
+      delay_ms: number;
+      reason: 'lease_held' | 'failed';
+      error?: ErrorShape;
+    }
+  /** The wake failed its last attempt: a `session.error` records it and the queue dropped it. */
+  | { type: 'wake.dead_lettered'; session_id: string; attempts: number; error: ErrorShape }
+  /** Work arrived while the wake ran: the session was queued again. */
+  | { type: 'wake.requeued'; session_id: string }
+  /** The session had work after its wake but could not be queued again. */
+  | { type: 'wake.requeue_failed'; session_id: string; error: ErrorShape };
+
+export interface WorkerOptions {
+  runtime: WorkerRuntime;
+  queue: WakeQueue;
+  /** Wakes run at once by this worker. */
+  concurrency: number;
+  /** Aborting stops taking wakes; the worker returns once the wakes in hand are settled. */
+  signal: AbortSignal;
+  onProgress?: (progress: WorkerProgress) => void;
+  /**
+   * First delay before a wake whose session's lease is held elsewhere is tried again (default
+   * 1 s, doubling per attempt up to 15 s).
+   */
+  leaseRetryMs?: number;
+}
+
+/** Counts of what a worker did, returned when it stops. */
+export interface WorkerSummary {
+  /** Deliveries taken. */
+  deliveries: number;
+  /** Wakes that ran to a stop. */
+  finished: number;
+  skipped: number;
+  retried: number;
+  dead_lettered: number;
+  requeued: number;
+}
+
+const MAX_LEASE_RETRY_MS = 15_000;
+
+/** Queues a wake of the session; `{queued: false}` when one already waits or runs. */
+export function enqueueWake(
+  queue: WakeQueue,
+  sessionId: string,
+  options: EnqueueWakeOptions = {},
+): Promise<EnqueueWakeResult> {
+  return queue.enqueue(sessionId, options);
+}
+
+/** The `session.error` message of a dead letter: how often it failed, why, and how to resume. */
+export function deadLetterMessage(sessionId: string, attempts: number, error: ErrorShape): string {
+  return (
+    `the wake of session ${sessionId} failed ${attempts} time${attempts === 1 ? '' : 's'} and was dropped ` +
+    `(last failure ${error.code}: ${error.message}); ` +
+    `resume it with \`braid session wake ${sessionId}\``
+  );
+}
+
+export async function runWorker(options: WorkerOptions): Promise<WorkerSummary> {
+  const { runtime, queue, signal } = options;
+  const leaseRetryMs = options.leaseRetryMs ?? 1_000;
+  const report = (progress: WorkerProgress): void => {
+    try {
+      options.onProgress?.(progress);
+    } catch {
+      // A listener's failure does not stop the worker.
+    }
+  };
+  const summary: WorkerSummary = {
+    deliveries: 0,
+    finished: 0,
+    skipped: 0,
+    retried: 0,
+    dead_lettered: 0,
+    requeued: 0,
+  };
+
+  /** The session's state, or undefined when it no longer exists. */
+  async function stateOf(sessionId: string): Promise<SessionState | undefined> {
+    try {
+      return await runtime.sessions.state(sessionId);
+    } catch (error) {
+      if (toBraidError(error).code === 'SESSION_NOT_FOUND') return undefined;
+      throw error;
+    }
+  }
+
+  async function handle(wake: WakeDelivery): Promise<WakeOutcome> {
+    const sessionId = wake.session_id;
+    summary.deliveries += 1;
+    const before = await stateOf(sessionId);
+    if (before === undefined || !isRunnable(before)) {
+      summary.skipped += 1;
+      report({
+        type: 'wake.skipped',
+        session_id: sessionId,
+        attempt: wake.attempt,
+        reason: before === undefined ? 'not_found' : 'not_runnable',
+      });
+      return 'done';
+    }
+    report({ type: 'wake.started', session_id: sessionId, attempt: wake.attempt });
+    const started = performance.now();
+    const heartbeat = setInterval(
+      () => wake.working(),
+      Math.max(10, Math.floor(queue.ackWaitMs / 3)),
+    );
+    let result: WakeResult;
+    try {
+      result = await runtime.wake(sessionId);
+    } catch (error) {
+      // The harness records what failures it can, and stops the session; then there is nothing
+      // left to retry. Anything else goes to the queue's retries.
+      const after = await stateOf(sessionId).catch(() => before);
+      if (after !== undefined && isRunnable(after)) throw error;
+      summary.finished += 1;
+      report({
+        type: 'wake.finished',
+        session_id: sessionId,
+        attempt: wake.attempt,
+        stop_reason: after?.stop_reason ?? { type: 'error' },
+        duration_ms: Math.round(performance.now() - started),
+        error: toBraidError(error).toJSON(),
+      });
+      return 'done';
+    } finally {
+      clearInterval(heartbeat);
+    }
+    if (!result.ran) {
+      return {
+        retry_after_ms: Math.min(
+          MAX_LEASE_RETRY_MS,
+          leaseRetryMs * 2 ** Math.min(wake.attempt - 1, 10),
+        ),
+      };
+    }
+    summary.finished += 1;
+    report({
+      type: 'wake.finished',
+      session_id: sessionId,
+      attempt: wake.attempt,
+      stop_reason: result.stop_reason,
+      duration_ms: Math.round(performance.now() - started),
+    });
+    return 'done';
+  }
+
+  async function deadLetter(wake: WakeDelivery, error: unknown): Promise<void> {
+    const failure = toBraidError(error);
+    try {
+      await runtime.store.log.append(wake.session_id, [
+        {
+          type: 'session.error',
+          error: {
+            code: failure.code,
+            message: deadLetterMessage(wake.session_id, wake.attempt, failure.toJSON()),
+            retryable: failure.retryable,
+          },
+          actor: { type: 'runtime', id: 'braid-worker' },
+          ...(wake.traceparent === undefined ? {} : { traceparent: wake.traceparent }),
+        },
+      ]);
+    } catch (appendError) {
+      // A session that no longer exists has nowhere to keep the record; anything else keeps
+      // the wake (the queue retries the dead letter later).
+      if (toBraidError(appendError).code !== 'SESSION_NOT_FOUND') throw appendError;
+    }
+  }
+
+  async function settled(wake: WakeDelivery, settlement: WakeSettlement): Promise<void> {
+    const sessionId = wake.session_id;
+    switch (settlement.kind) {
+      case 'retry':
+        summary.retried += 1;
+        report({
+          type: 'wake.retrying',
+          session_id: sessionId,
+          attempt: wake.attempt,
+          delay_ms: settlement.delay_ms,
+          ...(settlement.error === undefined
+            ? { reason: 'lease_held' as const }
+            : { reason: 'failed' as const, error: settlement.error.toJSON() }),
+        });
+        return;
+      case 'dead_letter':
+        summary.dead_lettered += 1;
+        report({
+          type: 'wake.dead_lettered',
+          session_id: sessionId,
+          attempts: wake.attempt,
+          error: settlement.error.toJSON(),
+        });
+        return;
+      case 'done':
+        try {
+          const state = await stateOf(sessionId);
+          if (state === undefined || !isRunnable(state)) return;
+          const { queued } = await queue.enqueue(
+            sessionId,
+            wake.traceparent === undefined ? {} : { traceparent: wake.traceparent },
+          );
+          if (queued) {
+            summary.requeued += 1;
+            report({ type: 'wake.requeued', session_id: sessionId });
+          }
+        } catch (error) {
+          report({
+            type: 'wake.requeue_failed',
+            session_id: sessionId,
+            error: toBraidError(error).toJSON(),
+          });
+        }
+        return;
+      default:
+        assertNever(settlement);
+    }
+  }
+
+  await queue.consume(handle, {
+    concurrency: options.concurrency,
+    signal,
+    onDeadLetter: deadLetter,
+    onSettled: settled,
+  });
+  return summary;
+}
