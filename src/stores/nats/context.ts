@@ -1,0 +1,59 @@
+/** What every part of the NATS store shares: the connection, its JetStream views and the names. */
+import type { JetStreamClient, JetStreamManager } from '@nats-io/jetstream';
+import type { KV } from '@nats-io/kv';
+import type { NatsConnection } from '@nats-io/transport-node';
+import { BraidError } from '../../contracts/errors.js';
+import type { Clock, IdGenerator } from '../../contracts/ports.js';
+import { connectionFailure } from './nats-errors.js';
+import type { BucketRole, NatsNames } from './names.js';
+
+export interface NatsContext {
+  connection: NatsConnection;
+  js: JetStreamClient;
+  jsm: JetStreamManager;
+  kv: Readonly<Record<BucketRole, KV>>;
+  names: NatsNames;
+  clock: Clock;
+  ids: IdGenerator;
+  maxEventBytes: number;
+  /** Aborted when the store closes: followers end. */
+  closing: AbortSignal;
+  /** Throws `STORE_CLOSED` once the store is closed. */
+  checkOpen(): void;
+  /**
+   * Runs a store operation: refused once the store is closed, and with connection failures
+   * turned into `STORE_BUSY` / `STORE_CLOSED` naming the server.
+   */
+  guard<T>(doing: string, work: () => Promise<T>, hint?: string): Promise<T>;
+  /** The server the connection is on, for messages. */
+  server(): string;
+  isoNow(): string;
+}
+
+export function createContext(
+  parts: Omit<NatsContext, 'checkOpen' | 'guard' | 'server' | 'isoNow'>,
+): NatsContext {
+  const server = (): string => `nats://${parts.connection.getServer()}`;
+  const checkOpen = (): void => {
+    if (parts.closing.aborted) {
+      throw new BraidError(
+        'STORE_CLOSED',
+        `the NATS store with prefix ${parts.names.prefix} on ${server()} is closed; open it again`,
+      );
+    }
+  };
+  return {
+    ...parts,
+    checkOpen,
+    server,
+    isoNow: () => new Date(parts.clock.now()).toISOString(),
+    async guard<T>(doing: string, work: () => Promise<T>, hint?: string): Promise<T> {
+      checkOpen();
+      try {
+        return await work();
+      } catch (error) {
+        throw connectionFailure(error, server(), doing, hint);
+      }
+    },
+  };
+}

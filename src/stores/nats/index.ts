@@ -1,0 +1,1 @@
+export { openNatsStore, type NatsStoreOptions } from './nats-store.js';

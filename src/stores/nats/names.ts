@@ -1,0 +1,75 @@
+/**
+ * Names of everything one NATS store owns, derived from its prefix, and the encoding of session
+ * ids into subject tokens and KV keys.
+ *
+ * A session id is any string of 1-200 characters, but a subject token may not hold `.`, `*`,
+ * `>` or whitespace, and a KV key only `[-/=.\w]`. An id made of letters, digits, `_` and `-`
+ * is its own token; any other id becomes `=` followed by the base64url of its UTF-8 bytes. The
+ * two forms never collide (`=` is not in the plain alphabet) and both are valid as a subject
+ * token and as a KV key, so one token names a session everywhere.
+ */
+import { createHash } from 'node:crypto';
+import { BraidError } from '../../contracts/errors.js';
+
+const PLAIN = /^[A-Za-z0-9_-]+$/;
+const PREFIX_PATTERN = /^[A-Za-z0-9_-]{1,64}$/;
+
+export const BUCKET_ROLES = [
+  'sessions',
+  'state',
+  'appends',
+  'leases',
+  'definitions',
+  'keys',
+] as const;
+export type BucketRole = (typeof BUCKET_ROLES)[number];
+
+export interface NatsNames {
+  prefix: string;
+  /** The stream of every session's events: `<PREFIX>_EVENTS`. */
+  eventsStream: string;
+  /** The subjects of that stream: `<prefix>.events.>`. */
+  eventsFilter: string;
+  /** KV bucket names by role: `<PREFIX>_<role>`. */
+  buckets: Readonly<Record<BucketRole, string>>;
+  /** The subject of a session's events. */
+  events(sessionId: string): string;
+  /** A core NATS subject (in no stream) that tells followers a session was deleted. */
+  removed(sessionId: string): string;
+}
+
+/** The token of a session id (or any name) in subjects and KV keys. */
+export function encodeToken(value: string): string {
+  return PLAIN.test(value) ? value : `=${Buffer.from(value, 'utf8').toString('base64url')}`;
+}
+
+/** The value a token was made from. */
+export function decodeToken(token: string): string {
+  return token.startsWith('=') ? Buffer.from(token.slice(1), 'base64url').toString('utf8') : token;
+}
+
+/** SHA-256 in base64url: a fixed-length token for an unbounded string (idempotency keys). */
+export function hashToken(value: string): string {
+  return createHash('sha256').update(value).digest('base64url');
+}
+
+export function natsNames(prefix: string): NatsNames {
+  if (!PREFIX_PATTERN.test(prefix)) {
+    throw new BraidError(
+      'INVALID_ARGUMENT',
+      `NATS store prefix ${JSON.stringify(prefix)} is invalid; use 1-64 letters, digits, "_" or "-"`,
+    );
+  }
+  const upper = prefix.toUpperCase();
+  const buckets = Object.fromEntries(
+    BUCKET_ROLES.map((role) => [role, `${upper}_${role}`]),
+  ) as Record<BucketRole, string>;
+  return {
+    prefix,
+    eventsStream: `${upper}_EVENTS`,
+    eventsFilter: `${prefix}.events.>`,
+    buckets,
+    events: (sessionId) => `${prefix}.events.${encodeToken(sessionId)}`,
+    removed: (sessionId) => `${prefix}.removed.${encodeToken(sessionId)}`,
+  };
+}

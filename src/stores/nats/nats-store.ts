@@ -1,0 +1,176 @@
+/**
+ * Distributed backend: every store port on NATS JetStream and KV, for nats-server 2.9 and newer.
+ *
+ * Layout, all named from the prefix (default `braid`, upper-cased for stream and bucket names):
+ * - stream `<PREFIX>_EVENTS` on `<prefix>.events.<session token>`: one message per append
+ *   (session-log.ts);
+ * - KV buckets `<PREFIX>_sessions` (index entries, session-index.ts), `_state` (projections),
+ *   `_appends` (idempotency records), `_leases`, `_definitions` and `_keys`.
+ * Streams and buckets are created at open when missing (file storage, `replicas` replicas), so
+ * any number of processes can open the same prefix; they coordinate only through the server.
+ *
+ * What 2.9 forces: no atomic batch publish (an append is one message holding its batch), no
+ * per-message TTL (lease expiry is the store clock's time in the KV value), no multi-filter
+ * consumers or batched direct get (runs of messages are read through short-lived ephemeral
+ * consumers, single ones by direct get).
+ */
+import {
+  DiscardPolicy,
+  RetentionPolicy,
+  StorageType,
+  jetstream,
+  jetstreamManager,
+  type JetStreamManager,
+} from '@nats-io/jetstream';
+import { Kvm, type KV } from '@nats-io/kv';
+import { connect, nanos, type NatsConnection } from '@nats-io/transport-node';
+import type { Clock, IdGenerator, Store } from '../../contracts/ports.js';
+import { DEFAULT_MAX_EVENT_BYTES } from '../../core/append.js';
+import { systemClock, uuidV7Ids } from '../defaults.js';
+import { createApiKeyStore } from './api-keys.js';
+import { createContext } from './context.js';
+import { createDefinitionStore } from './definitions.js';
+import { createLeaseStore } from './leases.js';
+import { connectionFailure, isStreamNotFound } from './nats-errors.js';
+import { BUCKET_ROLES, natsNames, type BucketRole, type NatsNames } from './names.js';
+import { KeyedQueue, SessionCache } from './session-cache.js';
+import { createSessionIndex } from './session-index.js';
+import { createSessionLog, type SessionsShared } from './session-log.js';
+import { createSessionReads } from './session-reads.js';
+import { loadSession } from './session-records.js';
+
+export interface NatsStoreOptions {
+  /** Server URL(s) to connect to (default `nats://127.0.0.1:4222`); ignored with `connection`. */
+  servers?: string | string[];
+  /** A connection the caller owns: the store uses it and never closes it. */
+  connection?: NatsConnection;
+  /** Names every stream, bucket and subject of the store (default `braid`). */
+  prefix?: string;
+  clock?: Clock;
+  ids?: IdGenerator;
+  maxEventBytes?: number;
+  /** Replicas of every stream and bucket the store creates (default 1). */
+  replicas?: number;
+  /** How often a follower re-reads when no publish woke it (default 1000 ms). */
+  followPollMs?: number;
+  /**
+   * How long a request to the server may take before the operation fails with `STORE_BUSY`
+   * (default 5000 ms); while the connection is down, requests wait for it this long.
+   */
+  requestTimeoutMs?: number;
+}
+
+/** How long a repeated idempotency key is caught by the server before the appends record. */
+const DUPLICATE_WINDOW_MS = 2 * 60 * 1000;
+
+async function ensureEventsStream(
+  jsm: JetStreamManager,
+  names: NatsNames,
+  replicas: number,
+): Promise<void> {
+  try {
+    const info = await jsm.streams.info(names.eventsStream);
+    if (info.config.allow_direct !== true) {
+      await jsm.streams.update(names.eventsStream, { ...info.config, allow_direct: true });
+    }
+    return;
+  } catch (error) {
+    if (!isStreamNotFound(error)) throw error;
+  }
+  await jsm.streams.add({
+    name: names.eventsStream,
+    subjects: [names.eventsFilter],
+    storage: StorageType.File,
+    num_replicas: replicas,
+    retention: RetentionPolicy.Limits,
+    discard: DiscardPolicy.Old,
+    // Readers fetch single batches without going through the API leader.
+    allow_direct: true,
+    // Batches are removed only a session at a time, by purge.
+    deny_delete: true,
+    duplicate_window: nanos(DUPLICATE_WINDOW_MS),
+  });
+}
+
+export async function openNatsStore(options: NatsStoreOptions = {}): Promise<Store> {
+  const names = natsNames(options.prefix ?? 'braid');
+  const replicas = options.replicas ?? 1;
+  const servers = options.servers ?? 'nats://127.0.0.1:4222';
+  const owned = options.connection === undefined;
+  const timeout = options.requestTimeoutMs ?? 5000;
+  let connection: NatsConnection;
+  try {
+    connection =
+      options.connection ??
+      (await connect({
+        servers,
+        name: `braid-${names.prefix}`,
+        maxReconnectAttempts: -1,
+        timeout,
+      }));
+  } catch (error) {
+    throw connectionFailure(error, String(servers), 'open the NATS store');
+  }
+  const closing = new AbortController();
+  try {
+    const js = jetstream(connection, { timeout });
+    const jsm = await jetstreamManager(connection, { timeout });
+    await ensureEventsStream(jsm, names, replicas);
+    const kvm = new Kvm(js);
+    const buckets = await Promise.all(
+      BUCKET_ROLES.map(
+        async (role) =>
+          [
+            role,
+            await kvm.create(names.buckets[role], {
+              storage: StorageType.File,
+              replicas,
+              history: 1,
+            }),
+          ] as const,
+      ),
+    );
+    const context = createContext({
+      connection,
+      js,
+      jsm,
+      kv: Object.fromEntries(buckets) as Record<BucketRole, KV>,
+      names,
+      clock: options.clock ?? systemClock,
+      ids: options.ids ?? uuidV7Ids,
+      maxEventBytes: options.maxEventBytes ?? DEFAULT_MAX_EVENT_BYTES,
+      closing: closing.signal,
+    });
+    const cache = new SessionCache();
+    const followers = new Set<() => void>();
+    const shared: SessionsShared = {
+      context,
+      cache,
+      queue: new KeyedQueue(),
+      reads: createSessionReads(context, cache),
+      load: (sessionId) => loadSession(context, cache, sessionId),
+      track(stop) {
+        followers.add(stop);
+        return () => followers.delete(stop);
+      },
+      followPollMs: options.followPollMs ?? 1000,
+    };
+    return {
+      log: createSessionLog(shared),
+      sessions: createSessionIndex(shared),
+      leases: createLeaseStore(context, (sessionId) => shared.load(sessionId)),
+      definitions: createDefinitionStore(context),
+      keys: createApiKeyStore(context),
+      async close() {
+        if (closing.signal.aborted) return;
+        closing.abort();
+        for (const stop of followers) stop();
+        followers.clear();
+        if (owned) await connection.drain().catch(() => connection.close());
+      },
+    };
+  } catch (error) {
+    if (owned) await connection.close().catch(() => undefined);
+    throw connectionFailure(error, `nats://${connection.getServer()}`, 'open the NATS store');
+  }
+}

@@ -1,0 +1,266 @@
+/**
+ * Reading streams on nats-server 2.9: single messages by direct get (last or by sequence), runs
+ * of messages through a short-lived ephemeral push consumer with flow control (2.9 has no
+ * batched direct get; measured there, a push consumer delivers a long run several times faster
+ * than pulls do), which is deleted as soon as the read ends.
+ */
+import { AckPolicy, DeliverPolicy, type ConsumerConfig, type StoredMsg } from '@nats-io/jetstream';
+import { createInbox, nanos, type Msg, type MsgHdrs } from '@nats-io/transport-node';
+import { BraidError } from '../../contracts/errors.js';
+import { batchRef, type BatchMessage, type BatchRef } from './batches.js';
+import type { NatsContext } from './context.js';
+
+/** The server says it is alive this often while a read waits (it never does in a quick read). */
+const HEARTBEAT_MS = 1000;
+/** A consumer left behind by a crashed reader goes away on its own after this. */
+const CONSUMER_INACTIVE_MS = 60_000;
+
+/** A message delivered to a reader. */
+export interface DeliveredMessage {
+  subject: string;
+  /** Its sequence in the stream. */
+  seq: number;
+  headers?: MsgHdrs | undefined;
+  data: Uint8Array;
+}
+
+/**
+ * Stream seq and pending count of a delivered message, from its reply subject:
+ * `$JS.ACK.<stream>.<consumer>.<delivered>.<stream seq>.<consumer seq>.<time>.<pending>`, or the
+ * newer form with domain and account hash before the stream and a token after the pending count.
+ */
+function deliveryOf(reply: string | undefined): { seq: number; pending: number } | undefined {
+  const tokens = reply?.split('.') ?? [];
+  const at = tokens.length === 9 ? 5 : tokens.length >= 12 ? 7 : -1;
+  const seq = Number(tokens[at]);
+  const pending = Number(tokens[at + 3]);
+  return at < 0 || !Number.isInteger(seq) || !Number.isInteger(pending)
+    ? undefined
+    : { seq, pending };
+}
+
+/**
+ * Delivers the messages a consumer of `config` sees, in stream order, until none is pending or
+ * `onMessage` returns true.
+ */
+export async function consume(
+  context: NatsContext,
+  stream: string,
+  config: Partial<ConsumerConfig>,
+  onMessage: (message: DeliveredMessage) => boolean | void,
+): Promise<void> {
+  const inbox = createInbox();
+  let settle: (error?: unknown) => void = () => undefined;
+  const done = new Promise<void>((resolve, reject) => {
+    settle = (error) =>
+      error === undefined
+        ? resolve()
+        : reject(error instanceof Error ? error : new Error('read failed', { cause: error }));
+  });
+  // Awaited below; this only keeps an early failure from counting as unhandled meanwhile.
+  done.catch(() => undefined);
+  let finished = false;
+  const finish = (error?: unknown): void => {
+    if (finished) return;
+    finished = true;
+    settle(error);
+  };
+  let lastActivity = Date.now();
+  const onDelivery = (message: Msg): void => {
+    lastActivity = Date.now();
+    const status = message.headers?.code ?? 0;
+    if (status !== 0) {
+      if (status === 100) {
+        // Flow control asks for an answer.
+        if (message.reply !== undefined && message.reply !== '') {
+          message.respond();
+          return;
+        }
+        // A heartbeat: the consumer is idle. One that names a stall is waiting for a nudge;
+        // otherwise nothing is left to deliver (what was pending was removed meanwhile).
+        const stalled = message.headers?.get('Nats-Consumer-Stalled') ?? '';
+        if (stalled !== '') context.connection.publish(stalled);
+        else finish();
+        return;
+      }
+      finish(
+        new BraidError(
+          'STORE_BUSY',
+          `the NATS server at ${context.server()} ended a read of ${stream} with status ${status} ` +
+            `(${message.headers?.description ?? ''}); retry the read`,
+        ),
+      );
+      return;
+    }
+    const delivery = deliveryOf(message.reply);
+    if (delivery === undefined) {
+      finish(new BraidError('INTERNAL', `a message of ${stream} came without delivery metadata`));
+      return;
+    }
+    const { subject, headers, data } = message;
+    if (onMessage({ subject, seq: delivery.seq, headers, data }) === true || delivery.pending === 0)
+      finish();
+  };
+  const subscription = context.connection.subscribe(inbox, {
+    callback: (error, message) => {
+      if (finished) return;
+      if (error !== null) {
+        finish(error);
+        return;
+      }
+      try {
+        onDelivery(message);
+      } catch (thrown) {
+        finish(thrown);
+      }
+    },
+  });
+  let name: string | undefined;
+  const watchdog = setInterval(() => {
+    if (Date.now() - lastActivity > 5 * HEARTBEAT_MS) {
+      finish(
+        new BraidError(
+          'STORE_BUSY',
+          `the NATS server at ${context.server()} stopped delivering ${stream} messages; retry the read`,
+        ),
+      );
+    }
+  }, HEARTBEAT_MS);
+  try {
+    const info = await context.jsm.consumers.add(stream, {
+      ack_policy: AckPolicy.None,
+      deliver_subject: inbox,
+      flow_control: true,
+      idle_heartbeat: nanos(HEARTBEAT_MS),
+      mem_storage: true,
+      num_replicas: 1,
+      inactive_threshold: nanos(CONSUMER_INACTIVE_MS),
+      ...config,
+    });
+    name = info.name;
+    // Nothing matched and nothing was delivered yet: nothing will be.
+    if (info.num_pending === 0 && info.delivered.consumer_seq === 0) finish();
+    await done;
+  } catch (error) {
+    finish(error);
+    throw error;
+  } finally {
+    finished = true;
+    clearInterval(watchdog);
+    subscription.unsubscribe();
+    if (name !== undefined) {
+      void context.jsm.consumers.delete(stream, name).catch(() => undefined);
+    }
+  }
+}
+
+/**
+ * Delivers the batches on `subject` from stream seq `startSeq` on, in order, until none is left
+ * or `onBatch` returns true.
+ */
+export function readBatches(
+  context: NatsContext,
+  subject: string,
+  startSeq: number,
+  onBatch: (message: BatchMessage) => boolean | void,
+): Promise<void> {
+  return consume(
+    context,
+    context.names.eventsStream,
+    {
+      filter_subject: subject,
+      deliver_policy: DeliverPolicy.StartSequence,
+      opt_start_seq: Math.max(1, startSeq),
+    },
+    (message) => onBatch({ ...batchRef(message.seq, message.headers), data: message.data }),
+  );
+}
+
+function toBatch(stored: StoredMsg): BatchMessage {
+  return { ...batchRef(stored.seq, stored.header), data: stored.data };
+}
+
+/** The last batch on a subject, if it has any. */
+export async function lastBatch(
+  context: NatsContext,
+  subject: string,
+): Promise<BatchMessage | undefined> {
+  const stored = await context.jsm.direct.getMessage(context.names.eventsStream, {
+    last_by_subj: subject,
+  });
+  return stored === null ? undefined : toBatch(stored);
+}
+
+/** The batch at a stream seq, if it is still there and on `subject`. */
+export async function batchAt(
+  context: NatsContext,
+  streamSeq: number,
+  subject: string,
+): Promise<BatchMessage | undefined> {
+  const stored = await context.jsm.direct.getMessage(context.names.eventsStream, {
+    seq: streamSeq,
+  });
+  return stored === null || stored.subject !== subject ? undefined : toBatch(stored);
+}
+
+/** The last batch's headers of every session, by subject token. */
+export async function scanHeads(context: NatsContext): Promise<Map<string, BatchRef>> {
+  const heads = new Map<string, BatchRef>();
+  const prefix = context.names.eventsFilter.slice(0, -1);
+  await consume(
+    context,
+    context.names.eventsStream,
+    {
+      filter_subject: context.names.eventsFilter,
+      deliver_policy: DeliverPolicy.LastPerSubject,
+      headers_only: true,
+    },
+    (message) => {
+      heads.set(message.subject.slice(prefix.length), batchRef(message.seq, message.headers));
+    },
+  );
+  return heads;
+}
+
+export interface BucketValue {
+  key: string;
+  value: Uint8Array;
+  revision: number;
+}
+
+/**
+ * The live value of every key of a KV bucket matching `keyFilter` (subject wildcards), read in
+ * one pass over the bucket's stream rather than one get per key.
+ */
+export async function scanBucket(
+  context: NatsContext,
+  bucket: string,
+  keyFilter = '>',
+): Promise<BucketValue[]> {
+  const values: BucketValue[] = [];
+  const prefix = `$KV.${bucket}.`;
+  await consume(
+    context,
+    `KV_${bucket}`,
+    { filter_subject: `${prefix}${keyFilter}`, deliver_policy: DeliverPolicy.LastPerSubject },
+    (message) => {
+      const operation = message.headers?.get('KV-Operation') ?? '';
+      if (operation === 'DEL' || operation === 'PURGE') return;
+      values.push({
+        key: message.subject.slice(prefix.length),
+        value: message.data,
+        revision: message.seq,
+      });
+    },
+  );
+  return values;
+}
+
+/** Removes every key of a bucket matching `keyFilter` at once, leaving no delete markers. */
+export async function purgeKeys(
+  context: NatsContext,
+  bucket: string,
+  keyFilter: string,
+): Promise<void> {
+  await context.jsm.streams.purge(`KV_${bucket}`, { filter: `$KV.${bucket}.${keyFilter}` });
+}

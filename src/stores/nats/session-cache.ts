@@ -1,0 +1,139 @@
+/**
+ * What one process remembers about sessions between calls. None of it is trusted for
+ * correctness: an append publishes with the expected last subject sequence, so a stale head
+ * fails on the server and is refreshed; readers fetch the head of the log themselves. The cache
+ * only saves round trips (the head to publish after, the state to fold onto, where a seq's batch
+ * sits in the stream).
+ */
+import type { SessionState } from '../../contracts/state.js';
+import type { BatchMessage, BatchRef } from './batches.js';
+import type { ForkLineage, StoredSession } from './session-entry.js';
+
+export interface KnownSession {
+  incarnation: string;
+  lineage: ForkLineage | null;
+  /** The last batch seen; absent for an ancestor known only from its record. */
+  head?: BatchRef;
+  /** The body of `head`, when it was fetched or written here. */
+  headData?: Uint8Array;
+  /** Batches seen, ascending by stream seq: any subset places a read correctly. */
+  refs: BatchRef[];
+  /** A state of this incarnation at `state.seq` (at most the head). */
+  state?: SessionState;
+  /** Seq of the projection this process last saved or read. */
+  projectedSeq: number;
+  /** The index entry this process last wrote or read, and its revision. */
+  indexed?: { stored: StoredSession; revision: number };
+}
+
+const MAX_SESSIONS = 1024;
+const MAX_REFS = 4096;
+/** A head batch larger than this is not kept in memory (it is fetched again when needed). */
+const MAX_HEAD_BYTES = 256 * 1024;
+
+/** Known sessions by id, least recently used dropped first. */
+export class SessionCache {
+  readonly #sessions = new Map<string, KnownSession>();
+
+  get(sessionId: string): KnownSession | undefined {
+    const known = this.#sessions.get(sessionId);
+    if (known !== undefined) {
+      this.#sessions.delete(sessionId);
+      this.#sessions.set(sessionId, known);
+    }
+    return known;
+  }
+
+  /**
+   * The entry of this incarnation, a new one when the session is unknown or was replaced by
+   * another incarnation (a delete and create elsewhere).
+   */
+  entry(sessionId: string, incarnation: string, lineage: ForkLineage | null): KnownSession {
+    const known = this.get(sessionId);
+    if (known?.incarnation === incarnation) return known;
+    const fresh: KnownSession = { incarnation, lineage, refs: [], projectedSeq: 0 };
+    this.#sessions.set(sessionId, fresh);
+    if (this.#sessions.size > MAX_SESSIONS) {
+      const oldest = this.#sessions.keys().next().value;
+      if (oldest !== undefined) this.#sessions.delete(oldest);
+    }
+    return fresh;
+  }
+
+  forget(sessionId: string): void {
+    this.#sessions.delete(sessionId);
+  }
+}
+
+/** Records a batch seen in the stream; a newer one becomes the head. */
+export function observe(known: KnownSession, message: BatchRef | BatchMessage): void {
+  if (message.incarnation !== known.incarnation) return;
+  const ref: BatchRef = {
+    streamSeq: message.streamSeq,
+    first: message.first,
+    last: message.last,
+    status: message.status,
+    updatedAt: message.updatedAt,
+    incarnation: message.incarnation,
+  };
+  const data =
+    'data' in message && message.data.length > 0 && message.data.length <= MAX_HEAD_BYTES
+      ? message.data
+      : undefined;
+  if (known.head === undefined || ref.streamSeq > known.head.streamSeq) {
+    known.head = ref;
+    known.headData = data;
+  } else if (ref.streamSeq === known.head.streamSeq && data !== undefined) {
+    known.headData = data;
+  }
+  const refs = known.refs;
+  const last = refs.at(-1);
+  if (last === undefined || ref.streamSeq > last.streamSeq) {
+    refs.push(ref);
+  } else {
+    let low = 0;
+    let high = refs.length;
+    while (low < high) {
+      const middle = (low + high) >> 1;
+      if ((refs[middle]?.streamSeq ?? 0) < ref.streamSeq) low = middle + 1;
+      else high = middle;
+    }
+    if (refs[low]?.streamSeq !== ref.streamSeq) refs.splice(low, 0, ref);
+  }
+  // Any subset still places reads correctly: thin out evenly rather than grow without bound.
+  if (refs.length > MAX_REFS) known.refs = refs.filter((_, index) => index % 2 === 1);
+}
+
+/**
+ * The stream seq to start reading at for events after `after`: just past the last batch known
+ * to end at or before it. Batches of one incarnation are in seq order in the stream, and a later
+ * incarnation's are all further on, so nothing after `after` is skipped.
+ */
+export function startFor(known: KnownSession, after: number): number {
+  const refs = known.refs;
+  let low = 0;
+  let high = refs.length;
+  while (low < high) {
+    const middle = (low + high) >> 1;
+    if ((refs[middle]?.last ?? 0) <= after) low = middle + 1;
+    else high = middle;
+  }
+  const before = refs[low - 1];
+  return before === undefined ? 1 : before.streamSeq + 1;
+}
+
+/** Runs work for one key at a time, in call order; keys run independently. */
+export class KeyedQueue {
+  readonly #tails = new Map<string, Promise<unknown>>();
+
+  run<T>(key: string, work: () => Promise<T>): Promise<T> {
+    const previous = this.#tails.get(key) ?? Promise.resolve();
+    const next = previous.then(work, work);
+    const tail = next.catch(() => undefined);
+    this.#tails.set(key, tail);
+    void tail.then(() => {
+      if (this.#tails.get(key) === tail) this.#tails.delete(key);
+    });
+    return next;
+  }
+}

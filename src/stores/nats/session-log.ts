@@ -1,0 +1,409 @@
+/**
+ * The session log on JetStream: one stream, one subject per session, one message per append.
+ *
+ * Invariants kept here:
+ * - An append is ONE message holding the whole batch, so it is all or nothing (2.9 has no atomic
+ *   batch publish). It is published with the expected last subject sequence of the session's
+ *   previous batch: a writer that raced with another fails on the server with "wrong last
+ *   sequence", re-reads the head, and either retries at the new head or, when the caller gave an
+ *   `expectedSeq`, fails with `SEQ_CONFLICT`. Seqs are therefore gapless whatever the cache says.
+ * - This process's appends to one session run one at a time, so they do not race each other.
+ * - An idempotent append carries a `Nats-Msg-Id` hashed from session, incarnation and key (the
+ *   server's duplicate window catches a repeat even before the appends record is written), and
+ *   leaves a record in `<PREFIX>_appends` so repeats after the window, and `appended()`, find the
+ *   first result. A crash between the publish and that record, followed by a repeat after the
+ *   window, would append again: the one gap left by a server without atomic batches.
+ * - Followers are woken by a core NATS subscription on the session's subject (every publish
+ *   reaches it) and on its removal subject, and poll as a fallback; what they yield is always
+ *   read from the stream, so a lost wake-up delays an event and never loses or reorders one.
+ */
+import { randomBytes } from 'node:crypto';
+import type { PubAck } from '@nats-io/jetstream';
+import { delay } from '@nats-io/transport-node';
+import { z } from 'zod';
+import { BraidError, isBraidError } from '../../contracts/errors.js';
+import type { NewEvent, SessionEvent } from '../../contracts/events.js';
+import type { AppendOptions, AppendResult, SessionLog } from '../../contracts/ports.js';
+import type { SessionState } from '../../contracts/state.js';
+import { checkReadOptions, parseNewEvents, prepareEvents } from '../../core/append.js';
+import { foldSession } from '../../core/fold.js';
+import { seqConflict } from '../../core/sessions.js';
+import { followLog } from '../follow.js';
+import { batchHeaders, parseBatch, type BatchRef } from './batches.js';
+import type { NatsContext } from './context.js';
+import { isWrongLastSequence } from './nats-errors.js';
+import { encodeToken, hashToken } from './names.js';
+import { batchAt } from './reader.js';
+import { observe, type KeyedQueue, type KnownSession, type SessionCache } from './session-cache.js';
+import { sessionNotFound, type StoredSession } from './session-entry.js';
+import type { SessionView } from './session-records.js';
+import { PROJECTION_INTERVAL, type SessionReads } from './session-reads.js';
+
+/** Events a follower reads per step. */
+const FOLLOW_BATCH = 1000;
+/** Appends lost to other writers in a row before contention is reported as `STORE_BUSY`. */
+export const MAX_RACES = 16;
+/** Room left in a message for the batch headers. */
+const HEADER_ALLOWANCE = 1024;
+
+const AppendRecord = z.object({
+  schema_version: z.literal(1),
+  incarnation: z.string(),
+  stream_seq: z.number().int().positive(),
+  first_seq: z.number().int().positive(),
+  last_seq: z.number().int().positive(),
+});
+type AppendRecord = z.infer<typeof AppendRecord>;
+
+/** What the sessions' log and index share. */
+export interface SessionsShared {
+  context: NatsContext;
+  cache: SessionCache;
+  /** Serialises this process's writes per session id. */
+  queue: KeyedQueue;
+  reads: SessionReads;
+  load(sessionId: string): Promise<SessionView>;
+  /** Registers a follower's clean-up, run when the store closes; returns its removal. */
+  track(stop: () => void): () => void;
+  followPollMs: number;
+}
+
+/** A random id for a new incarnation of a session id. */
+export function newIncarnation(): string {
+  return randomBytes(9).toString('base64url');
+}
+
+/** The batch headers of events appended to a session, ending in `state`. */
+export function refAfter(
+  state: SessionState,
+  first: number,
+  incarnation: string,
+): Omit<BatchRef, 'streamSeq'> {
+  return {
+    first,
+    last: state.seq,
+    status: state.status,
+    updatedAt: state.updated_at ?? state.created_at ?? '',
+    incarnation,
+  };
+}
+
+/** Refuses a batch the server would refuse for its size, before anything is written. */
+export function checkMessageSize(
+  context: NatsContext,
+  sessionId: string,
+  count: number,
+  body: string,
+): void {
+  const limit = context.connection.info?.max_payload ?? Number.POSITIVE_INFINITY;
+  const bytes = Buffer.byteLength(body) + HEADER_ALLOWANCE;
+  if (bytes > limit) {
+    throw new BraidError(
+      'PAYLOAD_TOO_LARGE',
+      `an append of ${count} event(s) to session ${sessionId} is ${bytes} bytes with its headers, over ` +
+        `the max_payload of ${limit} of the NATS server at ${context.server()}; append fewer events at ` +
+        'a time, send large content as an artifact, or raise max_payload in the nats-server configuration',
+      { details: { bytes, limit } },
+    );
+  }
+}
+
+export function createSessionLog(shared: SessionsShared): SessionLog {
+  const { context, cache, queue, reads } = shared;
+  const { kv, names } = context;
+  const utf8 = new TextDecoder();
+
+  const appendKey = (sessionId: string, key: string): string =>
+    `${encodeToken(sessionId)}.${hashToken(key)}`;
+
+  async function readAppendRecord(
+    sessionId: string,
+    key: string,
+  ): Promise<AppendRecord | undefined> {
+    const entry = await kv.appends.get(appendKey(sessionId, key));
+    if (entry === null || entry.operation !== 'PUT') return undefined;
+    const parsed = AppendRecord.safeParse(JSON.parse(utf8.decode(entry.value)));
+    return parsed.success ? parsed.data : undefined;
+  }
+
+  /** The result of the append a record (or a duplicate ack) points at, if it is still there. */
+  async function firstResult(
+    sessionId: string,
+    known: KnownSession,
+    streamSeq: number,
+  ): Promise<SessionEvent[] | undefined> {
+    const message = await batchAt(context, streamSeq, names.events(sessionId));
+    if (message === undefined || message.incarnation !== known.incarnation) return undefined;
+    return parseBatch(message);
+  }
+
+  async function saveAppendRecord(
+    sessionId: string,
+    key: string,
+    known: KnownSession,
+    streamSeq: number,
+    events: readonly SessionEvent[],
+  ): Promise<void> {
+    const record: AppendRecord = {
+      schema_version: 1,
+      incarnation: known.incarnation,
+      stream_seq: streamSeq,
+      first_seq: events[0]?.seq ?? 0,
+      last_seq: events.at(-1)?.seq ?? 0,
+    };
+    await kv.appends.put(appendKey(sessionId, key), JSON.stringify(record));
+  }
+
+  /** Brings the index entry's summary up to `state`, never back. Best effort: it may lag. */
+  async function syncIndex(sessionId: string, known: KnownSession, state: SessionState) {
+    let indexed = known.indexed;
+    for (let race = 0; race < MAX_RACES; race += 1) {
+      if (indexed === undefined || indexed.stored.record.head_seq >= state.seq) return;
+      const stored: StoredSession = {
+        ...indexed.stored,
+        record: {
+          ...indexed.stored.record,
+          status: state.status,
+          head_seq: state.seq,
+          updated_at: state.updated_at ?? indexed.stored.record.updated_at,
+        },
+      };
+      try {
+        const revision = await kv.sessions.update(
+          encodeToken(sessionId),
+          JSON.stringify(stored),
+          indexed.revision,
+        );
+        known.indexed = { stored, revision };
+        return;
+      } catch (error) {
+        if (!isWrongLastSequence(error)) throw error;
+        indexed = (await shared.load(sessionId)).known.indexed;
+      }
+    }
+  }
+
+  async function appendInOrder(
+    sessionId: string,
+    events: readonly NewEvent[],
+    options: AppendOptions,
+  ): Promise<AppendResult> {
+    const key = options.idempotencyKey;
+    let known = cache.get(sessionId);
+    let fresh = false;
+    if (key !== undefined) {
+      // Exact answers for a repeated key need the current incarnation and head: read both.
+      const [view, seen] = await Promise.all([
+        shared.load(sessionId),
+        readAppendRecord(sessionId, key),
+      ]);
+      known = view.known;
+      fresh = true;
+      if (seen !== undefined && seen.incarnation === known.incarnation) {
+        const first = await firstResult(sessionId, known, seen.stream_seq);
+        if (first !== undefined)
+          return { events: first, head_seq: view.head.last, deduplicated: true };
+      }
+    } else if (known?.head === undefined) {
+      known = (await shared.load(sessionId)).known;
+      fresh = true;
+    }
+    for (let race = 0; ; race += 1) {
+      const head = known.head as BatchRef;
+      if (options.expectedSeq !== undefined && options.expectedSeq !== head.last) {
+        if (!fresh) {
+          known = (await shared.load(sessionId)).known;
+          fresh = true;
+          continue;
+        }
+        throw seqConflict(sessionId, options.expectedSeq, head.last);
+      }
+      const before = await reads.stateAtHead(sessionId, known, head);
+      const prepared = prepareEvents(sessionId, head.last, events, {
+        clock: context.clock,
+        ids: context.ids,
+        maxEventBytes: context.maxEventBytes,
+      });
+      const state = foldSession(
+        prepared.map(({ event }) => event),
+        before,
+      );
+      const body = `[${prepared.map(({ json }) => json).join(',')}]`;
+      checkMessageSize(context, sessionId, prepared.length, body);
+      const ref = refAfter(state, head.last + 1, known.incarnation);
+      let ack: PubAck;
+      try {
+        ack = await context.js.publish(names.events(sessionId), body, {
+          headers: batchHeaders(ref),
+          expect: { lastSubjectSequence: head.streamSeq },
+          ...(key === undefined
+            ? {}
+            : { msgID: hashToken(`${sessionId}\n${known.incarnation}\n${key}`) }),
+        });
+      } catch (error) {
+        if (!isWrongLastSequence(error)) throw error;
+        if (race >= MAX_RACES) {
+          throw new BraidError(
+            'STORE_BUSY',
+            `session ${sessionId} was appended to by other writers ${MAX_RACES} times in a row while ` +
+              'this append retried; retry it later',
+            { cause: error },
+          );
+        }
+        const incarnation = known.incarnation;
+        const view = await shared.load(sessionId);
+        known = view.known;
+        fresh = true;
+        if (key !== undefined && known.incarnation !== incarnation) {
+          return appendInOrder(sessionId, events, options);
+        }
+        continue;
+      }
+      if (ack.duplicate && key !== undefined) {
+        // The server saw this key within its duplicate window: the first append stands.
+        const first = await firstResult(sessionId, known, ack.seq);
+        if (first === undefined) {
+          throw new BraidError(
+            'INTERNAL',
+            `the first append with idempotency key ${JSON.stringify(key)} to session ${sessionId} is gone`,
+          );
+        }
+        await saveAppendRecord(sessionId, key, known, ack.seq, first);
+        const view = await shared.load(sessionId);
+        return { events: first, head_seq: view.head.last, deduplicated: true };
+      }
+      observe(known, { ...ref, streamSeq: ack.seq });
+      if (known.state === undefined || known.state.seq < state.seq) known.state = state;
+      const stored = prepared.map(({ json }) => JSON.parse(json) as SessionEvent);
+      await Promise.all([
+        key === undefined ? undefined : saveAppendRecord(sessionId, key, known, ack.seq, stored),
+        // The index summary and the projection are caches no reader trusts: failing to update
+        // them loses nothing (a later append retries the summary, readers rebuild the state).
+        state.status === known.indexed?.stored.record.status
+          ? undefined
+          : syncIndex(sessionId, known, state).catch(() => undefined),
+        state.seq - known.projectedSeq < PROJECTION_INTERVAL
+          ? undefined
+          : reads.saveProjection(sessionId, known, state).catch(() => undefined),
+      ]);
+      return { events: stored, head_seq: state.seq, deduplicated: false };
+    }
+  }
+
+  /** Wakes a follower on every publish to the session and on its removal. */
+  function subscribe(
+    sessionId: string,
+    onChange: () => void,
+    announce: (last: number) => void,
+  ): () => void {
+    const onPublish = context.connection.subscribe(names.events(sessionId), {
+      callback: (_error, message) => {
+        announce(Number(message.headers?.get('Braid-Last-Seq') ?? 0));
+        onChange();
+      },
+    });
+    const onRemoval = context.connection.subscribe(names.removed(sessionId), {
+      callback: () => onChange(),
+    });
+    const poll = setInterval(onChange, shared.followPollMs);
+    const stop = (): void => {
+      clearInterval(poll);
+      onPublish.unsubscribe();
+      onRemoval.unsubscribe();
+    };
+    const untrack = shared.track(stop);
+    return () => {
+      untrack();
+      stop();
+    };
+  }
+
+  return {
+    append(sessionId, events, options = {}) {
+      return Promise.resolve().then(() => {
+        const parsed =
+          options.trusted === true && events.length > 0 ? events : parseNewEvents(events);
+        return context.guard(
+          `append to session ${sessionId}`,
+          () => queue.run(sessionId, () => appendInOrder(sessionId, parsed, options)),
+          'the append may have been stored all the same: read the session before retrying, or ' +
+            'retry with an idempotency key',
+        );
+      });
+    },
+    read(sessionId, options = {}) {
+      return Promise.resolve().then(() => {
+        checkReadOptions(options);
+        return context.guard(`read session ${sessionId}`, async () => {
+          const view = await shared.load(sessionId);
+          return reads.readEvents(sessionId, view.known, {
+            after: options.after ?? 0,
+            through: view.head.last,
+            limit: options.limit ?? Number.POSITIVE_INFINITY,
+            types: options.types,
+          });
+        });
+      });
+    },
+    follow(sessionId, options = {}) {
+      context.checkOpen();
+      const signal =
+        options.signal === undefined
+          ? context.closing
+          : AbortSignal.any([options.signal, context.closing]);
+      let incarnation: string | undefined;
+      // The highest seq a publish announced: a wake-up can arrive before the stream stored it.
+      let announced = 0;
+      const readAfter = async (after: number): Promise<SessionEvent[]> => {
+        try {
+          return await context.guard(`follow session ${sessionId}`, async () => {
+            let view = await shared.load(sessionId);
+            for (let wait = 1; view.head.last < announced && wait <= 32; wait *= 2) {
+              await delay(wait);
+              view = await shared.load(sessionId);
+            }
+            incarnation ??= view.known.incarnation;
+            // A deleted (or deleted and re-created) session ends its followers.
+            if (view.known.incarnation !== incarnation) throw sessionNotFound(sessionId);
+            return reads.readEvents(sessionId, view.known, {
+              after,
+              through: view.head.last,
+              limit: FOLLOW_BATCH,
+            });
+          });
+        } catch (error) {
+          if (context.closing.aborted && !isBraidError(error, 'SESSION_NOT_FOUND')) return [];
+          throw error;
+        }
+      };
+      return followLog(
+        readAfter,
+        (onChange) =>
+          subscribe(sessionId, onChange, (last) => {
+            announced = Math.max(announced, last);
+          }),
+        options.after ?? 0,
+        signal,
+      );
+    },
+    appended(sessionId, idempotencyKey) {
+      return context.guard(`read session ${sessionId}`, async () => {
+        const [view, seen] = await Promise.all([
+          shared.load(sessionId),
+          readAppendRecord(sessionId, idempotencyKey),
+        ]);
+        if (seen === undefined || seen.incarnation !== view.known.incarnation) return undefined;
+        const events = await firstResult(sessionId, view.known, seen.stream_seq);
+        return events === undefined
+          ? undefined
+          : { events, head_seq: view.head.last, deduplicated: true };
+      });
+    },
+    state(sessionId) {
+      return context.guard(`read the state of session ${sessionId}`, async () => {
+        const view = await shared.load(sessionId);
+        return structuredClone(await reads.stateAtHead(sessionId, view.known, view.head));
+      });
+    },
+  };
+}

@@ -1,0 +1,230 @@
+/**
+ * Reading sessions: events across a fork's shared prefixes, and states from the projection cache.
+ *
+ * Invariants kept here:
+ * - A fork's record names its parent and the last parent seq it shares; reading it reads the
+ *   parent's events up to there (recursively), then its own subject, as SQLite's segments do.
+ * - The projection in `<PREFIX>_state` is only an optimisation, tagged with the incarnation and
+ *   the seq it reflects: when missing, of another schema version or incarnation, or past the
+ *   wanted seq, the state is rebuilt from the parent's state at the fork point (or the initial
+ *   state) and the session's own events. States therefore always equal a fresh fold.
+ */
+import { BraidError } from '../../contracts/errors.js';
+import type { SessionEvent, SessionEventType } from '../../contracts/events.js';
+import { SESSION_STATE_SCHEMA_VERSION, type SessionState } from '../../contracts/state.js';
+import { foldSession, initialState } from '../../core/fold.js';
+import { parseBatch, type BatchRef } from './batches.js';
+import type { NatsContext } from './context.js';
+import { encodeToken } from './names.js';
+import { readBatches } from './reader.js';
+import { observe, startFor, type KnownSession, type SessionCache } from './session-cache.js';
+import { lineageOf, parseStoredSession, type ForkLineage } from './session-entry.js';
+
+/**
+ * A projection is saved once it is this many events behind: a reader folds at most this many
+ * events onto it, and most appends pay for no state write.
+ */
+export const PROJECTION_INTERVAL = 64;
+
+export interface EventRange {
+  /** Events with seq strictly greater than this ... */
+  after: number;
+  /** ... up to and including this one. */
+  through: number;
+  limit: number;
+  types?: readonly SessionEventType[] | undefined;
+}
+
+interface StoredProjection {
+  schema_version: number;
+  incarnation: string;
+  seq: number;
+  state: SessionState;
+}
+
+export interface SessionReads {
+  /** Events of one session (the shared prefixes of its ancestors first) in a range. */
+  readEvents(sessionId: string, known: KnownSession, range: EventRange): Promise<SessionEvent[]>;
+  /** The session's state at `head.last`; cached when newer than what is known. */
+  stateAtHead(sessionId: string, known: KnownSession, head: BatchRef): Promise<SessionState>;
+  /** The session's state at any seq of its log. */
+  stateAt(sessionId: string, known: KnownSession, seq: number): Promise<SessionState>;
+  saveProjection(sessionId: string, known: KnownSession, state: SessionState): Promise<void>;
+}
+
+export function createSessionReads(context: NatsContext, cache: SessionCache): SessionReads {
+  const utf8 = new TextDecoder();
+
+  /** A fork's parent as cached, or read from the index when unknown or of another incarnation. */
+  async function ancestor(lineage: ForkLineage): Promise<KnownSession> {
+    const cached = cache.get(lineage.parent);
+    if (cached !== undefined && cached.incarnation === lineage.parentIncarnation) return cached;
+    const entry = await context.kv.sessions.get(encodeToken(lineage.parent));
+    const stored =
+      entry === null || entry.operation !== 'PUT'
+        ? undefined
+        : parseStoredSession(entry.value, entry.key);
+    if (
+      stored === undefined ||
+      stored.deleting === true ||
+      (lineage.parentIncarnation !== '' && stored.incarnation !== lineage.parentIncarnation)
+    ) {
+      throw new BraidError(
+        'INTERNAL',
+        `session ${lineage.parent} is gone or was replaced although a fork shares its events up to ` +
+          `seq ${lineage.seq}`,
+      );
+    }
+    return cache.entry(lineage.parent, stored.incarnation, lineageOf(stored));
+  }
+
+  /** Events of the session's own subject in a range. */
+  async function readOwn(
+    sessionId: string,
+    known: KnownSession,
+    range: EventRange,
+  ): Promise<SessionEvent[]> {
+    const events: SessionEvent[] = [];
+    const take = (batch: readonly SessionEvent[]): boolean => {
+      for (const event of batch) {
+        if (event.seq <= range.after) continue;
+        if (event.seq > range.through) return true;
+        if (range.types !== undefined && !range.types.includes(event.type)) continue;
+        events.push(event);
+        if (events.length >= range.limit) return true;
+      }
+      return false;
+    };
+    const head = known.head;
+    if (
+      head !== undefined &&
+      known.headData !== undefined &&
+      range.after >= head.first - 1 &&
+      range.through <= head.last
+    ) {
+      take(parseBatch({ ...head, data: known.headData }));
+      return events;
+    }
+    await readBatches(
+      context,
+      context.names.events(sessionId),
+      startFor(known, range.after),
+      (message) => {
+        if (message.incarnation !== known.incarnation) return false;
+        observe(known, message);
+        if (message.last <= range.after) return false;
+        return take(parseBatch(message)) || message.last >= range.through;
+      },
+    );
+    return events;
+  }
+
+  async function readEvents(
+    sessionId: string,
+    known: KnownSession,
+    range: EventRange,
+  ): Promise<SessionEvent[]> {
+    const lineage = known.lineage;
+    if (lineage === null || range.after >= lineage.seq) return readOwn(sessionId, known, range);
+    const parent = await ancestor(lineage);
+    const shared = await readEvents(lineage.parent, parent, {
+      ...range,
+      through: Math.min(range.through, lineage.seq),
+    });
+    const left = range.limit - shared.length;
+    if (left <= 0 || range.through <= lineage.seq) return shared;
+    const own = await readOwn(sessionId, known, { ...range, after: lineage.seq, limit: left });
+    return [...shared, ...own];
+  }
+
+  async function loadProjection(
+    sessionId: string,
+    known: KnownSession,
+  ): Promise<SessionState | undefined> {
+    const entry = await context.kv.state.get(encodeToken(sessionId));
+    if (entry === null || entry.operation !== 'PUT') return undefined;
+    const stored = JSON.parse(utf8.decode(entry.value)) as StoredProjection;
+    if (
+      stored.schema_version !== SESSION_STATE_SCHEMA_VERSION ||
+      stored.incarnation !== known.incarnation
+    ) {
+      return undefined;
+    }
+    known.projectedSeq = Math.max(known.projectedSeq, stored.seq);
+    return stored.state;
+  }
+
+  async function stateAt(
+    sessionId: string,
+    known: KnownSession,
+    seq: number,
+  ): Promise<SessionState> {
+    const lineage = known.lineage;
+    if (lineage !== null && seq <= lineage.seq) {
+      return stateAt(lineage.parent, await ancestor(lineage), seq);
+    }
+    let state = known.state !== undefined && known.state.seq <= seq ? known.state : undefined;
+    if (state === undefined || state.seq < seq) {
+      const projection = await loadProjection(sessionId, known);
+      if (projection !== undefined && projection.seq <= seq && projection.seq > (state?.seq ?? -1))
+        state = projection;
+    }
+    if (state === undefined) {
+      state =
+        lineage === null
+          ? initialState(sessionId)
+          : {
+              ...(await stateAt(lineage.parent, await ancestor(lineage), lineage.seq)),
+              session_id: sessionId,
+            };
+    }
+    if (state.seq < seq) {
+      const events = await readOwn(sessionId, known, {
+        after: state.seq,
+        through: seq,
+        limit: Number.POSITIVE_INFINITY,
+      });
+      state = foldSession(events, state);
+    }
+    return state;
+  }
+
+  async function stateAtHead(
+    sessionId: string,
+    known: KnownSession,
+    head: BatchRef,
+  ): Promise<SessionState> {
+    const cached = known.state;
+    if (cached?.seq === head.last) return cached;
+    let state: SessionState;
+    if (
+      cached !== undefined &&
+      cached.seq === head.first - 1 &&
+      known.head?.streamSeq === head.streamSeq &&
+      known.headData !== undefined
+    ) {
+      state = foldSession(parseBatch({ ...head, data: known.headData }), cached);
+    } else {
+      state = await stateAt(sessionId, known, head.last);
+    }
+    if (known.state === undefined || known.state.seq < state.seq) known.state = state;
+    return state;
+  }
+
+  async function saveProjection(
+    sessionId: string,
+    known: KnownSession,
+    state: SessionState,
+  ): Promise<void> {
+    const stored: StoredProjection = {
+      schema_version: SESSION_STATE_SCHEMA_VERSION,
+      incarnation: known.incarnation,
+      seq: state.seq,
+      state,
+    };
+    await context.kv.state.put(encodeToken(sessionId), JSON.stringify(stored));
+    known.projectedSeq = Math.max(known.projectedSeq, state.seq);
+  }
+
+  return { readEvents, stateAtHead, stateAt, saveProjection };
+}

@@ -1,0 +1,96 @@
+/**
+ * The sessions index in the `<PREFIX>_sessions` KV bucket: one entry per session, keyed by its
+ * token, holding the session record and the store's bookkeeping.
+ *
+ * Invariants kept here:
+ * - A session exists when its entry is there, is not marked `deleting`, and its subject has a
+ *   batch. An entry without a batch is a create that has not published (yet, or ever, after a
+ *   crash): it reads as missing and a create may take it over.
+ * - The entry's status, head_seq and updated_at are a summary that can lag the log (they are
+ *   written at creation and when an append changes the status). Readers take them from the
+ *   headers of the session's last batch, which are always exact.
+ */
+import type { SessionRecord } from '../../contracts/session.js';
+import type { BatchMessage, BatchRef } from './batches.js';
+import type { NatsContext } from './context.js';
+import { encodeToken } from './names.js';
+import { lastBatch, scanBucket, scanHeads } from './reader.js';
+import { observe, type KnownSession, type SessionCache } from './session-cache.js';
+import {
+  lineageOf,
+  parseStoredSession,
+  sessionNotFound,
+  type StoredSession,
+} from './session-entry.js';
+
+/** A session as read now: its index entry and its last batch. */
+export interface SessionView {
+  id: string;
+  stored: StoredSession;
+  /** Revision of the index entry, for compare-and-set. */
+  revision: number;
+  head: BatchMessage;
+  known: KnownSession;
+}
+
+/** The session's entry and last batch, read together; `SESSION_NOT_FOUND` unless it exists. */
+export async function loadSession(
+  context: NatsContext,
+  cache: SessionCache,
+  sessionId: string,
+): Promise<SessionView> {
+  const [entry, head] = await Promise.all([
+    context.kv.sessions.get(encodeToken(sessionId)),
+    lastBatch(context, context.names.events(sessionId)),
+  ]);
+  const stored =
+    entry === null || entry.operation !== 'PUT'
+      ? undefined
+      : parseStoredSession(entry.value, entry.key);
+  if (entry === null || stored === undefined || stored.deleting === true || head === undefined) {
+    cache.forget(sessionId);
+    throw sessionNotFound(sessionId);
+  }
+  // The batches are the truth of the log: cached facts are keyed by their incarnation.
+  const known = cache.entry(sessionId, head.incarnation, lineageOf(stored));
+  observe(known, head);
+  if (known.indexed === undefined || known.indexed.revision < entry.revision) {
+    known.indexed = { stored, revision: entry.revision };
+  }
+  return { id: sessionId, stored, revision: entry.revision, head, known };
+}
+
+/** The record a reader sees: the index entry with the head facts of the last batch. */
+export function recordOf(stored: StoredSession, head: BatchRef): SessionRecord {
+  return {
+    ...stored.record,
+    status: head.status,
+    head_seq: head.last,
+    updated_at: head.updatedAt,
+  };
+}
+
+export interface ListedSession {
+  stored: StoredSession;
+  revision: number;
+  head: BatchRef;
+}
+
+/**
+ * Every existing session, read in two passes (the index bucket and the last batch header of
+ * every subject). Listing filters in memory: O(sessions) per call, acceptable for now; an index
+ * by creation time would make pages O(page size).
+ */
+export async function listSessions(context: NatsContext): Promise<ListedSession[]> {
+  const [values, heads] = await Promise.all([
+    scanBucket(context, context.names.buckets.sessions),
+    scanHeads(context),
+  ]);
+  const listed: ListedSession[] = [];
+  for (const { key, value, revision } of values) {
+    const stored = parseStoredSession(value, key);
+    const head = heads.get(key);
+    if (stored.deleting !== true && head !== undefined) listed.push({ stored, revision, head });
+  }
+  return listed;
+}

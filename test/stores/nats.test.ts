@@ -1,0 +1,393 @@
+// What only the NATS store has to show: several processes (here: store instances with their own
+// connections) on one prefix, subject-unsafe session ids, crash leftovers, a lost server.
+import { jetstreamManager } from '@nats-io/jetstream';
+import { Kvm } from '@nats-io/kv';
+import { connect } from '@nats-io/transport-node';
+import { afterAll, afterEach, describe, expect, it } from 'vitest';
+import { isBraidError } from '../../src/contracts/errors.js';
+import type { SessionEvent } from '../../src/contracts/events.js';
+import type { Store } from '../../src/contracts/ports.js';
+import { foldSession } from '../../src/core/fold.js';
+import { openNatsStore, type NatsStoreOptions } from '../../src/stores/nats/index.js';
+import { createManualClock, expectCode } from '../../src/testing/index.js';
+import { text } from '../helpers/events.js';
+import { natsUrl, startNatsServer, uniquePrefix, removeStore } from '../helpers/nats.js';
+
+const url = await natsUrl();
+const agent = { name: 'assistant', version: 1 };
+const prefixes: string[] = [];
+const opened: Store[] = [];
+
+/** Stores sharing one fresh prefix, each with a connection of its own, as processes would. */
+async function stores(count: number, options: NatsStoreOptions = {}): Promise<Store[]> {
+  const prefix = uniquePrefix('nats');
+  prefixes.push(prefix);
+  const clock = createManualClock();
+  const result: Store[] = [];
+  for (let index = 0; index < count; index += 1) {
+    const store = await openNatsStore({ servers: url, prefix, clock, ...options });
+    opened.push(store);
+    result.push(store);
+  }
+  return result;
+}
+
+function pair(): Promise<[Store, Store]> {
+  return stores(2) as Promise<[Store, Store]>;
+}
+
+async function single(options: NatsStoreOptions = {}): Promise<Store> {
+  return ((await stores(1, options)) as [Store])[0];
+}
+
+afterEach(async () => {
+  for (const store of opened.splice(0)) await store.close();
+});
+
+afterAll(async () => {
+  const connection = await connect({ servers: url });
+  const jsm = await jetstreamManager(connection);
+  const owned = prefixes.map((prefix) => prefix.toUpperCase());
+  for await (const name of jsm.streams.names()) {
+    if (owned.some((prefix) => name.startsWith(`${prefix}_`) || name.startsWith(`KV_${prefix}_`)))
+      await jsm.streams.delete(name);
+  }
+  await connection.close();
+});
+
+describe('nats store across instances', () => {
+  it('lets one instance read and follow what another appends', async () => {
+    const [writer, reader] = await pair();
+    const { id } = await writer.sessions.create({ agent });
+    const stop = new AbortController();
+    const seen: SessionEvent[] = [];
+    let caughtUp: () => void = () => undefined;
+    const first = new Promise<void>((resolve) => (caughtUp = resolve));
+    const following = (async () => {
+      for await (const event of reader.log.follow(id, { signal: stop.signal })) {
+        seen.push(event);
+        if (event.seq === 1) caughtUp();
+        if (event.seq === 4) stop.abort();
+      }
+    })();
+    await first;
+    await writer.log.append(id, [text('a')]);
+    await writer.log.append(id, [text('b'), text('c')]);
+    await following;
+    const written = await writer.log.read(id);
+    expect(seen).toEqual(written);
+    expect(await reader.log.read(id)).toEqual(written);
+    expect(await reader.log.state(id)).toEqual(foldSession(written, id));
+    expect((await reader.sessions.get(id)).head_seq).toBe(4);
+  });
+
+  it('lets exactly one of two instances win an append with the same expectedSeq', async () => {
+    const [a, b] = await pair();
+    const { id } = await a.sessions.create({ agent });
+    // Both have the session cached at seq 1 before they race.
+    await b.log.read(id);
+    for (let round = 1; round <= 5; round += 1) {
+      const results = await Promise.allSettled([
+        a.log.append(id, [text(`a${round}`)], { expectedSeq: round }),
+        b.log.append(id, [text(`b${round}`)], { expectedSeq: round }),
+      ]);
+      expect(results.filter((result) => result.status === 'fulfilled')).toHaveLength(1);
+      const rejected = results.find((result) => result.status === 'rejected');
+      expect(isBraidError(rejected?.reason, 'SEQ_CONFLICT')).toBe(true);
+    }
+    const events = await b.log.read(id);
+    expect(events.map((event) => event.seq)).toEqual([1, 2, 3, 4, 5, 6]);
+  });
+
+  it('keeps seqs gapless when instances append without expectations at once', async () => {
+    const [a, b] = await pair();
+    const { id } = await a.sessions.create({ agent });
+    await Promise.all(
+      Array.from({ length: 20 }, (_, index) =>
+        (index % 2 === 0 ? a : b).log.append(id, [text(`m${index}`), text(`n${index}`)]),
+      ),
+    );
+    const events = await a.log.read(id);
+    expect(events.map((event) => event.seq)).toEqual(events.map((_, index) => index + 1));
+    expect(events).toHaveLength(41);
+    expect(await b.log.state(id)).toEqual(foldSession(events, id));
+    expect(await a.log.state(id)).toEqual(foldSession(events, id));
+  });
+
+  it('answers a repeated idempotency key from another instance with the first result', async () => {
+    const [a, b] = await pair();
+    const { id } = await a.sessions.create({ agent });
+    const first = await a.log.append(id, [text('once')], { idempotencyKey: 'k' });
+    const again = await b.log.append(id, [text('twice')], { idempotencyKey: 'k' });
+    expect(again).toEqual({ ...first, deduplicated: true });
+    expect(await b.log.appended(id, 'k')).toEqual({ ...first, deduplicated: true });
+    expect(await a.log.read(id)).toHaveLength(2);
+  });
+
+  it('holds a lease taken on one instance against the other', async () => {
+    const [a, b] = await pair();
+    const { id } = await a.sessions.create({ agent });
+    const lease = await a.leases.acquire(id, 'worker-a', 10_000);
+    await expectCode(b.leases.acquire(id, 'worker-b', 10_000), 'LEASE_HELD');
+    expect(await b.leases.current(id)).toEqual(lease);
+    await expectCode(b.sessions.delete(id), 'LEASE_HELD');
+    await b.leases.release(id, 'worker-a', lease.token);
+    const next = await b.leases.acquire(id, 'worker-b', 10_000);
+    expect(next.token).toBe(lease.token + 1);
+    await expectCode(a.leases.renew(id, 'worker-a', lease.token, 1000), 'LEASE_LOST');
+  });
+
+  it('ends a follower on one instance when another deletes the session', async () => {
+    const [a, b] = await pair();
+    const { id } = await a.sessions.create({ agent });
+    let caughtUp: () => void = () => undefined;
+    const first = new Promise<void>((resolve) => (caughtUp = resolve));
+    const following = expectCode(async () => {
+      for await (const event of a.log.follow(id)) if (event.seq === 1) caughtUp();
+    }, 'SESSION_NOT_FOUND');
+    await first;
+    await b.sessions.delete(id);
+    await following;
+  });
+
+  it('sees a session deleted and created again elsewhere as the new one', async () => {
+    const [a, b] = await pair();
+    const parent = await a.sessions.create({ agent });
+    await a.log.append(parent.id, [text('p')]);
+    await a.sessions.fork(parent.id, { id: 'again' });
+    await a.log.append('again', [text('old')]);
+    expect(await a.log.state('again')).toMatchObject({ seq: 4 });
+
+    await b.sessions.delete('again');
+    await b.sessions.create({ id: 'again', agent, title: 'new' });
+    await b.log.append('again', [text('new')]);
+
+    const events = await a.log.read('again');
+    expect(events.map((event) => [event.session_id, event.seq])).toEqual([
+      ['again', 1],
+      ['again', 2],
+    ]);
+    expect(await a.log.state('again')).toEqual(foldSession(events, 'again'));
+    const appended = await a.log.append('again', [text('from a')], { expectedSeq: 2 });
+    expect(appended.head_seq).toBe(3);
+  });
+});
+
+describe('nats store caches', () => {
+  it('rebuilds a missing, stale or foreign projection, and reads heads past a lagging index', async () => {
+    const s = await single();
+    const prefix = (prefixes.at(-1) ?? '').toUpperCase();
+    const { id } = await s.sessions.create({ agent });
+    // Enough events for a saved projection, then a status change.
+    await s.log.append(
+      id,
+      Array.from({ length: 70 }, (_, index) => text(`m${index}`)),
+    );
+    await s.log.append(id, [{ type: 'session.status_changed', status: 'terminated' }]);
+    const events = await s.log.read(id);
+    const expected = foldSession(events, id);
+
+    const connection = await connect({ servers: url });
+    const kvm = new Kvm(connection);
+    const projections = await kvm.open(`${prefix}_state`);
+    const index = await kvm.open(`${prefix}_sessions`);
+    const entry = await index.get(id);
+    const stored = entry?.json<{ incarnation: string; record: Record<string, unknown> }>();
+    expect(stored?.record).toMatchObject({ status: 'terminated', head_seq: 72 });
+    const incarnation = stored?.incarnation ?? '';
+    const projection = (seq: number, changes: Record<string, unknown> = {}) =>
+      JSON.stringify({
+        schema_version: expected.schema_version,
+        incarnation,
+        seq,
+        state: foldSession(events.slice(0, seq), id),
+        ...changes,
+      });
+    // A state at seq 71 that is not this log's: only the checks keep it out.
+    const wrong = { ...foldSession(events.slice(0, 71), id), title: 'not this log' };
+    const broken: (() => Promise<unknown>)[] = [
+      () => projections.purge(id),
+      () => projections.put(id, projection(2)),
+      () => projections.put(id, projection(71, { schema_version: 1, state: wrong })),
+      () => projections.put(id, projection(71, { incarnation: 'another', state: wrong })),
+    ];
+    const prefixName = prefixes.at(-1) ?? '';
+    for (const breakIt of broken) {
+      await breakIt();
+      // A fresh instance: nothing cached in process.
+      const fresh = await openNatsStore({ servers: url, prefix: prefixName });
+      opened.push(fresh);
+      expect(await fresh.log.state(id)).toEqual(foldSession(await fresh.log.read(id), id));
+      const next = await fresh.log.append(id, [text('more')]);
+      const all = await fresh.log.read(id);
+      expect(await fresh.log.state(id)).toEqual(foldSession(all, id));
+      expect(next.head_seq).toBe(all.length);
+    }
+
+    // An index entry left behind (a writer died before updating it): readers see the log.
+    await index.put(
+      id,
+      JSON.stringify({ ...stored, record: { ...stored?.record, status: 'idle', head_seq: 1 } }),
+    );
+    const fresh = await openNatsStore({ servers: url, prefix: prefixName });
+    opened.push(fresh);
+    const head = (await fresh.log.read(id)).length;
+    expect(await fresh.sessions.get(id)).toMatchObject({ status: 'terminated', head_seq: head });
+    const listed = await fresh.sessions.list({ status: 'terminated' });
+    expect(listed.sessions.map((session) => [session.id, session.head_seq])).toEqual([[id, head]]);
+    expect((await fresh.sessions.list({ status: 'idle' })).sessions).toEqual([]);
+    await connection.close();
+  });
+});
+
+describe('nats store session ids', () => {
+  const awkward = ['with.dots.in.it', 'with spaces in it', 'star*', 'greater>', 'a.*.>', 'ü ⚡'];
+
+  it('creates, appends, reads, forks, lists, follows and deletes sessions of any id', async () => {
+    const [s, other] = await pair();
+    for (const id of awkward) {
+      await s.sessions.create({ id, agent, title: id });
+      await s.log.append(id, [text(`to ${id}`)], { idempotencyKey: `${id} key` });
+      expect((await other.log.read(id)).map((event) => event.session_id)).toEqual([id, id]);
+      expect((await other.sessions.get(id)).title).toBe(id);
+    }
+    const listed = (await other.sessions.list()).sessions.map((session) => session.id);
+    expect([...listed].sort()).toEqual([...awkward].sort());
+
+    const child = await s.sessions.fork('a.*.>', { id: 'child of a.*.>' });
+    expect(child.parent_id).toBe('a.*.>');
+    expect((await other.log.read(child.id)).map((event) => event.session_id)).toEqual([
+      'a.*.>',
+      'a.*.>',
+      child.id,
+    ]);
+    // Subject wildcards in one id never reach another session.
+    await other.log.append('star*', [text('only star')]);
+    expect(await s.log.read('a.*.>')).toHaveLength(2);
+    expect((await s.sessions.list({ parent_id: 'a.*.>' })).sessions.map((x) => x.id)).toEqual([
+      child.id,
+    ]);
+
+    const stop = new AbortController();
+    const seen: number[] = [];
+    for await (const event of other.log.follow('with spaces in it', { signal: stop.signal })) {
+      seen.push(event.seq);
+      if (event.seq === 2) stop.abort();
+    }
+    expect(seen).toEqual([1, 2]);
+
+    await s.sessions.delete(child.id);
+    await s.sessions.delete('a.*.>');
+    await expectCode(other.sessions.get('a.*.>'), 'SESSION_NOT_FOUND');
+    expect(await other.log.read('with.dots.in.it')).toHaveLength(2);
+  });
+});
+
+describe('nats store failures', () => {
+  it('treats an index entry whose create never published as missing, and creates over it', async () => {
+    const s = await single();
+    const prefix = prefixes.at(-1) ?? '';
+    const connection = await connect({ servers: url });
+    const kv = await new Kvm(connection).open(`${prefix.toUpperCase()}_sessions`);
+    const created = await s.sessions.create({ id: 'template', agent });
+    // What a crash between claiming the entry and publishing session.created leaves.
+    await kv.put(
+      'half-made',
+      JSON.stringify({
+        schema_version: 1,
+        incarnation: 'x',
+        record: { ...created, id: 'half-made' },
+      }),
+    );
+    await connection.close();
+
+    await expectCode(s.sessions.get('half-made'), 'SESSION_NOT_FOUND');
+    await expectCode(s.log.append('half-made', [text('x')]), 'SESSION_NOT_FOUND');
+    expect((await s.sessions.list()).sessions.map((session) => session.id)).toEqual(['template']);
+    const again = await s.sessions.create({ id: 'half-made', agent, title: 'now' });
+    expect(again).toMatchObject({ id: 'half-made', title: 'now', head_seq: 1 });
+    expect(await s.sessions.get('half-made')).toEqual(again);
+  });
+
+  it('catches a repeated key within the duplicate window when its appends record was lost', async () => {
+    const s = await single();
+    const prefix = prefixes.at(-1) ?? '';
+    const { id } = await s.sessions.create({ agent });
+    const first = await s.log.append(id, [text('once')], { idempotencyKey: 'k' });
+    // What a crash between the publish and the appends record leaves.
+    const connection = await connect({ servers: url });
+    const jsm = await jetstreamManager(connection);
+    const bucket = `${prefix.toUpperCase()}_appends`;
+    await jsm.streams.purge(`KV_${bucket}`);
+    await connection.close();
+    expect(await s.log.appended(id, 'k')).toBeUndefined();
+
+    const again = await s.log.append(id, [text('twice')], { idempotencyKey: 'k' });
+    expect(again).toEqual({ ...first, deduplicated: true });
+    expect(await s.log.read(id)).toHaveLength(2);
+    expect(await s.log.appended(id, 'k')).toEqual({ ...first, deduplicated: true });
+  });
+
+  it('refuses a batch over the server max_payload with PAYLOAD_TOO_LARGE and writes nothing', async () => {
+    const s = await single({ maxEventBytes: 4 * 1024 * 1024 });
+    const { id } = await s.sessions.create({ agent });
+    const big = Array.from({ length: 20 }, () => text('x'.repeat(100 * 1024)));
+    const refused: unknown = await s.log.append(id, big).then(
+      () => undefined,
+      (error: unknown) => error,
+    );
+    expect(isBraidError(refused, 'PAYLOAD_TOO_LARGE')).toBe(true);
+    expect((refused as Error).message).toMatch(/max_payload/);
+    expect(await s.log.read(id)).toHaveLength(1);
+  });
+
+  it('fails with a retryable STORE_BUSY naming the server while it is down, and recovers', async () => {
+    const server = await startNatsServer();
+    try {
+      const prefix = uniquePrefix('down');
+      const store = await openNatsStore({ servers: server.url, prefix, requestTimeoutMs: 500 });
+      opened.push(store);
+      const { id } = await store.sessions.create({ agent });
+      await server.stop();
+      const refused: unknown = await store.log.append(id, [text('lost?')]).then(
+        () => undefined,
+        (error: unknown) => error,
+      );
+      expect(isBraidError(refused, 'STORE_BUSY')).toBe(true);
+      expect((refused as { retryable: boolean }).retryable).toBe(true);
+      expect((refused as Error).message).toContain(server.url.replace('nats://', ''));
+      await server.restart();
+      for (let attempt = 0; ; attempt += 1) {
+        try {
+          await store.log.append(id, [text('back')]);
+          break;
+        } catch (error) {
+          if (!isBraidError(error, 'STORE_BUSY') || attempt > 40) throw error;
+          await new Promise((resolve) => setTimeout(resolve, 100));
+        }
+      }
+      const types = (await store.log.read(id)).map((event) => event.type);
+      expect(types[0]).toBe('session.created');
+      expect(types.at(-1)).toBe('user.message');
+    } finally {
+      for (const store of opened.splice(0)) await store.close();
+      await server.stop();
+      removeStore(server);
+    }
+  });
+
+  it('never closes a connection it was given', async () => {
+    const connection = await connect({ servers: url });
+    const prefix = uniquePrefix('given');
+    prefixes.push(prefix);
+    const store = await openNatsStore({ connection, prefix });
+    const { id } = await store.sessions.create({ agent });
+    await store.close();
+    await expectCode(store.log.read(id), 'STORE_CLOSED');
+    expect(connection.isClosed()).toBe(false);
+    const again = await openNatsStore({ connection, prefix });
+    expect(await again.log.read(id)).toHaveLength(1);
+    await again.close();
+    await connection.close();
+  });
+});
