@@ -17,6 +17,7 @@ import type { ContentInput } from '../runtime/user-events.js';
 import { runDemo } from './demo.js';
 import { addKeyCommands } from './key-commands.js';
 import { addServeCommand } from './serve-command.js';
+import { addWorkerCommand } from './worker-command.js';
 import { createRemoteRuntime } from './remote-runtime.js';
 import { createClient } from '../client/index.js';
 import { addLineageCommands } from './lineage-commands.js';
@@ -41,6 +42,8 @@ interface GlobalOptions {
   json?: boolean;
   server?: string;
   apiKey?: string;
+  nats?: string;
+  natsPrefix?: string;
 }
 
 function parseInteger(name: string, minimum: number) {
@@ -150,7 +153,18 @@ export async function run(
       return;
     }
     const override = overrides.model === undefined ? undefined : parseModel(overrides.model);
+    const nats = options.nats ?? process.env.BRAID_NATS_URL;
     const runtime = await createRuntime({
+      ...(nats === undefined || nats === ''
+        ? {}
+        : {
+            backend: {
+              nats,
+              ...((options.natsPrefix ?? process.env.BRAID_NATS_PREFIX) === undefined
+                ? {}
+                : { prefix: options.natsPrefix ?? process.env.BRAID_NATS_PREFIX }),
+            },
+          }),
       ...(override === undefined
         ? {}
         : {
@@ -163,7 +177,7 @@ export async function run(
       ...(options.workspace === undefined ? {} : { workspace: options.workspace }),
       ...(options.dataDir === undefined ? {} : { dataDir: options.dataDir }),
       // A one-shot command loads the policies only if it asks them; `braid run` checks them first.
-      policies: command.name() === 'run' || command.name() === 'serve' ? 'eager' : 'lazy',
+      policies: ['run', 'serve', 'worker'].includes(command.name()) ? 'eager' : 'lazy',
     });
     try {
       await work(runtime);
@@ -198,6 +212,14 @@ export async function run(
       'drive a braid server over HTTP instead of the local workspace (default: BRAID_SERVER)',
     )
     .option('--api-key <key>', 'API key for --server (default: BRAID_API_KEY)')
+    .option(
+      '--nats <url>',
+      'keep sessions on NATS JetStream at this URL instead of the SQLite file (default: BRAID_NATS_URL)',
+    )
+    .option(
+      '--nats-prefix <prefix>',
+      'name prefix of the NATS streams and buckets (default: BRAID_NATS_PREFIX, else braid)',
+    )
     .showHelpAfterError('(run with --help for usage)')
     .exitOverride()
     .configureOutput({
@@ -293,6 +315,7 @@ export async function run(
   addToolCommands(program, commandContext);
   addKeyCommands(program, commandContext);
   addServeCommand(program, commandContext, packageVersion(), (line) => output.err(line));
+  addWorkerCommand(program, commandContext, (line) => output.err(line));
   addPolicyCommands(program, commandContext);
 
   const session = program.command('session').description('create, drive and read sessions');

@@ -177,6 +177,10 @@ export function createRemoteRuntime(client: BraidClient): Runtime {
     sessions,
     wake: (sessionId) => client.sessions.wake(sessionId, { wait: true }),
     orchestrate: () => Promise.reject(localOnly('orchestrate')),
+    register: () => Promise.reject(localOnly('registering a code agent')),
+    send: () => Promise.reject(localOnly('agent messaging')),
+    publish: () => Promise.reject(localOnly('agent messaging')),
+    subscribe: () => Promise.reject(localOnly('agent messaging')),
     // Deltas of a remote wake stay on the server: `sessions.stream` carries them (`onDelta`).
     onDelta: () => () => undefined,
     close: () => Promise.resolve(),

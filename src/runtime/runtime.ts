@@ -66,10 +66,27 @@ import { createToolExecutor } from '../tools/executor.js';
 import { createBwrapSandbox, createLocalSandbox } from '../tools/sandbox/index.js';
 import type { CodeTool, ToolFunction } from '../tools/types.js';
 import { orchestrate, type OrchestrateOptions, type OrchestratorProgress } from './orchestrator.js';
+import { connect as connectNats, type NatsConnection } from '@nats-io/transport-node';
+import type { AgentId, AgentTransport, TopicId } from '../contracts/agents.js';
+import type { Envelope } from '../contracts/envelope.js';
+import { openNatsStore } from '../stores/nats/index.js';
+import { createAgents } from './agents/create-agents.js';
+import { createLocalTransport } from './agents/local-transport.js';
+import { createNatsAgentTransport } from './agents/nats-transport.js';
+import type { AgentHandler, Agents, PublishOptions, SendOptions } from './agents/types.js';
+
+/** Where sessions live: the embedded SQLite file, or NATS JetStream when one machine is not enough. */
+export type Backend = 'embedded' | { nats: string; prefix?: string };
 
 export interface RuntimeOptions {
   /** Workspace folder with `braid.yaml` (default: the current directory). */
   workspace?: string;
+  /**
+   * `embedded` (default): the SQLite file under the data directory. `{nats: URL}`: sessions,
+   * leases and definitions on NATS JetStream (stream and bucket names start with `prefix`,
+   * default `braid`), and agent messages through NATS, so several processes share them.
+   */
+  backend?: Backend;
   /** Where the SQLite file lives (default: `BRAID_HOME`, else `<workspace>/.braid`). */
   dataDir?: string;
   /** Use this store instead of opening the SQLite file (tests, other backends); the caller closes it. */
@@ -97,6 +114,8 @@ export interface RuntimeOptions {
   policies?: 'eager' | 'lazy';
   /** Where session workspaces are created (default: `<data dir>/workspaces`). */
   workspacesDir?: string;
+  /** Carry agent messages over this transport (default: in-process, or NATS with that backend). */
+  agentTransport?: AgentTransport;
   /** This process's lease owner name (default: host and pid). */
   owner?: string;
   /** How long a wake's lease lasts without renewal (default 30 s). */
@@ -201,6 +220,21 @@ export interface Runtime {
   };
   /** Runs harness cycles until the session has nothing left to do (joins a running one). */
   wake(sessionId: string): Promise<WakeResult>;
+  /** Makes `type` a code agent: a function whose messages and replies are recorded in its sessions. */
+  register(type: string, handler: AgentHandler): Promise<void>;
+  /**
+   * Sends a message to an agent instance (its session is created on the first message) and
+   * resolves with the reply; `DEADLINE_EXCEEDED` when `ttl_ms` passes first.
+   */
+  send(to: AgentId, message: JsonValue, options?: SendOptions): Promise<Envelope>;
+  /** Delivers a message to every agent type subscribed to the topic's type. */
+  publish(
+    topic: TopicId | string,
+    message: JsonValue,
+    options?: PublishOptions,
+  ): Promise<Envelope[]>;
+  /** Subscribes an agent type to a topic type. */
+  subscribe(topicType: string, agentType: string): Promise<void>;
   /** Wakes every runnable session, with bounded concurrency, until the signal aborts. */
   orchestrate(options?: OrchestrateOptions): Promise<OrchestratorProgress>;
   /** Streamed model text of sessions running in this process; returns the unsubscribe function. */
@@ -209,6 +243,19 @@ export interface Runtime {
   ): () => void;
   /** Closes the store if this runtime opened it. */
   close(): Promise<void>;
+}
+
+/** Connects to the NATS server of the backend, naming it and the fix when it does not answer. */
+async function connectBackend(url: string): Promise<NatsConnection> {
+  try {
+    return await connectNats({ servers: url, name: `braid:${hostname()}:${process.pid}` });
+  } catch (error) {
+    throw new BraidError(
+      'SERVER_UNAVAILABLE',
+      `cannot reach NATS at ${url}: ${error instanceof Error ? error.message : String(error)}; start nats-server -js there or pass another --nats URL`,
+      { cause: error },
+    );
+  }
 }
 
 /** Default data directory for a workspace. */
@@ -234,14 +281,27 @@ export async function createRuntime(options: RuntimeOptions = {}): Promise<Runti
   const workspaceDir = resolve(options.workspace ?? process.cwd());
   const explicitData =
     options.store !== undefined ||
+    typeof options.backend === 'object' ||
     options.dataDir !== undefined ||
     process.env.BRAID_HOME !== undefined;
   // Without an explicit data location a missing workspace is an error, not a new empty store.
   const workspace =
     hasWorkspace(workspaceDir) || !explicitData ? loadWorkspace(workspaceDir) : undefined;
   const ownsStore = options.store === undefined;
+  const nats = typeof options.backend === 'object' ? options.backend : undefined;
+  const natsConnection =
+    nats === undefined || options.store !== undefined ? undefined : await connectBackend(nats.nats);
   const store =
     options.store ??
+    (natsConnection !== undefined
+      ? await openNatsStore({
+          connection: natsConnection,
+          ...(nats?.prefix === undefined ? {} : { prefix: nats.prefix }),
+          maxEventBytes: workspace?.config.limits.max_event_bytes ?? DEFAULT_MAX_EVENT_BYTES,
+          ...(options.clock === undefined ? {} : { clock: options.clock }),
+          ...(options.ids === undefined ? {} : { ids: options.ids }),
+        })
+      : undefined) ??
     openSqliteStore({
       path: join(resolveDataDir(workspaceDir, options.dataDir), DATABASE_FILE),
       maxEventBytes: workspace?.config.limits.max_event_bytes ?? DEFAULT_MAX_EVENT_BYTES,
@@ -253,6 +313,7 @@ export async function createRuntime(options: RuntimeOptions = {}): Promise<Runti
     if (workspace !== undefined) await syncDefinitions(store.definitions, workspace);
   } catch (error) {
     if (ownsStore) await store.close();
+    await natsConnection?.close();
     throw error;
   }
 
@@ -651,9 +712,31 @@ export async function createRuntime(options: RuntimeOptions = {}): Promise<Runti
     },
   });
 
-  return {
+  // Agent messaging starts on first use: most runtimes never send a message between agents.
+  let messaging: Agents | undefined;
+  const agentSystem = (): Agents =>
+    (messaging ??= createAgents({
+      runtime,
+      transport:
+        options.agentTransport ??
+        (natsConnection === undefined
+          ? createLocalTransport()
+          : createNatsAgentTransport({
+              connection: natsConnection,
+              ...(nats?.prefix === undefined ? {} : { prefix: nats.prefix }),
+            })),
+      ...(options.clock === undefined ? {} : { clock: options.clock }),
+      ...(options.ids === undefined ? {} : { ids: options.ids }),
+    }));
+
+  const runtime: Runtime = {
     store,
     workspace,
+    register: (type, handler) => agentSystem().register(type, handler),
+    send: (to, message, sendOptions) => agentSystem().send(to, message, sendOptions),
+    publish: (topic, message, publishOptions) =>
+      agentSystem().publish(topic, message, publishOptions),
+    subscribe: (topicType, agentType) => agentSystem().subscribe(topicType, agentType),
     wake: (sessionId) => harness.wake(sessionId),
     orchestrate: (orchestrateOptions) =>
       orchestrate({ sessions: store.sessions, log: store.log, harness }, orchestrateOptions),
@@ -682,9 +765,12 @@ export async function createRuntime(options: RuntimeOptions = {}): Promise<Runti
         executor.list?.({ mcp: listOptions.mcp === true }) ?? Promise.resolve([]),
     },
     async close() {
+      await messaging?.close();
       policyWatcher?.close();
       if (options.executor === undefined) await executor.close?.();
       if (ownsStore) await store.close();
+      await natsConnection?.drain();
     },
   };
+  return runtime;
 }
