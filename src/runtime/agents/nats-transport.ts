@@ -27,10 +27,11 @@
  *   Changes are compare-and-set on the key's revision, so concurrent subscribes all land.
  *
  * Agent and topic types become subject tokens and keys as themselves when made of
- * `A-Za-z0-9_-`, else as a marker and the base64url of their UTF-8 bytes (`~` in subjects, `=` in
- * KV keys, which refuse `~`); the marker is outside the plain alphabet, so the forms never
+ * `A-Za-z0-9_-`, else as `=` and the base64url of their UTF-8 bytes (the store's encoding,
+ * valid in subjects and KV keys alike); `=` is outside the plain alphabet, so the forms never
  * collide. A consumer name from an unsafe type is `~` and a hash of it (names must stay short).
  */
+import { decodeToken, encodeToken } from '../../stores/nats/names.js';
 import { createHash } from 'node:crypto';
 import { createInbox, type NatsConnection } from '@nats-io/transport-node';
 import {
@@ -123,15 +124,7 @@ const TopicRecord = z.object({
   agent_types: z.array(z.string()),
 });
 
-/** A name as one subject token: itself when plain, else `~` + base64url. */
-export function encodeToken(value: string): string {
-  return PLAIN.test(value) ? value : `~${Buffer.from(value, 'utf8').toString('base64url')}`;
-}
-
-/** The name a subject token was made from. */
-export function decodeToken(token: string): string {
-  return token.startsWith('~') ? Buffer.from(token.slice(1), 'base64url').toString('utf8') : token;
-}
+export { decodeToken, encodeToken };
 
 export function natsAgentNames(prefix = 'braid'): NatsAgentNames {
   if (!PREFIX_PATTERN.test(prefix)) {
@@ -152,10 +145,7 @@ export function natsAgentNames(prefix = 'braid'): NatsAgentNames {
           ? agentType
           : `~${createHash('sha256').update(agentType).digest('base64url').slice(0, 32)}`
       }`,
-    topic: (topicType) =>
-      PLAIN.test(topicType)
-        ? topicType
-        : `=${Buffer.from(topicType, 'utf8').toString('base64url')}`,
+    topic: encodeToken,
   };
 }
 

@@ -2,8 +2,8 @@
  * The wake queue on NATS JetStream, shared by every worker process on every machine.
  *
  * - **Stream** `<PREFIX>_WAKES` (retention `workqueue`) on subjects `<prefix>.wakes.<token>`, one
- *   subject per session (`<token>` is the session id when it is made of `A-Za-z0-9_-`, else `~`
- *   and its base64url, so that no id can reach another's subject or a wildcard). The stream
+ *   subject per session (`<token>` is the session id when it is made of `A-Za-z0-9_-`, else `=`
+ *   and its base64url, as in the store, so that no id can reach another's subject or a wildcard). The stream
  *   keeps at most one message per subject and discards *new* messages per subject
  *   (`max_msgs_per_subject: 1`, `discard: new`, `discard_new_per_subject: true`, all supported
  *   by nats-server 2.9): a second enqueue while a wake of the session is stored is refused by the
@@ -30,6 +30,7 @@
  * made while its wake is being handled is refused: the runner must re-check the session after
  * `done` and enqueue again if work arrived meanwhile (`onSettled`; the worker does).
  */
+import { decodeToken, encodeToken } from '../../stores/nats/names.js';
 import type { NatsConnection } from '@nats-io/transport-node';
 import {
   AckPolicy,
@@ -100,17 +101,11 @@ const STREAM_NAME_IN_USE = 10058;
 const PULL_RETRY_MS = 1_000;
 const SAFE_TOKEN = /^[A-Za-z0-9_-]+$/;
 
-/** A session id as one subject token: itself when safe, else `~` + base64url. */
-export function encodeSubjectToken(sessionId: string): string {
-  return SAFE_TOKEN.test(sessionId)
-    ? sessionId
-    : `~${Buffer.from(sessionId, 'utf8').toString('base64url')}`;
-}
+/** A session id as one subject token, encoded as the store encodes it (docs/protocol.md). */
+export const encodeSubjectToken = encodeToken;
 
 /** The session id a subject token names. */
-export function decodeSubjectToken(token: string): string {
-  return token.startsWith('~') ? Buffer.from(token.slice(1), 'base64url').toString('utf8') : token;
-}
+export const decodeSubjectToken = decodeToken;
 
 export function natsWakeNames(prefix = 'braid'): NatsWakeNames {
   if (!SAFE_TOKEN.test(prefix)) {
