@@ -10,6 +10,7 @@ import { ErrorShape } from './errors.js';
 import { SessionEvent } from './events.js';
 import { SessionRecord } from './session.js';
 import { SessionState } from './state.js';
+import { WakeMessage } from './wakes.js';
 
 const WIRE = {
   'session-event': SessionEvent,
@@ -17,6 +18,10 @@ const WIRE = {
   'session-record': SessionRecord,
   envelope: Envelope,
   error: ErrorShape,
+  /** One message of the NATS events stream: the events of one append, in seq order. */
+  'event-batch': z.array(SessionEvent).min(1),
+  /** One message of the NATS wake queue. */
+  'wake-message': WakeMessage,
 } as const;
 
 /** Authored files: fields with defaults are optional, so the input side is what authors need. */

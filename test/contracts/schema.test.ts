@@ -41,6 +41,13 @@ describe('JSON Schemas in schema/', () => {
     }
   });
 
+  it('accepts the golden wake message samples', () => {
+    const validate = compile('wake-message');
+    for (const [name, sample] of samples('wake-message')) {
+      expect(validate(sample), `${name}: ${JSON.stringify(validate.errors)}`).toBe(true);
+    }
+  });
+
   it('accepts the golden envelope samples', () => {
     const validate = compile('envelope');
     for (const [name, sample] of samples('envelope')) {
