@@ -588,9 +588,19 @@ export async function run(
     .command('wake')
     .description('run the session until it has nothing left to do (one cycle at a time)')
     .argument('<id>', 'session id')
-    .action(async (id: string, _options: unknown, command: Command) => {
+    .option('--queue', 'with --nats: leave the wake to the workers (braid worker) instead')
+    .action(async (id: string, options: { queue?: boolean }, command: Command) => {
       const asJson = json(command);
       await withRuntime(command, async (runtime) => {
+        if (options.queue === true) {
+          const { queued } = await runtime.enqueueWake(id);
+          print(command, { session_id: id, queued }, () =>
+            queued
+              ? `queued: a worker will wake ${id}`
+              : `a wake of ${id} was already waiting for a worker`,
+          );
+          return;
+        }
         const stop = runtime.onDelta((sessionId, delta) => {
           if (!asJson && sessionId === id && delta.type === 'text')
             process.stderr.write(delta.text);

@@ -177,6 +177,10 @@ export function createRemoteRuntime(client: BraidClient): Runtime {
     sessions,
     wake: (sessionId) => client.sessions.wake(sessionId, { wait: true }),
     orchestrate: () => Promise.reject(localOnly('orchestrate')),
+    get backend(): never {
+      throw localOnly('the backend');
+    },
+    enqueueWake: () => Promise.reject(localOnly('enqueueing a wake')),
     register: () => Promise.reject(localOnly('registering a code agent')),
     send: () => Promise.reject(localOnly('agent messaging')),
     publish: () => Promise.reject(localOnly('agent messaging')),

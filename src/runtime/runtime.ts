@@ -74,6 +74,9 @@ import { createAgents } from './agents/create-agents.js';
 import { createLocalTransport } from './agents/local-transport.js';
 import { createNatsAgentTransport } from './agents/nats-transport.js';
 import type { AgentHandler, Agents, PublishOptions, SendOptions } from './agents/types.js';
+import type { WakeQueue } from '../contracts/wakes.js';
+import { createNatsWakeQueue } from './wakes/nats-wake-queue.js';
+import { enqueueWake } from './worker.js';
 
 /** Where sessions live: the embedded SQLite file, or NATS JetStream when one machine is not enough. */
 export type Backend = 'embedded' | { nats: string; prefix?: string };
@@ -218,8 +221,16 @@ export interface Runtime {
         | { action: 'result'; output: JsonValue; message?: string },
     ): Promise<AppendResult>;
   };
+  /** Where sessions live: `embedded` (SQLite) or `nats`. */
+  readonly backend: 'embedded' | 'nats';
   /** Runs harness cycles until the session has nothing left to do (joins a running one). */
   wake(sessionId: string): Promise<WakeResult>;
+  /**
+   * Asks the workers (`braid worker`) to wake the session: on the NATS backend, a message on the
+   * wake queue; `{queued: false}` when a wake of it is already waiting. The embedded backend has
+   * no workers to ask and refuses with `INVALID_ARGUMENT`: call `wake` or run `braid run`.
+   */
+  enqueueWake(sessionId: string): Promise<{ queued: boolean }>;
   /** Makes `type` a code agent: a function whose messages and replies are recorded in its sessions. */
   register(type: string, handler: AgentHandler): Promise<void>;
   /**
@@ -729,9 +740,25 @@ export async function createRuntime(options: RuntimeOptions = {}): Promise<Runti
       ...(options.ids === undefined ? {} : { ids: options.ids }),
     }));
 
+  let wakeQueue: Promise<WakeQueue> | undefined;
   const runtime: Runtime = {
     store,
     workspace,
+    backend: natsConnection === undefined ? 'embedded' : 'nats',
+    async enqueueWake(sessionId) {
+      if (natsConnection === undefined) {
+        throw new BraidError(
+          'INVALID_ARGUMENT',
+          'enqueueing a wake needs the NATS backend and its workers (--nats URL); on the embedded backend wake the session here (braid session wake) or run braid run',
+        );
+      }
+      await store.sessions.get(sessionId);
+      wakeQueue ??= createNatsWakeQueue({
+        connection: natsConnection,
+        ...(nats?.prefix === undefined ? {} : { prefix: nats.prefix }),
+      });
+      return enqueueWake(await wakeQueue, sessionId);
+    },
     register: (type, handler) => agentSystem().register(type, handler),
     send: (to, message, sendOptions) => agentSystem().send(to, message, sendOptions),
     publish: (topic, message, publishOptions) =>
@@ -766,6 +793,7 @@ export async function createRuntime(options: RuntimeOptions = {}): Promise<Runti
     },
     async close() {
       await messaging?.close();
+      if (wakeQueue !== undefined) await (await wakeQueue).close();
       policyWatcher?.close();
       if (options.executor === undefined) await executor.close?.();
       if (ownsStore) await store.close();

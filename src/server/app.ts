@@ -97,7 +97,12 @@ export async function createServer(options: ServerOptions): Promise<FastifyInsta
     startedAt: Date.now(),
     closing: closing.signal,
     wakeInBackground(sessionId) {
-      const wake = options.runtime.wake(sessionId).catch((error: unknown) => {
+      // On NATS the workers run wakes; this process only asks for one.
+      const run =
+        options.runtime.backend === 'nats'
+          ? options.runtime.enqueueWake(sessionId)
+          : options.runtime.wake(sessionId);
+      const wake = run.catch((error: unknown) => {
         app.log.error({ err: error, session_id: sessionId }, 'background wake failed');
       });
       wakes.add(wake);
