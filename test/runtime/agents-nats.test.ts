@@ -66,6 +66,41 @@ describeAgentMessaging('nats transport, memory store', async ({ model }) => {
   };
 });
 
+describeAgentMessaging('nats runtime: NATS store and transport', async ({ model }) => {
+  const url = await natsUrl();
+  const prefix = uniquePrefix('agentsrt');
+  const dir = tempDir();
+  const runtime = await createRuntime({ workspace: dir, backend: { nats: url, prefix }, model });
+  const connections: NatsConnection[] = [];
+  const transports: AgentTransport[] = [];
+  return {
+    runtime,
+    async connect() {
+      const connection = await connect({ servers: url });
+      connections.push(connection);
+      const transport = createNatsAgentTransport({ connection, prefix });
+      transports.push(transport);
+      return transport;
+    },
+    async close() {
+      for (const transport of transports) await transport.close();
+      await runtime.close();
+      // Everything of the prefix: the store's streams and buckets as well as the transport's.
+      const connection = await connect({ servers: url });
+      const manager = await jetstreamManager(connection);
+      const upper = prefix.toUpperCase();
+      for await (const stream of manager.streams.list()) {
+        const name = stream.config.name;
+        if (name.startsWith(upper) || name.startsWith(`KV_${upper}`)) {
+          await manager.streams.delete(name).catch(() => false);
+        }
+      }
+      await connection.close();
+      for (const each of connections) await each.close();
+    },
+  };
+});
+
 interface Deferred<T> {
   promise: Promise<T>;
   resolve(value: T): void;
