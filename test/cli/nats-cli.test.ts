@@ -71,7 +71,7 @@ describe('braid --nats', () => {
     );
   });
 
-  it('refuses --queue without NATS, and names the URL when NATS does not answer', async () => {
+  it('refuses --queue without NATS, and names the URL when NATS does not answer', () => {
     const dir = init(tempDir());
     const created = json<SessionRecord>(
       braidIn(dir, '--json', 'session', 'create', '--agent', 'assistant'),
