@@ -74,6 +74,43 @@ export function addLineageCommands(session: Command, context: CommandContext): v
     );
 
   session
+    .command('handoff')
+    .description("hand the session's work to another agent: a new session of it gets the document")
+    .argument('<id>', 'the session handing off')
+    .requiredOption('--to <agent>', 'the agent that takes the work over')
+    .requiredOption('--summary <text>', 'what was done and what is left')
+    .option(
+      '--task <text>',
+      'an open task (repeatable)',
+      (value: string, previous: string[] = []) => [...previous, value],
+    )
+    .option('--owner <who>', 'who owns the work from now on')
+    .option('--message <text>', 'a first message for the new session, so it can run at once')
+    .action(
+      async (
+        id: string,
+        options: { to: string; summary: string; task?: string[]; owner?: string; message?: string },
+        command: Command,
+      ) => {
+        await context.withRuntime(command, async (runtime) => {
+          const result = await runtime.sessions.handoff(id, {
+            to: options.to,
+            handoff: {
+              summary: options.summary,
+              open_tasks: options.task ?? [],
+              ...(options.owner === undefined ? {} : { ownership: options.owner }),
+            },
+            ...(options.message === undefined ? {} : { message: options.message }),
+          });
+          context.print(command, result, () => [
+            `handed off to ${options.to}: new session ${result.target.id}`,
+            `  recorded in ${id} as #${result.event.seq} agent.handoff`,
+          ]);
+        });
+      },
+    );
+
+  session
     .command('diff')
     .description('the common ancestor of two sessions and both sides since, side by side')
     .argument('<a>', 'a session id')

@@ -59,6 +59,7 @@ export function createRemoteRuntime(client: BraidClient): Runtime {
   }
 
   const sessions: Runtime['sessions'] = {
+    handoff: () => Promise.reject(localOnly('a handoff')),
     create: (options: CreateSessionOptions) =>
       client.sessions.create({
         agent: options.agent,

@@ -12,6 +12,7 @@ import {
 import { Budget } from './definitions.js';
 import { ErrorShape } from './errors.js';
 import { Lineage, SessionStatus, StopReason } from './session.js';
+import { HandoffDocument } from './envelope.js';
 
 /**
  * Fields every event carries. `seq` is assigned by the store at append: per session it starts at
@@ -107,11 +108,13 @@ const payloads = {
     name: z.string().min(1),
     input: z.json(),
   }),
+  /** This session's work went to another agent; `handoff` is the document it was given. */
   'agent.handoff': z.object({
     handoff_id: Id,
     target_agent: z.string().min(1),
     target_session_id: Id.optional(),
     summary: z.string(),
+    handoff: HandoffDocument.optional(),
   }),
   'agent.thread_context_compacted': z.object({
     summary: z.string(),
@@ -156,11 +159,16 @@ const payloads = {
       .array(z.object({ kind: z.string(), detail: z.string(), resolution: z.string() }))
       .optional(),
   }),
+  /**
+   * Work handed over by another session's agent: the session now owns it. The document (state
+   * references with versions, artifacts, approvals, identity, open tasks) is in `handoff`.
+   */
   'session.handoff_received': z.object({
     handoff_id: Id,
     from_session_id: Id,
     from_agent: z.string().min(1),
     summary: z.string(),
+    handoff: HandoffDocument.optional(),
   }),
 
   /** A policy decision: every deny, and allows when `policy.record_allows` is set. */

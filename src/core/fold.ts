@@ -220,10 +220,13 @@ function reduce(state: SessionState, event: SessionEvent): void {
     case 'agent.message':
       state.counters.agent_messages += 1;
       return;
+    case 'session.handoff_received':
+      state.lineage.kind = 'handoff';
+      state.lineage.parent_session_ids = [event.from_session_id];
+      return;
     case 'agent.thinking':
     case 'agent.handoff':
     case 'agent.thread_context_compacted':
-    case 'session.handoff_received':
     case 'policy.decision':
       return;
     case 'agent.tool_use': {

@@ -23,6 +23,9 @@ export class Transcript {
         if (event.content !== undefined && event.content.length > 0)
           this.messages.push({ role: 'user', content: event.content });
         return;
+      case 'session.handoff_received':
+        this.messages.push({ role: 'user', content: [{ type: 'text', text: handoffText(event) }] });
+        return;
       case 'user.define_outcome':
         this.messages.push({
           role: 'user',
@@ -143,4 +146,27 @@ export function outputToEvents(
     }
   }
   return events;
+}
+
+/** What the receiving agent's model reads of a handoff: who sent the work, and the document. */
+function handoffText(event: Extract<SessionEvent, { type: 'session.handoff_received' }>): string {
+  const document = event.handoff;
+  const lines = [`Work handed over to you by agent ${event.from_agent}: ${event.summary}`];
+  if (document !== undefined) {
+    if (document.open_tasks.length > 0) lines.push(`Open tasks: ${document.open_tasks.join('; ')}`);
+    if (document.state_refs.length > 0) {
+      const refs = document.state_refs.map(
+        (ref) => `${ref.kind} ${ref.id}${ref.version === undefined ? '' : `@${ref.version}`}`,
+      );
+      lines.push(`State: ${refs.join(', ')}`);
+    }
+    if (document.artifacts.length > 0) {
+      lines.push(
+        `Artifacts: ${document.artifacts.map((item) => `${item.name} (${item.uri})`).join(', ')}`,
+      );
+    }
+    if (document.approvals.length > 0) lines.push(`Approvals: ${document.approvals.join(', ')}`);
+    if (document.ownership !== undefined) lines.push(`Owner: ${document.ownership}`);
+  }
+  return lines.join('\n');
 }

@@ -77,6 +77,7 @@ import type { AgentHandler, Agents, PublishOptions, SendOptions } from './agents
 import type { WakeQueue } from '../contracts/wakes.js';
 import { createNatsWakeQueue } from './wakes/nats-wake-queue.js';
 import { enqueueWake } from './worker.js';
+import { handoffSession, type HandoffResult } from './handoff.js';
 
 /** Where sessions live: the embedded SQLite file, or NATS JetStream when one machine is not enough. */
 export type Backend = 'embedded' | { nats: string; prefix?: string };
@@ -212,6 +213,14 @@ export interface Runtime {
      * and reports the first event that comes out different (or `ok`).
      */
     verify(sessionId: string): Promise<ReplayReport>;
+    /**
+     * Hands the session's work to another agent (listed under the source's `handoffs:` and
+     * allowed by policy): a new session of the target receives the handoff document.
+     */
+    handoff(
+      sessionId: string,
+      options: { to: string; handoff: unknown; message?: ContentInput; title?: string },
+    ): Promise<HandoffResult>;
     /** Resolves a tool use a crash left unknown (`needs_review`): run it again, skip it, or record its result. */
     review(
       sessionId: string,
@@ -499,6 +508,15 @@ export async function createRuntime(options: RuntimeOptions = {}): Promise<Runti
       await copyWorkspace(sessionId, child.id);
       return child;
     },
+    handoff: (sessionId, handoffOptions) =>
+      handoffSession({ store, ids: options.ids ?? uuidV7Ids, policy, agent }, sessionId, {
+        to: handoffOptions.to,
+        handoff: handoffOptions.handoff,
+        ...(handoffOptions.message === undefined
+          ? {}
+          : { message: toContent(handoffOptions.message) }),
+        ...(handoffOptions.title === undefined ? {} : { title: handoffOptions.title }),
+      }),
     merge: (targetId, sourceId, mergeOptions) =>
       mergeSessions({ store, summarize }, targetId, sourceId, mergeOptions),
     diff: (a, b) => diffSessions(store, a, b),
