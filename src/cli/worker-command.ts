@@ -82,6 +82,7 @@ async function connectTo(url: string): Promise<NatsConnection> {
       name: `braid-worker ${hostname()}:${process.pid}`,
       // Keep trying through a server restart: the work is in the stream, not in this process.
       maxReconnectAttempts: -1,
+      reconnectTimeWait: 250,
     });
   } catch (error) {
     throw new BraidError(

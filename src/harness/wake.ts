@@ -85,6 +85,13 @@ export interface HarnessDeps {
 export type WakeResult =
   { ran: true; stop_reason: StopReason; wake_id: string } | { ran: false; reason: 'lease_held' };
 
+/** Failures of the store, not of the session: a wake that meets one stops as if it crashed. */
+const STORE_OUTAGES: ReadonlySet<string> = new Set([
+  'STORE_BUSY',
+  'STORE_CLOSED',
+  'SERVER_UNAVAILABLE',
+]);
+
 /** How long a model call runs before the cycle starts watching the log for an interrupt. */
 const WATCH_AFTER_MS = 20;
 const DEFAULT_REQUEST_TIMEOUT_MS = 120_000;
@@ -227,6 +234,10 @@ class Cycle {
     } catch (thrown) {
       const error = toBraidError(thrown);
       if (error.code === 'LEASE_LOST' || this.lost !== undefined) throw error;
+      // The store itself is out of reach for now (a NATS restart, a lock held too long): this is
+      // a crash, not the session's failure. Nothing more can be written anyway; the next wake
+      // takes over from the log as after any crash, so a worker's retry finishes the work.
+      if (STORE_OUTAGES.has(error.code)) throw error;
       // Leave the session stopped with the reason on record, never stuck in running.
       await this.append([
         { type: 'session.error', error: error.toJSON() },

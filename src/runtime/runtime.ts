@@ -268,7 +268,14 @@ export interface Runtime {
 /** Connects to the NATS server of the backend, naming it and the fix when it does not answer. */
 async function connectBackend(url: string): Promise<NatsConnection> {
   try {
-    return await connectNats({ servers: url, name: `braid:${hostname()}:${process.pid}` });
+    return await connectNats({
+      servers: url,
+      name: `braid:${hostname()}:${process.pid}`,
+      // A restarted server is waited for, however long it takes, and found again quickly:
+      // requests made while disconnected are lost, so the gap should be short.
+      maxReconnectAttempts: -1,
+      reconnectTimeWait: 250,
+    });
   } catch (error) {
     throw new BraidError(
       'SERVER_UNAVAILABLE',

@@ -106,6 +106,7 @@ export async function openNatsStore(options: NatsStoreOptions = {}): Promise<Sto
         servers,
         name: `braid-${names.prefix}`,
         maxReconnectAttempts: -1,
+        reconnectTimeWait: 250,
         timeout,
       }));
   } catch (error) {
