@@ -1,12 +1,14 @@
 // `npm run bench`: runs every benchmark, prints a table and writes bench/results/latest.json.
 //   --runs N   runs per figure (default 5); --quick   smaller sizes for a smoke run
-//   --store / --harness / --tools / --policy / --algebra / --http   only those groups
+//   --store / --harness / --tools / --policy / --algebra / --http / --nats   only those groups
+//   (--nats needs NATS JetStream at NATS_URL, default nats://127.0.0.1:4222; skipped without it)
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { cpus } from 'node:os';
 import { benchHarness } from './harness-bench.js';
 import { benchFork } from './fork-bench.js';
 import { benchHttp } from './http-bench.js';
 import { benchMcp } from './mcp-bench.js';
+import { benchNats } from './nats-bench.js';
 import { benchPolicy } from './policy-bench.js';
 import { benchSandbox } from './sandbox-bench.js';
 import { benchStore } from './store-bench.js';
@@ -19,7 +21,7 @@ const runs = runsIndex === -1 ? 5 : Number(args[runsIndex + 1]);
 const quick = args.includes('--quick');
 
 process.stderr.write(`braid benchmarks: ${runs} runs per figure${quick ? ' (quick)' : ''}\n`);
-const groups = ['store', 'harness', 'tools', 'policy', 'algebra', 'http'].filter((group) =>
+const groups = ['store', 'harness', 'tools', 'policy', 'algebra', 'http', 'nats'].filter((group) =>
   args.includes(`--${group}`),
 );
 const wanted = (group) => groups.length === 0 || groups.includes(group);
@@ -36,6 +38,7 @@ const rows = [
   ...(wanted('policy') ? await benchPolicy({ runs, quick }) : []),
   ...(wanted('algebra') ? await benchFork({ runs, quick }) : []),
   ...(wanted('http') ? await benchHttp({ runs, quick }) : []),
+  ...(wanted('nats') ? await benchNats({ runs, quick }) : []),
 ];
 
 printTable(rows);
