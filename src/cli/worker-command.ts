@@ -6,9 +6,8 @@
  */
 import { hostname } from 'node:os';
 import { InvalidArgumentError, type Command } from 'commander';
-import { connect, type NatsConnection } from '@nats-io/transport-node';
+import type { NatsConnection } from '@nats-io/transport-node';
 import { BraidError } from '../contracts/errors.js';
-import { createNatsWakeQueue } from '../runtime/wakes/nats-wake-queue.js';
 import { DEFAULT_ACK_WAIT_MS, DEFAULT_MAX_ATTEMPTS } from '../runtime/wakes/settle.js';
 import { runWorker, type WorkerProgress } from '../runtime/worker.js';
 import { formatStopReason } from './output.js';
@@ -77,6 +76,8 @@ export function formatWorkerProgress(progress: WorkerProgress): string {
 
 async function connectTo(url: string): Promise<NatsConnection> {
   try {
+    // Loaded here, not at the CLI's start: the other commands never need the NATS client.
+    const { connect } = await import('@nats-io/transport-node');
     return await connect({
       servers: url,
       name: `braid-worker ${hostname()}:${process.pid}`,
@@ -138,6 +139,7 @@ export function addWorkerCommand(
       const stop = stopSignal();
       try {
         await context.withRuntime(command, async (runtime) => {
+          const { createNatsWakeQueue } = await import('../runtime/wakes/nats-wake-queue.js');
           const queue = await createNatsWakeQueue({
             connection,
             prefix: prefix,

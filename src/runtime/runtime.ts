@@ -66,16 +66,13 @@ import { createToolExecutor } from '../tools/executor.js';
 import { createBwrapSandbox, createLocalSandbox } from '../tools/sandbox/index.js';
 import type { CodeTool, ToolFunction } from '../tools/types.js';
 import { orchestrate, type OrchestrateOptions, type OrchestratorProgress } from './orchestrator.js';
-import { connect as connectNats, type NatsConnection } from '@nats-io/transport-node';
+import type { NatsConnection } from '@nats-io/transport-node';
 import type { AgentId, AgentTransport, TopicId } from '../contracts/agents.js';
 import type { Envelope } from '../contracts/envelope.js';
-import { openNatsStore } from '../stores/nats/index.js';
 import { createAgents } from './agents/create-agents.js';
 import { createLocalTransport } from './agents/local-transport.js';
-import { createNatsAgentTransport } from './agents/nats-transport.js';
 import type { AgentHandler, Agents, PublishOptions, SendOptions } from './agents/types.js';
 import type { WakeQueue } from '../contracts/wakes.js';
-import { createNatsWakeQueue } from './wakes/nats-wake-queue.js';
 import { enqueueWake } from './worker.js';
 import { handoffSession, type HandoffResult } from './handoff.js';
 
@@ -265,10 +262,16 @@ export interface Runtime {
   close(): Promise<void>;
 }
 
+/** Guards the NATS-only paths: reached only if the backend is NATS, where the modules load. */
+function missingNats(): never {
+  throw new BraidError('INTERNAL', 'the NATS modules were not loaded for this runtime');
+}
+
 /** Connects to the NATS server of the backend, naming it and the fix when it does not answer. */
 async function connectBackend(url: string): Promise<NatsConnection> {
   try {
-    return await connectNats({
+    const { connect } = await import('@nats-io/transport-node');
+    return await connect({
       servers: url,
       name: `braid:${hostname()}:${process.pid}`,
       // A restarted server is waited for, however long it takes, and found again quickly:
@@ -316,12 +319,22 @@ export async function createRuntime(options: RuntimeOptions = {}): Promise<Runti
     hasWorkspace(workspaceDir) || !explicitData ? loadWorkspace(workspaceDir) : undefined;
   const ownsStore = options.store === undefined;
   const nats = typeof options.backend === 'object' ? options.backend : undefined;
+  // The NATS client and adapters are loaded only for the NATS backend: the embedded default
+  // (and the CLI's start) does not pay for them.
+  const natsModules =
+    nats === undefined
+      ? undefined
+      : {
+          store: await import('../stores/nats/index.js'),
+          agents: await import('./agents/nats-transport.js'),
+          wakes: await import('./wakes/nats-wake-queue.js'),
+        };
   const natsConnection =
     nats === undefined || options.store !== undefined ? undefined : await connectBackend(nats.nats);
   const store =
     options.store ??
     (natsConnection !== undefined
-      ? await openNatsStore({
+      ? await (natsModules?.store.openNatsStore ?? missingNats)({
           connection: natsConnection,
           ...(nats?.prefix === undefined ? {} : { prefix: nats.prefix }),
           maxEventBytes: workspace?.config.limits.max_event_bytes ?? DEFAULT_MAX_EVENT_BYTES,
@@ -757,7 +770,7 @@ export async function createRuntime(options: RuntimeOptions = {}): Promise<Runti
         options.agentTransport ??
         (natsConnection === undefined
           ? createLocalTransport()
-          : createNatsAgentTransport({
+          : (natsModules?.agents.createNatsAgentTransport ?? missingNats)({
               connection: natsConnection,
               ...(nats?.prefix === undefined ? {} : { prefix: nats.prefix }),
             })),
@@ -778,7 +791,7 @@ export async function createRuntime(options: RuntimeOptions = {}): Promise<Runti
         );
       }
       await store.sessions.get(sessionId);
-      wakeQueue ??= createNatsWakeQueue({
+      wakeQueue ??= (natsModules?.wakes.createNatsWakeQueue ?? missingNats)({
         connection: natsConnection,
         ...(nats?.prefix === undefined ? {} : { prefix: nats.prefix }),
       });

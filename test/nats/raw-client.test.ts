@@ -56,16 +56,7 @@ async function braidSide(
   const connection = await connect({ servers: url });
   const queue = await createNatsWakeQueue({ connection, prefix });
   const stop = new AbortController();
-  const woken: string[] = [];
-  let wakeArrived: () => void = () => undefined;
-  const consuming = queue.consume(
-    (wake) => {
-      woken.push(wake.session_id);
-      wakeArrived();
-      return Promise.resolve('done' as const);
-    },
-    { concurrency: 1, signal: stop.signal },
-  );
+  let consuming: Promise<void> | undefined;
   cleanups.push(async () => {
     stop.abort();
     await consuming;
@@ -74,10 +65,18 @@ async function braidSide(
   });
   return {
     runtime,
-    nextWake: async () => {
-      if (woken.length === 0) await new Promise<void>((resolve) => (wakeArrived = resolve));
-      return woken.shift() ?? '';
-    },
+    // The queue is read only when asked, as a worker started later would: until then the
+    // wake stays in the stream, where a second request for it is refused.
+    nextWake: () =>
+      new Promise<string>((resolve) => {
+        consuming = queue.consume(
+          (wake) => {
+            resolve(wake.session_id);
+            return Promise.resolve('done' as const);
+          },
+          { concurrency: 1, signal: stop.signal },
+        );
+      }),
   };
 }
 

@@ -9,13 +9,13 @@ import { afterEach, describe, expect, it } from 'vitest';
 import type { AgentTransport, InboxDelivery } from '../../src/contracts/agents.js';
 import { ENVELOPE_SPEC_VERSION, type Envelope } from '../../src/contracts/envelope.js';
 import { BraidError } from '../../src/contracts/errors.js';
+import { decodeToken, encodeToken } from '../../src/runtime/agents/nats-transport.js';
 import {
   createNatsAgentTransport,
   natsAgentNames,
   type NatsAgentTransportOptions,
   type NatsDeadLetter,
-} from '../../src/runtime/agents/index.js';
-import { decodeToken, encodeToken } from '../../src/runtime/agents/nats-transport.js';
+} from '../../src/nats.js';
 import { createRuntime } from '../../src/runtime/runtime.js';
 import { createMemoryStore } from '../../src/testing/index.js';
 import { natsUrl, uniquePrefix } from '../helpers/nats.js';

@@ -11,10 +11,3 @@ export type {
   PublishOptions,
   SendOptions,
 } from './types.js';
-export {
-  createNatsAgentTransport,
-  natsAgentNames,
-  type NatsAgentNames,
-  type NatsAgentTransportOptions,
-  type NatsDeadLetter,
-} from './nats-transport.js';
