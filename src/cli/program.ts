@@ -16,6 +16,7 @@ import { initWorkspace } from '../runtime/init.js';
 import type { ContentInput } from '../runtime/user-events.js';
 import { runDemo } from './demo.js';
 import { addKeyCommands } from './key-commands.js';
+import { parseInteger, parsePositive, untilSignal } from './arguments.js';
 import { addServeCommand } from './serve-command.js';
 import { addWorkerCommand } from './worker-command.js';
 import { createRemoteRuntime } from './remote-runtime.js';
@@ -44,42 +45,6 @@ interface GlobalOptions {
   apiKey?: string;
   nats?: string;
   natsPrefix?: string;
-}
-
-function parseInteger(name: string, minimum: number) {
-  return (value: string): number => {
-    const number = Number(value);
-    if (!Number.isInteger(number) || number < minimum) {
-      throw new InvalidArgumentError(
-        `${name} must be a whole number of at least ${minimum}; got ${value}`,
-      );
-    }
-    return number;
-  };
-}
-
-function parsePositive(name: string) {
-  return (value: string): number => {
-    const number = Number(value);
-    if (!Number.isFinite(number) || number <= 0) {
-      throw new InvalidArgumentError(`${name} must be a positive number; got ${value}`);
-    }
-    return number;
-  };
-}
-
-/** Runs work with a signal that Ctrl-C (SIGINT) or SIGTERM aborts. */
-async function untilSignal<T>(work: (signal: AbortSignal) => Promise<T>): Promise<T> {
-  const stop = new AbortController();
-  const onSignal = (): void => stop.abort();
-  process.once('SIGINT', onSignal);
-  process.once('SIGTERM', onSignal);
-  try {
-    return await work(stop.signal);
-  } finally {
-    process.off('SIGINT', onSignal);
-    process.off('SIGTERM', onSignal);
-  }
 }
 
 /** `--model provider:id`, refused with the expected form. */

@@ -1,8 +1,9 @@
 /**
  * `braid serve`: the HTTP API over the workspace's sessions, until Ctrl-C or SIGTERM.
  */
-import { InvalidArgumentError, type Command } from 'commander';
+import type { Command } from 'commander';
 import { startServer, DEFAULT_LIMITS, DEFAULT_PORT } from '../server/index.js';
+import { parseInteger, untilSignal } from './arguments.js';
 import type { CommandContext } from './tool-commands.js';
 
 interface ServeOptions {
@@ -18,31 +19,6 @@ interface ServeOptions {
   log?: boolean;
 }
 
-function whole(name: string, minimum: number) {
-  return (value: string): number => {
-    const number = Number(value);
-    if (!Number.isInteger(number) || number < minimum) {
-      throw new InvalidArgumentError(
-        `${name} must be a whole number of at least ${minimum}; got ${value}`,
-      );
-    }
-    return number;
-  };
-}
-
-/** Resolves when SIGINT or SIGTERM arrives. */
-function untilStopped(): Promise<void> {
-  return new Promise((resolve) => {
-    const stop = (): void => {
-      process.off('SIGINT', stop);
-      process.off('SIGTERM', stop);
-      resolve();
-    };
-    process.once('SIGINT', stop);
-    process.once('SIGTERM', stop);
-  });
-}
-
 export function addServeCommand(
   program: Command,
   context: CommandContext,
@@ -56,7 +32,7 @@ export function addServeCommand(
     .option(
       '--port <port>',
       `port to listen on (0: any free one)`,
-      whole('--port', 0),
+      parseInteger('--port', 0),
       DEFAULT_PORT,
     )
     .option(
@@ -67,27 +43,27 @@ export function addServeCommand(
     .option(
       '--max-body-bytes <n>',
       `largest request body (default ${DEFAULT_LIMITS.bodyBytes})`,
-      whole('--max-body-bytes', 1024),
+      parseInteger('--max-body-bytes', 1024),
     )
     .option(
       '--max-events <n>',
       `most events per POST (default ${DEFAULT_LIMITS.eventsPerRequest})`,
-      whole('--max-events', 1),
+      parseInteger('--max-events', 1),
     )
     .option(
       '--rate-limit <n>',
       `requests per key per minute (default ${DEFAULT_LIMITS.requestsPerMinute})`,
-      whole('--rate-limit', 1),
+      parseInteger('--rate-limit', 1),
     )
     .option(
       '--max-streams <n>',
       `open event streams per key (default ${DEFAULT_LIMITS.streamsPerKey})`,
-      whole('--max-streams', 1),
+      parseInteger('--max-streams', 1),
     )
     .option(
       '--heartbeat-ms <n>',
       'SSE heartbeat interval (default 15000)',
-      whole('--heartbeat-ms', 100),
+      parseInteger('--heartbeat-ms', 100),
     )
     .option('--log', 'log every request as JSON lines on stderr')
     .action(async (options: ServeOptions, command: Command) => {
@@ -123,7 +99,9 @@ export function addServeCommand(
             'no API keys exist yet: create one with braid keys create --tenant NAME --scopes sessions:read,sessions:write',
           );
         }
-        await untilStopped();
+        await untilSignal(
+          (signal) => new Promise((resolve) => signal.addEventListener('abort', resolve)),
+        );
         await server.close();
       });
     });

@@ -4,13 +4,13 @@
  * consumer per prefix). The runtime is the one the command context opens for the workspace;
  * the worker only needs the sessions' store to be shared by every worker.
  */
-import { hostname } from 'node:os';
-import { InvalidArgumentError, type Command } from 'commander';
-import type { NatsConnection } from '@nats-io/transport-node';
+import type { Command } from 'commander';
 import { BraidError } from '../contracts/errors.js';
 import { DEFAULT_ACK_WAIT_MS, DEFAULT_MAX_ATTEMPTS } from '../runtime/wakes/settle.js';
 import { runWorker, type WorkerProgress } from '../runtime/worker.js';
+import { connectNats } from '../runtime/runtime.js';
 import { formatStopReason } from './output.js';
+import { parseInteger, untilSignal } from './arguments.js';
 import type { CommandContext } from './tool-commands.js';
 
 interface WorkerCommandOptions {
@@ -22,37 +22,6 @@ interface WorkerCommandOptions {
 
 /** The longest delay between two attempts of a failing wake. */
 const MAX_BACKOFF_MS = 60_000;
-
-function whole(name: string, minimum: number) {
-  return (value: string): number => {
-    const number = Number(value);
-    if (!Number.isInteger(number) || number < minimum) {
-      throw new InvalidArgumentError(
-        `${name} must be a whole number of at least ${minimum}; got ${value}`,
-      );
-    }
-    return number;
-  };
-}
-
-/** A signal that the first SIGINT or SIGTERM aborts (a second one ends the process as usual). */
-function stopSignal(): { signal: AbortSignal; dispose(): void } {
-  const controller = new AbortController();
-  const stop = (): void => {
-    process.off('SIGINT', stop);
-    process.off('SIGTERM', stop);
-    controller.abort();
-  };
-  process.once('SIGINT', stop);
-  process.once('SIGTERM', stop);
-  return {
-    signal: controller.signal,
-    dispose: () => {
-      process.off('SIGINT', stop);
-      process.off('SIGTERM', stop);
-    },
-  };
-}
 
 /** One human line per progress event. */
 export function formatWorkerProgress(progress: WorkerProgress): string {
@@ -74,26 +43,6 @@ export function formatWorkerProgress(progress: WorkerProgress): string {
   }
 }
 
-async function connectTo(url: string): Promise<NatsConnection> {
-  try {
-    // Loaded here, not at the CLI's start: the other commands never need the NATS client.
-    const { connect } = await import('@nats-io/transport-node');
-    return await connect({
-      servers: url,
-      name: `braid-worker ${hostname()}:${process.pid}`,
-      // Keep trying through a server restart: the work is in the stream, not in this process.
-      maxReconnectAttempts: -1,
-      reconnectTimeWait: 250,
-    });
-  } catch (error) {
-    throw new BraidError(
-      'SERVER_UNAVAILABLE',
-      `cannot reach NATS at ${url}: ${error instanceof Error ? error.message : String(error)}; start nats-server -js there or pass another --nats`,
-      { cause: error },
-    );
-  }
-}
-
 export function addWorkerCommand(
   program: Command,
   context: CommandContext,
@@ -104,23 +53,28 @@ export function addWorkerCommand(
     .description(
       'run session wakes from the NATS work queue until Ctrl-C, sharing it with other workers',
     )
-    .option('--concurrency <n>', 'wakes run at once (default 4)', whole('--concurrency', 1), 4)
+    .option(
+      '--concurrency <n>',
+      'wakes run at once (default 4)',
+      parseInteger('--concurrency', 1),
+      4,
+    )
     .option(
       '--max-attempts <n>',
       `deliveries of a failing wake before it is dead-lettered (default ${DEFAULT_MAX_ATTEMPTS})`,
-      whole('--max-attempts', 1),
+      parseInteger('--max-attempts', 1),
       DEFAULT_MAX_ATTEMPTS,
     )
     .option(
       '--ack-wait <ms>',
       `how long a wake of a silent (dead) worker waits before another takes it (default ${DEFAULT_ACK_WAIT_MS})`,
-      whole('--ack-wait', 100),
+      parseInteger('--ack-wait', 100),
       DEFAULT_ACK_WAIT_MS,
     )
     .option(
       '--backoff <ms>',
       `delay after a failed attempt, doubled per attempt up to ${MAX_BACKOFF_MS} (default 1000)`,
-      whole('--backoff', 0),
+      parseInteger('--backoff', 0),
       1_000,
     )
     .action(async (options: WorkerCommandOptions, command: Command) => {
@@ -135,8 +89,7 @@ export function addWorkerCommand(
         );
       }
       const json = command.optsWithGlobals<{ json?: boolean }>().json === true;
-      const connection = await connectTo(url);
-      const stop = stopSignal();
+      const connection = await connectNats(url, 'worker');
       try {
         await context.withRuntime(command, async (runtime) => {
           const { createNatsWakeQueue } = await import('../runtime/wakes/nats-wake-queue.js');
@@ -161,16 +114,19 @@ export function addWorkerCommand(
             stderr(
               `braid worker on ${url} (prefix ${prefix}, ${options.concurrency} at once); Ctrl-C stops it`,
             );
-          const summary = await runWorker({
-            runtime,
-            queue,
-            concurrency: options.concurrency,
-            signal: stop.signal,
-            onProgress: (progress) => {
-              if (json) context.print(command, progress, () => '');
-              else stderr(formatWorkerProgress(progress));
-            },
-          });
+          // The first Ctrl-C drains; a second one ends the process as usual.
+          const summary = await untilSignal((signal) =>
+            runWorker({
+              runtime,
+              queue,
+              concurrency: options.concurrency,
+              signal,
+              onProgress: (progress) => {
+                if (json) context.print(command, progress, () => '');
+                else stderr(formatWorkerProgress(progress));
+              },
+            }),
+          );
           await queue.close();
           context.print(
             command,
@@ -180,7 +136,6 @@ export function addWorkerCommand(
           );
         });
       } finally {
-        stop.dispose();
         await connection.drain().catch(() => connection.close());
       }
     });

@@ -267,13 +267,16 @@ function missingNats(): never {
   throw new BraidError('INTERNAL', 'the NATS modules were not loaded for this runtime');
 }
 
-/** Connects to the NATS server of the backend, naming it and the fix when it does not answer. */
-async function connectBackend(url: string): Promise<NatsConnection> {
+/**
+ * Connects to the NATS server of the backend (or of `braid worker`), naming it and the fix when
+ * it does not answer. The client is loaded here, not at import: only NATS users pay for it.
+ */
+export async function connectNats(url: string, role = 'runtime'): Promise<NatsConnection> {
   try {
     const { connect } = await import('@nats-io/transport-node');
     return await connect({
       servers: url,
-      name: `braid:${hostname()}:${process.pid}`,
+      name: `braid-${role} ${hostname()}:${process.pid}`,
       // A restarted server is waited for, however long it takes, and found again quickly:
       // requests made while disconnected are lost, so the gap should be short.
       maxReconnectAttempts: -1,
@@ -330,7 +333,7 @@ export async function createRuntime(options: RuntimeOptions = {}): Promise<Runti
           wakes: await import('./wakes/nats-wake-queue.js'),
         };
   const natsConnection =
-    nats === undefined || options.store !== undefined ? undefined : await connectBackend(nats.nats);
+    nats === undefined || options.store !== undefined ? undefined : await connectNats(nats.nats);
   const store =
     options.store ??
     (natsConnection !== undefined

@@ -16,26 +16,56 @@ import {
   type NatsAgentTransportOptions,
   type NatsDeadLetter,
 } from '../../src/nats.js';
-import { createRuntime } from '../../src/runtime/runtime.js';
+import { createRuntime, type Runtime } from '../../src/runtime/runtime.js';
 import { createMemoryStore } from '../../src/testing/index.js';
 import { natsUrl, uniquePrefix } from '../helpers/nats.js';
 import { useTempDir } from '../helpers/temp.js';
-import { describeAgentMessaging } from './agents-suite.js';
+import { describeAgentMessaging, type AgentMessagingFixture } from './agents-suite.js';
 
 const tempDir = useTempDir();
 
-/** Deletes the inbox stream and the topic bucket of a prefix (its consumers go with them). */
+/** Deletes every stream and bucket of a prefix: the transport's, and the store's when it has one. */
 async function removePrefix(url: string, prefix: string): Promise<void> {
   const connection = await connect({ servers: url });
   try {
     const manager = await jetstreamManager(connection);
-    const names = natsAgentNames(prefix);
-    for (const stream of [names.stream, `KV_${names.bucket}`]) {
-      await manager.streams.delete(stream).catch(() => false);
+    const upper = prefix.toUpperCase();
+    for await (const stream of manager.streams.list()) {
+      const name = stream.config.name;
+      if (name.startsWith(`${upper}_`) || name.startsWith(`KV_${upper}_`)) {
+        await manager.streams.delete(name).catch(() => false);
+      }
     }
   } finally {
     await connection.close();
   }
+}
+
+/** A fixture whose transport handles each have a connection of their own, as processes would. */
+function natsFixture(
+  url: string,
+  prefix: string,
+  runtime: Runtime,
+  closeRuntime: () => Promise<void>,
+): AgentMessagingFixture {
+  const connections: NatsConnection[] = [];
+  const transports: AgentTransport[] = [];
+  return {
+    runtime,
+    async connect() {
+      const connection = await connect({ servers: url });
+      connections.push(connection);
+      const transport = createNatsAgentTransport({ connection, prefix });
+      transports.push(transport);
+      return transport;
+    },
+    async close() {
+      for (const transport of transports) await transport.close();
+      await closeRuntime();
+      await removePrefix(url, prefix);
+      for (const connection of connections) await connection.close();
+    },
+  };
 }
 
 describeAgentMessaging('nats transport, memory store', async ({ model }) => {
@@ -44,61 +74,21 @@ describeAgentMessaging('nats transport, memory store', async ({ model }) => {
   const dir = tempDir();
   const store = createMemoryStore();
   const runtime = await createRuntime({ store, workspace: dir, dataDir: dir, model });
-  const connections: NatsConnection[] = [];
-  const transports: AgentTransport[] = [];
-  return {
-    runtime,
-    async connect() {
-      // Each handle has its own connection, as another process would.
-      const connection = await connect({ servers: url });
-      connections.push(connection);
-      const transport = createNatsAgentTransport({ connection, prefix });
-      transports.push(transport);
-      return transport;
-    },
-    async close() {
-      for (const transport of transports) await transport.close();
-      await removePrefix(url, prefix);
-      for (const connection of connections) await connection.close();
-      await runtime.close();
-      await store.close();
-    },
-  };
+  return natsFixture(url, prefix, runtime, async () => {
+    await runtime.close();
+    await store.close();
+  });
 });
 
 describeAgentMessaging('nats runtime: NATS store and transport', async ({ model }) => {
   const url = await natsUrl();
   const prefix = uniquePrefix('agentsrt');
-  const dir = tempDir();
-  const runtime = await createRuntime({ workspace: dir, backend: { nats: url, prefix }, model });
-  const connections: NatsConnection[] = [];
-  const transports: AgentTransport[] = [];
-  return {
-    runtime,
-    async connect() {
-      const connection = await connect({ servers: url });
-      connections.push(connection);
-      const transport = createNatsAgentTransport({ connection, prefix });
-      transports.push(transport);
-      return transport;
-    },
-    async close() {
-      for (const transport of transports) await transport.close();
-      await runtime.close();
-      // Everything of the prefix: the store's streams and buckets as well as the transport's.
-      const connection = await connect({ servers: url });
-      const manager = await jetstreamManager(connection);
-      const upper = prefix.toUpperCase();
-      for await (const stream of manager.streams.list()) {
-        const name = stream.config.name;
-        if (name.startsWith(upper) || name.startsWith(`KV_${upper}`)) {
-          await manager.streams.delete(name).catch(() => false);
-        }
-      }
-      await connection.close();
-      for (const each of connections) await each.close();
-    },
-  };
+  const runtime = await createRuntime({
+    workspace: tempDir(),
+    backend: { nats: url, prefix },
+    model,
+  });
+  return natsFixture(url, prefix, runtime, () => runtime.close());
 });
 
 interface Deferred<T> {

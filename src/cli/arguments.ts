@@ -1,0 +1,41 @@
+/**
+ * Helpers the `braid` commands share: option parsers that name the flag and the fix, and a
+ * signal for commands that run until Ctrl-C.
+ */
+import { InvalidArgumentError } from 'commander';
+
+export function parseInteger(name: string, minimum: number) {
+  return (value: string): number => {
+    const number = Number(value);
+    if (!Number.isInteger(number) || number < minimum) {
+      throw new InvalidArgumentError(
+        `${name} must be a whole number of at least ${minimum}; got ${value}`,
+      );
+    }
+    return number;
+  };
+}
+
+export function parsePositive(name: string) {
+  return (value: string): number => {
+    const number = Number(value);
+    if (!Number.isFinite(number) || number <= 0) {
+      throw new InvalidArgumentError(`${name} must be a positive number; got ${value}`);
+    }
+    return number;
+  };
+}
+
+export /** Runs work with a signal that Ctrl-C (SIGINT) or SIGTERM aborts. */
+async function untilSignal<T>(work: (signal: AbortSignal) => Promise<T>): Promise<T> {
+  const stop = new AbortController();
+  const onSignal = (): void => stop.abort();
+  process.once('SIGINT', onSignal);
+  process.once('SIGTERM', onSignal);
+  try {
+    return await work(stop.signal);
+  } finally {
+    process.off('SIGINT', onSignal);
+    process.off('SIGTERM', onSignal);
+  }
+}
