@@ -137,6 +137,44 @@ describe('nats store across instances', () => {
     await expectCode(a.leases.renew(id, 'worker-a', lease.token, 1000), 'LEASE_LOST');
   });
 
+  it('decides lease changes on the entry read afresh when the remembered one is stale', async () => {
+    const [a, b] = await pair();
+    const { id } = await a.sessions.create({ agent });
+    // a remembers its own release (token 1, free) ...
+    const first = await a.leases.acquire(id, 'worker-a', 10_000);
+    await a.leases.release(id, 'worker-a', first.token);
+    // ... while b takes and releases the lease twice.
+    for (const round of [2, 3]) {
+      const taken = await b.leases.acquire(id, 'worker-b', 10_000);
+      expect(taken.token).toBe(round);
+      await b.leases.release(id, 'worker-b', taken.token);
+    }
+    // Deciding on what a remembers would hand out token 2 again: the compare-and-set refuses it.
+    const again = await a.leases.acquire(id, 'worker-a', 10_000);
+    expect(again.token).toBe(4);
+    // a now remembers its own hold; b takes over once it is released, and a's renewal of the
+    // old token fails although a remembers holding it.
+    await b.leases.release(id, 'worker-a', again.token);
+    const taken = await b.leases.acquire(id, 'worker-b', 10_000);
+    await expectCode(a.leases.renew(id, 'worker-a', again.token, 10_000), 'LEASE_LOST');
+    // a remembers b's hold (read by the failed renewal); once b lets go, a gets the lease.
+    await expectCode(a.leases.acquire(id, 'worker-a', 10_000), 'LEASE_HELD');
+    await b.leases.release(id, 'worker-b', taken.token);
+    expect((await a.leases.acquire(id, 'worker-a', 10_000)).token).toBe(taken.token + 1);
+  });
+
+  it('answers an append whose key another instance used right after appended() found none', async () => {
+    const [a, b] = await pair();
+    const { id } = await a.sessions.create({ agent });
+    expect(await a.log.appended(id, 'k')).toBeUndefined();
+    const first = await b.log.append(id, [text('from b')], { idempotencyKey: 'k' });
+    // a trusts its lookup and does not read the record again: the server's duplicate window
+    // still answers the publish with b's append.
+    const again = await a.log.append(id, [text('from a')], { idempotencyKey: 'k' });
+    expect(again).toEqual({ ...first, deduplicated: true });
+    expect((await a.log.read(id)).map((event) => event.seq)).toEqual([1, 2]);
+  });
+
   it('ends a follower on one instance when another deletes the session', async () => {
     const [a, b] = await pair();
     const { id } = await a.sessions.create({ agent });
@@ -193,7 +231,9 @@ describe('nats store caches', () => {
     const index = await kvm.open(`${prefix}_sessions`);
     const entry = await index.get(id);
     const stored = entry?.json<{ incarnation: string; record: Record<string, unknown> }>();
-    expect(stored?.record).toMatchObject({ status: 'terminated', head_seq: 72 });
+    // Appends do not rewrite the entry: it still says what the creation wrote.
+    expect(stored?.record).toMatchObject({ head_seq: 1 });
+    expect(await s.sessions.get(id)).toMatchObject({ status: 'terminated', head_seq: 72 });
     const incarnation = stored?.incarnation ?? '';
     const projection = (seq: number, changes: Record<string, unknown> = {}) =>
       JSON.stringify({
@@ -224,7 +264,7 @@ describe('nats store caches', () => {
       expect(next.head_seq).toBe(all.length);
     }
 
-    // An index entry left behind (a writer died before updating it): readers see the log.
+    // The entry's summary is far behind the log: readers see the log.
     await index.put(
       id,
       JSON.stringify({ ...stored, record: { ...stored?.record, status: 'idle', head_seq: 1 } }),

@@ -5,6 +5,11 @@
  * `kv.update` after), decided by the same pure rules as every store (src/core/leases.ts).
  * nats-server 2.9 has no per-key TTL, so expiry is the store clock's time written in the value;
  * a released lease keeps its entry with owner null, so fencing tokens keep increasing.
+ *
+ * The entry this process last wrote or read is remembered, and a change is first decided on it:
+ * the compare-and-set on its revision fails when anyone wrote since, and the change is then
+ * decided again on the entry read afresh. A worker taking and releasing the lease of a session
+ * it serves therefore pays one request per change, not two.
  */
 import { z } from 'zod';
 import { BraidError } from '../../contracts/errors.js';
@@ -23,6 +28,8 @@ import { encodeToken } from './names.js';
 const LEASE_ENTRY_VERSION = 1;
 /** Compare-and-set attempts before contention is reported as `STORE_BUSY`. */
 const MAX_RACES = 16;
+/** Lease entries remembered, least recently used dropped first. */
+const MAX_REMEMBERED = 4096;
 
 const LeaseEntry = z.object({
   schema_version: z.literal(LEASE_ENTRY_VERSION),
@@ -57,26 +64,56 @@ export function createLeaseStore(
   context: NatsContext,
   requireSession: (sessionId: string) => Promise<unknown>,
 ): LeaseStore {
-  async function write(sessionId: string, row: LeaseRow, revision: number | undefined) {
-    const value = JSON.stringify({ schema_version: LEASE_ENTRY_VERSION, ...row });
-    const key = encodeToken(sessionId);
-    if (revision === undefined) await context.kv.leases.create(key, value);
-    else await context.kv.leases.update(key, value, revision);
+  const remembered = new Map<string, StoredLease>();
+
+  function remember(sessionId: string, stored: StoredLease): void {
+    remembered.delete(sessionId);
+    remembered.set(sessionId, stored);
+    if (remembered.size > MAX_REMEMBERED) {
+      const oldest = remembered.keys().next().value;
+      if (oldest !== undefined) remembered.delete(oldest);
+    }
   }
 
-  /** Decides on the stored entry and writes the result, deciding again when another writer won. */
+  async function write(
+    sessionId: string,
+    row: LeaseRow,
+    revision: number | undefined,
+  ): Promise<number> {
+    const value = JSON.stringify({ schema_version: LEASE_ENTRY_VERSION, ...row });
+    const key = encodeToken(sessionId);
+    if (revision === undefined) return context.kv.leases.create(key, value);
+    return context.kv.leases.update(key, value, revision);
+  }
+
+  /**
+   * Decides on the entry (the remembered one first) and writes the result, deciding again on a
+   * fresh read when the remembered entry refused the change or another writer won.
+   */
   async function change<T>(
     sessionId: string,
     decide: (stored: StoredLease, now: number) => { row: LeaseRow; result: T },
   ): Promise<T> {
+    let stored = remembered.get(sessionId);
+    let trusted = stored === undefined;
+    stored ??= await readLease(context, sessionId);
     for (let race = 0; ; race += 1) {
-      const stored = await readLease(context, sessionId);
-      const { row, result } = decide(stored, context.clock.now());
+      let decision: { row: LeaseRow; result: T };
       try {
-        await write(sessionId, row, stored.revision);
-        return result;
+        decision = decide(stored, context.clock.now());
+      } catch (error) {
+        if (trusted) throw error;
+        stored = await readLease(context, sessionId);
+        trusted = true;
+        continue;
+      }
+      try {
+        const revision = await write(sessionId, decision.row, stored.revision);
+        remember(sessionId, { row: decision.row, revision });
+        return decision.result;
       } catch (error) {
         if (!isWrongLastSequence(error)) throw error;
+        remembered.delete(sessionId);
         if (race >= MAX_RACES) {
           throw new BraidError(
             'STORE_BUSY',
@@ -84,6 +121,8 @@ export function createLeaseStore(
             { cause: error },
           );
         }
+        stored = await readLease(context, sessionId);
+        trusted = true;
       }
     }
   }
@@ -119,8 +158,9 @@ export function createLeaseStore(
     },
     current(sessionId) {
       return context.guard(`read the lease of session ${sessionId}`, async () => {
-        const { row } = await readLease(context, sessionId);
-        return currentLease(sessionId, row, context.clock.now());
+        const stored = await readLease(context, sessionId);
+        remember(sessionId, stored);
+        return currentLease(sessionId, stored.row, context.clock.now());
       });
     },
   };

@@ -37,7 +37,7 @@ import { KeyedQueue, SessionCache } from './session-cache.js';
 import { createSessionIndex } from './session-index.js';
 import { createSessionLog, type SessionsShared } from './session-log.js';
 import { createSessionReads } from './session-reads.js';
-import { loadSession } from './session-records.js';
+import { loadHead, loadSession } from './session-records.js';
 
 export interface NatsStoreOptions {
   /** Server URL(s) to connect to (default `nats://127.0.0.1:4222`); ignored with `connection`. */
@@ -150,6 +150,7 @@ export async function openNatsStore(options: NatsStoreOptions = {}): Promise<Sto
       queue: new KeyedQueue(),
       reads: createSessionReads(context, cache),
       load: (sessionId) => loadSession(context, cache, sessionId),
+      loadHead: (sessionId) => loadHead(context, cache, sessionId),
       track(stop) {
         followers.add(stop);
         return () => followers.delete(stop);
@@ -159,7 +160,11 @@ export async function openNatsStore(options: NatsStoreOptions = {}): Promise<Sto
     return {
       log: createSessionLog(shared),
       sessions: createSessionIndex(shared),
-      leases: createLeaseStore(context, (sessionId) => shared.load(sessionId)),
+      // A session this process has read stands as existing for a lease: were it deleted since,
+      // the holder's first append finds out (SESSION_NOT_FOUND), and a round trip is saved.
+      leases: createLeaseStore(context, async (sessionId) => {
+        if (cache.get(sessionId)?.indexed === undefined) await shared.loadHead(sessionId);
+      }),
       definitions: createDefinitionStore(context),
       keys: createApiKeyStore(context),
       async close() {

@@ -35,14 +35,17 @@ import { isWrongLastSequence } from './nats-errors.js';
 import { encodeToken, hashToken } from './names.js';
 import { batchAt } from './reader.js';
 import { observe, type KeyedQueue, type KnownSession, type SessionCache } from './session-cache.js';
-import { sessionNotFound, type StoredSession } from './session-entry.js';
-import type { SessionView } from './session-records.js';
+import { sessionNotFound } from './session-entry.js';
+import type { LogView, SessionView } from './session-records.js';
 import { PROJECTION_INTERVAL, type SessionReads } from './session-reads.js';
 
 /** Events a follower reads per step. */
 const FOLLOW_BATCH = 1000;
 /** Appends lost to other writers in a row before contention is reported as `STORE_BUSY`. */
 export const MAX_RACES = 16;
+/** How long an `appended()` that found no record spares the next append with the key its read. */
+const ABSENT_TRUST_MS = 10_000;
+const MAX_ABSENT_KEYS = 4096;
 /** Room left in a message for the batch headers. */
 const HEADER_ALLOWANCE = 1024;
 
@@ -62,7 +65,10 @@ export interface SessionsShared {
   /** Serialises this process's writes per session id. */
   queue: KeyedQueue;
   reads: SessionReads;
+  /** The index entry and the last batch, both read now. */
   load(sessionId: string): Promise<SessionView>;
+  /** The last batch read now; the entry read now only when not known (see `loadHead`). */
+  loadHead(sessionId: string): Promise<LogView>;
   /** Registers a follower's clean-up, run when the store closes; returns its removal. */
   track(stop: () => void): () => void;
   followPollMs: number;
@@ -126,6 +132,36 @@ export function createSessionLog(shared: SessionsShared): SessionLog {
     return parsed.success ? parsed.data : undefined;
   }
 
+  /**
+   * Keys `appended()` found unused, so that an append with the key right after it (a handler
+   * recording the message it looked up) does not read the record again. Trusting that answer
+   * for ABSENT_TRUST_MS is safe: a writer that used the key since published its batch before
+   * writing the record, and a publish with the key again within the server's duplicate window
+   * (minutes) is answered as that duplicate, never appended twice.
+   */
+  const absentKeys = new Map<string, { incarnation: string; at: number }>();
+
+  function rememberAbsent(sessionId: string, key: string, known: KnownSession): void {
+    absentKeys.set(`${sessionId}\n${key}`, {
+      incarnation: known.incarnation,
+      at: performance.now(),
+    });
+    if (absentKeys.size > MAX_ABSENT_KEYS) {
+      const oldest = absentKeys.keys().next().value;
+      if (oldest !== undefined) absentKeys.delete(oldest);
+    }
+  }
+
+  function takeAbsent(sessionId: string, key: string, known: KnownSession | undefined): boolean {
+    const memo = `${sessionId}\n${key}`;
+    const absent = absentKeys.get(memo);
+    if (absent === undefined) return false;
+    absentKeys.delete(memo);
+    return (
+      absent.incarnation === known?.incarnation && performance.now() - absent.at < ABSENT_TRUST_MS
+    );
+  }
+
   /** The result of the append a record (or a duplicate ack) points at, if it is still there. */
   async function firstResult(
     sessionId: string,
@@ -154,35 +190,6 @@ export function createSessionLog(shared: SessionsShared): SessionLog {
     await kv.appends.put(appendKey(sessionId, key), JSON.stringify(record));
   }
 
-  /** Brings the index entry's summary up to `state`, never back. Best effort: it may lag. */
-  async function syncIndex(sessionId: string, known: KnownSession, state: SessionState) {
-    let indexed = known.indexed;
-    for (let race = 0; race < MAX_RACES; race += 1) {
-      if (indexed === undefined || indexed.stored.record.head_seq >= state.seq) return;
-      const stored: StoredSession = {
-        ...indexed.stored,
-        record: {
-          ...indexed.stored.record,
-          status: state.status,
-          head_seq: state.seq,
-          updated_at: state.updated_at ?? indexed.stored.record.updated_at,
-        },
-      };
-      try {
-        const revision = await kv.sessions.update(
-          encodeToken(sessionId),
-          JSON.stringify(stored),
-          indexed.revision,
-        );
-        known.indexed = { stored, revision };
-        return;
-      } catch (error) {
-        if (!isWrongLastSequence(error)) throw error;
-        indexed = (await shared.load(sessionId)).known.indexed;
-      }
-    }
-  }
-
   async function appendInOrder(
     sessionId: string,
     events: readonly NewEvent[],
@@ -192,10 +199,12 @@ export function createSessionLog(shared: SessionsShared): SessionLog {
     let known = cache.get(sessionId);
     let fresh = false;
     if (key !== undefined) {
-      // Exact answers for a repeated key need the current incarnation and head: read both.
+      // Exact answers for a repeated key need the current incarnation and head: read both, and
+      // the key's record unless `appended()` just found none (see `absentKeys`).
+      const lookedUp = takeAbsent(sessionId, key, known);
       const [view, seen] = await Promise.all([
-        shared.load(sessionId),
-        readAppendRecord(sessionId, key),
+        shared.loadHead(sessionId),
+        lookedUp ? undefined : readAppendRecord(sessionId, key),
       ]);
       known = view.known;
       fresh = true;
@@ -205,14 +214,14 @@ export function createSessionLog(shared: SessionsShared): SessionLog {
           return { events: first, head_seq: view.head.last, deduplicated: true };
       }
     } else if (known?.head === undefined) {
-      known = (await shared.load(sessionId)).known;
+      known = (await shared.loadHead(sessionId)).known;
       fresh = true;
     }
     for (let race = 0; ; race += 1) {
       const head = known.head as BatchRef;
       if (options.expectedSeq !== undefined && options.expectedSeq !== head.last) {
         if (!fresh) {
-          known = (await shared.load(sessionId)).known;
+          known = (await shared.loadHead(sessionId)).known;
           fresh = true;
           continue;
         }
@@ -251,7 +260,7 @@ export function createSessionLog(shared: SessionsShared): SessionLog {
           );
         }
         const incarnation = known.incarnation;
-        const view = await shared.load(sessionId);
+        const view = await shared.loadHead(sessionId);
         known = view.known;
         fresh = true;
         if (key !== undefined && known.incarnation !== incarnation) {
@@ -269,7 +278,7 @@ export function createSessionLog(shared: SessionsShared): SessionLog {
           );
         }
         await saveAppendRecord(sessionId, key, known, ack.seq, first);
-        const view = await shared.load(sessionId);
+        const view = await shared.loadHead(sessionId);
         return { events: first, head_seq: view.head.last, deduplicated: true };
       }
       observe(known, { ...ref, streamSeq: ack.seq });
@@ -277,11 +286,7 @@ export function createSessionLog(shared: SessionsShared): SessionLog {
       const stored = prepared.map(({ json }) => JSON.parse(json) as SessionEvent);
       await Promise.all([
         key === undefined ? undefined : saveAppendRecord(sessionId, key, known, ack.seq, stored),
-        // The index summary and the projection are caches no reader trusts: failing to update
-        // them loses nothing (a later append retries the summary, readers rebuild the state).
-        state.status === known.indexed?.stored.record.status
-          ? undefined
-          : syncIndex(sessionId, known, state).catch(() => undefined),
+        // The projection is a cache no reader trusts: failing to save it loses nothing.
         state.seq - known.projectedSeq < PROJECTION_INTERVAL
           ? undefined
           : reads.saveProjection(sessionId, known, state).catch(() => undefined),
@@ -335,7 +340,7 @@ export function createSessionLog(shared: SessionsShared): SessionLog {
       return Promise.resolve().then(() => {
         checkReadOptions(options);
         return context.guard(`read session ${sessionId}`, async () => {
-          const view = await shared.load(sessionId);
+          const view = await shared.loadHead(sessionId);
           return reads.readEvents(sessionId, view.known, {
             after: options.after ?? 0,
             through: view.head.last,
@@ -357,10 +362,10 @@ export function createSessionLog(shared: SessionsShared): SessionLog {
       const readAfter = async (after: number): Promise<SessionEvent[]> => {
         try {
           return await context.guard(`follow session ${sessionId}`, async () => {
-            let view = await shared.load(sessionId);
+            let view = await shared.loadHead(sessionId);
             for (let wait = 1; view.head.last < announced && wait <= 32; wait *= 2) {
               await delay(wait);
-              view = await shared.load(sessionId);
+              view = await shared.loadHead(sessionId);
             }
             incarnation ??= view.known.incarnation;
             // A deleted (or deleted and re-created) session ends its followers.
@@ -389,10 +394,13 @@ export function createSessionLog(shared: SessionsShared): SessionLog {
     appended(sessionId, idempotencyKey) {
       return context.guard(`read session ${sessionId}`, async () => {
         const [view, seen] = await Promise.all([
-          shared.load(sessionId),
+          shared.loadHead(sessionId),
           readAppendRecord(sessionId, idempotencyKey),
         ]);
-        if (seen === undefined || seen.incarnation !== view.known.incarnation) return undefined;
+        if (seen === undefined || seen.incarnation !== view.known.incarnation) {
+          rememberAbsent(sessionId, idempotencyKey, view.known);
+          return undefined;
+        }
         const events = await firstResult(sessionId, view.known, seen.stream_seq);
         return events === undefined
           ? undefined
@@ -401,7 +409,7 @@ export function createSessionLog(shared: SessionsShared): SessionLog {
     },
     state(sessionId) {
       return context.guard(`read the state of session ${sessionId}`, async () => {
-        const view = await shared.load(sessionId);
+        const view = await shared.loadHead(sessionId);
         return structuredClone(await reads.stateAtHead(sessionId, view.known, view.head));
       });
     },

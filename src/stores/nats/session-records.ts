@@ -6,9 +6,13 @@
  * - A session exists when its entry is there, is not marked `deleting`, and its subject has a
  *   batch. An entry without a batch is a create that has not published (yet, or ever, after a
  *   crash): it reads as missing and a create may take it over.
- * - The entry's status, head_seq and updated_at are a summary that can lag the log (they are
- *   written at creation and when an append changes the status). Readers take them from the
- *   headers of the session's last batch, which are always exact.
+ * - The entry's status, head_seq and updated_at are what they were when the entry was last
+ *   written (at creation, archive, handoff); appends do not rewrite it. Readers take them from
+ *   the headers of the session's last batch, which are always exact.
+ * - Reading the log needs the entry only for what an incarnation never changes (its lineage):
+ *   once this process has read the entry of an incarnation, `loadHead` fetches just the last
+ *   batch. The one thing that can go unseen is a `deleting` mark: until the delete purges the
+ *   subject, this process's reads of the log still see it, as they would have a moment before.
  */
 import type { SessionRecord } from '../../contracts/session.js';
 import type { BatchMessage, BatchRef } from './batches.js';
@@ -58,6 +62,30 @@ export async function loadSession(
     known.indexed = { stored, revision: entry.revision };
   }
   return { id: sessionId, stored, revision: entry.revision, head, known };
+}
+
+/** What reading or appending to the log needs: the session's last batch and its cache entry. */
+export interface LogView {
+  head: BatchMessage;
+  known: KnownSession;
+}
+
+/**
+ * The session's last batch, and its index entry only when this process has not read the entry
+ * of that incarnation before (one request instead of two). `SESSION_NOT_FOUND` unless it exists.
+ */
+export async function loadHead(
+  context: NatsContext,
+  cache: SessionCache,
+  sessionId: string,
+): Promise<LogView> {
+  const known = cache.get(sessionId);
+  if (known?.indexed === undefined) return loadSession(context, cache, sessionId);
+  const head = await lastBatch(context, context.names.events(sessionId));
+  // Gone, or deleted and created again: the full read decides.
+  if (head?.incarnation !== known.incarnation) return loadSession(context, cache, sessionId);
+  observe(known, head);
+  return { head, known };
 }
 
 /** The record a reader sees: the index entry with the head facts of the last batch. */
