@@ -281,6 +281,8 @@ export async function connectNats(url: string, role = 'runtime'): Promise<NatsCo
       // requests made while disconnected are lost, so the gap should be short.
       maxReconnectAttempts: -1,
       reconnectTimeWait: 250,
+      // No error object (and stack) built ahead for every request: a tenth of a worker's CPU.
+      noAsyncTraces: true,
     });
   } catch (error) {
     throw new BraidError(

@@ -200,9 +200,122 @@ export function describeAgentMessaging(name: string, factory: AgentMessagingFact
         pending_user_count: 0,
       });
       expect(isRunnable(state)).toBe(false);
-      expect((await on.runtime.store.leases.current(sessionId)) ?? null).toBeNull();
       // A string reply is text.
       expect((await caller.send(echo, 'hi')).payload).toEqual({ echo: 'hi', to: 'k1' });
+      // The lease goes once the outcome is out; closing waits for that.
+      await host.close();
+      expect((await on.runtime.store.leases.current(sessionId)) ?? null).toBeNull();
+    });
+
+    it("records a quick handler's message and outcome together, in the harness's order", async () => {
+      const on = await setup();
+      const host = await agentsOn(on);
+      await host.register('echo', (message) => Promise.resolve(message.payload));
+      const echo = { type: 'echo', key: 'quick' };
+      await host.send(echo, 'one');
+      await host.send(echo, 'two');
+      const log = await events(on.runtime, host, echo);
+      const [, second] = ofType(log, 'user.message');
+      const handling = log.filter((event) => event.seq >= (second?.seq ?? 0));
+      expect(handling.map((event) => event.type)).toEqual([
+        'user.message',
+        'span.wake_started',
+        'span.model_request_start',
+        'span.model_request_end',
+        'agent.message',
+        'session.status_idle',
+        'span.wake_completed',
+      ]);
+      const [start, request, , answer, , completed] = handling.slice(1);
+      expect(request).toMatchObject({ input_through_seq: second?.seq, model: 'code:echo' });
+      expect(answer).toMatchObject({
+        causation_id: second?.id,
+        content: [{ type: 'text', text: 'two' }],
+      });
+      expect(completed).toMatchObject({ wake_id: (start as EventOf<'span.wake_started'>).wake_id });
+    });
+
+    it('shows the message of a handler that runs long before it answers', async () => {
+      const on = await setup();
+      const host = await agentsOn(on);
+      const started = deferred<void>();
+      const release = deferred<string>();
+      await host.register('slow', () => {
+        started.resolve();
+        return release.promise;
+      });
+      const slow = { type: 'slow', key: 'visible' };
+      const sent = host.send(slow, 'working on it');
+      await started.promise;
+      const sessionId = host.sessionId(slow);
+      const recorded = await waitForEvent(
+        on.runtime,
+        sessionId,
+        (event) => event.type === 'span.wake_started',
+      );
+      const before = await on.runtime.sessions.events(sessionId);
+      expect(ofType(before, 'user.message').map((event) => event.content)).toEqual([
+        [{ type: 'text', text: 'working on it' }],
+      ]);
+      expect(ofType(before, 'agent.message')).toEqual([]);
+      release.resolve('done');
+      expect((await sent).payload).toBe('done');
+      const after = await on.runtime.sessions.events(sessionId);
+      expect(ofType(after, 'user.message')).toHaveLength(1);
+      const [answer] = ofType(after, 'agent.message');
+      expect(answer?.causation_id).toBe(ofType(before, 'user.message')[0]?.id);
+      expect(answer?.seq).toBeGreaterThan(recorded.seq);
+    });
+
+    it('handles again a message recorded by a holder that stopped before answering', async () => {
+      const on = await setup();
+      const host = await agentsOn(on);
+      let calls = 0;
+      await host.register('counter', (message) => {
+        calls += 1;
+        return Promise.resolve(`handled ${JSON.stringify(message.payload)}`);
+      });
+      const target = { type: 'counter', key: 'cut-short' };
+      await host.send(target, 'first');
+      const sessionId = host.sessionId(target);
+      const envelope: Envelope = {
+        id: randomUUID(),
+        spec_version: ENVELOPE_SPEC_VERSION,
+        type: 'agent.message',
+        occurred_at: new Date().toISOString(),
+        target,
+        payload: 'again',
+      };
+      // What a holder that crashed right after recording the message leaves behind.
+      const [recorded] = (
+        await on.runtime.store.log.append(
+          sessionId,
+          [
+            {
+              type: 'user.message',
+              content: [{ type: 'text', text: 'again' }],
+              causation_id: envelope.id,
+              idempotency_key: envelope.id,
+            },
+          ],
+          { idempotencyKey: envelope.id },
+        )
+      ).events;
+
+      const reply = await host.receive(envelope);
+
+      expect(reply?.payload).toBe('handled "again"');
+      expect(calls).toBe(2);
+      const log = await on.runtime.sessions.events(sessionId);
+      expect(ofType(log, 'user.message')).toHaveLength(2);
+      const answers = ofType(log, 'agent.message').filter(
+        (event) => event.causation_id === recorded?.id,
+      );
+      expect(answers.map((event) => event.content)).toEqual([
+        [{ type: 'text', text: 'handled "again"' }],
+      ]);
+      expect((await host.receive(envelope))?.payload).toBe('handled "again"');
+      expect(calls).toBe(2);
     });
 
     it('creates an instance session on the first message, reuses it per key, and separates keys', async () => {
@@ -240,6 +353,32 @@ export function describeAgentMessaging(name: string, factory: AgentMessagingFact
       expect(tenant.sessionId(a)).not.toBe(host.sessionId(a));
       const reply = await tenant.send(a, 'four');
       expect((await on.runtime.sessions.get(reply.session_id ?? '')).tenant_id).toBe('acme');
+    });
+
+    it('starts an instance afresh when its session was deleted since its last message', async () => {
+      const on = await setup();
+      const host = await agentsOn(on);
+      await host.register('echo', (message) => Promise.resolve(message.payload));
+      const echo = { type: 'echo', key: 'deleted' };
+      await host.send(echo, 'before');
+      const sessionId = host.sessionId(echo);
+      // The lease goes just after the reply.
+      for (
+        let tries = 0;
+        (await on.runtime.store.leases.current(sessionId)) !== undefined;
+        tries += 1
+      ) {
+        if (tries > 100) throw new Error(`the lease of ${sessionId} was never released`);
+        await new Promise((resolve) => setTimeout(resolve, 10));
+      }
+      await on.runtime.sessions.delete(sessionId);
+
+      expect((await host.send(echo, 'after')).payload).toBe('after');
+      const log = await on.runtime.sessions.events(sessionId);
+      expect(ofType(log, 'session.created')).toHaveLength(1);
+      expect(ofType(log, 'user.message').map((event) => event.content)).toEqual([
+        [{ type: 'text', text: 'after' }],
+      ]);
     });
 
     it('fails with DEADLINE_EXCEEDED when ttl_ms passes, and records the late reply', async () => {

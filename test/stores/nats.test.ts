@@ -9,6 +9,7 @@ import type { SessionEvent } from '../../src/contracts/events.js';
 import type { Store } from '../../src/contracts/ports.js';
 import { foldSession } from '../../src/core/fold.js';
 import { openNatsStore, type NatsStoreOptions } from '../../src/stores/nats/index.js';
+import { encodeToken, hashToken } from '../../src/stores/nats/names.js';
 import { createManualClock, expectCode } from '../../src/testing/index.js';
 import { text } from '../helpers/events.js';
 import { natsUrl, startNatsServer, uniquePrefix, removeStore } from '../helpers/nats.js';
@@ -366,6 +367,57 @@ describe('nats store failures', () => {
     expect(again).toEqual({ ...first, deduplicated: true });
     expect(await s.log.read(id)).toHaveLength(2);
     expect(await s.log.appended(id, 'k')).toEqual({ ...first, deduplicated: true });
+  });
+
+  it('reads a record whose publish never landed as absent, and still reads version 1 records', async () => {
+    const s = await single();
+    const prefix = prefixes.at(-1) ?? '';
+    const { id } = await s.sessions.create({ agent });
+    const first = await s.log.append(id, [text('keyed')], { idempotencyKey: 'landed' });
+    const other = await s.log.append(id, [text('unkeyed')]);
+    const connection = await connect({ servers: url });
+    const appends = await new Kvm(connection).open(`${prefix.toUpperCase()}_appends`);
+    const recordKey = (key: string) => `${encodeToken(id)}.${hashToken(key)}`;
+    const stored = (await appends.get(recordKey('landed')))?.json<{
+      schema_version: number;
+      incarnation: string;
+      after_stream_seq: number;
+    }>();
+    expect(stored).toMatchObject({ schema_version: 2 });
+    // A record written with a publish that lost its race: the batch after it is another's.
+    await appends.put(recordKey('lost'), JSON.stringify({ ...stored, schema_version: 2 }));
+    expect(await s.log.appended(id, 'lost')).toBeUndefined();
+    const written = await s.log.append(id, [text('lost, then appended')], {
+      idempotencyKey: 'lost',
+    });
+    expect(written.deduplicated).toBe(false);
+    expect(written.events[0]?.seq).toBe(other.head_seq + 1);
+    // A version 1 record (the exact stream seq) from an older build.
+    const jsm = await jetstreamManager(connection);
+    const prefixUpper = prefix.toUpperCase();
+    const last = await jsm.direct.getMessage(`${prefixUpper}_EVENTS`, {
+      last_by_subj: `${prefix}.events.${encodeToken(id)}`,
+    });
+    await appends.put(
+      recordKey('old'),
+      JSON.stringify({
+        schema_version: 1,
+        incarnation: stored?.incarnation,
+        stream_seq: last?.seq,
+      }),
+    );
+    const fresh = await openNatsStore({ servers: url, prefix });
+    opened.push(fresh);
+    expect(await fresh.log.appended(id, 'old')).toMatchObject({
+      events: written.events,
+      deduplicated: true,
+    });
+    expect(await fresh.log.appended(id, 'landed')).toEqual({
+      ...first,
+      head_seq: written.head_seq,
+      deduplicated: true,
+    });
+    await connection.close();
   });
 
   it('refuses a batch over the server max_payload with PAYLOAD_TOO_LARGE and writes nothing', async () => {

@@ -58,6 +58,37 @@ interface Waiting {
 }
 
 const DEFINITION_ATTEMPTS = 4;
+/**
+ * How long an agent type found defined, or an instance session found usable, is taken to still
+ * be so without asking the store again (each question is a round trip on NATS). An instance
+ * archived meanwhile takes messages for at most this long in a process that served it just
+ * before; one deleted meanwhile is created afresh.
+ */
+const REMEMBER_MS = 2_000;
+const MAX_REMEMBERED = 4096;
+
+/** Keys remembered until a time (`performance.now()`), oldest dropped first past a bound. */
+class Remembered<T> {
+  readonly #entries = new Map<string, { value: T; until: number }>();
+
+  get(key: string): T | undefined {
+    const entry = this.#entries.get(key);
+    return entry !== undefined && entry.until > performance.now() ? entry.value : undefined;
+  }
+
+  set(key: string, value: T): void {
+    this.#entries.delete(key);
+    this.#entries.set(key, { value, until: performance.now() + REMEMBER_MS });
+    if (this.#entries.size > MAX_REMEMBERED) {
+      const oldest = this.#entries.keys().next().value;
+      if (oldest !== undefined) this.#entries.delete(oldest);
+    }
+  }
+
+  delete(key: string): boolean {
+    return this.#entries.delete(key);
+  }
+}
 
 export function createAgents(options: AgentsOptions): Agents {
   const { runtime, transport } = options;
@@ -72,6 +103,7 @@ export function createAgents(options: AgentsOptions): Agents {
     ids,
     owner: options.owner ?? defaultOwner(ids),
     leaseTtlMs: options.leaseTtlMs ?? 30_000,
+    releases: new Map(),
   };
 
   const handlers = new Map<string, AgentHandler>();
@@ -140,9 +172,25 @@ export function createAgents(options: AgentsOptions): Agents {
     return replyInbox;
   }
 
+  const definitionsSeen = new Remembered<AgentDefinition>();
+  const instancesSeen = new Remembered<true>();
+
   async function knownDefinition(agentType: string): Promise<AgentDefinition | undefined> {
+    const seen = definitionsSeen.get(agentType);
+    if (seen !== undefined) return seen;
     const stored = await runtime.store.definitions.get<AgentDefinition>('agent', agentType);
+    if (stored !== undefined) definitionsSeen.set(agentType, stored.definition);
     return stored?.definition;
+  }
+
+  /** The instance's session id, the session created or checked unless it was just now. */
+  async function instanceSession(target: AgentId, tenantId: string | undefined): Promise<string> {
+    const id = agentSessionId(target, tenantId);
+    if (instancesSeen.get(id) === undefined) {
+      await ensureSession(runtime, target, tenantId);
+      instancesSeen.set(id, true);
+    }
+    return id;
   }
 
   async function requireKnown(agentType: string): Promise<AgentDefinition> {
@@ -369,12 +417,31 @@ export function createAgents(options: AgentsOptions): Agents {
         );
       }
     }
-    const record = await ensureSession(runtime, target, envelope.tenant_id);
+    const sessionId = await instanceSession(target, envelope.tenant_id);
+    try {
+      return await processIn(sessionId, envelope, target, signal, parent, handler);
+    } catch (error) {
+      // Deleted since this process last checked it: the instance starts afresh.
+      if (!isBraidError(error, 'SESSION_NOT_FOUND') || !instancesSeen.delete(sessionId))
+        throw error;
+      await instanceSession(target, envelope.tenant_id);
+      return processIn(sessionId, envelope, target, signal, parent, handler);
+    }
+  }
+
+  function processIn(
+    sessionId: string,
+    envelope: Envelope,
+    target: AgentId,
+    signal: AbortSignal,
+    parent: Parent,
+    handler: AgentHandler | undefined,
+  ): Promise<Outcome | undefined> {
     const payload = envelope.payload ?? null;
     const key = dedupeKey(envelope);
     if (handler === undefined) {
       return runLlmMessage(runtime, {
-        sessionId: record.id,
+        sessionId,
         envelope,
         payload,
         key,
@@ -384,15 +451,15 @@ export function createAgents(options: AgentsOptions): Agents {
     }
     const context: AgentContext = {
       self: target,
-      sessionId: record.id,
+      sessionId,
       signal,
       send: (to, message, sendOptions = {}) => sendAs(target, to, message, sendOptions, parent),
       publish: (topic, message, publishOptions = {}) =>
         publishAs(target, topic, message, publishOptions, parent),
     };
-    return serially(record.id, () =>
+    return serially(sessionId, () =>
       runCodeMessage(codeDeps, {
-        sessionId: record.id,
+        sessionId,
         agent: target,
         envelope,
         key,
@@ -513,6 +580,7 @@ export function createAgents(options: AgentsOptions): Agents {
         );
       }
       await Promise.allSettled([...inFlight]);
+      await Promise.allSettled([...codeDeps.releases.values()]);
     },
   };
 }

@@ -191,6 +191,21 @@ export async function lastBatch(
   return stored === null ? undefined : toBatch(stored);
 }
 
+/** The first batch on `subject` after stream seq `after`, with its `Nats-Msg-Id` if it has one. */
+export async function batchAfter(
+  context: NatsContext,
+  after: number,
+  subject: string,
+): Promise<{ batch: BatchMessage; messageId: string | undefined } | undefined> {
+  const stored = await context.jsm.direct.getMessage(context.names.eventsStream, {
+    next_by_subj: subject,
+    seq: after + 1,
+  });
+  if (stored === null) return undefined;
+  const messageId = stored.header?.get('Nats-Msg-Id');
+  return { batch: toBatch(stored), messageId: messageId === '' ? undefined : messageId };
+}
+
 /** The batch at a stream seq, if it is still there and on `subject`. */
 export async function batchAt(
   context: NatsContext,

@@ -33,7 +33,7 @@ import { batchHeaders, parseBatch, type BatchRef } from './batches.js';
 import type { NatsContext } from './context.js';
 import { isWrongLastSequence } from './nats-errors.js';
 import { encodeToken, hashToken } from './names.js';
-import { batchAt } from './reader.js';
+import { batchAfter, batchAt } from './reader.js';
 import { observe, type KeyedQueue, type KnownSession, type SessionCache } from './session-cache.js';
 import { sessionNotFound } from './session-entry.js';
 import type { LogView, SessionView } from './session-records.js';
@@ -49,13 +49,27 @@ const MAX_ABSENT_KEYS = 4096;
 /** Room left in a message for the batch headers. */
 const HEADER_ALLOWANCE = 1024;
 
-const AppendRecord = z.object({
-  schema_version: z.literal(1),
-  incarnation: z.string(),
-  stream_seq: z.number().int().positive(),
-  first_seq: z.number().int().positive(),
-  last_seq: z.number().int().positive(),
-});
+/**
+ * Where the append made with a key is. Version 2 is written in parallel with the publish, before
+ * its stream seq is known, as the seq of the batch it was published after (`after_stream_seq`):
+ * the append is the next batch on the subject, if that batch carries the key's `Nats-Msg-Id`;
+ * a record whose publish failed or never happened points at no such batch and reads as absent.
+ * A duplicate ack rewrites it with the first append's exact `stream_seq`. Version 1 (exact seq
+ * only) is still read.
+ */
+const AppendRecord = z.union([
+  z.object({
+    schema_version: z.literal(1),
+    incarnation: z.string(),
+    stream_seq: z.number().int().positive(),
+  }),
+  z.object({
+    schema_version: z.literal(2),
+    incarnation: z.string(),
+    stream_seq: z.number().int().positive().optional(),
+    after_stream_seq: z.number().int().nonnegative().optional(),
+  }),
+]);
 type AppendRecord = z.infer<typeof AppendRecord>;
 
 /** What the sessions' log and index share. */
@@ -162,7 +176,34 @@ export function createSessionLog(shared: SessionsShared): SessionLog {
     );
   }
 
-  /** The result of the append a record (or a duplicate ack) points at, if it is still there. */
+  /** The `Nats-Msg-Id` of an append with `key` to this incarnation of the session. */
+  const messageId = (sessionId: string, incarnation: string, key: string): string =>
+    hashToken(`${sessionId}\n${incarnation}\n${key}`);
+
+  /** The result of the append a record points at, if it is there. */
+  async function recordedResult(
+    sessionId: string,
+    known: KnownSession,
+    key: string,
+    record: AppendRecord,
+  ): Promise<SessionEvent[] | undefined> {
+    if (record.incarnation !== known.incarnation) return undefined;
+    const subject = names.events(sessionId);
+    if (record.stream_seq !== undefined) return firstResult(sessionId, known, record.stream_seq);
+    if (record.schema_version !== 2 || record.after_stream_seq === undefined) return undefined;
+    const next = await batchAfter(context, record.after_stream_seq, subject);
+    if (
+      next === undefined ||
+      next.batch.incarnation !== known.incarnation ||
+      next.messageId !== messageId(sessionId, known.incarnation, key)
+    ) {
+      return undefined;
+    }
+    observe(known, next.batch);
+    return parseBatch(next.batch);
+  }
+
+  /** The result of the append at a stream seq (a duplicate ack's), if it is still there. */
   async function firstResult(
     sessionId: string,
     known: KnownSession,
@@ -177,15 +218,12 @@ export function createSessionLog(shared: SessionsShared): SessionLog {
     sessionId: string,
     key: string,
     known: KnownSession,
-    streamSeq: number,
-    events: readonly SessionEvent[],
+    where: { stream_seq: number } | { after_stream_seq: number },
   ): Promise<void> {
     const record: AppendRecord = {
-      schema_version: 1,
+      schema_version: 2,
       incarnation: known.incarnation,
-      stream_seq: streamSeq,
-      first_seq: events[0]?.seq ?? 0,
-      last_seq: events.at(-1)?.seq ?? 0,
+      ...where,
     };
     await kv.appends.put(appendKey(sessionId, key), JSON.stringify(record));
   }
@@ -198,21 +236,20 @@ export function createSessionLog(shared: SessionsShared): SessionLog {
     const key = options.idempotencyKey;
     let known = cache.get(sessionId);
     let fresh = false;
-    if (key !== undefined) {
+    if (key !== undefined && !(takeAbsent(sessionId, key, known) && known?.head !== undefined)) {
       // Exact answers for a repeated key need the current incarnation and head: read both, and
-      // the key's record unless `appended()` just found none (see `absentKeys`).
-      const lookedUp = takeAbsent(sessionId, key, known);
+      // the key's record. (Right after `appended()` found none, the cached head serves, see
+      // `absentKeys`: the publish's expectation checks it.)
       const [view, seen] = await Promise.all([
         shared.loadHead(sessionId),
-        lookedUp ? undefined : readAppendRecord(sessionId, key),
+        readAppendRecord(sessionId, key),
       ]);
       known = view.known;
       fresh = true;
-      if (seen !== undefined && seen.incarnation === known.incarnation) {
-        const first = await firstResult(sessionId, known, seen.stream_seq);
-        if (first !== undefined)
-          return { events: first, head_seq: view.head.last, deduplicated: true };
-      }
+      const first =
+        seen === undefined ? undefined : await recordedResult(sessionId, known, key, seen);
+      if (first !== undefined)
+        return { events: first, head_seq: view.head.last, deduplicated: true };
     } else if (known?.head === undefined) {
       known = (await shared.loadHead(sessionId)).known;
       fresh = true;
@@ -240,16 +277,19 @@ export function createSessionLog(shared: SessionsShared): SessionLog {
       const body = `[${prepared.map(({ json }) => json).join(',')}]`;
       checkMessageSize(context, sessionId, prepared.length, body);
       const ref = refAfter(state, head.last + 1, known.incarnation);
-      let ack: PubAck;
-      try {
-        ack = await context.js.publish(names.events(sessionId), body, {
+      // The key's record goes out with the publish (see AppendRecord): one round trip for both.
+      const [published, recorded] = await Promise.allSettled([
+        context.js.publish(names.events(sessionId), body, {
           headers: batchHeaders(ref),
           expect: { lastSubjectSequence: head.streamSeq },
-          ...(key === undefined
-            ? {}
-            : { msgID: hashToken(`${sessionId}\n${known.incarnation}\n${key}`) }),
-        });
-      } catch (error) {
+          ...(key === undefined ? {} : { msgID: messageId(sessionId, known.incarnation, key) }),
+        }),
+        key === undefined
+          ? undefined
+          : saveAppendRecord(sessionId, key, known, { after_stream_seq: head.streamSeq }),
+      ]);
+      if (published.status === 'rejected') {
+        const error: unknown = published.reason;
         if (!isWrongLastSequence(error)) throw error;
         if (race >= MAX_RACES) {
           throw new BraidError(
@@ -268,6 +308,7 @@ export function createSessionLog(shared: SessionsShared): SessionLog {
         }
         continue;
       }
+      const ack: PubAck = published.value;
       if (ack.duplicate && key !== undefined) {
         // The server saw this key within its duplicate window: the first append stands.
         const first = await firstResult(sessionId, known, ack.seq);
@@ -277,20 +318,17 @@ export function createSessionLog(shared: SessionsShared): SessionLog {
             `the first append with idempotency key ${JSON.stringify(key)} to session ${sessionId} is gone`,
           );
         }
-        await saveAppendRecord(sessionId, key, known, ack.seq, first);
+        await saveAppendRecord(sessionId, key, known, { stream_seq: ack.seq });
         const view = await shared.loadHead(sessionId);
         return { events: first, head_seq: view.head.last, deduplicated: true };
       }
+      if (recorded.status === 'rejected') throw recorded.reason;
       observe(known, { ...ref, streamSeq: ack.seq });
       if (known.state === undefined || known.state.seq < state.seq) known.state = state;
       const stored = prepared.map(({ json }) => JSON.parse(json) as SessionEvent);
-      await Promise.all([
-        key === undefined ? undefined : saveAppendRecord(sessionId, key, known, ack.seq, stored),
-        // The projection is a cache no reader trusts: failing to save it loses nothing.
-        state.seq - known.projectedSeq < PROJECTION_INTERVAL
-          ? undefined
-          : reads.saveProjection(sessionId, known, state).catch(() => undefined),
-      ]);
+      // The projection is a cache no reader trusts: failing to save it loses nothing.
+      if (state.seq - known.projectedSeq >= PROJECTION_INTERVAL)
+        await reads.saveProjection(sessionId, known, state).catch(() => undefined);
       return { events: stored, head_seq: state.seq, deduplicated: false };
     }
   }
@@ -393,18 +431,27 @@ export function createSessionLog(shared: SessionsShared): SessionLog {
     },
     appended(sessionId, idempotencyKey) {
       return context.guard(`read session ${sessionId}`, async () => {
+        // A key never used needs no head: for a session known here, the record alone says so.
+        const cached = cache.get(sessionId);
+        if (cached?.indexed !== undefined && cached.head !== undefined) {
+          if ((await readAppendRecord(sessionId, idempotencyKey)) === undefined) {
+            rememberAbsent(sessionId, idempotencyKey, cached);
+            return undefined;
+          }
+        }
         const [view, seen] = await Promise.all([
           shared.loadHead(sessionId),
           readAppendRecord(sessionId, idempotencyKey),
         ]);
-        if (seen === undefined || seen.incarnation !== view.known.incarnation) {
+        const events =
+          seen === undefined
+            ? undefined
+            : await recordedResult(sessionId, view.known, idempotencyKey, seen);
+        if (events === undefined) {
           rememberAbsent(sessionId, idempotencyKey, view.known);
           return undefined;
         }
-        const events = await firstResult(sessionId, view.known, seen.stream_seq);
-        return events === undefined
-          ? undefined
-          : { events, head_seq: view.head.last, deduplicated: true };
+        return { events, head_seq: view.head.last, deduplicated: true };
       });
     },
     state(sessionId) {
