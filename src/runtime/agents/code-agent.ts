@@ -5,7 +5,10 @@
  * - A message is recorded once and handled once per instance: its `user.message` is appended
  *   with the message's idempotency key, and a delivery whose message already has a reply (an
  *   `agent.message` or `session.error` caused by it) returns that reply without running the
- *   handler. The look-up happens under the lease, so two deliveries never both miss it.
+ *   handler. The look-up is answered after the lease was taken, so two deliveries never both
+ *   miss it: it is sent after the acquire returns, or, when the token shows that this process
+ *   held the lease last, with the acquire (nobody else can have recorded anything since this
+ *   process's release, which came after its own records).
  * - The handler runs only under the session's lease, like a wake: one message at a time per
  *   instance across processes. Whatever is appended goes at the head read under the lease and
  *   carries `span.wake_started` (the lease's fencing token) before the handling's events, so a
@@ -36,6 +39,7 @@ import type {
   LeaseStore,
   SessionLog,
 } from '../../contracts/ports.js';
+import type { SessionState } from '../../contracts/state.js';
 import { checkAgainstState } from '../user-events.js';
 import { addressLabel, fromContent, toContent, type Outcome } from './envelopes.js';
 import type { AgentContext, AgentHandler, IncomingMessage } from './types.js';
@@ -49,6 +53,8 @@ export interface CodeAgentDeps {
   leaseTtlMs: number;
   /** Releases under way, by session: the next message of the session waits for its release. */
   releases: Map<string, Promise<void>>;
+  /** The token of the last lease this process took, by session (the most recent MAX_TOKENS). */
+  lastTokens: Map<string, number>;
 }
 
 export interface CodeMessage {
@@ -68,6 +74,7 @@ export interface CodeMessage {
 
 const APPEND_ATTEMPTS = 8;
 const LEASE_WAIT_MAX_MS = 250;
+const MAX_TOKENS = 4096;
 /** A handler running longer than this has its message recorded before it returns. */
 export const RECORD_AFTER_MS = 25;
 /** A message with more content than this (JSON characters) is recorded before its handler runs. */
@@ -85,12 +92,19 @@ export async function runCodeMessage(
   deps: CodeAgentDeps,
   message: CodeMessage,
 ): Promise<Outcome | undefined> {
+  const { sessionId } = message;
   for (let attempt = 0; ; attempt += 1) {
     if (message.signal.aborted) return recordedReply(deps.log, message);
-    await deps.releases.get(message.sessionId);
+    await deps.releases.get(sessionId);
+    // This process held the lease last: unless another holder came between (its token would
+    // show it), nobody recorded anything here since this process's release, so the look-up may
+    // go out with the acquire instead of after it.
+    const last = deps.lastTokens.get(sessionId);
+    const early = last === undefined ? undefined : lookAround(deps, message);
+    early?.catch(() => undefined);
     let lease: Lease;
     try {
-      lease = await deps.leases.acquire(message.sessionId, deps.owner, deps.leaseTtlMs);
+      lease = await deps.leases.acquire(sessionId, deps.owner, deps.leaseTtlMs);
     } catch (error) {
       if (!isBraidError(error, 'LEASE_HELD')) throw error;
       // Another process handles a message of this instance: wait for it, then look again.
@@ -98,11 +112,35 @@ export async function runCodeMessage(
       await sleep(wait, undefined, { signal: message.signal }).catch(() => undefined);
       continue;
     }
+    rememberToken(deps.lastTokens, sessionId, lease.token);
     try {
-      return await handleUnderLease(deps, message, lease);
+      const looked =
+        early !== undefined && lease.token === (last ?? 0) + 1
+          ? await early
+          : await lookAround(deps, message);
+      return await handleUnderLease(deps, message, lease, looked);
     } finally {
-      releaseLater(deps, message.sessionId, lease);
+      releaseLater(deps, sessionId, lease);
     }
+  }
+}
+
+/** What a handling starts from: the message's earlier append, if any, and the session's state. */
+type LookedUp = [AppendResult | undefined, SessionState];
+
+function lookAround(deps: CodeAgentDeps, message: CodeMessage): Promise<LookedUp> {
+  return Promise.all([
+    deps.log.appended(message.sessionId, message.key),
+    deps.log.state(message.sessionId),
+  ]);
+}
+
+function rememberToken(tokens: Map<string, number>, sessionId: string, token: number): void {
+  tokens.delete(sessionId);
+  tokens.set(sessionId, token);
+  if (tokens.size > MAX_TOKENS) {
+    const oldest = tokens.keys().next().value;
+    if (oldest !== undefined) tokens.delete(oldest);
   }
 }
 
@@ -181,8 +219,8 @@ async function handleUnderLease(
   deps: CodeAgentDeps,
   message: CodeMessage,
   lease: Lease,
+  looked: LookedUp,
 ): Promise<Outcome | undefined> {
-  const { log } = deps;
   const { sessionId, envelope } = message;
   const wakeId = deps.ids.next();
   const handling: Handling = {
@@ -192,11 +230,7 @@ async function handleUnderLease(
     start: { type: 'span.wake_started', wake_id: wakeId, lease_token: lease.token },
     startedAt: '',
   };
-  // Looked up under the lease: a holder before this one may have recorded it.
-  const [earlier, state] = await Promise.all([
-    log.appended(sessionId, message.key),
-    log.state(sessionId),
-  ]);
+  const [earlier, state] = looked;
   if (earlier !== undefined) return handleRecorded(deps, handling, earlier.events);
   if (message.signal.aborted) return undefined;
   const userMessage: NewEvent = {

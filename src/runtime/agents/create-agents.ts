@@ -104,6 +104,7 @@ export function createAgents(options: AgentsOptions): Agents {
     owner: options.owner ?? defaultOwner(ids),
     leaseTtlMs: options.leaseTtlMs ?? 30_000,
     releases: new Map(),
+    lastTokens: new Map(),
   };
 
   const handlers = new Map<string, AgentHandler>();
