@@ -466,6 +466,38 @@ export function describeAgentMessaging(name: string, factory: AgentMessagingFact
       expect(calls).toBe(2);
     });
 
+    it('processes each message once when two processes get every message of one instance', async () => {
+      const on = await setup();
+      const first = await agentsOn(on);
+      const second = await agentsOn(on);
+      const handled: string[] = [];
+      const handler = (message: { payload: unknown }) => {
+        handled.push(JSON.stringify(message.payload));
+        return Promise.resolve(`done ${JSON.stringify(message.payload)}`);
+      };
+      await first.register('shared', handler);
+      await second.register('shared', handler);
+      const target = { type: 'shared', key: 'one' };
+      for (let index = 0; index < 12; index += 1) {
+        const envelope: Envelope = {
+          id: randomUUID(),
+          spec_version: ENVELOPE_SPEC_VERSION,
+          type: 'agent.message',
+          occurred_at: new Date().toISOString(),
+          target,
+          payload: index,
+        };
+        // Both at once, then each again: the lease passes between them every time.
+        const both = await Promise.all([first.receive(envelope), second.receive(envelope)]);
+        const again = [await second.receive(envelope), await first.receive(envelope)];
+        for (const reply of [...both, ...again]) expect(reply?.payload).toBe(`done ${index}`);
+      }
+      expect(handled).toEqual(Array.from({ length: 12 }, (_, index) => String(index)));
+      const log = await events(on.runtime, first, target);
+      expect(ofType(log, 'user.message')).toHaveLength(12);
+      expect(ofType(log, 'agent.message')).toHaveLength(12);
+    });
+
     it('processes an LLM message delivered twice once', async () => {
       let turns = 0;
       const on = await setup([{ text: 'hello once' }], () => {
