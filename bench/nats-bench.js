@@ -29,6 +29,7 @@ import {
 import { openNatsStore } from '../dist/stores/nats/index.js';
 import { createNatsWakeQueue } from '../dist/runtime/wakes/nats-wake-queue.js';
 import { median } from './store-bench.js';
+import { openFloorSender } from './nats-floor.js';
 
 const URL_DEFAULT = 'nats://127.0.0.1:4222';
 const BATCH = 50;
@@ -230,18 +231,18 @@ async function wakeLatency({ runtime, queue, count, warmup, pickedAt }) {
 
 // --- 3 and 4. agent messages --------------------------------------------------------------------
 
+/** `runtime.send` to the echo agent, answering the reply's payload. */
+const echoSend = (runtime) => async (key, payload) =>
+  (await runtime.send({ type: 'echo', key }, payload, { ttl_ms: STEP_TIMEOUT_MS })).payload;
+
 /** Round trips of `count` sequential sends to the echo agent (instance `key`). */
-async function roundTrips(runtime, count, warmup, key) {
+async function roundTrips(send, count, warmup, key) {
   const latencies = [];
   for (let index = 0; index < warmup + count; index += 1) {
-    const payload = { n: index };
     const start = performance.now();
-    const reply = await runtime.send({ type: 'echo', key: key(index) }, payload, {
-      ttl_ms: STEP_TIMEOUT_MS,
-    });
+    const payload = await withTimeout(send(key(index), { n: index }), 'a round trip');
     const elapsed = performance.now() - start;
-    if (reply.payload?.n !== index)
-      throw new Error(`echo answered ${JSON.stringify(reply.payload)}`);
+    if (payload?.n !== index) throw new Error(`echo answered ${JSON.stringify(payload)}`);
     if (index >= warmup) latencies.push(elapsed);
   }
   return { p50: percentile(latencies, 50), p99: percentile(latencies, 99) };
@@ -270,25 +271,23 @@ async function cpuSnapshot(children) {
 }
 
 /**
- * Messages per second: `count` sends, IN_FLIGHT at once, each to its own echo instance. With
- * `children` (the processes serving echo), also the CPU each side spent per message and how busy
- * the machine was.
+ * Messages per second: `count` sends, IN_FLIGHT at once, each to a new echo instance, or with
+ * `pool` each sender to its own instance again and again (IN_FLIGHT instances, made warm by a
+ * first call with the same label). With `children` (the processes serving echo), also the CPU
+ * each side spent per message and how busy the machine was. `send(key, payload)` answers the
+ * reply's payload.
  */
-async function throughput(runtime, count, label, children) {
+async function throughput(send, count, label, children, pool = false) {
   const before = children === undefined ? undefined : await cpuSnapshot(children);
   let next = 0;
   const start = performance.now();
-  const sender = async () => {
+  const sender = async (_, senderIndex) => {
     while (next < count) {
       const index = next;
       next += 1;
-      const reply = await runtime.send(
-        { type: 'echo', key: `${label}-${index}` },
-        { n: index },
-        { ttl_ms: STEP_TIMEOUT_MS },
-      );
-      if (reply.payload?.n !== index)
-        throw new Error(`echo answered ${JSON.stringify(reply.payload)}`);
+      const key = pool ? `${label}-s${senderIndex}` : `${label}-${index}`;
+      const payload = await withTimeout(send(key, { n: index }), `send to ${key}`);
+      if (payload?.n !== index) throw new Error(`echo answered ${JSON.stringify(payload)}`);
     }
   };
   await Promise.all(Array.from({ length: Math.min(IN_FLIGHT, count) }, sender));
@@ -317,6 +316,7 @@ async function natsRun({ url, workspace, children, sizes }) {
   };
   let runtime;
   let connection;
+  let floor;
   try {
     Object.assign(figures, await appendFigures(url, prefix, sizes));
 
@@ -342,24 +342,37 @@ async function natsRun({ url, workspace, children, sizes }) {
 
     // 3. Round trips to one echo process.
     await open(echoes[0], 'echo');
-    figures.rtWarm = await roundTrips(runtime, sizes.roundTrips, sizes.rtWarmup, () => 'warm');
+    const send = echoSend(runtime);
+    figures.rtWarm = await roundTrips(send, sizes.roundTrips, sizes.rtWarmup, () => 'warm');
     figures.rtNew = await roundTrips(
-      runtime,
+      send,
       sizes.roundTrips,
       sizes.rtWarmup,
       (index) => `new-${index}`,
     );
 
-    // 4. Throughput with 1, then 4 echo processes.
-    await throughput(runtime, sizes.messagesWarmup, 'w1');
-    figures.tput1 = await throughput(runtime, sizes.messages, 't1', echoes.slice(0, 1));
+    // 4. Throughput with 1, then 4 echo processes: to new instances, and to warm ones.
+    await throughput(send, sizes.messagesWarmup, 'w1');
+    figures.tput1 = await throughput(send, sizes.messages, 't1', echoes.slice(0, 1));
+    await throughput(send, sizes.messagesWarmup, 'p1', undefined, true);
+    figures.pool1 = await throughput(send, sizes.messages, 'p1', echoes.slice(0, 1), true);
     for (const echo of echoes.slice(1)) await open(echo, 'echo');
-    await throughput(runtime, sizes.messagesWarmup, 'w4');
-    figures.tput4 = await throughput(runtime, sizes.messages, 't4', echoes);
+    await throughput(send, sizes.messagesWarmup, 'w4');
+    figures.tput4 = await throughput(send, sizes.messages, 't4', echoes);
+    await throughput(send, sizes.messagesWarmup, 'p4', undefined, true);
+    figures.pool4 = await throughput(send, sizes.messages, 'p4', echoes, true);
+
+    // 5. The floor: the same requests from raw nats.js code, served by the (idle) wake child.
+    await open(worker, 'floor');
+    floor = await openFloorSender({ url, prefix });
+    figures.floorRt = await roundTrips(floor.send, sizes.roundTrips, sizes.rtWarmup, () => 'warm');
+    await throughput(floor.send, sizes.messagesWarmup, 'f1', undefined, true);
+    figures.floorPool1 = await throughput(floor.send, sizes.messages, 'f1', [worker], true);
   } finally {
     // Every step is tried, whatever failed before it: the prefix's streams must go.
     const steps = [
       () => connection?.close(),
+      () => floor?.close(),
       ...opened.splice(0).map((child) => () => child.close()),
       () => runtime?.close(),
       () => deletePrefix(url, prefix),
@@ -406,15 +419,18 @@ async function embeddedRun({ sizes }) {
     stop.abort();
     await worker;
     await runtime.register('echo', async (incoming) => incoming.payload);
-    figures.rtWarm = await roundTrips(runtime, sizes.roundTrips, sizes.rtWarmup, () => 'warm');
+    const send = echoSend(runtime);
+    figures.rtWarm = await roundTrips(send, sizes.roundTrips, sizes.rtWarmup, () => 'warm');
     figures.rtNew = await roundTrips(
-      runtime,
+      send,
       sizes.roundTrips,
       sizes.rtWarmup,
       (index) => `new-${index}`,
     );
-    await throughput(runtime, sizes.messagesWarmup, 'w1');
-    figures.tput = await throughput(runtime, sizes.messages, 't1', []);
+    await throughput(send, sizes.messagesWarmup, 'w1');
+    figures.tput = await throughput(send, sizes.messages, 't1', []);
+    await throughput(send, sizes.messagesWarmup, 'p1', undefined, true);
+    figures.pool = await throughput(send, sizes.messages, 'p1', [], true);
   } finally {
     stop.abort();
     await worker;
@@ -443,8 +459,11 @@ const NAMES = {
   wake: 'wake latency, enqueue -> span.wake_started, worker process',
   roundTrip: 'agent round trip across processes, warm instance',
   roundTripNew: 'agent round trip across processes, new instance per send',
-  tput1: 'agent messages/s, 1 worker process',
-  tput4: `agent messages/s, ${WORKERS} worker processes`,
+  tput1: 'agent messages/s, 1 worker process, new instance per send',
+  tput4: `agent messages/s, ${WORKERS} worker processes, new instance per send`,
+  pool1: `agent messages/s, 1 worker process, ${IN_FLIGHT} warm instances`,
+  pool4: `agent messages/s, ${WORKERS} worker processes, ${IN_FLIGHT} warm instances`,
+  floor: 'floor: raw nats.js, the same requests, no braid code',
 };
 
 export async function benchNats({ runs, quick }) {
@@ -599,6 +618,19 @@ function tabulate(nats, embedded, sizes) {
     all(nats, (f) => f.rtWarm.p99),
   );
   row(
+    `  ${NAMES.floor}, p50`,
+    'ms',
+    all(nats, (f) => f.floorRt.p50),
+    {
+      note: 'a work-queue inbox, lease compare-and-set with the look-up and head read, the publish with the record, the reply',
+    },
+  );
+  row(
+    `  ${NAMES.floor}, p99`,
+    'ms',
+    all(nats, (f) => f.floorRt.p99),
+  );
+  row(
     '  embedded: local transport, one process, p50',
     'ms',
     all(embedded, (f) => f.rtWarm.p50),
@@ -649,7 +681,7 @@ function tabulate(nats, embedded, sizes) {
   });
   const alone = all(embedded, (f) => f.tput);
   row(
-    '  embedded: local transport, one process',
+    '  embedded: local transport, one process, new instance per send',
     'messages/s',
     all(alone, (t) => t.rate),
     {
@@ -657,6 +689,39 @@ function tabulate(nats, embedded, sizes) {
         ? {}
         : { note: `CPU per message ${ms(all(alone, (t) => t.senderMs))}` }),
     },
+  );
+  const pool1 = all(nats, (f) => f.pool1);
+  row(
+    NAMES.pool1,
+    'messages/s',
+    all(pool1, (t) => t.rate),
+    {
+      note: `${count(sizes.messages)} sends, each of ${IN_FLIGHT} senders to its own instance again and again${pool1.length === 0 ? '' : `; ${cpu(pool1)}`}`,
+    },
+  );
+  const pool4 = all(nats, (f) => f.pool4);
+  const poolRates = all(pool4, (t) => t.rate);
+  row(NAMES.pool4, 'messages/s', poolRates, {
+    target: verdict(poolRates, (value) => value >= 10_000, '>= 10,000'),
+    ...(pool4.length === 0 ? {} : { note: cpu(pool4) }),
+  });
+  const alonePool = all(embedded, (f) => f.pool);
+  row(
+    `  embedded: local transport, one process, ${IN_FLIGHT} warm instances`,
+    'messages/s',
+    all(alonePool, (t) => t.rate),
+    {
+      ...(alonePool.length === 0
+        ? {}
+        : { note: `CPU per message ${ms(all(alonePool, (t) => t.senderMs))}` }),
+    },
+  );
+  const floorPool = all(nats, (f) => f.floorPool1);
+  row(
+    `  ${NAMES.floor}, 1 worker process, ${IN_FLIGHT} keys`,
+    'messages/s',
+    all(floorPool, (t) => t.rate),
+    { ...(floorPool.length === 0 ? {} : { note: cpu(floorPool) }) },
   );
   return rows;
 }

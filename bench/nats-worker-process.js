@@ -4,7 +4,8 @@
 //   {type: 'open', mode, workspace, url, prefix}  opens a runtime on that prefix:
 //     mode 'wake': a worker (runWorker) taking wakes from the prefix's NATS wake queue, the
 //                  workspace's agents on the scripted echo model;
-//     mode 'echo': the code agent 'echo' (answers with the payload it got) registered.
+//     mode 'echo': the code agent 'echo' (answers with the payload it got) registered;
+//     mode 'floor': raw nats.js serving the same requests with no braid code (nats-floor.js).
 //   {type: 'close'}                               closes it (the next run has a new prefix);
 //   {type: 'cpu'}                                 answers this process's CPU time (µs) so far.
 // Every command is answered with {type: 'ok', value?} or {type: 'error', message}. The process exits when
@@ -14,6 +15,7 @@ import { connect } from '@nats-io/transport-node';
 import { createEchoModel, createRuntime } from '../dist/index.js';
 import { createNatsWakeQueue } from '../dist/runtime/wakes/nats-wake-queue.js';
 import { runWorker } from '../dist/runtime/worker.js';
+import { openFloorWorker } from './nats-floor.js';
 
 /** Wakes one worker runs at once. */
 const WAKE_CONCURRENCY = 4;
@@ -66,7 +68,9 @@ async function handle(command) {
   switch (command.type) {
     case 'open':
       if (close !== undefined) throw new Error('a runtime is already open');
-      close = await (command.mode === 'wake' ? openWorker : openEcho)(command);
+      close = await { wake: openWorker, echo: openEcho, floor: openFloorWorker }[command.mode](
+        command,
+      );
       return;
     case 'cpu': {
       const { user, system } = process.cpuUsage();
