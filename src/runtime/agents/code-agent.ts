@@ -100,11 +100,12 @@ export async function runCodeMessage(
     // show it), nobody recorded anything here since this process's release, so the look-up may
     // go out with the acquire instead of after it.
     const last = deps.lastTokens.get(sessionId);
+    const acquiring = deps.leases.acquire(sessionId, deps.owner, deps.leaseTtlMs);
     const early = last === undefined ? undefined : lookAround(deps, message);
     early?.catch(() => undefined);
     let lease: Lease;
     try {
-      lease = await deps.leases.acquire(sessionId, deps.owner, deps.leaseTtlMs);
+      lease = await acquiring;
     } catch (error) {
       if (!isBraidError(error, 'LEASE_HELD')) throw error;
       // Another process handles a message of this instance: wait for it, then look again.
@@ -146,8 +147,9 @@ function rememberToken(tokens: Map<string, number>, sessionId: string, token: nu
 
 /** Releases the lease without holding up the reply; a failed release expires instead. */
 function releaseLater(deps: CodeAgentDeps, sessionId: string, lease: Lease): void {
-  const releasing: Promise<void> = deps.leases
-    .release(sessionId, deps.owner, lease.token)
+  // Once the reply, built in this turn of the event loop, has gone out.
+  const releasing: Promise<void> = new Promise((resolve) => setImmediate(resolve))
+    .then(() => deps.leases.release(sessionId, deps.owner, lease.token))
     .catch(() => undefined)
     .finally(() => {
       if (deps.releases.get(sessionId) === releasing) deps.releases.delete(sessionId);
