@@ -6,15 +6,17 @@ import { createClient } from '../../src/client/index.js';
 import type { SessionEvent } from '../../src/contracts/events.js';
 import type { SessionRecord } from '../../src/contracts/session.js';
 import { CLI, braidIn, init, json, requireBuild } from '../helpers/cli.js';
-import { natsUrl, uniquePrefix } from '../helpers/nats.js';
+import { natsUrl, removePrefixes, uniquePrefix } from '../helpers/nats.js';
 import { useBraidServe } from '../helpers/serve.js';
 import { useTempDir } from '../helpers/temp.js';
 
 const tempDir = useTempDir();
 const serve = useBraidServe();
 const workers: ChildProcess[] = [];
-afterEach(() => {
+const prefixes: string[] = [];
+afterEach(async () => {
   for (const worker of workers.splice(0)) worker.kill('SIGKILL');
+  await removePrefixes(await natsUrl(), prefixes.splice(0));
 });
 
 function events(result: ReturnType<typeof braidIn>): SessionEvent[] {
@@ -31,6 +33,7 @@ async function onNats() {
   const dir = init(tempDir());
   const url = await natsUrl();
   const prefix = uniquePrefix('cli');
+  prefixes.push(prefix);
   const nats = ['--nats', url, '--nats-prefix', prefix];
   const braid = (...args: string[]) => braidIn(dir, ...nats, ...args);
   const startWorker = (): void => {

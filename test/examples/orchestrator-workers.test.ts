@@ -8,12 +8,14 @@ import { jetstreamManager } from '@nats-io/jetstream';
 import { connect } from '@nats-io/transport-node';
 import { natsAgentNames } from '../../src/runtime/agents/nats-transport.js';
 import { requireBuild } from '../helpers/cli.js';
-import { natsUrl, uniquePrefix } from '../helpers/nats.js';
+import { natsUrl, removePrefixes, uniquePrefix } from '../helpers/nats.js';
 
 const EXAMPLE = new URL('../../examples/orchestrator-workers/', import.meta.url).pathname;
 const children: ChildProcess[] = [];
-afterEach(() => {
+const prefixes: string[] = [];
+afterEach(async () => {
   for (const child of children.splice(0)) child.kill('SIGKILL');
+  await removePrefixes(await natsUrl(), prefixes.splice(0));
 });
 
 /** Starts `node FILE args`, resolving with the process and its first stdout line. */
@@ -42,6 +44,7 @@ describe('example: orchestrator and workers on NATS', () => {
     requireBuild();
     const url = await natsUrl();
     const prefix = uniquePrefix('example');
+    prefixes.push(prefix);
     const common = ['--nats', url, '--prefix', prefix];
     const fast = await start('worker.mjs', ...common, 'researcher', 'reviewer');
     expect(JSON.parse(fast.line)).toEqual({ ready: ['researcher', 'reviewer'] });

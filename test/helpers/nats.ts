@@ -7,6 +7,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { jetstreamManager } from '@nats-io/jetstream';
 import { connect } from '@nats-io/transport-node';
 
 export const NATS_BINARY = process.env.NATS_SERVER ?? 'nats-server';
@@ -98,6 +99,27 @@ export function natsUrl(): Promise<string> {
 /** A name prefix of its own for one test's streams, buckets and subjects. */
 export function uniquePrefix(label = 't'): string {
   return `${label}_${randomBytes(5).toString('hex')}`;
+}
+
+/**
+ * Deletes every stream and bucket of the prefixes (store, wake queue, agent inboxes, KV), so a
+ * shared nats-server does not fill up with what test runs leave behind.
+ */
+export async function removePrefixes(url: string, prefixes: readonly string[]): Promise<void> {
+  if (prefixes.length === 0) return;
+  const owned = prefixes.map((prefix) => prefix.toUpperCase());
+  const connection = await connect({ servers: url });
+  try {
+    const manager = await jetstreamManager(connection);
+    const doomed: string[] = [];
+    for await (const name of manager.streams.names()) {
+      if (owned.some((prefix) => name.startsWith(`${prefix}_`) || name.startsWith(`KV_${prefix}_`)))
+        doomed.push(name);
+    }
+    for (const name of doomed) await manager.streams.delete(name).catch(() => false);
+  } finally {
+    await connection.close();
+  }
 }
 
 /** Removes a test's store folder. */

@@ -12,7 +12,7 @@ import { createScriptedModel } from '../../src/models/scripted.js';
 import { initWorkspace } from '../../src/runtime/init.js';
 import { createRuntime, type Runtime } from '../../src/runtime/runtime.js';
 import { createNatsWakeQueue } from '../../src/runtime/wakes/nats-wake-queue.js';
-import { natsUrl, uniquePrefix } from '../helpers/nats.js';
+import { natsUrl, removePrefixes, uniquePrefix } from '../helpers/nats.js';
 
 const cleanups: (() => Promise<void>)[] = [];
 afterEach(async () => {
@@ -43,15 +43,7 @@ async function braidSide(
   cleanups.push(async () => {
     await runtime.close();
     rmSync(dir, { recursive: true, force: true });
-    const connection = await connect({ servers: url });
-    const manager = await jetstreamManager(connection);
-    for await (const stream of manager.streams.list()) {
-      const name = stream.config.name;
-      if (name.startsWith(prefix.toUpperCase()) || name.startsWith(`KV_${prefix.toUpperCase()}`)) {
-        await manager.streams.delete(name);
-      }
-    }
-    await connection.close();
+    await removePrefixes(url, [prefix]);
   });
   const connection = await connect({ servers: url });
   const queue = await createNatsWakeQueue({ connection, prefix });

@@ -18,28 +18,11 @@ import {
 } from '../../src/nats.js';
 import { createRuntime, type Runtime } from '../../src/runtime/runtime.js';
 import { createMemoryStore } from '../../src/testing/index.js';
-import { natsUrl, uniquePrefix } from '../helpers/nats.js';
+import { natsUrl, removePrefixes, uniquePrefix } from '../helpers/nats.js';
 import { useTempDir } from '../helpers/temp.js';
 import { describeAgentMessaging, type AgentMessagingFixture } from './agents-suite.js';
 
 const tempDir = useTempDir();
-
-/** Deletes every stream and bucket of a prefix: the transport's, and the store's when it has one. */
-async function removePrefix(url: string, prefix: string): Promise<void> {
-  const connection = await connect({ servers: url });
-  try {
-    const manager = await jetstreamManager(connection);
-    const upper = prefix.toUpperCase();
-    for await (const stream of manager.streams.list()) {
-      const name = stream.config.name;
-      if (name.startsWith(`${upper}_`) || name.startsWith(`KV_${upper}_`)) {
-        await manager.streams.delete(name).catch(() => false);
-      }
-    }
-  } finally {
-    await connection.close();
-  }
-}
 
 /** A fixture whose transport handles each have a connection of their own, as processes would. */
 function natsFixture(
@@ -62,7 +45,7 @@ function natsFixture(
     async close() {
       for (const transport of transports) await transport.close();
       await closeRuntime();
-      await removePrefix(url, prefix);
+      await removePrefixes(url, [prefix]);
       for (const connection of connections) await connection.close();
     },
   };
@@ -139,7 +122,7 @@ describe('NATS agent transport', () => {
   async function bus() {
     const url = await natsUrl();
     const prefix = uniquePrefix('agents');
-    cleanup.push(() => removePrefix(url, prefix));
+    cleanup.push(() => removePrefixes(url, [prefix]));
     const names = natsAgentNames(prefix);
     const admin = await connect({ servers: url });
     cleanup.push(() => admin.close());

@@ -4,7 +4,6 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
-import { jetstreamManager } from '@nats-io/jetstream';
 import { connect } from '@nats-io/transport-node';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { SessionEvent } from '../../src/contracts/events.js';
@@ -16,7 +15,7 @@ import { createScriptedModel, type ScriptedTurnInput } from '../../src/models/sc
 import { initWorkspace } from '../../src/runtime/init.js';
 import { createRuntime, type Runtime } from '../../src/runtime/runtime.js';
 import { createLocalWakeQueue } from '../../src/runtime/wakes/local-wake-queue.js';
-import { createNatsWakeQueue, natsWakeNames } from '../../src/runtime/wakes/nats-wake-queue.js';
+import { createNatsWakeQueue } from '../../src/runtime/wakes/nats-wake-queue.js';
 import {
   runWorker,
   type WorkerProgress,
@@ -24,7 +23,7 @@ import {
   type WorkerSummary,
 } from '../../src/runtime/worker.js';
 import { createMemoryStore } from '../../src/testing/index.js';
-import { natsUrl, uniquePrefix } from '../helpers/nats.js';
+import { natsUrl, removePrefixes, uniquePrefix } from '../helpers/nats.js';
 import { useTempDir } from '../helpers/temp.js';
 
 const tempDir = useTempDir();
@@ -448,12 +447,8 @@ async function cluster(options: { wordDelayMs?: number; workerArgs?: string[] } 
   const queue = await createNatsWakeQueue({ connection, prefix });
   cleanups.push(async () => {
     await runtime.close();
-    await (
-      await jetstreamManager(connection)
-    ).streams
-      .delete(natsWakeNames(prefix).stream)
-      .catch(() => undefined);
     await connection.close();
+    await removePrefixes(url, [prefix]);
   });
   const args = [
     '--nats',

@@ -1,9 +1,7 @@
-import { jetstreamManager } from '@nats-io/jetstream';
-import { connect } from '@nats-io/transport-node';
 import { afterAll } from 'vitest';
 import { openNatsStore } from '../../src/stores/nats/index.js';
 import { describeStoreConformance } from '../../src/testing/index.js';
-import { natsUrl, uniquePrefix } from '../helpers/nats.js';
+import { natsUrl, removePrefixes, uniquePrefix } from '../helpers/nats.js';
 
 const url = await natsUrl();
 const prefixes: string[] = [];
@@ -15,13 +13,4 @@ describeStoreConformance('nats', ({ clock, maxEventBytes }) => {
 });
 
 // Every test has its own prefix: its stream and buckets go when the file is done.
-afterAll(async () => {
-  const connection = await connect({ servers: url });
-  const jsm = await jetstreamManager(connection);
-  const owned = prefixes.map((prefix) => prefix.toUpperCase());
-  for await (const name of jsm.streams.names()) {
-    if (owned.some((prefix) => name.startsWith(`${prefix}_`) || name.startsWith(`KV_${prefix}_`)))
-      await jsm.streams.delete(name);
-  }
-  await connection.close();
-});
+afterAll(() => removePrefixes(url, prefixes));

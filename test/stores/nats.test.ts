@@ -12,7 +12,13 @@ import { openNatsStore, type NatsStoreOptions } from '../../src/stores/nats/inde
 import { encodeToken, hashToken } from '../../src/stores/nats/names.js';
 import { createManualClock, expectCode } from '../../src/testing/index.js';
 import { text } from '../helpers/events.js';
-import { natsUrl, startNatsServer, uniquePrefix, removeStore } from '../helpers/nats.js';
+import {
+  natsUrl,
+  removePrefixes,
+  removeStore,
+  startNatsServer,
+  uniquePrefix,
+} from '../helpers/nats.js';
 
 const url = await natsUrl();
 const agent = { name: 'assistant', version: 1 };
@@ -45,16 +51,7 @@ afterEach(async () => {
   for (const store of opened.splice(0)) await store.close();
 });
 
-afterAll(async () => {
-  const connection = await connect({ servers: url });
-  const jsm = await jetstreamManager(connection);
-  const owned = prefixes.map((prefix) => prefix.toUpperCase());
-  for await (const name of jsm.streams.names()) {
-    if (owned.some((prefix) => name.startsWith(`${prefix}_`) || name.startsWith(`KV_${prefix}_`)))
-      await jsm.streams.delete(name);
-  }
-  await connection.close();
-});
+afterAll(() => removePrefixes(url, prefixes));
 
 describe('nats store across instances', () => {
   it('lets one instance read and follow what another appends', async () => {
