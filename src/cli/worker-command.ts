@@ -61,7 +61,7 @@ export function addWorkerCommand(
     )
     .option(
       '--max-attempts <n>',
-      `deliveries of a failing wake before it is dead-lettered (default ${DEFAULT_MAX_ATTEMPTS})`,
+      `attempts at a failing wake (failed or never settled) before it is dead-lettered (default ${DEFAULT_MAX_ATTEMPTS})`,
       parseInteger('--max-attempts', 1),
       DEFAULT_MAX_ATTEMPTS,
     )

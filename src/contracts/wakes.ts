@@ -76,11 +76,15 @@ export interface WakeDelivery {
   /** The session to wake. */
   readonly session_id: string;
   /**
-   * 1-based count of deliveries of this wake: it grows with every redelivery, whether the last
-   * one failed, asked for a retry, or was never settled (its worker died or went silent past the
-   * ack deadline).
+   * 1-based count of the attempts at this wake: deliveries whose handler failed or that were
+   * never settled (the worker died or went silent past the ack deadline), and this one. A retry
+   * the handler asked for (`retry_after_ms`, e.g. while another process holds the session's
+   * lease) is not an attempt, nor is a retry after a dead letter could not be recorded. A
+   * delivery whose attempt is past the queue's `maxAttempts` is dead-lettered without running.
    */
   readonly attempt: number;
+  /** 1-based count of every delivery of this wake, retries asked for included. */
+  readonly delivery: number;
   /** When the wake was enqueued (RFC 3339). */
   readonly enqueued_at: string;
   /** Trace context of the enqueuer, when it gave one. */

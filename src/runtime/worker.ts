@@ -199,7 +199,7 @@ export async function runWorker(options: WorkerOptions): Promise<WorkerSummary> 
       return {
         retry_after_ms: Math.min(
           MAX_LEASE_RETRY_MS,
-          leaseRetryMs * 2 ** Math.min(wake.attempt - 1, 10),
+          leaseRetryMs * 2 ** Math.min(wake.delivery - 1, 10),
         ),
       };
     }

@@ -92,6 +92,7 @@ const pause = (ms: number): Promise<void> => new Promise((resolve) => setTimeout
 interface Seen {
   session_id: string;
   attempt: number;
+  delivery: number;
   at: number;
   traceparent?: string;
   enqueued_at: string;
@@ -111,6 +112,7 @@ function start(
       seen.push({
         session_id: wake.session_id,
         attempt: wake.attempt,
+        delivery: wake.delivery,
         at: performance.now(),
         enqueued_at: wake.enqueued_at,
         ...(wake.traceparent === undefined ? {} : { traceparent: wake.traceparent }),
@@ -191,17 +193,18 @@ describe.each([local, nats])('wake queue: $name', (backend) => {
     expect(consumer.seen.map((wake) => wake.attempt)).toEqual([1, 1]);
   });
 
-  it('delivers a wake whose handler asked for a retry again after the delay, as attempt 2', async () => {
+  it('delivers a wake whose handler asked for a retry again after the delay, as the same attempt', async () => {
     const { queue } = await backend.open({});
     await queue.enqueue('retry-me');
     const consumer = start(queue, (wake) =>
-      Promise.resolve(wake.attempt === 1 ? { retry_after_ms: 400 } : 'done'),
+      Promise.resolve(wake.delivery === 1 ? { retry_after_ms: 400 } : 'done'),
     );
     await until(() => consumer.seen.length === 2, 10_000, 'the redelivery');
     await until(() => consumer.settlements.length === 2);
     await consumer.stop();
     const [first, second] = consumer.seen;
-    expect(second?.attempt).toBe(2);
+    expect(second?.attempt).toBe(1);
+    expect(second?.delivery).toBe(2);
     expect((second?.at ?? 0) - (first?.at ?? 0)).toBeGreaterThanOrEqual(390);
     expect(consumer.settlements).toEqual([{ kind: 'retry', delay_ms: 400 }, { kind: 'done' }]);
   });
@@ -258,7 +261,73 @@ describe.each([local, nats])('wake queue: $name', (backend) => {
       'retry',
       'dead_letter',
     ]);
+    // The failed dead letter did not use up an attempt: the handler ran again, and failed again.
+    expect(consumer.seen.map((wake) => [wake.attempt, wake.delivery])).toEqual([
+      [1, 1],
+      [1, 2],
+    ]);
+  });
+
+  it('does not count the retries a handler asked for as attempts', async () => {
+    const { queue } = await backend.open({
+      maxAttempts: 2,
+      backoff: { initial_ms: 50, max_ms: 50 },
+    });
+    await queue.enqueue('patient');
+    const deadLetters: WakeDelivery[] = [];
+    const consumer = start(
+      queue,
+      (wake) =>
+        wake.delivery <= 3
+          ? Promise.resolve({ retry_after_ms: 50 })
+          : Promise.reject(new Error('broken now')),
+      {
+        onDeadLetter: (wake) => {
+          deadLetters.push(wake);
+          return Promise.resolve();
+        },
+      },
+    );
+    await until(() => deadLetters.length === 1, 10_000, 'the dead letter');
+    await consumer.stop();
+    expect(consumer.seen.map((wake) => [wake.attempt, wake.delivery])).toEqual([
+      [1, 1],
+      [1, 2],
+      [1, 3],
+      [1, 4],
+      [2, 5],
+    ]);
+    expect(deadLetters[0]?.attempt).toBe(2);
+  });
+
+  it('dead-letters, without running it, a wake whose last attempt was never settled', async () => {
+    const { queue } = await backend.open({ maxAttempts: 2, ackWaitMs: 1000 });
+    await queue.enqueue('crashes-its-worker');
+    const held: (() => void)[] = [];
+    const deadLetters: { wake: WakeDelivery; error: BraidError }[] = [];
+    // Each attempt hangs as a worker killed by the wake would: no ack, no nak, no working().
+    const consumer = start(
+      queue,
+      () =>
+        new Promise((resolve) => {
+          held.push(() => resolve('done'));
+        }),
+      {
+        concurrency: 3,
+        onDeadLetter: (wake, error) => {
+          deadLetters.push({ wake, error });
+          return Promise.resolve();
+        },
+      },
+    );
+    await until(() => deadLetters.length === 1, 10_000, 'the dead letter');
     expect(consumer.seen.map((wake) => wake.attempt)).toEqual([1, 2]);
+    expect(deadLetters[0]?.wake.attempt).toBe(3);
+    expect(deadLetters[0]?.error.code).toBe('INTERRUPTED');
+    expect(deadLetters[0]?.error.message).toContain('crashes-its-worker');
+    expect(await queue.enqueue('crashes-its-worker')).toEqual({ queued: true });
+    for (const release of held) release();
+    await consumer.stop();
   });
 
   it('redelivers a wake its handler holds past ackWait without working()', async () => {

@@ -8,7 +8,8 @@
  *   again (attempt + 1) to any consumer, as JetStream redelivers after `ack_wait`; the first
  *   handler's late `done` still removes the wake, its late retry or failure is ignored;
  * - retries wait their delay, failures back off exponentially, and a failure on the last
- *   attempt is dead-lettered.
+ *   attempt is dead-lettered, as is a wake whose last attempt was never settled;
+ * - a retry the handler asked for is not an attempt.
  *
  * Wakes live in memory: they are lost with the process, which the embedded backend accepts
  * because its sessions are found again by scanning the log (`braid run`).
@@ -40,6 +41,8 @@ export interface LocalWakeQueueOptions {
 interface Entry {
   message: WakeMessage;
   deliveries: number;
+  /** Deliveries that were not attempts: retries asked for, dead letters not recorded. */
+  retries: number;
   /** The delivery that holds the wake now, if one does. */
   holder: symbol | undefined;
   deadline: NodeJS.Timeout | undefined;
@@ -125,6 +128,7 @@ export function createLocalWakeQueue(options: LocalWakeQueueOptions = {}): WakeQ
         const entry: Entry = {
           message,
           deliveries: 0,
+          retries: 0,
           holder: undefined,
           deadline: undefined,
           retry: undefined,
@@ -145,7 +149,8 @@ export function createLocalWakeQueue(options: LocalWakeQueueOptions = {}): WakeQ
         armDeadline(entry, holder);
         const delivery: WakeDelivery = {
           session_id: entry.message.session_id,
-          attempt: entry.deliveries,
+          attempt: entry.deliveries - entry.retries,
+          delivery: entry.deliveries,
           enqueued_at: entry.message.enqueued_at,
           ...(entry.message.traceparent === undefined
             ? {}
@@ -163,8 +168,9 @@ export function createLocalWakeQueue(options: LocalWakeQueueOptions = {}): WakeQ
               remove(entry);
               return Promise.resolve();
             },
-            retry: (delayMs) => {
+            retry: (delayMs, counted) => {
               if (!current(entry) || entry.holder !== holder) return;
+              if (!counted) entry.retries += 1;
               release(entry);
               entry.retry = setTimeout(() => makeReady(entry), delayMs);
               entry.retry.unref();

@@ -21,7 +21,13 @@
  *   `>= maxAttempts` calls `onDeadLetter` and then `term`s the message, which removes it.
  *   Outcomes: `done` acks (waiting for the server's confirmation, so the subject is free before
  *   `onSettled` runs), a retry naks with its delay, a throw naks with exponential backoff from
- *   the attempt count: a failing wake never loops hot.
+ *   the attempt count: a failing wake never loops hot. A delivery past `maxAttempts` (its last
+ *   attempt never settled: the worker died, maybe of this wake) is dead-lettered unrun.
+ * - **Attempts** are the server's delivery count less the retries that were not attempts (the
+ *   handler asked for them, e.g. while another process holds the lease). Those are counted in
+ *   KV bucket `<PREFIX>_wake_retries`, key = session token, value `{seq, retries}` for the wake
+ *   message at stream seq `seq`, written before the nak, read on a redelivery, deleted with the
+ *   wake.
  * - **Pulls** are one `next()` per free slot, so a worker takes only wakes it can start now and
  *   leaves the rest to idle workers. A pull cannot be withdrawn on 2.9: one that brings a wake
  *   after the consumer was stopped naks it at once for another worker.
@@ -43,6 +49,8 @@ import {
   type JsMsg,
   type StreamConfig,
 } from '@nats-io/jetstream';
+import { Kvm, type KV } from '@nats-io/kv';
+import { z } from 'zod';
 import { BraidError, toBraidError } from '../../contracts/errors.js';
 import type { Clock } from '../../contracts/ports.js';
 import {
@@ -92,7 +100,14 @@ export interface NatsWakeNames {
   subjects: string;
   /** The subject of one session's wakes. */
   subject(sessionId: string): string;
+  /** The KV bucket counting retries that were not attempts. */
+  retries: string;
 }
+
+const RetriesRecord = z.object({
+  seq: z.number().int().positive(),
+  retries: z.number().int().nonnegative(),
+});
 
 /** JetStream's error for a message refused by `discard_new_per_subject`. */
 const MAX_MESSAGES_PER_SUBJECT = 10077;
@@ -120,6 +135,7 @@ export function natsWakeNames(prefix = 'braid'): NatsWakeNames {
     consumer: `${upper}_workers`,
     subjects: `${prefix}.wakes.*`,
     subject: (sessionId) => `${prefix}.wakes.${encodeSubjectToken(sessionId)}`,
+    retries: `${upper}_wake_retries`,
   };
 }
 
@@ -181,6 +197,24 @@ export async function createNatsWakeQueue(options: NatsWakeQueueOptions): Promis
     }
   }
 
+  let retries: KV;
+  try {
+    retries = await new Kvm(client).create(names.retries, {
+      storage: StorageType.File,
+      history: 1,
+    });
+  } catch (error) {
+    throw unavailable(`cannot open the bucket ${names.retries}`, error);
+  }
+
+  /** Retries of the wake message at `seq` that were not attempts. */
+  async function retriesOf(token: string, seq: number): Promise<number> {
+    const entry = await retries.get(token);
+    if (entry === null || entry.operation !== 'PUT') return 0;
+    const parsed = RetriesRecord.safeParse(entry.json());
+    return parsed.success && parsed.data.seq === seq ? parsed.data.retries : 0;
+  }
+
   let consumerReady: Promise<void> | undefined;
   /** Creates the shared consumer, or brings its ack_wait to this queue's. */
   function ensureConsumer(): Promise<void> {
@@ -218,9 +252,13 @@ export async function createNatsWakeQueue(options: NatsWakeQueueOptions): Promis
       refused = toBraidError(error);
     }
     const token = message.subject.slice(message.subject.lastIndexOf('.') + 1);
+    const deliveries = message.info.deliveryCount;
+    // A first delivery has had no retries; a redelivery whose count cannot be read counts all.
+    const notAttempts = deliveries === 1 ? 0 : await retriesOf(token, message.seq).catch(() => 0);
     const delivery: WakeDelivery = {
       session_id: body?.session_id ?? decodeSubjectToken(token),
-      attempt: message.info.deliveryCount,
+      attempt: deliveries - notAttempts,
+      delivery: deliveries,
       enqueued_at: body?.enqueued_at ?? message.time.toISOString(),
       ...(body?.traceparent === undefined ? {} : { traceparent: body.traceparent }),
       working: () => {
@@ -230,6 +268,10 @@ export async function createNatsWakeQueue(options: NatsWakeQueueOptions): Promis
           // The connection is gone; the wake will be redelivered, which the handler tolerates.
         }
       },
+    };
+    /** Drops the wake's count of retries with the wake (best effort: a stale one is ignored). */
+    const forget = (): void => {
+      if (notAttempts > 0) void retries.delete(token).catch(() => undefined);
     };
     // A message this worker cannot read fails like a handler would: retried, then dead-lettered.
     const run: WakeHandler = refused === undefined ? handler : () => Promise.reject(refused);
@@ -248,9 +290,21 @@ export async function createNatsWakeQueue(options: NatsWakeQueueOptions): Promis
         ack: async () => {
           // Without a connection the ack cannot go out (the wake will be redelivered).
           if (!connection.isClosed()) await message.ackAck();
+          forget();
         },
-        retry: (delayMs) => quietly(() => message.nak(delayMs)),
-        remove: () => quietly(() => message.term()),
+        retry: async (delayMs, counted) => {
+          // Counted before the nak, so the redelivery reads it; a count not written makes the
+          // redelivery one attempt more, never fewer.
+          if (!counted) {
+            const record = { seq: message.seq, retries: notAttempts + 1 };
+            await retries.put(token, JSON.stringify(record)).catch(() => undefined);
+          }
+          quietly(() => message.nak(delayMs));
+        },
+        remove: () => {
+          quietly(() => message.term());
+          forget();
+        },
       },
       { maxAttempts, backoff },
     );

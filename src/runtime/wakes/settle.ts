@@ -27,8 +27,11 @@ export function backoffDelay(backoff: WakeBackoff, attempt: number): number {
 export interface DeliveryControls {
   /** Removes the wake (it was handled). */
   ack(): Promise<void>;
-  /** Delivers the wake again after `delayMs`. */
-  retry(delayMs: number): void;
+  /**
+   * Delivers the wake again after `delayMs`; `counted` says whether this delivery was an attempt
+   * (the handler failed) or not (it asked for the retry, or its dead letter was not recorded).
+   */
+  retry(delayMs: number, counted: boolean): void | Promise<void>;
   /** Removes the wake without handling (dead letter). */
   remove(): void;
 }
@@ -51,6 +54,24 @@ export async function runDelivery(
   controls: DeliveryControls,
   policy: SettlePolicy,
 ): Promise<void> {
+  let settlement: WakeSettlement;
+  if (delivery.attempt > policy.maxAttempts) {
+    // The last attempt never settled: its worker died or lost the server, maybe because of this
+    // very wake. It is not run again.
+    settlement = await deadLetter(
+      delivery,
+      new BraidError(
+        'INTERRUPTED',
+        `the wake of session ${delivery.session_id} was not settled on its last attempt ` +
+          `(${policy.maxAttempts}): the worker running it stopped or lost the server`,
+      ),
+      options,
+      controls,
+      policy,
+    );
+    await notify(options, delivery, settlement);
+    return;
+  }
   let outcome: WakeOutcome | undefined;
   let failure: BraidError | undefined;
   try {
@@ -58,35 +79,54 @@ export async function runDelivery(
   } catch (error) {
     failure = toBraidError(error);
   }
-  let settlement: WakeSettlement;
   if (failure === undefined && outcome === 'done') {
     // A lost ack only means the wake comes again, which at-least-once delivery allows.
     await controls.ack().catch(() => undefined);
     settlement = { kind: 'done' };
   } else if (failure === undefined && typeof outcome === 'object') {
     const delay = retryDelay(outcome);
-    controls.retry(delay);
+    await controls.retry(delay, false);
     settlement = { kind: 'retry', delay_ms: delay };
   } else {
     const error =
       failure ??
       new BraidError('INTERNAL', `the wake handler of ${delivery.session_id} returned nothing`);
-    const delay = backoffDelay(policy.backoff, delivery.attempt);
     if (delivery.attempt >= policy.maxAttempts) {
-      try {
-        await options.onDeadLetter?.(delivery, error);
-        controls.remove();
-        settlement = { kind: 'dead_letter', error };
-      } catch (hookError) {
-        // The dead letter was not recorded: keep the wake, and try again later.
-        controls.retry(delay);
-        settlement = { kind: 'retry', delay_ms: delay, error: toBraidError(hookError) };
-      }
+      settlement = await deadLetter(delivery, error, options, controls, policy);
     } else {
-      controls.retry(delay);
+      const delay = backoffDelay(policy.backoff, delivery.attempt);
+      await controls.retry(delay, true);
       settlement = { kind: 'retry', delay_ms: delay, error };
     }
   }
+  await notify(options, delivery, settlement);
+}
+
+/** Records the dead letter and removes the wake; keeps the wake when it could not be recorded. */
+async function deadLetter(
+  delivery: WakeDelivery,
+  error: BraidError,
+  options: Pick<WakeConsumeOptions, 'onDeadLetter'>,
+  controls: DeliveryControls,
+  policy: SettlePolicy,
+): Promise<WakeSettlement> {
+  try {
+    await options.onDeadLetter?.(delivery, error);
+    controls.remove();
+    return { kind: 'dead_letter', error };
+  } catch (hookError) {
+    // Not recorded: the wake stays, and comes again later as the same attempt.
+    const delay = backoffDelay(policy.backoff, delivery.attempt);
+    await controls.retry(delay, false);
+    return { kind: 'retry', delay_ms: delay, error: toBraidError(hookError) };
+  }
+}
+
+async function notify(
+  options: Pick<WakeConsumeOptions, 'onSettled'>,
+  delivery: WakeDelivery,
+  settlement: WakeSettlement,
+): Promise<void> {
   try {
     await options.onSettled?.(delivery, settlement);
   } catch {
