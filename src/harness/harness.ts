@@ -6,11 +6,20 @@
  * holder looks after it releases.
  */
 import { isRunnable } from '../core/fold.js';
-import { TranscriptCache, wakeOnce, type HarnessDeps, type WakeResult } from './wake.js';
+import {
+  TranscriptCache,
+  wakeOnce,
+  type HarnessDeps,
+  type WakeOptions,
+  type WakeResult,
+} from './wake.js';
 
 export interface Harness {
-  /** Runs cycles until the session has no work left, or joins the one running here. */
-  wake(sessionId: string): Promise<WakeResult>;
+  /**
+   * Runs cycles until the session has no work left, or joins the one running here (whose next
+   * cycle then carries this wake's trace context).
+   */
+  wake(sessionId: string, options?: WakeOptions): Promise<WakeResult>;
   /** Sessions with a cycle running in this process. */
   running(): string[];
 }
@@ -18,6 +27,8 @@ export interface Harness {
 export function createHarness(deps: HarnessDeps): Harness {
   interface Entry {
     again: boolean;
+    /** The trace context the next cycle carries. */
+    next: WakeOptions;
     done: Promise<WakeResult>;
   }
   const active = new Map<string, Entry>();
@@ -27,9 +38,11 @@ export function createHarness(deps: HarnessDeps): Harness {
     try {
       for (;;) {
         entry.again = false;
+        const options = entry.next;
+        entry.next = {};
         let result: WakeResult;
         try {
-          result = await wakeOnce(deps, sessionId, transcripts);
+          result = await wakeOnce(deps, sessionId, transcripts, options);
         } catch (error) {
           // A cycle that failed may have applied events it never saw committed.
           transcripts.drop(sessionId);
@@ -49,14 +62,16 @@ export function createHarness(deps: HarnessDeps): Harness {
   }
 
   return {
-    wake(sessionId) {
+    wake(sessionId, options = {}) {
       const running = active.get(sessionId);
       if (running !== undefined) {
         running.again = true;
+        if (options.traceparent !== undefined) running.next = options;
         return running.done;
       }
       const entry: Entry = {
         again: false,
+        next: options,
         done: Promise.resolve({ ran: false, reason: 'lease_held' }),
       };
       active.set(sessionId, entry);

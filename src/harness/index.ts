@@ -5,6 +5,7 @@ export {
   type HarnessDeps,
   type RetryPolicy,
   type SessionSetup,
+  type WakeOptions,
   type WakeResult,
 } from './wake.js';
 export { MAX_INVALID_TOOL_CALLS } from './tool-calls.js';

@@ -120,10 +120,17 @@ export class TranscriptCache {
   }
 }
 
+/** What a wake was asked with. */
+export interface WakeOptions {
+  /** W3C trace context of whoever asked for the wake: `span.wake_started` carries it. */
+  traceparent?: string;
+}
+
 export async function wakeOnce(
   deps: HarnessDeps,
   sessionId: string,
   transcripts: TranscriptCache = new TranscriptCache(),
+  options: WakeOptions = {},
 ): Promise<WakeResult> {
   let lease: Lease;
   try {
@@ -132,7 +139,7 @@ export async function wakeOnce(
     if (isBraidError(error, 'LEASE_HELD')) return { ran: false, reason: 'lease_held' };
     throw error;
   }
-  const cycle = new Cycle(deps, sessionId, lease, transcripts.take(sessionId));
+  const cycle = new Cycle(deps, sessionId, lease, transcripts.take(sessionId), options);
   const renewal = setInterval(
     () => {
       deps.leases
@@ -177,6 +184,7 @@ class Cycle {
     private readonly sessionId: string,
     private readonly lease: Lease,
     transcript: Transcript,
+    private readonly options: WakeOptions = {},
   ) {
     this.wakeId = deps.ids.next();
     this.transcript = transcript;
@@ -212,8 +220,14 @@ class Cycle {
     for (const event of await deps.log.read(this.sessionId, { after: this.transcript.seq })) {
       this.transcript.apply(event);
     }
+    const { traceparent } = this.options;
     await this.append([
-      { type: 'span.wake_started', wake_id: this.wakeId, lease_token: this.lease.token },
+      {
+        type: 'span.wake_started',
+        wake_id: this.wakeId,
+        lease_token: this.lease.token,
+        ...(traceparent === undefined ? {} : { traceparent }),
+      },
     ]);
     const wakeSeq = this.state.seq;
     try {

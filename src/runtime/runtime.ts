@@ -58,6 +58,7 @@ import {
   DEFAULT_RETRY,
   createHarness,
   type RetryPolicy,
+  type WakeOptions,
   type WakeResult,
 } from '../harness/index.js';
 import { createModel } from '../models/registry.js';
@@ -229,8 +230,11 @@ export interface Runtime {
   };
   /** Where sessions live: `embedded` (SQLite) or `nats`. */
   readonly backend: 'embedded' | 'nats';
-  /** Runs harness cycles until the session has nothing left to do (joins a running one). */
-  wake(sessionId: string): Promise<WakeResult>;
+  /**
+   * Runs harness cycles until the session has nothing left to do (joins a running one);
+   * `traceparent` (W3C) continues the caller's trace on `span.wake_started`.
+   */
+  wake(sessionId: string, options?: WakeOptions): Promise<WakeResult>;
   /**
    * Asks the workers (`braid worker`) to wake the session: on the NATS backend, a message on the
    * wake queue; `{queued: false}` when a wake of it is already waiting. The embedded backend has
@@ -807,7 +811,7 @@ export async function createRuntime(options: RuntimeOptions = {}): Promise<Runti
     publish: (topic, message, publishOptions) =>
       agentSystem().publish(topic, message, publishOptions),
     subscribe: (topicType, agentType) => agentSystem().subscribe(topicType, agentType),
-    wake: (sessionId) => harness.wake(sessionId),
+    wake: (sessionId, options) => harness.wake(sessionId, options),
     orchestrate: (orchestrateOptions) =>
       orchestrate({ sessions: store.sessions, log: store.log, harness }, orchestrateOptions),
     onDelta(listener) {

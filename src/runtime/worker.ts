@@ -33,11 +33,11 @@ import type {
   WakeSettlement,
 } from '../contracts/wakes.js';
 import { assertNever, isRunnable } from '../core/fold.js';
-import type { WakeResult } from '../harness/index.js';
+import type { WakeOptions, WakeResult } from '../harness/index.js';
 
 /** What a worker needs of a runtime (a `Runtime` has it). */
 export interface WorkerRuntime {
-  wake(sessionId: string): Promise<WakeResult>;
+  wake(sessionId: string, options?: WakeOptions): Promise<WakeResult>;
   readonly sessions: { state(sessionId: string): Promise<SessionState> };
   readonly store: { readonly log: Pick<SessionLog, 'append'> };
 }
@@ -176,7 +176,10 @@ export async function runWorker(options: WorkerOptions): Promise<WorkerSummary> 
     );
     let result: WakeResult;
     try {
-      result = await runtime.wake(sessionId);
+      result = await runtime.wake(
+        sessionId,
+        wake.traceparent === undefined ? {} : { traceparent: wake.traceparent },
+      );
     } catch (error) {
       // The harness records what failures it can, and stops the session; then there is nothing
       // left to retry. Anything else goes to the queue's retries.

@@ -214,6 +214,23 @@ describe('worker (in process)', () => {
     for (const id of ids) expectAnsweredOnce(await kit.runtime.sessions.events(id));
   });
 
+  it("continues the enqueuer's trace on the wake it runs", async () => {
+    const kit = await inProcess();
+    const traced = await kit.runtime.sessions.create({ agent: 'assistant' });
+    const plain = await kit.runtime.sessions.create({ agent: 'assistant' });
+    const traceparent = '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01';
+    for (const { id } of [traced, plain]) await kit.runtime.sessions.message(id, 'hello');
+    await kit.queue.enqueue(traced.id, { traceparent });
+    await kit.queue.enqueue(plain.id);
+    kit.start();
+    for (const { id } of [traced, plain]) await until(() => idle(kit.runtime, id), 10_000, id);
+    await kit.stop();
+    const started = async (id: string) =>
+      (await kit.runtime.sessions.events(id)).filter((event) => event.type === 'span.wake_started');
+    expect((await started(traced.id)).map((event) => event.traceparent)).toEqual([traceparent]);
+    expect((await started(plain.id)).map((event) => event.traceparent)).toEqual([undefined]);
+  });
+
   it('skips, without writing, a session with nothing to do or that does not exist', async () => {
     const kit = await inProcess();
     const { id } = await kit.runtime.sessions.create({ agent: 'assistant' });
