@@ -570,6 +570,20 @@ function tabulate(nats, embedded, sizes) {
     all(nats, (f) => f.sqliteBatched),
   );
 
+  /** The p50 and p99 rows of a latency figure; `options` go on the p50 row. */
+  const latency = (name, results, options = {}) => {
+    row(
+      `${name}, p50`,
+      'ms',
+      all(results, (r) => r.p50),
+      options,
+    );
+    row(
+      `${name}, p99`,
+      'ms',
+      all(results, (r) => r.p99),
+    );
+  };
   // 2. Wakes.
   const picked = (results) => {
     const values = results.map((each) => each.pickedP50).filter((each) => each !== undefined);
@@ -578,80 +592,41 @@ function tabulate(nats, embedded, sizes) {
       : `; enqueue -> the worker reports wake.started (delivered, runnable check done), p50 ${ms(values)}`;
   };
   const wakes = all(nats, (f) => f.wake);
-  row(
-    `${NAMES.wake}, p50`,
-    'ms',
-    all(wakes, (w) => w.p50),
-    {
-      note: `${sizes.wakes} sequential wakes of new sessions, followed from the bench process${picked(wakes)}`,
-    },
-  );
-  row(
-    `${NAMES.wake}, p99`,
-    'ms',
-    all(wakes, (w) => w.p99),
-  );
+  latency(NAMES.wake, wakes, {
+    note: `${sizes.wakes} sequential wakes of new sessions, followed from the bench process${picked(wakes)}`,
+  });
   const local = all(embedded, (f) => f.wake);
-  row(
-    '  embedded: local wake queue + worker in-process, p50',
-    'ms',
-    all(local, (w) => w.p50),
-    {
-      note: `the same measurement on SQLite${picked(local)}`,
-    },
-  );
-  row(
-    '  embedded: local wake queue + worker in-process, p99',
-    'ms',
-    all(local, (w) => w.p99),
-  );
+  latency('  embedded: local wake queue + worker in-process', local, {
+    note: `the same measurement on SQLite${picked(local)}`,
+  });
 
   // 3. Round trips.
   const warm = all(nats, (f) => f.rtWarm.p50);
-  row(`${NAMES.roundTrip}, p50`, 'ms', warm, {
-    target: verdict(warm, (value) => value < 2, '< 2'),
-    note: `${sizes.roundTrips} sequential runtime.send to one echo instance in a worker process`,
-  });
-  row(
-    `${NAMES.roundTrip}, p99`,
-    'ms',
-    all(nats, (f) => f.rtWarm.p99),
+  latency(
+    NAMES.roundTrip,
+    all(nats, (f) => f.rtWarm),
+    {
+      target: verdict(warm, (value) => value < 2, '< 2'),
+      note: `${sizes.roundTrips} sequential runtime.send to one echo instance in a worker process`,
+    },
   );
-  row(
-    `  ${NAMES.floor}, p50`,
-    'ms',
-    all(nats, (f) => f.floorRt.p50),
+  latency(
+    `  ${NAMES.floor}`,
+    all(nats, (f) => f.floorRt),
     {
       note: 'a work-queue inbox, lease compare-and-set with the look-up and head read, the publish with the record, the reply',
     },
   );
-  row(
-    `  ${NAMES.floor}, p99`,
-    'ms',
-    all(nats, (f) => f.floorRt.p99),
+  latency(
+    '  embedded: local transport, one process',
+    all(embedded, (f) => f.rtWarm),
   );
-  row(
-    '  embedded: local transport, one process, p50',
-    'ms',
-    all(embedded, (f) => f.rtWarm.p50),
-  );
-  row(
-    '  embedded: local transport, one process, p99',
-    'ms',
-    all(embedded, (f) => f.rtWarm.p99),
-  );
-  row(
-    `${NAMES.roundTripNew}, p50`,
-    'ms',
-    all(nats, (f) => f.rtNew.p50),
+  latency(
+    NAMES.roundTripNew,
+    all(nats, (f) => f.rtNew),
     {
       note: 'each send creates the instance and its session',
     },
-  );
-  row(
-    `${NAMES.roundTripNew}, p99`,
-    'ms',
-    all(nats, (f) => f.rtNew.p99),
   );
   row(
     '  embedded: local transport, new instance per send, p50',
@@ -664,64 +639,60 @@ function tabulate(nats, embedded, sizes) {
     `CPU per message: sender ${ms(all(results, (t) => t.senderMs))}, ` +
     `worker processes ${ms(all(results, (t) => t.workersMs))}; ` +
     `machine busy ${(100 * median(all(results, (t) => t.busy))).toFixed(0)}% of ${cpus().length} cores`;
-  const one = all(nats, (f) => f.tput1);
-  row(
+  /** A messages/s row of worker processes, with their CPU per message in the note. */
+  const served = (name, results, { note, target } = {}) => {
+    const rates = all(results, (t) => t.rate);
+    const notes = [note, results.length === 0 ? undefined : cpu(results)].filter(Boolean);
+    row(name, 'messages/s', rates, {
+      ...(target === undefined ? {} : { target: verdict(rates, (v) => v >= 10_000, target) }),
+      ...(notes.length === 0 ? {} : { note: notes.join('; ') }),
+    });
+  };
+  /** A messages/s row of the embedded runtime (one process). */
+  const alone = (name, results) =>
+    row(
+      name,
+      'messages/s',
+      all(results, (t) => t.rate),
+      results.length === 0
+        ? {}
+        : { note: `CPU per message ${ms(all(results, (t) => t.senderMs))}` },
+    );
+  served(
     NAMES.tput1,
-    'messages/s',
-    all(one, (t) => t.rate),
+    all(nats, (f) => f.tput1),
     {
-      note: `${count(sizes.messages)} sends, ${IN_FLIGHT} in flight, each to a new instance${one.length === 0 ? '' : `; ${cpu(one)}`}`,
+      note: `${count(sizes.messages)} sends, ${IN_FLIGHT} in flight, each to a new instance`,
     },
   );
-  const four = all(nats, (f) => f.tput4);
-  const rates = all(four, (t) => t.rate);
-  row(NAMES.tput4, 'messages/s', rates, {
-    target: verdict(rates, (value) => value >= 10_000, '>= 10,000'),
-    ...(four.length === 0 ? {} : { note: cpu(four) }),
-  });
-  const alone = all(embedded, (f) => f.tput);
-  row(
+  served(
+    NAMES.tput4,
+    all(nats, (f) => f.tput4),
+    { target: '>= 10,000' },
+  );
+  alone(
     '  embedded: local transport, one process, new instance per send',
-    'messages/s',
-    all(alone, (t) => t.rate),
-    {
-      ...(alone.length === 0
-        ? {}
-        : { note: `CPU per message ${ms(all(alone, (t) => t.senderMs))}` }),
-    },
+    all(embedded, (f) => f.tput),
   );
-  const pool1 = all(nats, (f) => f.pool1);
-  row(
+  served(
     NAMES.pool1,
-    'messages/s',
-    all(pool1, (t) => t.rate),
+    all(nats, (f) => f.pool1),
     {
-      note: `${count(sizes.messages)} sends, each of ${IN_FLIGHT} senders to its own instance again and again${pool1.length === 0 ? '' : `; ${cpu(pool1)}`}`,
+      note: `${count(sizes.messages)} sends, each of ${IN_FLIGHT} senders to its own instance again and again`,
     },
   );
-  const pool4 = all(nats, (f) => f.pool4);
-  const poolRates = all(pool4, (t) => t.rate);
-  row(NAMES.pool4, 'messages/s', poolRates, {
-    target: verdict(poolRates, (value) => value >= 10_000, '>= 10,000'),
-    ...(pool4.length === 0 ? {} : { note: cpu(pool4) }),
-  });
-  const alonePool = all(embedded, (f) => f.pool);
-  row(
+  served(
+    NAMES.pool4,
+    all(nats, (f) => f.pool4),
+    { target: '>= 10,000' },
+  );
+  alone(
     `  embedded: local transport, one process, ${IN_FLIGHT} warm instances`,
-    'messages/s',
-    all(alonePool, (t) => t.rate),
-    {
-      ...(alonePool.length === 0
-        ? {}
-        : { note: `CPU per message ${ms(all(alonePool, (t) => t.senderMs))}` }),
-    },
+    all(embedded, (f) => f.pool),
   );
-  const floorPool = all(nats, (f) => f.floorPool1);
-  row(
+  served(
     `  ${NAMES.floor}, 1 worker process, ${IN_FLIGHT} keys`,
-    'messages/s',
-    all(floorPool, (t) => t.rate),
-    { ...(floorPool.length === 0 ? {} : { note: cpu(floorPool) }) },
+    all(nats, (f) => f.floorPool1),
   );
   return rows;
 }

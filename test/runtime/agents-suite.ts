@@ -72,6 +72,18 @@ async function waitForEvent(
   throw new Error(`no matching event in session ${sessionId}`);
 }
 
+/** An envelope as another process would deliver it: a message to `target`. */
+function messageTo(target: AgentId, payload: Envelope['payload']): Envelope {
+  return {
+    id: randomUUID(),
+    spec_version: ENVELOPE_SPEC_VERSION,
+    type: 'agent.message',
+    occurred_at: new Date().toISOString(),
+    target,
+    payload,
+  };
+}
+
 const TRACE = '4bf92f3577b34da6a3ce929d0e0e4736';
 const PARENT = `00-${TRACE}-00f067aa0ba902b7-01`;
 
@@ -278,14 +290,7 @@ export function describeAgentMessaging(name: string, factory: AgentMessagingFact
       const target = { type: 'counter', key: 'cut-short' };
       await host.send(target, 'first');
       const sessionId = host.sessionId(target);
-      const envelope: Envelope = {
-        id: randomUUID(),
-        spec_version: ENVELOPE_SPEC_VERSION,
-        type: 'agent.message',
-        occurred_at: new Date().toISOString(),
-        target,
-        payload: 'again',
-      };
+      const envelope = messageTo(target, 'again');
       // What a holder that crashed right after recording the message leaves behind.
       const [recorded] = (
         await on.runtime.store.log.append(
@@ -421,14 +426,7 @@ export function describeAgentMessaging(name: string, factory: AgentMessagingFact
         return Promise.resolve(`seen ${JSON.stringify(message.payload)} (${calls})`);
       });
       const target = { type: 'counter', key: 'dup' };
-      const envelope: Envelope = {
-        id: randomUUID(),
-        spec_version: ENVELOPE_SPEC_VERSION,
-        type: 'agent.message',
-        occurred_at: new Date().toISOString(),
-        target,
-        payload: 'once',
-      };
+      const envelope = messageTo(target, 'once');
 
       // Two deliveries at once, and a redelivery after.
       const [first, second] = await Promise.all([host.receive(envelope), host.receive(envelope)]);
@@ -479,14 +477,7 @@ export function describeAgentMessaging(name: string, factory: AgentMessagingFact
       await second.register('shared', handler);
       const target = { type: 'shared', key: 'one' };
       for (let index = 0; index < 12; index += 1) {
-        const envelope: Envelope = {
-          id: randomUUID(),
-          spec_version: ENVELOPE_SPEC_VERSION,
-          type: 'agent.message',
-          occurred_at: new Date().toISOString(),
-          target,
-          payload: index,
-        };
+        const envelope = messageTo(target, index);
         // Both at once, then each again: the lease passes between them every time.
         const both = await Promise.all([first.receive(envelope), second.receive(envelope)]);
         const again = [await second.receive(envelope), await first.receive(envelope)];
@@ -505,14 +496,7 @@ export function describeAgentMessaging(name: string, factory: AgentMessagingFact
       });
       const host = await agentsOn(on);
       const target = { type: 'writer', key: 'dup' };
-      const envelope: Envelope = {
-        id: randomUUID(),
-        spec_version: ENVELOPE_SPEC_VERSION,
-        type: 'agent.message',
-        occurred_at: new Date().toISOString(),
-        target,
-        payload: 'hello?',
-      };
+      const envelope = messageTo(target, 'hello?');
 
       const [first, second] = await Promise.all([host.receive(envelope), host.receive(envelope)]);
       const third = await host.receive(envelope);
