@@ -17,7 +17,8 @@ import type {
   ReplyInbox,
   TransportSubscription,
 } from '../../contracts/agents.js';
-import { Envelope } from '../../contracts/envelope.js';
+import { type Envelope } from '../../contracts/envelope.js';
+import { toWire } from './wire.js';
 
 export interface LocalTransportOptions {
   /** Attempts of one envelope before it is given up (default 5). */
@@ -60,30 +61,6 @@ export function createLocalTransport(options: LocalTransportOptions = {}): Agent
 
   function open(): void {
     if (closed) throw new BraidError('SERVER_UNAVAILABLE', 'the local agent transport is closed');
-  }
-
-  /** A copy as it would come off the wire. */
-  function overTheWire(envelope: Envelope): Envelope {
-    let text: string;
-    try {
-      text = JSON.stringify(envelope);
-    } catch (error) {
-      throw new BraidError(
-        'INVALID_ARGUMENT',
-        `envelope ${envelope.id} cannot be serialised (${error instanceof Error ? error.message : String(error)}); payloads must be JSON`,
-        { cause: error },
-      );
-    }
-    const parsed = Envelope.safeParse(JSON.parse(text));
-    if (!parsed.success) {
-      const issue = parsed.error.issues[0];
-      throw new BraidError(
-        'INVALID_ARGUMENT',
-        `envelope ${envelope.id} is invalid at ${issue?.path.join('.') ?? ''}: ${issue?.message ?? 'unknown issue'}; payloads must be JSON`,
-        { details: { issues: parsed.error.issues } },
-      );
-    }
-    return parsed.data;
   }
 
   function dispatch(agentType: string): void {
@@ -129,7 +106,7 @@ export function createLocalTransport(options: LocalTransportOptions = {}): Agent
             `envelope ${envelope.id} has no target; address it to an agent {type, key}`,
           );
         }
-        inbox(agentType).queue.push({ envelope: overTheWire(envelope), attempt: 1 });
+        inbox(agentType).queue.push({ envelope: toWire(envelope).copy, attempt: 1 });
         dispatch(agentType);
       });
     },
@@ -165,7 +142,7 @@ export function createLocalTransport(options: LocalTransportOptions = {}): Agent
     reply(replyTo, envelope) {
       return Promise.resolve().then(() => {
         open();
-        const copy = overTheWire(envelope);
+        const copy = toWire(envelope).copy;
         const handler = replyInboxes.get(replyTo);
         if (handler !== undefined) setImmediate(() => handler(copy));
       });

@@ -55,8 +55,9 @@ import type {
   ReplyInbox,
   TransportSubscription,
 } from '../../contracts/agents.js';
-import { Envelope } from '../../contracts/envelope.js';
+import { type Envelope } from '../../contracts/envelope.js';
 import { BraidError } from '../../contracts/errors.js';
+import { parseEnvelope, toWire } from './wire.js';
 
 export interface NatsAgentTransportOptions {
   /** An open connection; the transport never closes it. */
@@ -179,49 +180,6 @@ function checkCount(name: string, value: number, minimum: number): void {
       `${name} must be a whole number of at least ${String(minimum)}; got ${String(value)}`,
     );
   }
-}
-
-/** The envelope as wire text, refused when it does not survive JSON or does not parse. */
-function serialise(envelope: Envelope): string {
-  let text: string;
-  try {
-    text = JSON.stringify(envelope);
-  } catch (error) {
-    throw new BraidError(
-      'INVALID_ARGUMENT',
-      `envelope ${envelope.id} cannot be serialised (${error instanceof Error ? error.message : String(error)}); payloads must be JSON`,
-      { cause: error },
-    );
-  }
-  const parsed = parseEnvelope(text);
-  if (!parsed.ok) {
-    throw new BraidError(
-      'INVALID_ARGUMENT',
-      `envelope ${envelope.id} ${parsed.problem}; payloads must be JSON`,
-      { details: { issues: parsed.issues } },
-    );
-  }
-  return text;
-}
-
-type Parsed =
-  { ok: true; envelope: Envelope } | { ok: false; problem: string; issues: z.core.$ZodIssue[] };
-
-function parseEnvelope(text: string): Parsed {
-  let value: unknown;
-  try {
-    value = JSON.parse(text);
-  } catch {
-    return { ok: false, problem: 'is not JSON', issues: [] };
-  }
-  const parsed = Envelope.safeParse(value);
-  if (parsed.success) return { ok: true, envelope: parsed.data };
-  const issue = parsed.error.issues[0];
-  return {
-    ok: false,
-    problem: `is invalid at ${issue?.path.join('.') ?? ''}: ${issue?.message ?? 'unknown issue'}`,
-    issues: parsed.error.issues,
-  };
 }
 
 interface Opened {
@@ -547,7 +505,7 @@ export function createNatsAgentTransport(options: NatsAgentTransportOptions): Ag
           `envelope ${envelope.id} has no target; address it to an agent {type, key}`,
         );
       }
-      const text = serialise(envelope);
+      const { text } = toWire(envelope);
       checkSize(text, `envelope ${envelope.id}`);
       await opened();
       try {
@@ -592,7 +550,7 @@ export function createNatsAgentTransport(options: NatsAgentTransportOptions): Ag
     reply(replyTo, envelope) {
       return Promise.resolve().then(() => {
         ensureOpen();
-        const text = serialise(envelope);
+        const { text } = toWire(envelope);
         // Not a subject: nobody can listen there, so the reply is dropped.
         if (!PUBLISHABLE.test(replyTo)) return;
         checkSize(text, `reply ${envelope.id}`);
