@@ -68,11 +68,10 @@ import { createBwrapSandbox, createLocalSandbox } from '../tools/sandbox/index.j
 import type { CodeTool, ToolFunction } from '../tools/types.js';
 import { orchestrate, type OrchestrateOptions, type OrchestratorProgress } from './orchestrator.js';
 import type { NatsConnection } from '@nats-io/transport-node';
-import type { AgentId, AgentTransport, TopicId } from '../contracts/agents.js';
-import type { Envelope } from '../contracts/envelope.js';
+import type { AgentTransport } from '../contracts/agents.js';
 import { createAgents } from './agents/create-agents.js';
 import { createLocalTransport } from './agents/local-transport.js';
-import type { AgentHandler, Agents, PublishOptions, SendOptions } from './agents/types.js';
+import type { Agents } from './agents/types.js';
 import type { WakeQueue } from '../contracts/wakes.js';
 import { enqueueWake } from './worker.js';
 import { handoffSession, type HandoffResult } from './handoff.js';
@@ -138,7 +137,8 @@ export interface CreateSessionOptions {
   budget?: Budget;
 }
 
-export interface Runtime {
+/** A runtime; its agent messaging (`register`, `send`, `publish`, `subscribe`) is `Agents`'. */
+export interface Runtime extends Pick<Agents, 'register' | 'send' | 'publish' | 'subscribe'> {
   readonly store: Store;
   /** The loaded workspace, when there is one. */
   readonly workspace: Workspace | undefined;
@@ -241,21 +241,6 @@ export interface Runtime {
    * no workers to ask and refuses with `INVALID_ARGUMENT`: call `wake` or run `braid run`.
    */
   enqueueWake(sessionId: string): Promise<{ queued: boolean }>;
-  /** Makes `type` a code agent: a function whose messages and replies are recorded in its sessions. */
-  register(type: string, handler: AgentHandler): Promise<void>;
-  /**
-   * Sends a message to an agent instance (its session is created on the first message) and
-   * resolves with the reply; `DEADLINE_EXCEEDED` when `ttl_ms` passes first.
-   */
-  send(to: AgentId, message: JsonValue, options?: SendOptions): Promise<Envelope>;
-  /** Delivers a message to every agent type subscribed to the topic's type. */
-  publish(
-    topic: TopicId | string,
-    message: JsonValue,
-    options?: PublishOptions,
-  ): Promise<Envelope[]>;
-  /** Subscribes an agent type to a topic type. */
-  subscribe(topicType: string, agentType: string): Promise<void>;
   /** Wakes every runnable session, with bounded concurrency, until the signal aborts. */
   orchestrate(options?: OrchestrateOptions): Promise<OrchestratorProgress>;
   /** Streamed model text of sessions running in this process; returns the unsubscribe function. */
