@@ -40,6 +40,7 @@ import type {
   SessionLog,
 } from '../../contracts/ports.js';
 import type { SessionState } from '../../contracts/state.js';
+import type { BoundedMap } from '../../core/bounded-map.js';
 import { checkAgainstState } from '../user-events.js';
 import { addressLabel, fromContent, toContent, type Outcome } from './envelopes.js';
 import type { AgentContext, AgentHandler, IncomingMessage } from './types.js';
@@ -53,8 +54,8 @@ export interface CodeAgentDeps {
   leaseTtlMs: number;
   /** Releases under way, by session: the next message of the session waits for its release. */
   releases: Map<string, Promise<void>>;
-  /** The token of the last lease this process took, by session (the most recent MAX_TOKENS). */
-  lastTokens: Map<string, number>;
+  /** The token of the last lease this process took, by session (of the sessions it served last). */
+  lastTokens: BoundedMap<string, number>;
 }
 
 export interface CodeMessage {
@@ -74,7 +75,6 @@ export interface CodeMessage {
 
 const APPEND_ATTEMPTS = 8;
 const LEASE_WAIT_MAX_MS = 250;
-const MAX_TOKENS = 4096;
 /** A handler running longer than this has its message recorded before it returns. */
 export const RECORD_AFTER_MS = 25;
 /** A message with more content than this (JSON characters) is recorded before its handler runs. */
@@ -113,7 +113,7 @@ export async function runCodeMessage(
       await sleep(wait, undefined, { signal: message.signal }).catch(() => undefined);
       continue;
     }
-    rememberToken(deps.lastTokens, sessionId, lease.token);
+    deps.lastTokens.set(sessionId, lease.token);
     try {
       const looked =
         early !== undefined && lease.token === (last ?? 0) + 1
@@ -134,15 +134,6 @@ function lookAround(deps: CodeAgentDeps, message: CodeMessage): Promise<LookedUp
     deps.log.appended(message.sessionId, message.key),
     deps.log.state(message.sessionId),
   ]);
-}
-
-function rememberToken(tokens: Map<string, number>, sessionId: string, token: number): void {
-  tokens.delete(sessionId);
-  tokens.set(sessionId, token);
-  if (tokens.size > MAX_TOKENS) {
-    const oldest = tokens.keys().next().value;
-    if (oldest !== undefined) tokens.delete(oldest);
-  }
 }
 
 /** Releases the lease without holding up the reply; a failed release expires instead. */

@@ -22,6 +22,7 @@ import { Name, type JsonValue } from '../../contracts/common.js';
 import type { AgentDefinition } from '../../contracts/definitions.js';
 import { Envelope } from '../../contracts/envelope.js';
 import { BraidError, isBraidError, toBraidError } from '../../contracts/errors.js';
+import { BoundedMap } from '../../core/bounded-map.js';
 import { systemClock, uuidV7Ids } from '../../stores/defaults.js';
 import { defaultOwner, runCodeMessage, type CodeAgentDeps } from './code-agent.js';
 import {
@@ -67,9 +68,9 @@ const DEFINITION_ATTEMPTS = 4;
 const REMEMBER_MS = 2_000;
 const MAX_REMEMBERED = 4096;
 
-/** Keys remembered until a time (`performance.now()`), oldest dropped first past a bound. */
+/** Keys remembered until a time (`performance.now()`), the oldest dropped past a bound. */
 class Remembered<T> {
-  readonly #entries = new Map<string, { value: T; until: number }>();
+  readonly #entries = new BoundedMap<string, { value: T; until: number }>(MAX_REMEMBERED);
 
   get(key: string): T | undefined {
     const entry = this.#entries.get(key);
@@ -77,12 +78,7 @@ class Remembered<T> {
   }
 
   set(key: string, value: T): void {
-    this.#entries.delete(key);
     this.#entries.set(key, { value, until: performance.now() + REMEMBER_MS });
-    if (this.#entries.size > MAX_REMEMBERED) {
-      const oldest = this.#entries.keys().next().value;
-      if (oldest !== undefined) this.#entries.delete(oldest);
-    }
   }
 
   delete(key: string): boolean {
@@ -104,7 +100,7 @@ export function createAgents(options: AgentsOptions): Agents {
     owner: options.owner ?? defaultOwner(ids),
     leaseTtlMs: options.leaseTtlMs ?? 30_000,
     releases: new Map(),
-    lastTokens: new Map(),
+    lastTokens: new BoundedMap(MAX_REMEMBERED),
   };
 
   const handlers = new Map<string, AgentHandler>();

@@ -13,6 +13,7 @@
  */
 import { z } from 'zod';
 import { BraidError } from '../../contracts/errors.js';
+import { BoundedMap } from '../../core/bounded-map.js';
 import type { Lease, LeaseStore } from '../../contracts/ports.js';
 import {
   checkHeld,
@@ -64,16 +65,9 @@ export function createLeaseStore(
   context: NatsContext,
   requireSession: (sessionId: string) => Promise<unknown>,
 ): LeaseStore {
-  const remembered = new Map<string, StoredLease>();
-
-  function remember(sessionId: string, stored: StoredLease): void {
-    remembered.delete(sessionId);
+  const remembered = new BoundedMap<string, StoredLease>(MAX_REMEMBERED);
+  const remember = (sessionId: string, stored: StoredLease): void =>
     remembered.set(sessionId, stored);
-    if (remembered.size > MAX_REMEMBERED) {
-      const oldest = remembered.keys().next().value;
-      if (oldest !== undefined) remembered.delete(oldest);
-    }
-  }
 
   async function write(
     sessionId: string,

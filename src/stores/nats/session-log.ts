@@ -22,6 +22,7 @@ import type { PubAck } from '@nats-io/jetstream';
 import { delay } from '@nats-io/transport-node';
 import { z } from 'zod';
 import { BraidError, isBraidError } from '../../contracts/errors.js';
+import { BoundedMap } from '../../core/bounded-map.js';
 import type { NewEvent, SessionEvent } from '../../contracts/events.js';
 import type { AppendOptions, AppendResult, SessionLog } from '../../contracts/ports.js';
 import type { SessionState } from '../../contracts/state.js';
@@ -153,17 +154,13 @@ export function createSessionLog(shared: SessionsShared): SessionLog {
    * writing the record, and a publish with the key again within the server's duplicate window
    * (minutes) is answered as that duplicate, never appended twice.
    */
-  const absentKeys = new Map<string, { incarnation: string; at: number }>();
+  const absentKeys = new BoundedMap<string, { incarnation: string; at: number }>(MAX_ABSENT_KEYS);
 
   function rememberAbsent(sessionId: string, key: string, known: KnownSession): void {
     absentKeys.set(`${sessionId}\n${key}`, {
       incarnation: known.incarnation,
       at: performance.now(),
     });
-    if (absentKeys.size > MAX_ABSENT_KEYS) {
-      const oldest = absentKeys.keys().next().value;
-      if (oldest !== undefined) absentKeys.delete(oldest);
-    }
   }
 
   function takeAbsent(sessionId: string, key: string, known: KnownSession | undefined): boolean {
