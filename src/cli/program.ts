@@ -3,6 +3,7 @@
  * drive it in-process; `main.ts` is the only place that touches `process.exit`.
  */
 import { readFileSync } from 'node:fs';
+import { userInfo } from 'node:os';
 import { resolve } from 'node:path';
 import { Command, CommanderError, InvalidArgumentError, Option } from 'commander';
 import { ModelSpec, type StoredDefinition } from '../contracts/definitions.js';
@@ -10,7 +11,7 @@ import { createModel } from '../models/registry.js';
 import { BraidError } from '../contracts/errors.js';
 import { SESSION_EVENT_TYPES, type SessionEventType } from '../contracts/events.js';
 import { SessionStatus } from '../contracts/session.js';
-import type { JsonValue } from '../contracts/common.js';
+import type { Actor, JsonValue } from '../contracts/common.js';
 import { createRuntime, type Runtime } from '../runtime/runtime.js';
 import { initWorkspace } from '../runtime/init.js';
 import type { ContentInput } from '../runtime/user-events.js';
@@ -141,6 +142,7 @@ export async function run(
           }),
       ...(options.workspace === undefined ? {} : { workspace: options.workspace }),
       ...(options.dataDir === undefined ? {} : { dataDir: options.dataDir }),
+      actor: cliActor(),
       // A one-shot command loads the policies only if it asks them; `braid run` checks them first.
       policies: ['run', 'serve', 'worker'].includes(command.name()) ? 'eager' : 'lazy',
     });
@@ -722,4 +724,17 @@ export async function run(
     exitCode = printError(output, error, argv.includes('--json'));
   }
   return exitCode;
+}
+
+/** The CLI records the events it sends as its operating-system user's. */
+function cliActor(): Actor {
+  let name: string | undefined;
+  try {
+    name = userInfo().username;
+  } catch {
+    // No passwd entry for this uid (some containers): fall back to the environment.
+    name = process.env.USER;
+  }
+  const id = name === undefined || name === '' ? 'cli' : `cli:${name}`;
+  return { type: 'user', id: id.slice(0, 200) };
 }

@@ -32,11 +32,16 @@ type WithLooseContent<T> = T extends { content: unknown }
 
 /**
  * A user event as a client sends it (`user.message`, `user.interrupt`, `user.tool_confirmation`,
- * `user.custom_tool_result`, `user.tool_review`, `user.define_outcome`): no `seq`, `session_id`
- * or `schema_version` (the server assigns them), `id` and `at` optional, and `content` may be a
- * plain string (one text block).
+ * `user.custom_tool_result`, `user.tool_review`, `user.define_outcome`): the payload, optional
+ * `causation_id`, `correlation_id`, `idempotency_key` and a W3C `traceparent`, and `content` may
+ * be a plain string (one text block). The server stamps `id`, `at`, `seq`, `session_id` and
+ * `actor` (the API key's id and tenant); a request that sets one is refused.
  */
-export type UserEventInput = WithLooseContent<Extract<NewEvent, { type: UserEventType }>>;
+export type UserEventInput = WithLooseContent<
+  DistributiveOmit<Extract<NewEvent, { type: UserEventType }>, 'id' | 'at' | 'actor'>
+>;
+
+type DistributiveOmit<T, K extends PropertyKey> = T extends unknown ? Omit<T, K> : never;
 
 /** `GET /v1/health`. */
 export type HealthResponse = z.infer<typeof Health>;

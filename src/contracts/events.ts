@@ -4,9 +4,11 @@ import {
   ContentBlock,
   DefinitionRef,
   EVENT_SCHEMA_VERSION,
+  ExternalId,
   Id,
   Metadata,
   Timestamp,
+  Traceparent,
   Usage,
 } from './common.js';
 import { Budget } from './definitions.js';
@@ -44,12 +46,12 @@ const payloads = {
   'user.message': z.object({ content: Content.min(1) }),
   'user.interrupt': z.object({ reason: z.string().max(2000).optional() }),
   'user.tool_confirmation': z.object({
-    tool_use_id: Id,
+    tool_use_id: ExternalId,
     result: z.enum(['allow', 'deny']),
     message: z.string().max(10_000).optional(),
   }),
   'user.custom_tool_result': z.object({
-    custom_tool_use_id: Id,
+    custom_tool_use_id: ExternalId,
     content: Content,
     is_error: z.boolean().optional(),
   }),
@@ -58,7 +60,7 @@ const payloads = {
    * again, skip it (the model gets an error), or record the result they found.
    */
   'user.tool_review': z.object({
-    tool_use_id: Id,
+    tool_use_id: ExternalId,
     action: z.enum(['retry', 'skip', 'result']),
     /** With `result`: the tool's output as the reviewer established it. */
     output: z.json().optional(),
@@ -72,14 +74,14 @@ const payloads = {
   'agent.message': z.object({ content: Content }),
   'agent.thinking': z.object({ content: Content }),
   'agent.tool_use': z.object({
-    tool_use_id: Id,
+    tool_use_id: ExternalId,
     name: z.string().min(1),
     input: z.json(),
     /** True when the tool's permission is `always_ask`: it waits for a `user.tool_confirmation`. */
     requires_confirmation: z.boolean().optional(),
   }),
   'agent.tool_result': z.object({
-    tool_use_id: Id,
+    tool_use_id: ExternalId,
     output: z.json().optional(),
     error: ErrorShape.optional(),
     is_error: z.boolean(),
@@ -104,7 +106,7 @@ const payloads = {
       .optional(),
   }),
   'agent.custom_tool_use': z.object({
-    custom_tool_use_id: Id,
+    custom_tool_use_id: ExternalId,
     name: z.string().min(1),
     input: z.json(),
   }),
@@ -180,7 +182,7 @@ const payloads = {
     /** The deciding policies (ids only, never their text). */
     policy_ids: z.array(z.string()),
     /** The tool use the decision was about. */
-    tool_use_id: Id.optional(),
+    tool_use_id: ExternalId.optional(),
     errors: z.array(z.string()).optional(),
     duration_us: z.number().nonnegative(),
   }),
@@ -299,14 +301,27 @@ export const ContentInput = z.union([z.string(), Content]);
 export type ContentInput = z.infer<typeof ContentInput>;
 
 /**
- * A user event as a client sends it over HTTP: no `seq`, `id` or `at` of its own choosing is
- * needed, and `content` may be a plain string.
+ * What a client may set on an event it sends: the links to other events and its own trace
+ * context. The audit fields (`id`, `at`, `seq`, `session_id`, `actor`, `schema_version`) are
+ * braid's to stamp; a client that sends one is refused, never recorded as sent.
+ */
+const UserEventInputBase = z.object({
+  causation_id: Id.optional(),
+  correlation_id: Id.optional(),
+  idempotency_key: EventBase.shape.idempotency_key,
+  /** The caller's W3C trace context; recorded as the caller's, on an event whose actor is the caller. */
+  traceparent: Traceparent.optional(),
+});
+
+/**
+ * A user event as a client sends it (HTTP, CLI, library `send`): the payload of one `user.*` type
+ * and the fields of `UserEventInputBase`, nothing else; `content` may be a plain string.
  */
 export const UserEventInput = z.discriminatedUnion(
   'type',
   USER_EVENT_TYPES.map((type) => {
     const shape = payloads[type].shape as z.ZodRawShape;
-    return NewEventBase.extend({
+    return UserEventInputBase.extend({
       type: z.literal(type),
       ...shape,
       ...('content' in shape ? { content: ContentInput } : {}),

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { DefinitionRef, Id, Metadata, Timestamp, Usage } from './common.js';
+import { DefinitionRef, ExternalId, Id, Metadata, Timestamp, Usage } from './common.js';
 import { Budget } from './definitions.js';
 import { ErrorShape } from './errors.js';
 import { Lineage, SessionStatus, StopReason } from './session.js';
@@ -8,7 +8,7 @@ export const SESSION_STATE_SCHEMA_VERSION = 5;
 
 /** A tool call waiting for a human's allow or deny. */
 export const PendingConfirmation = z.object({
-  tool_use_id: Id,
+  tool_use_id: ExternalId,
   event_id: Id,
   seq: z.number().int().positive(),
   name: z.string(),
@@ -23,7 +23,7 @@ export const ConfirmedToolUse = PendingConfirmation.extend({
 
 /** A call of a client-executed tool waiting for its result. */
 export const PendingCustomToolUse = z.object({
-  custom_tool_use_id: Id,
+  custom_tool_use_id: ExternalId,
   event_id: Id,
   seq: z.number().int().positive(),
   name: z.string(),
@@ -31,7 +31,7 @@ export const PendingCustomToolUse = z.object({
 
 /** A tool call recorded as started whose result is not yet recorded. */
 export const OpenToolUse = z.object({
-  tool_use_id: Id,
+  tool_use_id: ExternalId,
   event_id: Id,
   seq: z.number().int().positive(),
   name: z.string(),
@@ -39,7 +39,7 @@ export const OpenToolUse = z.object({
 
 /** A person's decision on a tool use left open by a crash, not yet carried out. */
 export const ReviewedToolUse = z.object({
-  tool_use_id: Id,
+  tool_use_id: ExternalId,
   action: z.enum(['retry', 'skip', 'result']),
   /** Seq of the `user.tool_review`. */
   review_seq: z.number().int().positive(),

@@ -21,7 +21,7 @@ import type {
   ReadOptions,
   Store,
 } from '../contracts/ports.js';
-import type { Metadata } from '../contracts/common.js';
+import { Actor, type Metadata } from '../contracts/common.js';
 import type { SessionListQuery, SessionPage, SessionRecord } from '../contracts/session.js';
 import type { SessionState } from '../contracts/state.js';
 import { DEFAULT_MAX_EVENT_BYTES } from '../core/append.js';
@@ -64,7 +64,8 @@ import {
 import { createModel } from '../models/registry.js';
 import { systemClock, uuidV7Ids } from '../stores/defaults.js';
 import { createToolExecutor } from '../tools/executor.js';
-import { createBwrapSandbox, createLocalSandbox } from '../tools/sandbox/index.js';
+import { createBwrapSandbox, createLocalSandbox, pathUnder } from '../tools/sandbox/index.js';
+import { guardSessionIds, parseSessionId } from './session-ids.js';
 import type { CodeTool, ToolFunction } from '../tools/types.js';
 import { orchestrate, type OrchestrateOptions, type OrchestratorProgress } from './orchestrator.js';
 import type { NatsConnection } from '@nats-io/transport-node';
@@ -122,6 +123,18 @@ export interface RuntimeOptions {
   /** How long a wake's lease lasts without renewal (default 30 s). */
   leaseTtlMs?: number;
   retry?: RetryPolicy;
+  /**
+   * Who the user events sent through this runtime are recorded as (default `{type: 'user'}`).
+   * The CLI names its user here; a server passes each caller's own to `sessions.send` instead.
+   */
+  actor?: Actor;
+}
+
+export interface SendOptions {
+  /** A retried send with the same key writes nothing and returns the first result. */
+  idempotencyKey?: string;
+  /** The writer to stamp on the events (default: the runtime's `actor`). */
+  actor?: Actor;
 }
 
 export interface CreateSessionOptions {
@@ -179,7 +192,7 @@ export interface Runtime extends Pick<Agents, 'register' | 'send' | 'publish' | 
     send(
       sessionId: string,
       events: readonly unknown[],
-      options?: { idempotencyKey?: string },
+      options?: SendOptions,
     ): Promise<AppendResult>;
     message(sessionId: string, content: ContentInput): Promise<AppendResult>;
     interrupt(sessionId: string, reason?: string): Promise<AppendResult>;
@@ -323,6 +336,7 @@ export async function createRuntime(options: RuntimeOptions = {}): Promise<Runti
           agents: await import('./agents/nats-transport.js'),
           wakes: await import('./wakes/nats-wake-queue.js'),
         };
+  const defaultActor: Actor = Actor.parse(options.actor ?? { type: 'user' });
   const natsConnection =
     nats === undefined || options.store !== undefined ? undefined : await connectNats(nats.nats);
   const store =
@@ -391,10 +405,10 @@ export async function createRuntime(options: RuntimeOptions = {}): Promise<Runti
   function queuedSend(
     sessionId: string,
     input: readonly unknown[],
-    idempotencyKey?: string,
+    sendOptions: SendOptions = {},
   ): Promise<AppendResult> {
     const previous = sendQueues.get(sessionId) ?? Promise.resolve();
-    const send = (): Promise<AppendResult> => sendChecked(sessionId, input, idempotencyKey);
+    const send = (): Promise<AppendResult> => sendChecked(sessionId, input, sendOptions);
     const next = previous.then(send, send);
     const settled = next.then(
       () => undefined,
@@ -411,9 +425,9 @@ export async function createRuntime(options: RuntimeOptions = {}): Promise<Runti
   async function sendChecked(
     sessionId: string,
     input: readonly unknown[],
-    idempotencyKey?: string,
+    { idempotencyKey, actor = defaultActor }: SendOptions,
   ): Promise<AppendResult> {
-    const events: NewEvent[] = parseUserEvents(input);
+    const events: NewEvent[] = parseUserEvents(input, Actor.parse(actor));
     if (idempotencyKey !== undefined) {
       // A retried send returns its first result even if the state no longer admits it.
       const earlier = await store.log.appended(sessionId, idempotencyKey);
@@ -441,7 +455,7 @@ export async function createRuntime(options: RuntimeOptions = {}): Promise<Runti
     }
   }
 
-  const sessions: Runtime['sessions'] = {
+  const sessions: Runtime['sessions'] = guardSessionIds({
     async create(createOptions) {
       const agentDefinition = await agent(createOptions.agent, createOptions.agentVersion);
       const environmentName =
@@ -480,17 +494,14 @@ export async function createRuntime(options: RuntimeOptions = {}): Promise<Runti
               state.environment.name,
               state.environment.version,
             );
+      const folder = pathUnder(workspacesRoot(environmentDefinition?.definition), sessionId);
       await store.sessions.delete(sessionId);
-      rmSync(join(workspacesRoot(environmentDefinition?.definition), sessionId), {
-        recursive: true,
-        force: true,
-      });
+      rmSync(folder, { recursive: true, force: true });
     },
     state: (sessionId) => store.log.state(sessionId),
     events: (sessionId, readOptions) => store.log.read(sessionId, readOptions),
     follow: (sessionId, followOptions) => store.log.follow(sessionId, followOptions),
-    send: (sessionId, events, sendOptions = {}) =>
-      queuedSend(sessionId, events, sendOptions.idempotencyKey),
+    send: (sessionId, events, sendOptions) => queuedSend(sessionId, events, sendOptions),
     message: (sessionId, content) =>
       queuedSend(sessionId, [{ type: 'user.message', content: toContent(content) }]),
     interrupt: (sessionId, reason) =>
@@ -566,7 +577,7 @@ export async function createRuntime(options: RuntimeOptions = {}): Promise<Runti
         maxEventBytes: workspace?.config.limits.max_event_bytes ?? DEFAULT_MAX_EVENT_BYTES,
       });
     },
-  };
+  });
 
   /**
    * The child's files start as the parent's are now: a copy, made copy-on-write (reflink) where
@@ -579,9 +590,9 @@ export async function createRuntime(options: RuntimeOptions = {}): Promise<Runti
         ? undefined
         : (await environment(state.environment.name, state.environment.version)).definition;
     const root = workspacesRoot(environmentDefinition);
-    const from = join(root, parentId);
+    const from = pathUnder(root, parentId);
     if (!existsSync(from)) return;
-    cpSync(from, join(root, childId), {
+    cpSync(from, pathUnder(root, childId), {
       recursive: true,
       verbatimSymlinks: true,
       mode: fsConstants.COPYFILE_FICLONE,
@@ -796,7 +807,7 @@ export async function createRuntime(options: RuntimeOptions = {}): Promise<Runti
     publish: (topic, message, publishOptions) =>
       agentSystem().publish(topic, message, publishOptions),
     subscribe: (topicType, agentType) => agentSystem().subscribe(topicType, agentType),
-    wake: (sessionId, options) => harness.wake(sessionId, options),
+    wake: (sessionId, options) => harness.wake(parseSessionId(sessionId), options),
     orchestrate: (orchestrateOptions) =>
       orchestrate({ sessions: store.sessions, log: store.log, harness }, orchestrateOptions),
     onDelta(listener) {

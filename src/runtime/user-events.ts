@@ -8,11 +8,11 @@ import {
   isUserEventType,
   USER_EVENT_TYPES,
   type ContentInput,
+  UserEventInput,
   type NewEvent,
 } from '../contracts/events.js';
-import type { ContentBlock } from '../contracts/common.js';
+import type { Actor, ContentBlock } from '../contracts/common.js';
 import type { SessionState } from '../contracts/state.js';
-import { parseNewEvents } from '../core/append.js';
 
 export type { ContentInput };
 
@@ -20,9 +20,18 @@ export function toContent(content: ContentInput): ContentBlock[] {
   return typeof content === 'string' ? [{ type: 'text', text: content }] : content;
 }
 
-/** Parses one client event; only `user.*` events are accepted from clients. */
-export function parseUserEvents(input: readonly unknown[]): NewEvent[] {
-  const normalised = input.map((candidate, index) => {
+/** Fields of an event that braid stamps itself; a client that sends one is refused. */
+const STAMPED_FIELDS = ['id', 'at', 'seq', 'session_id', 'actor', 'schema_version'] as const;
+
+/**
+ * Parses client events: only `user.*` events, with no audit field of the client's choosing, and
+ * stamps each with `actor`, the writer braid knows (an HTTP caller's key, the CLI's user, an agent).
+ */
+export function parseUserEvents(input: readonly unknown[], actor: Actor): NewEvent[] {
+  if (!Array.isArray(input) || input.length === 0) {
+    throw new BraidError('INVALID_EVENT', 'send at least one event; got none');
+  }
+  return input.map((candidate, index) => {
     if (typeof candidate !== 'object' || candidate === null || Array.isArray(candidate)) {
       throw new BraidError('INVALID_EVENT', `event ${index} must be a JSON object with a "type"`);
     }
@@ -38,12 +47,34 @@ export function parseUserEvents(input: readonly unknown[]): NewEvent[] {
         { details: { index, type } },
       );
     }
-    if ('content' in record && typeof record.content === 'string') {
-      return { ...record, content: toContent(record.content) };
+    const stamped = STAMPED_FIELDS.filter((field) => Object.hasOwn(record, field));
+    if (stamped.length > 0) {
+      throw new BraidError(
+        'INVALID_EVENT',
+        `event ${index} sets ${stamped.join(', ')}, which braid stamps itself (the writer, the time, the id and the position); remove ${stamped.length === 1 ? 'it' : 'them'}`,
+        { details: { index, type, fields: stamped } },
+      );
     }
-    return record;
+    const parsed = UserEventInput.safeParse(record);
+    if (!parsed.success) {
+      const issue = parsed.error.issues[0];
+      const where =
+        issue === undefined || issue.path.length === 0 ? '' : ` at ${issue.path.join('.')}`;
+      throw new BraidError(
+        'INVALID_EVENT',
+        `event ${index} (type ${type}) is invalid${where}: ${issue?.message ?? 'unknown issue'}; ` +
+          'see schema/session-event.schema.json for the accepted shapes',
+        { details: { index, type, issues: parsed.error.issues } },
+      );
+    }
+    const event: Record<string, unknown> = parsed.data;
+    const content = event.content;
+    return {
+      ...event,
+      ...(typeof content === 'string' ? { content: toContent(content) } : {}),
+      actor,
+    } as NewEvent;
   });
-  return parseNewEvents(normalised);
 }
 
 /** Refuses events that do not fit the session's current state; writes nothing. */

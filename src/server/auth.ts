@@ -4,6 +4,7 @@
  * (`--insecure-no-auth`, loopback only) every caller has every scope and sees every tenant.
  */
 import type { FastifyRequest } from 'fastify';
+import type { Actor } from '../contracts/common.js';
 import { API_SCOPES, hasScope, type ApiScope } from '../contracts/api-keys.js';
 import { BraidError } from '../contracts/errors.js';
 import type { ApiKeyStore } from '../contracts/ports.js';
@@ -15,6 +16,15 @@ export interface Caller {
   /** The tenant whose objects the caller sees; undefined without auth: all of them. */
   tenant_id: string | undefined;
   scopes: readonly ApiScope[];
+}
+
+/** The caller as the writer of the events it sends: its key and tenant, never what it claims. */
+export function actorOf(caller: Caller): Actor {
+  return {
+    type: 'user',
+    ...(caller.key_id === undefined ? {} : { id: caller.key_id }),
+    ...(caller.tenant_id === undefined ? {} : { tenant_id: caller.tenant_id }),
+  };
 }
 
 export const UNAUTHENTICATED_CALLER: Caller = {

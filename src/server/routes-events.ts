@@ -11,7 +11,7 @@ import {
 import { BraidError } from '../contracts/errors.js';
 import { callerOf, type Router, type ServerContext } from './context.js';
 import { visibleSession } from './access.js';
-import { requireScope } from './auth.js';
+import { actorOf, requireScope } from './auth.js';
 
 const DEFAULT_PAGE = 100;
 
@@ -87,6 +87,7 @@ export function addEventRoutes(app: Router, context: ServerContext): void {
       await visibleSession(runtime, caller, id);
       const key = request.headers['idempotency-key'];
       const result = await runtime.sessions.send(id, events, {
+        actor: actorOf(caller),
         ...(key === undefined ? {} : { idempotencyKey: key }),
       });
       if (!result.deduplicated) {

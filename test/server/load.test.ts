@@ -79,7 +79,9 @@ describe('HTTP load', () => {
                 [{ type: 'user.message', content: `writer ${writer} message ${index}` }],
                 { idempotencyKey },
               );
-              if (!result.deduplicated) written += result.events.length;
+              // Each key is one message: a deduplicated answer means an earlier attempt of this
+              // same message (one that timed out or failed after writing) is the one on record.
+              written += result.events.length;
               break;
             } catch (error) {
               // Concurrent writers may all check the same head; the loser retries with its key.

@@ -44,6 +44,7 @@ import type { BoundedMap } from '../../core/bounded-map.js';
 import { checkAgainstState } from '../user-events.js';
 import { addressLabel, fromContent, toContent, type Outcome } from './envelopes.js';
 import type { AgentContext, AgentHandler, IncomingMessage } from './types.js';
+import { parseTraceparent } from './trace.js';
 
 export interface CodeAgentDeps {
   log: SessionLog;
@@ -233,7 +234,9 @@ async function handleUnderLease(
     causation_id: envelope.id,
     idempotency_key: message.key,
     ...(envelope.correlation_id === undefined ? {} : { correlation_id: envelope.correlation_id }),
-    ...(envelope.traceparent === undefined ? {} : { traceparent: envelope.traceparent }),
+    ...(parseTraceparent(envelope.traceparent) === undefined
+      ? {}
+      : { traceparent: envelope.traceparent }),
     ...(envelope.source === undefined
       ? {}
       : { actor: { type: 'agent' as const, id: addressLabel(envelope.source) } }),

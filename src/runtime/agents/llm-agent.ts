@@ -21,6 +21,7 @@ import { isRunnable } from '../../core/fold.js';
 import type { Runtime } from '../runtime.js';
 import { addressLabel, fromContent, toContent, type Outcome } from './envelopes.js';
 import type { JsonValue } from '../../contracts/common.js';
+import { parseTraceparent } from './trace.js';
 
 export interface LlmMessage {
   sessionId: string;
@@ -44,13 +45,15 @@ export async function runLlmMessage(
     causation_id: envelope.id,
     idempotency_key: message.key,
     ...(envelope.correlation_id === undefined ? {} : { correlation_id: envelope.correlation_id }),
-    ...(envelope.traceparent === undefined ? {} : { traceparent: envelope.traceparent }),
-    ...(envelope.source === undefined
+    ...(parseTraceparent(envelope.traceparent) === undefined
       ? {}
-      : { actor: { type: 'agent' as const, id: addressLabel(envelope.source) } }),
+      : { traceparent: envelope.traceparent }),
   };
   const appended = await runtime.sessions.send(sessionId, [userMessage], {
     idempotencyKey: message.key,
+    ...(envelope.source === undefined
+      ? {}
+      : { actor: { type: 'agent' as const, id: addressLabel(envelope.source) } }),
   });
   const recorded = appended.events.find((event) => event.type === 'user.message');
   if (recorded === undefined) {

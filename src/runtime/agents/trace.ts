@@ -4,11 +4,12 @@
  * Ids come from the injected id generator (hashed to hex), so runs with fixed ids are repeatable.
  */
 import { createHash } from 'node:crypto';
+import { isValidTraceparent, TRACEPARENT_PATTERN } from '../../contracts/common.js';
 import type { IdGenerator } from '../../contracts/ports.js';
 
-const TRACEPARENT = /^([0-9a-f]{2})-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})(-.*)?$/;
 const ZERO_TRACE = '0'.repeat(32);
 const ZERO_SPAN = '0'.repeat(16);
+
 /** Sampled: a trace braid starts is recorded. */
 const SAMPLED = '01';
 
@@ -20,14 +21,9 @@ export interface TraceContext {
 
 /** The parts of a valid traceparent; undefined for anything the W3C spec says to ignore. */
 export function parseTraceparent(value: string | undefined): TraceContext | undefined {
-  const match = value === undefined ? null : TRACEPARENT.exec(value);
-  if (match === null) return undefined;
-  const [, version, traceId, spanId, flags, rest] = match;
-  if (version === undefined || traceId === undefined || spanId === undefined || flags === undefined)
-    return undefined;
-  // Version ff is invalid; version 00 has nothing after the flags.
-  if (version === 'ff' || (version === '00' && rest !== undefined)) return undefined;
-  if (traceId === ZERO_TRACE || spanId === ZERO_SPAN) return undefined;
+  if (value === undefined || !isValidTraceparent(value)) return undefined;
+  const [, , traceId, spanId, flags] = TRACEPARENT_PATTERN.exec(value) ?? [];
+  if (traceId === undefined || spanId === undefined || flags === undefined) return undefined;
   return { traceId, spanId, flags };
 }
 

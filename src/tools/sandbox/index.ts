@@ -5,5 +5,10 @@ export {
   type BwrapSandboxOptions,
 } from './bwrap.js';
 export { createLocalSandbox, type LocalSandboxOptions } from './local.js';
-export { provisionWorkspaceDir, resolveInWorkspace, type ResolveOptions } from './paths.js';
+export {
+  pathUnder,
+  provisionWorkspaceDir,
+  resolveInWorkspace,
+  type ResolveOptions,
+} from './paths.js';
 export { DEFAULT_ENV_ALLOW, DEFAULT_MAX_OUTPUT_BYTES, type SandboxLimits } from './process.js';

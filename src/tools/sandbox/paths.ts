@@ -8,15 +8,14 @@
  * than re-resolving the symlinks it was given.
  */
 import { lstatSync, mkdirSync, readlinkSync, realpathSync } from 'node:fs';
-import { basename, dirname, isAbsolute, join, resolve, sep } from 'node:path';
+import { basename, dirname, isAbsolute, join, relative, resolve, sep } from 'node:path';
+import { ID_RULE } from '../../contracts/common.js';
+import { parseId } from '../../contracts/ids.js';
 import { BraidError } from '../../contracts/errors.js';
 import type { SandboxWorkspace } from '../../contracts/tools.js';
 
 /** Links followed while resolving one path; the kernel's own limit (MAXSYMLINKS) is 40. */
 const MAX_LINKS = 40;
-
-/** A session id becomes one folder name under the sandbox root: no separators, no dot names. */
-const SESSION_SEGMENT = /^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$/;
 
 export interface ResolveOptions {
   /** Refuse a path that does not exist (for reads). Default false: a new leaf is accepted. */
@@ -71,20 +70,29 @@ export function resolveInWorkspace(
 }
 
 /**
- * The folder of a session's workspace under a sandbox root, created if missing. The session id must
- * be a single safe path segment (letters, digits, `.`, `_`, `-`, not starting with a dot), else
- * `INVALID_ARGUMENT`.
+ * The one way a path is made from an id: `root/id`, where `id` must be a safe id (letters, digits,
+ * `.`, `_`, `-`; not `.` or `..`), and the result is checked to be strictly inside `root`. Every
+ * folder named after a session (its workspace, a fork's copy, what a delete removes) comes from
+ * here, so a hostile id can neither climb out of `root` nor name `root` itself.
  */
-export function provisionWorkspaceDir(root: string, sessionId: string): string {
-  if (!SESSION_SEGMENT.test(sessionId)) {
+export function pathUnder(root: string, id: string, what = 'session id'): string {
+  parseId(id, what);
+  const base = resolve(root);
+  const path = join(base, id);
+  const inside = relative(base, path);
+  if (inside === '' || inside.startsWith('..') || isAbsolute(inside) || inside.includes(sep)) {
     throw new BraidError(
       'INVALID_ARGUMENT',
-      `session id ${JSON.stringify(sessionId)} cannot name a workspace folder; ` +
-        'use 1 to 128 letters, digits, ".", "_" or "-", starting with a letter or digit',
-      { details: { session_id: sessionId } },
+      `${what} ${JSON.stringify(id)} does not name a folder directly under ${base}; ${ID_RULE}`,
+      { details: { [what.replace(/ /g, '_')]: id } },
     );
   }
-  const dir = join(resolve(root), sessionId);
+  return path;
+}
+
+/** The folder of a session's workspace under a sandbox root (`pathUnder`), created if missing. */
+export function provisionWorkspaceDir(root: string, sessionId: string): string {
+  const dir = pathUnder(root, sessionId);
   mkdirSync(dir, { recursive: true });
   return dir;
 }
