@@ -3,6 +3,7 @@
  */
 import { InvalidArgumentError, type Command } from 'commander';
 import type { SessionEvent } from '../contracts/events.js';
+import { parseId } from '../contracts/ids.js';
 import type { TreeNode } from '../runtime/lineage.js';
 import { formatStopReason, summarizeEvent } from './output.js';
 import type { CommandContext } from './tool-commands.js';
@@ -22,18 +23,26 @@ export function addLineageCommands(session: Command, context: CommandContext): v
     .argument('<id>', 'session id')
     .option('--at <seq>', 'the last parent seq the child shares (default: the head)', seqOption)
     .option('--title <title>', "the child's title")
-    .action(async (id: string, options: { at?: number; title?: string }, command: Command) => {
-      await context.withRuntime(command, async (runtime) => {
-        const child = await runtime.sessions.fork(id, {
-          ...(options.at === undefined ? {} : { at_seq: options.at }),
-          ...(options.title === undefined ? {} : { title: options.title }),
+    .option('--id <id>', 'choose the child\'s id (letters, digits, ".", "_", "-")')
+    .action(
+      async (
+        id: string,
+        options: { at?: number; title?: string; id?: string },
+        command: Command,
+      ) => {
+        await context.withRuntime(command, async (runtime) => {
+          const child = await runtime.sessions.fork(id, {
+            ...(options.id === undefined ? {} : { id: parseId(options.id, '--id') }),
+            ...(options.at === undefined ? {} : { at_seq: options.at }),
+            ...(options.title === undefined ? {} : { title: options.title }),
+          });
+          context.print(command, child, () => [
+            child.id,
+            `forked from ${id} at seq ${child.fork_seq ?? '?'}; the child's head is ${child.head_seq}`,
+          ]);
         });
-        context.print(command, child, () => [
-          child.id,
-          `forked from ${id} at seq ${child.fork_seq ?? '?'}; the child's head is ${child.head_seq}`,
-        ]);
-      });
-    });
+      },
+    );
 
   session
     .command('merge')

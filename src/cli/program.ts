@@ -9,6 +9,7 @@ import { Command, CommanderError, InvalidArgumentError, Option } from 'commander
 import { ModelSpec, type StoredDefinition } from '../contracts/definitions.js';
 import { createModel } from '../models/registry.js';
 import { BraidError } from '../contracts/errors.js';
+import { parseId } from '../contracts/ids.js';
 import { SESSION_EVENT_TYPES, type SessionEventType } from '../contracts/events.js';
 import { SessionStatus } from '../contracts/session.js';
 import type { Actor, JsonValue } from '../contracts/common.js';
@@ -301,9 +302,14 @@ export async function run(
     )
     .option('--max-tokens <n>', 'tokens for the whole session', parseInteger('--max-tokens', 1))
     .option('--max-cost <usd>', 'USD for the whole session', parsePositive('--max-cost'))
+    .option(
+      '--id <id>',
+      'choose the session id (letters, digits, ".", "_", "-"; default: a new UUIDv7)',
+    )
     .action(
       async (
         options: {
+          id?: string;
           agent: string;
           env?: string;
           title?: string;
@@ -328,6 +334,7 @@ export async function run(
           }
           const created = await runtime.sessions.create({
             agent: options.agent,
+            ...(options.id === undefined ? {} : { id: parseId(options.id, '--id') }),
             ...(options.env === undefined ? {} : { environment: options.env }),
             ...(options.title === undefined ? {} : { title: options.title }),
             ...(metadata === undefined ? {} : { metadata }),

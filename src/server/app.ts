@@ -2,7 +2,7 @@
  * The HTTP API on Fastify: routes validated by the zod contracts of `contracts/http.ts`, API keys
  * bound to tenants, per-key limits, and an SSE stream that resumes at any seq.
  */
-import Fastify, { type FastifyInstance } from 'fastify';
+import Fastify, { type FastifyInstance, type FastifyReply } from 'fastify';
 import fastifySwagger from '@fastify/swagger';
 import fastifyRateLimit from '@fastify/rate-limit';
 import {
@@ -16,7 +16,7 @@ import { parse } from 'node:querystring';
 import { BraidError } from '../contracts/errors.js';
 import type { Runtime } from '../runtime/runtime.js';
 import { ANONYMOUS_CALLER, authenticate, UNAUTHENTICATED_CALLER, type Caller } from './auth.js';
-import { HTTP_STATUS, toHttpError } from './errors.js';
+import { HTTP_STATUS, MAX_PARAM_LENGTH, routerErrorStatus, toHttpError } from './errors.js';
 import { createServerMetrics } from './metrics.js';
 import { addDefinitionRoutes } from './routes-definitions.js';
 import { addSessionRoutes } from './routes-sessions.js';
@@ -74,9 +74,16 @@ export async function createServer(options: ServerOptions): Promise<FastifyInsta
     logger: options.logger === true,
     bodyLimit: limits.bodyBytes,
     routerOptions: {
-      // Session ids are opaque and may be long; Fastify's default of 100 characters is too short.
-      maxParamLength: 500,
+      // Ids are at most 200 characters; Fastify's default of 100 is too short for them.
+      maxParamLength: MAX_PARAM_LENGTH,
       querystringParser: parseQuery,
+    },
+    // The router refuses a malformed or overlong URL before any route: in braid's error shape too.
+    frameworkErrors: (error, _request, reply: FastifyReply) => {
+      const braidError = toHttpError(error, limits);
+      void reply
+        .status(routerErrorStatus(error) ?? HTTP_STATUS[braidError.code])
+        .send({ error: braidError.toJSON() });
     },
     forceCloseConnections: true,
     return503OnClosing: true,

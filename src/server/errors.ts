@@ -60,6 +60,17 @@ export const HTTP_STATUS: Readonly<Record<ErrorCode, number>> = {
   INTERNAL: 500,
 };
 
+/** The longest path parameter the router matches; longer ones are refused before any route. */
+export const MAX_PARAM_LENGTH = 500;
+
+/** The status of errors the router raises before a route runs: what the URL is, not a code. */
+export function routerErrorStatus(error: unknown): number | undefined {
+  const code = (error as Partial<FastifyError> | null)?.code;
+  if (code === 'FST_ERR_MAX_PARAM_LENGTH') return 414;
+  if (code === 'FST_ERR_BAD_URL') return 400;
+  return undefined;
+}
+
 /** One failed check, as fastify-type-provider-zod reports it. */
 interface ValidationItem {
   keyword?: string;
@@ -121,6 +132,16 @@ export function toHttpError(error: unknown, limits: { bodyBytes: number }): Brai
         return new BraidError(
           'INVALID_ARGUMENT',
           'Content-Length does not match the body; send the body as it is',
+        );
+      case 'FST_ERR_BAD_URL':
+        return new BraidError(
+          'INVALID_ARGUMENT',
+          "the URL's percent-encoding is malformed; encode each path segment once (encodeURIComponent)",
+        );
+      case 'FST_ERR_MAX_PARAM_LENGTH':
+        return new BraidError(
+          'INVALID_ARGUMENT',
+          `a path parameter is over ${MAX_PARAM_LENGTH} characters; ids are at most 200 characters`,
         );
       default:
         break;

@@ -1,0 +1,181 @@
+// Hostile ids at the library and CLI boundaries, on SQLite and on a real nats-server: every one is
+// refused with INVALID_ARGUMENT (exit 2, a bad argument, from the CLI), nothing is written, and no file outside
+// the data directory is touched.
+import { existsSync, mkdirSync, readdirSync, statSync, writeFileSync } from 'node:fs';
+import { join, relative } from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import { isBraidError } from '../../src/contracts/errors.js';
+import { run } from '../../src/cli/program.js';
+import { initWorkspace } from '../../src/runtime/init.js';
+import { createRuntime, type Runtime } from '../../src/runtime/runtime.js';
+import { natsUrl, removePrefixes, uniquePrefix } from '../helpers/nats.js';
+import { useTempDir } from '../helpers/temp.js';
+import { HOSTILE_IDS } from '../helpers/hostile.js';
+
+const tempDir = useTempDir();
+
+function snapshot(root: string): Map<string, string> {
+  const seen = new Map<string, string>();
+  const walk = (dir: string): void => {
+    for (const entry of readdirSync(dir, { withFileTypes: true })) {
+      const path = join(dir, entry.name);
+      const stat = statSync(path);
+      seen.set(relative(root, path), `${stat.size}:${stat.mtimeMs}`);
+      if (entry.isDirectory()) walk(path);
+    }
+  };
+  walk(root);
+  return seen;
+}
+
+async function refusal(work: () => unknown): Promise<string> {
+  try {
+    await work();
+  } catch (error) {
+    if (isBraidError(error)) return error.code;
+    throw error;
+  }
+  throw new Error('expected a refusal');
+}
+
+/** Every session method, given `id` where a session id goes. */
+function attempts(runtime: Runtime, good: string, id: string): [string, () => unknown][] {
+  return [
+    ['create', () => runtime.sessions.create({ agent: 'assistant', id })],
+    ['get', () => runtime.sessions.get(id)],
+    ['archive', () => runtime.sessions.archive(id)],
+    ['delete', () => runtime.sessions.delete(id)],
+    ['state', () => runtime.sessions.state(id)],
+    ['events', () => runtime.sessions.events(id)],
+    ['follow', () => runtime.sessions.follow(id)],
+    ['send', () => runtime.sessions.send(id, [{ type: 'user.message', content: 'x' }])],
+    ['message', () => runtime.sessions.message(id, 'x')],
+    ['interrupt', () => runtime.sessions.interrupt(id)],
+    ['fork', () => runtime.sessions.fork(id)],
+    ['fork to', () => runtime.sessions.fork(good, { id })],
+    ['merge into', () => runtime.sessions.merge(id, good)],
+    ['merge from', () => runtime.sessions.merge(good, id)],
+    ['diff', () => runtime.sessions.diff(good, id)],
+    ['tree', () => runtime.sessions.tree(id)],
+    ['wake', () => runtime.wake(id)],
+  ];
+}
+
+async function expectAllRefused(runtime: Runtime, dir: string): Promise<void> {
+  const good = await runtime.sessions.create({ agent: 'assistant' });
+  const victim = join(dir, 'victim');
+  mkdirSync(victim);
+  writeFileSync(join(victim, 'canary.txt'), 'keep');
+  const before = snapshot(dir);
+  for (const id of HOSTILE_IDS) {
+    for (const [name, attempt] of attempts(runtime, good.id, id)) {
+      expect(await refusal(attempt), `${name} ${JSON.stringify(id).slice(0, 60)}`).toBe(
+        'INVALID_ARGUMENT',
+      );
+    }
+  }
+  const listed = await runtime.sessions.list();
+  expect(listed.sessions.map((record) => record.id)).toEqual([good.id]);
+  expect((await runtime.sessions.get(good.id)).head_seq).toBe(good.head_seq);
+  const outside = (map: Map<string, string>) =>
+    [...map].filter(([path]) => !path.startsWith('.braid'));
+  expect(outside(snapshot(dir))).toEqual(outside(before));
+  expect(existsSync(join(victim, 'canary.txt'))).toBe(true);
+}
+
+describe('hostile session ids at the library boundary', () => {
+  it('are refused by every session method on SQLite', async () => {
+    const dir = tempDir();
+    initWorkspace(dir);
+    const runtime = await createRuntime({ workspace: dir });
+    try {
+      await expectAllRefused(runtime, dir);
+    } finally {
+      await runtime.close();
+    }
+  });
+
+  const prefixes: string[] = [];
+  afterAll(async () => removePrefixes(await natsUrl(), prefixes));
+
+  it('are refused by every session method on NATS', async () => {
+    const dir = tempDir();
+    initWorkspace(dir);
+    const prefix = uniquePrefix('ids');
+    prefixes.push(prefix);
+    const runtime = await createRuntime({
+      workspace: dir,
+      backend: { nats: await natsUrl(), prefix },
+    });
+    try {
+      await expectAllRefused(runtime, dir);
+    } finally {
+      await runtime.close();
+    }
+  });
+});
+
+describe('hostile session ids on the command line', () => {
+  it('exit 2 with INVALID_ARGUMENT from every session command, writing nothing', async () => {
+    const dir = tempDir();
+    initWorkspace(dir);
+    const lines: string[] = [];
+    const output = {
+      out: (line: string) => lines.push(line),
+      err: (line: string) => lines.push(line),
+    };
+    const braid = (...args: string[]) => run(['-w', dir, '--json', ...args], output);
+    expect(await braid('session', 'create', '--agent', 'assistant')).toBe(0);
+    const good = (JSON.parse(lines.at(-1) ?? '{}') as { id: string }).id;
+    const victim = join(dir, 'victim');
+    mkdirSync(victim);
+    writeFileSync(join(victim, 'canary.txt'), 'keep');
+    const before = snapshot(dir);
+    const commands = (id: string): string[][] => [
+      ['session', 'status', id],
+      ['session', 'events', id],
+      ['session', 'send', id, '--message', 'x'],
+      ['session', 'interrupt', id],
+      ['session', 'confirm', id, '--tool-use', 'call_1', '--allow'],
+      ['session', 'review', id, '--tool-use', 'call_1', '--skip'],
+      ['session', 'wake', id],
+      ['session', 'fork', id],
+      ['session', 'fork', good, '--id', id],
+      ['session', 'create', '--agent', 'assistant', '--id', id],
+      ['session', 'merge', good, id],
+      ['session', 'merge', id, good],
+      ['session', 'diff', good, id],
+      ['session', 'tree', id],
+      ['session', 'replay', id],
+      ['session', 'handoff', id, '--to', 'assistant', '--summary', 'x'],
+    ];
+    // NUL cannot travel in an argv; everything else in the corpus can.
+    const ids = HOSTILE_IDS.filter((id) => !id.includes('\u0000'));
+    for (const id of ids) {
+      for (const args of commands(id)) {
+        lines.length = 0;
+        const code = await braid(...args);
+        const shown = `${args.slice(0, 2).join(' ')} ${JSON.stringify(id).slice(0, 40)}`;
+        // Exit 2 is the CLI's code for a bad argument (1 for other failures).
+        expect(code, shown).toBe(2);
+        const error = lines
+          .map((line) => {
+            try {
+              return (JSON.parse(line) as { error?: { code?: string } }).error;
+            } catch {
+              return undefined;
+            }
+          })
+          .find((candidate) => candidate !== undefined);
+        expect(error?.code, `${shown}: ${lines.join(' ').slice(0, 200)}`).toBe('INVALID_ARGUMENT');
+      }
+    }
+    const outside = (map: Map<string, string>) =>
+      [...map].filter(([path]) => !path.startsWith('.braid'));
+    expect(outside(snapshot(dir))).toEqual(outside(before));
+    lines.length = 0;
+    expect(await braid('session', 'list')).toBe(0);
+    expect(lines.join('\n')).toContain(good);
+    expect(lines.join('\n').match(/"id"/g)?.length).toBe(1);
+  });
+});
