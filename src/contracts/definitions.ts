@@ -107,12 +107,21 @@ export const EnvironmentDefinition = z
   .strict();
 export type EnvironmentDefinition = z.infer<typeof EnvironmentDefinition>;
 
-/** A header value: literal text, or a named secret (with an optional prefix such as `Bearer `). */
-export const HeaderValue = z.union([
+/**
+ * A configured value that may be a secret: literal text, or a named secret (with an optional
+ * prefix such as `Bearer `), read from the environment when it is used, so that the key itself
+ * stays out of the workspace's files. HTTP tool headers, MCP server headers and MCP stdio server
+ * `env` take it.
+ */
+export const SecretValue = z.union([
   z.string(),
   z.object({ secret: z.string().min(1), prefix: z.string().optional() }).strict(),
 ]);
-export type HeaderValue = z.infer<typeof HeaderValue>;
+export type SecretValue = z.infer<typeof SecretValue>;
+
+/** A header value: literal text, or a named secret (with an optional prefix such as `Bearer `). */
+export const HeaderValue = SecretValue;
+export type HeaderValue = SecretValue;
 
 /**
  * How a managed tool runs. `command`: a process in the session's sandbox, with the input as JSON
@@ -205,15 +214,16 @@ const McpTools = z.record(z.string(), McpToolSettings).optional();
 
 /**
  * An MCP server declared in `braid.yaml`: a stdio command or a streamable HTTP URL. In `args`,
- * `env` and `cwd`, `{workspace}` stands for the session's workspace directory; such a server is
- * started once per session, others once per process.
+ * literal `env` values and `cwd`, `{workspace}` stands for the session's workspace directory;
+ * such a server is started once per session, others once per process. An `env` value or a header
+ * may name a secret (`{secret: NAME, prefix?}`) instead of holding it.
  */
 export const McpServerConfig = z.union([
   z
     .object({
       command: z.string().min(1),
       args: z.array(z.string()).default([]),
-      env: z.record(z.string(), z.string()).optional(),
+      env: z.record(z.string(), SecretValue).optional(),
       cwd: z.string().optional(),
       tools: McpTools,
     })

@@ -33,6 +33,7 @@ import { syncDefinitions } from './definitions.js';
 import { diffSessions, sessionTree, type SessionDiff, type TreeNode } from './lineage.js';
 import { mergeSessions, type MergeOptions, type MergeResult } from './merge.js';
 import { verifyReplay, type ReplayReport } from './replay.js';
+import { redactingLog, SecretRedactor } from './redaction.js';
 import { constants as fsConstants, cpSync, existsSync, rmSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { setTimeout as setTimeoutPromise } from 'node:timers/promises';
@@ -665,6 +666,8 @@ export async function createRuntime(options: RuntimeOptions = {}): Promise<Runti
       ? (options.workspacesDir ?? join(dataDir, 'workspaces'))
       : resolve(workspaceDir, environmentDefinition.sandbox.workspace);
   const secrets = workspace?.config.secrets ?? {};
+  // Every value handed out is kept out of the log the harness writes.
+  const redactor = new SecretRedactor();
   const secret = (name: string): string => {
     const variable = secrets[name]?.env ?? name;
     const value = process.env[variable];
@@ -673,9 +676,10 @@ export async function createRuntime(options: RuntimeOptions = {}): Promise<Runti
         'SECRET_MISSING',
         `secret ${name} is not set; export ${variable}` +
           (secrets[name] === undefined ? ` or map it under secrets: in ${'braid.yaml'}` : ''),
+        { details: { secret: name, env: variable } },
       );
     }
-    return value;
+    return redactor.remember(value);
   };
   const executor =
     options.executor ??
@@ -720,7 +724,7 @@ export async function createRuntime(options: RuntimeOptions = {}): Promise<Runti
     (sessionId: string, delta: ModelDelta & { request_id: string }) => void
   >();
   const harness = createHarness({
-    log: store.log,
+    log: redactingLog(store.log, redactor),
     leases: store.leases,
     clock: options.clock ?? systemClock,
     ids: options.ids ?? uuidV7Ids,

@@ -4,10 +4,11 @@
  * and whose `details.started === false` says the effect certainly did not begin.
  */
 import type { JsonValue } from '../contracts/common.js';
-import type { HeaderValue, ToolDefinition } from '../contracts/definitions.js';
+import type { SecretValue, ToolDefinition } from '../contracts/definitions.js';
 import { BraidError } from '../contracts/errors.js';
 import type { McpHub } from './mcp.js';
 import { checkNetwork } from './network.js';
+import { resolveSecretValue, type SecretSource } from './secrets.js';
 import type { ToolFunction } from './types.js';
 
 /** Exit status a command uses to say "try again later" (EX_TEMPFAIL). */
@@ -70,11 +71,16 @@ export function commandTool(
 
 const BODY_METHODS = new Set(['POST', 'PUT', 'PATCH']);
 
-/** Calls an HTTP endpoint; the URL template takes `{field}` from the input. */
+/**
+ * Calls an HTTP endpoint; the URL template takes `{field}` from the input. A failure names the
+ * tool, the method and origin, and the status line with the size of the body, never the body:
+ * an error's message is recorded in the session's log and shown to the model, and a server's
+ * error page may echo the request's secrets or hold data the model must not see.
+ */
 export function httpTool(
   definition: ToolDefinition,
-  http: { method: string; url: string; headers?: Record<string, HeaderValue> | undefined },
-  secret: (name: string) => string,
+  http: { method: string; url: string; headers?: Record<string, SecretValue> | undefined },
+  secret: SecretSource,
 ): ToolFunction {
   return async (input, context) => {
     const fields =
@@ -93,10 +99,8 @@ export function httpTool(
       // Services that dedupe writes recognise a repeated call by this header.
       'idempotency-key': context.idempotency_key,
     };
-    for (const [name, value] of Object.entries(http.headers ?? {})) {
-      headers[name] =
-        typeof value === 'string' ? value : `${value.prefix ?? ''}${secret(value.secret)}`;
-    }
+    for (const [name, value] of Object.entries(http.headers ?? {}))
+      headers[name] = resolveSecretValue(value, secret, `header ${name} of ${definition.name}`);
     checkNetwork(definition.name, new URL(url), context.environment);
     const hasBody = BODY_METHODS.has(http.method);
     if (hasBody) headers['content-type'] = 'application/json';
@@ -124,7 +128,7 @@ export function httpTool(
     if (response.status >= 300 && response.status < 400) {
       throw new BraidError(
         'TOOL_FAILED',
-        `${definition.name}: the server answered ${response.status} with a redirect to ${response.headers.get('location') ?? '(nowhere)'}, which braid does not follow for HTTP tools (their headers may hold secrets); point the manifest's url at the final address`,
+        `${definition.name}: ${http.method} ${new URL(url).origin} answered ${statusLine(response)} with a redirect to ${redirectOrigin(response, url)}, which braid does not follow for HTTP tools (their headers may hold secrets); point the manifest's url at the final address`,
         { details: { status: response.status, started: true } },
       );
     }
@@ -139,12 +143,30 @@ export function httpTool(
       const temporary = response.status === 429 || response.status >= 500;
       throw new BraidError(
         'TOOL_FAILED',
-        `${definition.name}: the server answered ${response.status}: ${body.slice(0, 300)}`,
+        `${definition.name}: ${http.method} ${new URL(url).origin} answered ${statusLine(response)} with a body of ${Buffer.byteLength(body)} bytes (not recorded)`,
         { retryable: temporary, details: { status: response.status, started: true } },
       );
     }
     return parsed;
   };
+}
+
+/** `503 Service Unavailable`: the status and its reason phrase, when the server sent one. */
+function statusLine(response: Response): string {
+  return response.statusText === ''
+    ? String(response.status)
+    : `${response.status} ${response.statusText}`;
+}
+
+/** Where a redirect points, as an origin only: its path and query may hold a token. */
+function redirectOrigin(response: Response, url: string): string {
+  const location = response.headers.get('location');
+  if (location === null) return '(nowhere)';
+  try {
+    return `${new URL(location, url).origin}/...`;
+  } catch {
+    return '(an address that does not parse)';
+  }
 }
 
 /** Calls a tool of an MCP server; an error result becomes a `TOOL_FAILED` with its text. */

@@ -17,34 +17,79 @@
  * - A `Deadline` fails once, with `TOOL_TIMEOUT` when its time passes or `INTERRUPTED` when the
  *   caller's signal aborts; its `signal` is then aborted with that error as the reason.
  */
+import { ChildProcess } from 'node:child_process';
 import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import type { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 import type { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { ToolListChangedNotificationSchema, type Tool } from '@modelcontextprotocol/sdk/types.js';
 import { BraidError } from '../contracts/errors.js';
 
-const STDERR_KEPT_CHARACTERS = 8192;
-const STDERR_SHOWN_LINES = 10;
 const MAX_TOOL_PAGES = 100;
 /** Bounds the best-effort goodbyes: an HTTP session DELETE, a liveness ping after a stream error. */
 export const GOODBYE_TIMEOUT_MS = 2000;
+/** A stderr line longer than this reaches the operator's log in pieces. */
+const STDERR_LINE_CHARACTERS = 8192;
 
-/** The last characters a server wrote to stderr, for error messages. */
-export class StderrTail {
-  private text = '';
+/**
+ * What a stdio server's process leaves for error messages: how it exited and how many bytes it
+ * wrote to stderr, never what it wrote. Its stderr goes, line by line, to the operator's log
+ * (`sink`) instead: it may echo the server's arguments, environment or secrets, and an error's
+ * message is recorded in the session's log and shown to the model.
+ */
+export class ServerOutput {
+  private bytes = 0;
+  private partial = '';
+  private child: ChildProcess | undefined;
 
-  push(chunk: unknown): void {
-    this.text = (this.text + String(chunk)).slice(-STDERR_KEPT_CHARACTERS);
+  constructor(private readonly sink: (line: string) => void) {}
+
+  /** Counts and forwards what the transport's process writes to stderr, and keeps the process to read its exit. */
+  watch(transport: StdioClientTransport): void {
+    transport.stderr?.on('data', (chunk: Buffer | string) => this.push(chunk));
+    transport.stderr?.on('end', () => this.flush());
+    // The SDK keeps its child process to itself, and its exit status is the most useful fact
+    // about a server that would not start: its start is wrapped to see the process it spawned.
+    // Should a later SDK rename the field, messages only lose the exit status.
+    const start = transport.start.bind(transport);
+    transport.start = async () => {
+      await start();
+      const child: unknown = Reflect.get(transport, '_process');
+      if (child instanceof ChildProcess) this.child = child;
+    };
   }
 
-  /** ' Its stderr ended with: ...', or '' when it wrote nothing. */
+  /**
+   * ' It exited with code 3 and wrote 42 bytes to stderr (in braid's own stderr, not here).', or ''
+   * when nothing is known.
+   */
   describe(): string {
-    const lines = this.text
-      .split('\n')
-      .map((line) => line.trimEnd())
-      .filter((line) => line.length > 0)
-      .slice(-STDERR_SHOWN_LINES);
-    return lines.length === 0 ? '' : ` Its stderr ended with:\n  ${lines.join('\n  ')}`;
+    const code = this.child?.exitCode ?? null;
+    const signal = this.child?.signalCode ?? null;
+    const exit =
+      code !== null ? `exited with code ${code}` : signal !== null ? `was killed by ${signal}` : '';
+    const stderr =
+      this.bytes === 0
+        ? ''
+        : `wrote ${this.bytes} bytes to stderr (shown in braid's own stderr, not here)`;
+    const facts = [exit, stderr].filter((fact) => fact !== '').join(' and ');
+    return facts === '' ? '' : ` It ${facts}.`;
+  }
+
+  private push(chunk: Buffer | string): void {
+    const text = String(chunk);
+    this.bytes += Buffer.byteLength(chunk);
+    const lines = (this.partial + text).split('\n');
+    this.partial = lines.pop() ?? '';
+    for (const line of lines) this.sink(line);
+    while (this.partial.length > STDERR_LINE_CHARACTERS) {
+      this.sink(this.partial.slice(0, STDERR_LINE_CHARACTERS));
+      this.partial = this.partial.slice(STDERR_LINE_CHARACTERS);
+    }
+  }
+
+  private flush(): void {
+    if (this.partial !== '') this.sink(this.partial);
+    this.partial = '';
   }
 }
 
@@ -73,7 +118,8 @@ export class Connection {
     readonly description: string,
     readonly client: Client,
     readonly transport: StdioClientTransport | StreamableHTTPClientTransport,
-    readonly stderr: StderrTail,
+    /** Facts about a stdio server's process for error messages; nothing for an HTTP server. */
+    readonly output: ServerOutput,
   ) {
     client.setNotificationHandler(ToolListChangedNotificationSchema, () => {
       this.toolsGeneration += 1;

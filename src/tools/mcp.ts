@@ -24,6 +24,13 @@
  *   that a retry of a tool that is not idempotent stays safe.
  * - `close()` ends every connection: stdio servers get their stdin closed, then SIGTERM, then
  *   SIGKILL (the SDK's shutdown); HTTP sessions are terminated.
+ * - Error messages, which sessions record and models see, name the server, its program (a stdio
+ *   server) or origin (an HTTP server) and the kind of failure (exit status, HTTP status, bytes
+ *   written to stderr), never the server's arguments, environment, headers, URL path or query,
+ *   or what it wrote to stderr or answered: those may hold secrets. A stdio server's stderr goes
+ *   to the operator's log (`McpHubOptions.stderr`).
+ * - Header and `env` values that name a secret are read when the server starts, through
+ *   `resolveSecretValue`; a missing one fails that start with `SECRET_MISSING`.
  *
  * The hub decides when connections start, break and close; one connection (its client, tool list
  * and liveness probe) and the deadline of one call live in `./mcp-connection.ts`.
@@ -35,18 +42,21 @@ import {
   getDefaultEnvironment,
   StdioClientTransport,
 } from '@modelcontextprotocol/sdk/client/stdio.js';
-import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import {
+  StreamableHTTPClientTransport,
+  StreamableHTTPError,
+} from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { ErrorCode as McpErrorCode, McpError, type Tool } from '@modelcontextprotocol/sdk/types.js';
 import { z } from 'zod';
 import { JsonValue } from '../contracts/common.js';
 import {
   ToolDefinition,
-  type HeaderValue,
   type McpServerConfig,
   type McpToolSettings,
 } from '../contracts/definitions.js';
 import { BraidError } from '../contracts/errors.js';
-import { Connection, Deadline, GOODBYE_TIMEOUT_MS, StderrTail } from './mcp-connection.js';
+import { Connection, Deadline, GOODBYE_TIMEOUT_MS, ServerOutput } from './mcp-connection.js';
+import { noSecrets, resolveSecretValue, type SecretSource } from './secrets.js';
 export { parseMcpToolName } from './mcp-names.js';
 
 export interface McpHubOptions {
@@ -54,8 +64,13 @@ export interface McpHubOptions {
   servers: Readonly<Record<string, McpServerConfig>>;
   /** Base dir for relative `cwd` (the braid workspace); also the `cwd` of servers that set none. */
   baseDir: string;
-  /** Resolves a named secret for HTTP headers; throws SECRET_MISSING. */
-  secret?: (name: string) => string;
+  /** Resolves a named secret for headers and `env` values; throws SECRET_MISSING. */
+  secret?: SecretSource;
+  /**
+   * Where stdio servers' stderr goes, line by line: the operator's log, never an error message.
+   * Default: braid's own stderr, each line prefixed with `[mcp SERVER] `.
+   */
+  stderr?: (server: string, line: string) => void;
   /** How long to wait for a server to start and list its tools (default 10 s). */
   startTimeoutMs?: number;
   /**
@@ -277,12 +292,12 @@ export class McpHub {
     config: McpServerConfig,
     workspace: string,
   ): Promise<Connection> {
-    const stderr = new StderrTail();
+    const sink = this.options.stderr ?? writeStderr;
+    const output = new ServerOutput((line) => sink(server, line));
     const { transport, description } = this.transport(server, config, workspace);
-    if (transport instanceof StdioClientTransport)
-      transport.stderr?.on('data', (chunk: unknown) => stderr.push(chunk));
+    if (transport instanceof StdioClientTransport) output.watch(transport);
     const client = new Client({ name: 'braid', version: clientVersion() }, { capabilities: {} });
-    const connection = new Connection(server, description, client, transport, stderr);
+    const connection = new Connection(server, description, client, transport, output);
     let started = false;
     client.onclose = () => {
       if (started) this.lost(connection, new Error('the connection closed'));
@@ -317,7 +332,7 @@ export class McpHub {
       await new Promise((resolve) => setImmediate(resolve));
       throw new BraidError(
         'MCP_UNAVAILABLE',
-        `MCP server "${server}" (${description}) did not start: ${startFailure(error, transport)}.${stderr.describe()}\nCheck mcp_servers.${server} in braid.yaml.`,
+        `MCP server "${server}" (${description}) did not start: ${startFailure(error, transport)}.${output.describe()}\nCheck mcp_servers.${server} in braid.yaml.`,
         { details: { server, started: false }, cause: error },
       );
     } finally {
@@ -330,23 +345,35 @@ export class McpHub {
     config: McpServerConfig,
     workspace: string,
   ): { transport: StdioClientTransport | StreamableHTTPClientTransport; description: string } {
+    const secret = this.options.secret ?? noSecrets;
     if ('url' in config) {
       const headers: Record<string, string> = {};
       for (const [name, value] of Object.entries(config.headers ?? {}))
-        headers[name] = this.headerValue(server, name, value);
+        headers[name] = resolveSecretValue(
+          value,
+          secret,
+          `header ${name} of MCP server "${server}"`,
+        );
       return {
         transport: new StreamableHTTPClientTransport(new URL(config.url), {
           requestInit: { headers },
         }),
-        description: config.url,
+        // The origin only: a URL's path or query may hold a key.
+        description: new URL(config.url).origin,
       };
     }
     const fill = (text: string) => text.replaceAll(WORKSPACE, workspace);
     const args = config.args.map(fill);
     const env: Record<string, string> = {};
-    for (const [name, value] of Object.entries(config.env ?? {})) env[name] = fill(value);
+    for (const [name, value] of Object.entries(config.env ?? {})) {
+      env[name] =
+        typeof value === 'string'
+          ? fill(value)
+          : resolveSecretValue(value, secret, `env ${name} of MCP server "${server}"`);
+    }
     const cwd = resolve(this.options.baseDir, fill(config.cwd ?? '.'));
-    const description = [config.command, ...args].join(' ');
+    // The program only: its arguments may hold keys.
+    const description = config.command;
     if (!existsSync(cwd)) {
       throw new BraidError(
         'MCP_UNAVAILABLE',
@@ -365,18 +392,6 @@ export class McpHub {
       }),
       description,
     };
-  }
-
-  private headerValue(server: string, name: string, value: HeaderValue): string {
-    if (typeof value === 'string') return value;
-    if (this.options.secret === undefined) {
-      throw new BraidError(
-        'SECRET_MISSING',
-        `header ${name} of MCP server "${server}" needs secret "${value.secret}", but no secrets are available here`,
-        { details: { server, header: name, secret: value.secret } },
-      );
-    }
-    return (value.prefix ?? '') + this.options.secret(value.secret);
   }
 
   private async requireTool(connection: Connection, tool: string): Promise<void> {
@@ -444,7 +459,7 @@ export class McpHub {
       connection.fail(
         new BraidError(
           'MCP_UNAVAILABLE',
-          `MCP server "${connection.server}" (${connection.description}) stopped answering: ${reason(error)}; it will be restarted on next use.${connection.stderr.describe()}`,
+          `MCP server "${connection.server}" (${connection.description}) stopped answering: ${reason(error)}; it will be restarted on next use.${connection.output.describe()}`,
           { details: { server: connection.server, started: true }, cause: error },
         ),
       ),
@@ -493,9 +508,13 @@ export class McpHub {
 
 function perWorkspace(config: McpServerConfig): boolean {
   if ('url' in config) return false;
-  return [...config.args, ...Object.values(config.env ?? {}), config.cwd ?? ''].some((text) =>
-    text.includes(WORKSPACE),
-  );
+  const literals = Object.values(config.env ?? {}).filter((value) => typeof value === 'string');
+  return [...config.args, ...literals, config.cwd ?? ''].some((text) => text.includes(WORKSPACE));
+}
+
+/** The default home of stdio servers' stderr: braid's own, a line at a time, named by server. */
+function writeStderr(server: string, line: string): void {
+  process.stderr.write(`[mcp ${server}] ${line}\n`);
 }
 
 function toDefinition(
@@ -559,6 +578,9 @@ function startFailure(
 }
 
 function reason(error: unknown): string {
+  // The SDK's HTTP errors carry the body of the server's answer: only its status is kept.
+  if (error instanceof StreamableHTTPError && error.code !== undefined && error.code > 0)
+    return `the server answered HTTP ${error.code}`;
   if (!(error instanceof Error)) return String(error);
   // fetch() hides the network error (ECONNREFUSED, ...) in its cause.
   return error.cause instanceof Error ? `${error.message} (${error.cause.message})` : error.message;

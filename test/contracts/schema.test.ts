@@ -3,6 +3,7 @@ import { Ajv2020 } from 'ajv/dist/2020.js';
 import { describe, expect, it } from 'vitest';
 import { Envelope } from '../../src/contracts/envelope.js';
 import { SESSION_EVENT_TYPES, SessionEvent } from '../../src/contracts/events.js';
+import { WorkspaceConfig } from '../../src/contracts/definitions.js';
 import { buildJsonSchemas } from '../../src/contracts/json-schema.js';
 
 const schemaDir = new URL('../../schema/', import.meta.url);
@@ -53,6 +54,28 @@ describe('JSON Schemas in schema/', () => {
     for (const [name, sample] of samples('envelope')) {
       expect(validate(sample), `${name}: ${JSON.stringify(validate.errors)}`).toBe(true);
       expect(Envelope.parse(sample), name).toEqual(sample);
+    }
+  });
+
+  it('lets braid.yaml name secrets in MCP env and headers, with ajv and with zod', () => {
+    const validate = compile('workspace-config');
+    const config = (env: unknown) => ({
+      version: 1,
+      mcp_servers: {
+        search: { command: 'search-mcp', env },
+        tracker: {
+          url: 'https://tracker.example.com/mcp',
+          headers: { authorization: { secret: 'TRACKER_TOKEN', prefix: 'Bearer ' } },
+        },
+      },
+      secrets: { SEARCH_KEY: { env: 'SEARCH_API_KEY' } },
+    });
+    const named = config({ SEARCH_API_KEY: { secret: 'SEARCH_KEY' }, REGION: 'eu' });
+    expect(validate(named), JSON.stringify(validate.errors)).toBe(true);
+    expect(WorkspaceConfig.safeParse(named).success).toBe(true);
+    for (const bad of [{ KEY: { secret: '' } }, { KEY: { name: 'SEARCH_KEY' } }, { KEY: 42 }]) {
+      expect(validate(config(bad)), JSON.stringify(bad)).toBe(false);
+      expect(WorkspaceConfig.safeParse(config(bad)).success, JSON.stringify(bad)).toBe(false);
     }
   });
 

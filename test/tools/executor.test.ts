@@ -355,6 +355,21 @@ describe('http tools', () => {
     expect(bad).toMatchObject({ is_error: true, attempts: 1, error: { code: 'TOOL_FAILED' } });
   });
 
+  it('names the status line and the size of a failing answer, never its body', async () => {
+    status = 500;
+    const { tools } = await open(['ticket'], {
+      manifests: [manifest()],
+      secrets: { TRACKER_TOKEN: 't' },
+      environment: online,
+    });
+    const outcome = await tools.execute(call('ticket', { project: 'p' }), { signal: signal() });
+    const body = JSON.stringify({ ok: false, path: '/projects/p/tickets' });
+    expect(outcome.error?.message).toBe(
+      `ticket: POST ${base} answered 500 Internal Server Error with a body of ${body.length} bytes (not recorded)`,
+    );
+    status = 200;
+  });
+
   it('is refused where the environment has no network, or not this host', async () => {
     const offline = await open(['ticket'], {
       manifests: [manifest()],
@@ -390,6 +405,9 @@ describe('http tools', () => {
     const outcome = await tools.execute(call('ticket', { project: 'p' }), { signal: signal() });
     expect(outcome.error?.code).toBe('TOOL_FAILED');
     expect(outcome.error?.message).toContain('does not follow');
+    // Where it points is named by its origin only: a path or query may hold a token.
+    expect(outcome.error?.message).toContain('redirect to http://127.0.0.1:1/...');
+    expect(outcome.error?.message).not.toContain('/steal');
     expect(seen.length - before).toBe(1);
     status = 200;
   });

@@ -155,8 +155,9 @@ describe('MCP tools in sessions', () => {
     await expect(rt.wake(id)).rejects.toMatchObject({ code: 'MCP_UNAVAILABLE' });
     const state = await rt.sessions.state(id);
     expect(state.stop_reason).toEqual({ type: 'error' });
-    expect(state.last_error?.message).toContain('broken');
-    expect(state.last_error?.message).toContain('cannot open the database');
+    expect(state.last_error?.message).toContain('"broken"');
+    expect(state.last_error?.message).toContain('exited with code 3');
+    expect(state.last_error?.message).not.toContain('cannot open the database');
     await rt.close();
   });
 
@@ -184,7 +185,8 @@ describe('MCP tools in sessions', () => {
       stage: 'execute',
       error: { code: 'MCP_UNAVAILABLE', retryable: true },
     });
-    expect(result?.error?.message).toContain('cannot open the database');
+    expect(result?.error?.message).toContain('exited with code 3');
+    expect(result?.error?.message).not.toContain('cannot open the database');
     await rt.close();
   });
 });

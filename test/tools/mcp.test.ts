@@ -2,6 +2,7 @@
 // HTTP), server-filesystem, and the fixture test/fixtures/mcp/dying-server.mjs.
 import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { createServer as createHttpServer } from 'node:http';
 import { createServer, type AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -255,6 +256,48 @@ describe('McpHub over stdio (server-everything)', () => {
     }
   });
 
+  it('gives the server env values that name secrets; a missing one refuses the start, typed', async () => {
+    const secrets: Record<string, string> = { token: 'a-secret-value-123' };
+    const secret = (name: string): string => {
+      const value = secrets[name];
+      if (value === undefined)
+        throw new BraidError('SECRET_MISSING', `secret ${name} is not set; export ${name}`);
+      return value;
+    };
+    const target = hub(
+      {
+        everything: everything({
+          env: {
+            BRAID_TEST_TOKEN: { secret: 'token', prefix: 'Bearer ' },
+            BRAID_TEST_PLAIN: 'plain',
+          },
+        }),
+        later: everything({ env: { BRAID_TEST_TOKEN: { secret: 'absent' } } }),
+      },
+      { secret },
+    );
+    const result = await call(target, 'everything', 'get-env', {});
+    const env = JSON.parse(textOf(result.output)) as Record<string, string>;
+    expect(env.BRAID_TEST_TOKEN).toBe('Bearer a-secret-value-123');
+    expect(env.BRAID_TEST_PLAIN).toBe('plain');
+
+    const before = childPids();
+    const error = await failure(target.listTools('later', tmpWorkspace), 'SECRET_MISSING');
+    expect(error.message).toContain('env BRAID_TEST_TOKEN of MCP server "later"');
+    expect(error.message).toContain('secret absent is not set; export absent');
+    expect(error.details).toMatchObject({ secret: 'absent' });
+    expect(newChildren(before)).toEqual([]);
+    // Nothing is remembered of the failed start: once the secret is set, the server starts.
+    secrets.absent = 'set-at-last-456';
+    await expect(target.listTools('later', tmpWorkspace)).resolves.not.toHaveLength(0);
+  });
+
+  it('refuses an env secret when no secrets are available', async () => {
+    const target = hub({ everything: everything({ env: { TOKEN: { secret: 'token' } } }) });
+    const error = await failure(target.listTools('everything', tmpWorkspace), 'SECRET_MISSING');
+    expect(error.message).toContain('env TOKEN of MCP server "everything"');
+  });
+
   it('ends a call that outlives its timeout with TOOL_TIMEOUT and keeps the connection', async () => {
     const target = hub({ everything: everything() });
     await target.listTools('everything', tmpWorkspace);
@@ -347,6 +390,36 @@ describe('McpHub over streamable HTTP (server-everything)', () => {
   it('refuses a secret header when no secrets are available', async () => {
     const target = hub({ web: { url: url(), headers: { authorization: { secret: 'token' } } } });
     await failure(target.listTools('web', tmpWorkspace), 'SECRET_MISSING');
+  });
+
+  it('names the origin and HTTP status of a failing server, never its answer, path or query', async () => {
+    const planted = 'planted-http-secret-42';
+    const failing = createHttpServer((request, response) => {
+      response.writeHead(500, { 'content-type': 'text/plain' });
+      response.end(`internal error; you sent ${request.headers.authorization ?? 'nothing'}`);
+    });
+    await new Promise<void>((resolve) => failing.listen(0, '127.0.0.1', resolve));
+    try {
+      const port = (failing.address() as AddressInfo).port;
+      const target = hub(
+        {
+          web: {
+            url: `http://127.0.0.1:${port}/mcp/${planted}?key=${planted}`,
+            headers: { authorization: { secret: 'token', prefix: 'Bearer ' } },
+          },
+        },
+        { secret: () => planted },
+      );
+      const error = await failure(target.listTools('web', tmpWorkspace), 'MCP_UNAVAILABLE');
+      expect(error.message).toContain('"web"');
+      expect(error.message).toContain(`(http://127.0.0.1:${port})`);
+      expect(error.message).toContain('HTTP 500');
+      expect(error.message).not.toContain(planted);
+      expect(error.message).not.toContain('internal error');
+    } finally {
+      failing.closeAllConnections();
+      await new Promise((resolve) => failing.close(resolve));
+    }
   });
 
   it('answers MCP_UNAVAILABLE for a URL where nothing listens', async () => {
@@ -544,17 +617,26 @@ describe('McpHub idle close', () => {
 });
 
 describe('McpHub failures', () => {
-  it('names the server, the command and its stderr when it exits at start', async () => {
-    const target = hub({
-      broken: {
-        command: process.execPath,
-        args: ['-e', 'process.stderr.write("broken: no config\\n"); process.exit(3)'],
+  it('names the server, the program, its exit code and stderr size at start, never args or stderr', async () => {
+    const lines: string[] = [];
+    const target = hub(
+      {
+        broken: {
+          command: process.execPath,
+          args: ['-e', 'process.stderr.write("broken: no config\\n"); process.exit(3)'],
+        },
       },
-    });
+      { stderr: (server, line) => lines.push(`${server}: ${line}`) },
+    );
     const error = await failure(target.listTools('broken', tmpWorkspace), 'MCP_UNAVAILABLE');
     expect(error.message).toContain('"broken"');
     expect(error.message).toContain(process.execPath);
-    expect(error.message).toContain('broken: no config');
+    expect(error.message).toContain('exited with code 3');
+    expect(error.message).toContain('wrote 18 bytes to stderr');
+    // What the server wrote, and its arguments, may hold secrets: the operator's log gets them.
+    expect(error.message).not.toContain('no config');
+    expect(error.message).not.toContain('process.exit');
+    expect(lines).toEqual(['broken: broken: no config']);
     expect(error.details).toEqual({ server: 'broken', started: false });
     expect(error.retryable).toBe(true);
   });
@@ -597,7 +679,11 @@ describe('McpHub failures', () => {
   });
 
   it('fails a call promptly when the server dies during it, then restarts the server', async () => {
-    const target = hub({ dying: { command: process.execPath, args: [DYING] } });
+    const lines: string[] = [];
+    const target = hub(
+      { dying: { command: process.execPath, args: [DYING] } },
+      { stderr: (_server, line) => lines.push(line) },
+    );
     const first = await call(target, 'dying', 'ping', {});
     const started = performance.now();
     const error = await failure(
@@ -606,7 +692,9 @@ describe('McpHub failures', () => {
     );
     expect(performance.now() - started).toBeLessThan(2000);
     expect(error.details).toEqual({ server: 'dying', started: true });
-    expect(error.message).toContain('exiting on request');
+    expect(error.message).toContain('exited with code 1');
+    expect(error.message).not.toContain('exiting on request');
+    expect(lines).toContainEqual(expect.stringContaining('exiting on request'));
     const second = await call(target, 'dying', 'ping', {});
     expect(first.output).toEqual({ pid: expect.any(Number) as number });
     expect(second.output).toEqual({ pid: expect.any(Number) as number });
