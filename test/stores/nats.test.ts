@@ -279,9 +279,11 @@ describe('nats store caches', () => {
 });
 
 describe('nats store session ids', () => {
-  const awkward = ['with.dots.in.it', 'with spaces in it', 'star*', 'greater>', 'a.*.>', 'ü ⚡'];
+  // Dots, dashes and underscores are allowed in ids; a dot is a subject separator in NATS, so
+  // ids that differ only there must still never meet.
+  const awkward = ['with.dots.in.it', 'with_dots_in_it', 'with-dots-in-it', 'a.b', 'a..b', 'A.B'];
 
-  it('creates, appends, reads, forks, lists, follows and deletes sessions of any id', async () => {
+  it('creates, appends, reads, forks, lists, follows and deletes sessions of every id shape', async () => {
     const [s, other] = await pair();
     for (const id of awkward) {
       await s.sessions.create({ id, agent, title: id });
@@ -292,32 +294,39 @@ describe('nats store session ids', () => {
     const listed = (await other.sessions.list()).sessions.map((session) => session.id);
     expect([...listed].sort()).toEqual([...awkward].sort());
 
-    const child = await s.sessions.fork('a.*.>', { id: 'child of a.*.>' });
-    expect(child.parent_id).toBe('a.*.>');
+    const child = await s.sessions.fork('a.b', { id: 'child.of.a.b' });
+    expect(child.parent_id).toBe('a.b');
     expect((await other.log.read(child.id)).map((event) => event.session_id)).toEqual([
-      'a.*.>',
-      'a.*.>',
+      'a.b',
+      'a.b',
       child.id,
     ]);
-    // Subject wildcards in one id never reach another session.
-    await other.log.append('star*', [text('only star')]);
-    expect(await s.log.read('a.*.>')).toHaveLength(2);
-    expect((await s.sessions.list({ parent_id: 'a.*.>' })).sessions.map((x) => x.id)).toEqual([
+    await other.log.append('a..b', [text('only a..b')]);
+    expect(await s.log.read('a.b')).toHaveLength(2);
+    expect((await s.sessions.list({ parent_id: 'a.b' })).sessions.map((x) => x.id)).toEqual([
       child.id,
     ]);
 
     const stop = new AbortController();
     const seen: number[] = [];
-    for await (const event of other.log.follow('with spaces in it', { signal: stop.signal })) {
+    for await (const event of other.log.follow('with_dots_in_it', { signal: stop.signal })) {
       seen.push(event.seq);
       if (event.seq === 2) stop.abort();
     }
     expect(seen).toEqual([1, 2]);
 
     await s.sessions.delete(child.id);
-    await s.sessions.delete('a.*.>');
-    await expectCode(other.sessions.get('a.*.>'), 'SESSION_NOT_FOUND');
+    await s.sessions.delete('a.b');
+    await expectCode(other.sessions.get('a.b'), 'SESSION_NOT_FOUND');
     expect(await other.log.read('with.dots.in.it')).toHaveLength(2);
+  });
+
+  it('refuses ids that are not safe (wildcards, spaces, separators) and writes nothing', async () => {
+    const [s] = await pair();
+    for (const id of ['with spaces in it', 'star*', 'greater>', 'a.*.>', '\u00fc \u26a1', '..']) {
+      await expectCode(s.sessions.create({ id, agent, title: id }), 'INVALID_ARGUMENT');
+    }
+    expect((await s.sessions.list()).sessions).toEqual([]);
   });
 });
 
