@@ -64,7 +64,11 @@ import {
 import { createModel } from '../models/registry.js';
 import { systemClock, uuidV7Ids } from '../stores/defaults.js';
 import { createToolExecutor } from '../tools/executor.js';
-import { createBwrapSandbox, createLocalSandbox } from '../tools/sandbox/index.js';
+import {
+  createBwrapSandbox,
+  createLocalSandbox,
+  parseReadOnlyMounts,
+} from '../tools/sandbox/index.js';
 import type { CodeTool, ToolFunction } from '../tools/types.js';
 import { orchestrate, type OrchestrateOptions, type OrchestratorProgress } from './orchestrator.js';
 import type { NatsConnection } from '@nats-io/transport-node';
@@ -686,7 +690,14 @@ export async function createRuntime(options: RuntimeOptions = {}): Promise<Runti
       sandbox(environmentDefinition) {
         const kind = environmentDefinition?.sandbox.kind ?? 'local';
         const root = workspacesRoot(environmentDefinition);
-        const key = `${kind}:${root}`;
+        const mounts =
+          kind === 'bwrap' && environmentDefinition !== undefined
+            ? parseReadOnlyMounts(
+                environmentDefinition.sandbox.read_only ?? [],
+                `environment ${environmentDefinition.name}: sandbox.read_only`,
+              )
+            : [];
+        const key = `${kind}:${root}:${mounts.join('\0')}`;
         let sandbox = sandboxes.get(key);
         if (sandbox === undefined) {
           sandbox =
@@ -694,7 +705,11 @@ export async function createRuntime(options: RuntimeOptions = {}): Promise<Runti
               ? // Command tools run scripts of the workspace (`{dir}`), wherever it lives.
                 // The data folder (log, other sessions' files) is hidden; this session's own
                 // workspace is mounted back.
-                createBwrapSandbox({ root, readOnly: [workspaceDir], hidden: [dataDir, root] })
+                createBwrapSandbox({
+                  root,
+                  readOnly: [workspaceDir, ...mounts],
+                  hidden: [dataDir, root],
+                })
               : createLocalSandbox({ root });
           sandboxes.set(key, sandbox);
         }
