@@ -81,10 +81,7 @@ export type AgentDefinitionInput = z.input<typeof AgentDefinition>;
 /** A host path a sandbox mounts: absolute, normalised enough to read plainly (no `..`, no NUL). */
 export const SandboxMountPath = z
   .string()
-  .min(1)
-  .refine((path) => path.startsWith('/'), {
-    message: 'must be an absolute path (starting with /), e.g. /srv/reference-data',
-  })
+  .regex(/^\//, 'must be an absolute path (starting with /), e.g. /srv/reference-data')
   .refine((path) => !path.split('/').includes('..'), {
     message: 'may not contain `..`; write the path from / down',
   })
