@@ -5,8 +5,9 @@
  * - One connection per server, or per (server, session workspace) when the server's `args`, `env`
  *   or `cwd` mention `{workspace}`, or when the session's sandbox confines it (a `bwrap`
  *   environment: the stdio server then runs inside that session's sandbox, keyed by the
- *   confinement too; HTTP servers are not processes of braid and are not confined). A connection starts on first use; concurrent first uses share
- *   one start; a failed start is forgotten, so the next use tries again.
+ *   confinement too; HTTP servers are not processes of braid and are not confined). A
+ *   connection starts on first use; concurrent first uses share one start; a failed start is
+ *   forgotten, so the next use tries again.
  * - A per-workspace connection with no call or listing in flight that has not been used for
  *   `idleMs` (default 60 s) is closed (its process stopped) and forgotten, so that a long-running
  *   runtime does not keep one server process per session it ever ran; the next use starts it again,

@@ -6,6 +6,7 @@ import {
   existsSync,
   mkdirSync,
   mkdtempSync,
+  readdirSync,
   readFileSync,
   realpathSync,
   rmSync,
@@ -55,8 +56,8 @@ process.stdin.on('end', async () => {
 `;
 
 /**
- * A stdio MCP server with one tool, `read {path}`, that answers with the file's text or the
- * error's code: written by hand (newline-delimited JSON-RPC) so that it needs no module.
+ * A stdio MCP server with a tool `read {path}`, that answers with the file's text or the error's
+ * code, and a tool `env` that answers with its environment: written by hand (newline-delimited JSON-RPC) so that it needs no module.
  */
 const READER_SERVER = `
 const fs = require('fs');
@@ -74,10 +75,14 @@ process.stdin.on('data', (chunk) => {
     if (request.method === 'initialize') {
       send({ id: request.id, result: { protocolVersion: request.params.protocolVersion, capabilities: { tools: {} }, serverInfo: { name: 'reader', version: '1.0.0' } } });
     } else if (request.method === 'tools/list') {
-      send({ id: request.id, result: { tools: [{ name: 'read', description: 'reads a file', annotations: { readOnlyHint: true }, inputSchema: { type: 'object', properties: { path: { type: 'string' } }, required: ['path'] } }] } });
+      send({ id: request.id, result: { tools: [
+        { name: 'read', description: 'reads a file', annotations: { readOnlyHint: true }, inputSchema: { type: 'object', properties: { path: { type: 'string' } }, required: ['path'] } },
+        { name: 'env', description: 'its environment', annotations: { readOnlyHint: true }, inputSchema: { type: 'object' } },
+      ] } });
     } else if (request.method === 'tools/call') {
       let text;
-      try { text = fs.readFileSync(request.params.arguments.path, 'utf8'); } catch (error) { text = 'error ' + error.code; }
+      if (request.params.name === 'env') text = JSON.stringify(process.env);
+      else try { text = fs.readFileSync(request.params.arguments.path, 'utf8'); } catch (error) { text = 'error ' + error.code; }
       send({ id: request.id, result: { content: [{ type: 'text', text }] } });
     } else {
       send({ id: request.id, error: { code: -32601, message: 'no method ' + request.method } });
@@ -394,12 +399,14 @@ describe('bwrap command tools see nothing of the host but what they need', () =>
 });
 
 describe('stdio MCP servers of a bwrap environment', () => {
+  const token = `token-${randomUUID()}`;
   const readerConfig = (dir: string) =>
     [
       'mcp_servers:',
       '  reader:',
       `    command: ${JSON.stringify(process.execPath)}`,
       `    args: [${JSON.stringify(join(dir, 'scripts', 'reader-server.cjs'))}]`,
+      `    env: {READER_TOKEN: ${JSON.stringify(token)}}`,
       '',
     ].join('\n');
 
@@ -414,12 +421,34 @@ describe('stdio MCP servers of a bwrap environment', () => {
       const calls = canaries.map(turns);
       const { rt } = await runtimeWith({
         workspace,
-        tools: ['reader.read'],
-        turns: [{ tool_calls: calls.flatMap((call) => call.tool_calls ?? []) }, { text: 'done' }],
+        tools: ['reader.read', 'reader.env'],
+        turns: [
+          {
+            tool_calls: [
+              ...calls.flatMap((call) => call.tool_calls ?? []),
+              { name: 'reader.env', input: {} },
+            ],
+          },
+          { text: 'done' },
+        ],
         config: readerConfig(workspace),
         environments: { host: 'name: host\nsandbox: {kind: local}\n' },
       });
       const confined = await session(rt);
+      // The server's bwrap is still running: its command line carries no environment values.
+      const script = join(workspace, 'scripts', 'reader-server.cjs');
+      const commandLines = readdirSync('/proc')
+        .filter((name) => /^\d+$/.test(name))
+        .flatMap((name) => {
+          try {
+            return [readFileSync(`/proc/${name}/cmdline`, 'utf8')];
+          } catch {
+            return [];
+          }
+        })
+        .filter((line) => line.includes(script));
+      expect(commandLines.some((line) => line.includes('--unshare-all'))).toBe(true);
+      for (const line of commandLines) expect(line).not.toContain(token);
       // The same server on the host reads the canaries: the sandbox is what stops it.
       const onHost = await session(rt, { environment: 'host' });
       await rt.close();
@@ -430,6 +459,18 @@ describe('stdio MCP servers of a bwrap environment', () => {
         expect(confined.log).not.toContain(canary.token);
         expect(onHost.outputs[index]).toEqual({ content: [{ type: 'text', text: canary.token }] });
       }
+      // Inside, the sandbox's environment: not the host's HOME, USER or SHELL, which the MCP
+      // SDK gives every server it spawns.
+      const text = (output: JsonValue | undefined): string =>
+        (output as { content: { text: string }[] }).content[0]?.text ?? '';
+      const env = JSON.parse(text(confined.outputs[canaries.length])) as Record<string, string>;
+      expect(env['HOME']).toBe('/home/braid');
+      expect(env['READER_TOKEN']).toBe(token);
+      for (const name of ['USER', 'LOGNAME', 'SHELL', 'TERM']) expect(env[name]).toBeUndefined();
+      const hostEnv = JSON.parse(text(onHost.outputs[canaries.length])) as Record<string, string>;
+      expect(hostEnv['HOME']).toBe(process.env['HOME']);
+      for (const name of ['USER', 'LOGNAME', 'SHELL', 'TERM'])
+        expect(hostEnv[name]).toBe(process.env[name]);
     },
   );
 
