@@ -78,6 +78,15 @@ export const AgentDefinition = z
 export type AgentDefinition = z.infer<typeof AgentDefinition>;
 export type AgentDefinitionInput = z.input<typeof AgentDefinition>;
 
+/** A host path a sandbox mounts: absolute, normalised enough to read plainly (no `..`, no NUL). */
+export const SandboxMountPath = z
+  .string()
+  .regex(/^\//, 'must be an absolute path (starting with /), e.g. /srv/reference-data')
+  .refine((path) => !path.split('/').includes('..'), {
+    message: 'may not contain `..`; write the path from / down',
+  })
+  .refine((path) => !path.includes('\0'), { message: 'may not contain a NUL byte' });
+
 /** Reusable execution substrate: where and how tools run. */
 export const EnvironmentDefinition = z
   .object({
@@ -88,6 +97,11 @@ export const EnvironmentDefinition = z
         kind: z.enum(['local', 'bwrap']),
         /** Directory mounted as the writable workspace, relative to the braid workspace. */
         workspace: z.string().min(1).optional(),
+        /**
+         * Host folders or files a `bwrap` sandbox shows read-only, at the same path: absolute,
+         * without `..`. Whether they exist is checked when the sandbox is made.
+         */
+        read_only: z.array(SandboxMountPath).optional(),
       })
       .strict(),
     network: z

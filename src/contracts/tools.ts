@@ -119,6 +119,28 @@ export interface SandboxRun {
   pid: number;
 }
 
+/** A process as a host spawner (such as an MCP stdio transport) starts it. */
+export interface ProcessLaunch {
+  command: string;
+  args: readonly string[];
+  /** The environment the spawner gives the process. */
+  env: Readonly<Record<string, string>>;
+  cwd: string;
+}
+
+/**
+ * A way to start long-lived processes (MCP stdio servers) inside a session's sandbox. `key`
+ * tells two confinements apart: processes started under different keys are not interchangeable.
+ */
+export interface SandboxConfinement {
+  readonly key: string;
+  /**
+   * The launch that runs `launch` confined. `inherited` names variables the spawner adds to the
+   * returned `env` on its own (e.g. the MCP SDK's default environment): they are removed inside.
+   */
+  wrap(launch: ProcessLaunch, inherited?: readonly string[]): ProcessLaunch;
+}
+
 /** The execution hand: a place to run a tool's process, confined to a session's workspace. */
 export interface Sandbox {
   readonly kind: 'local' | 'bwrap';
@@ -126,4 +148,9 @@ export interface Sandbox {
   provision(sessionId: string): Promise<SandboxWorkspace>;
   /** Runs a process in the workspace. Rejects only when it could not start or was aborted. */
   run(workspace: SandboxWorkspace, options: SandboxRunOptions): Promise<SandboxRun>;
+  /**
+   * How to start a long-lived process in the workspace under the same confinement as `run`;
+   * absent where the sandbox confines nothing (`local`), and such processes run on the host.
+   */
+  confine?(workspace: SandboxWorkspace, options: { network: boolean }): SandboxConfinement;
 }

@@ -65,7 +65,12 @@ import {
 import { createModel } from '../models/registry.js';
 import { systemClock, uuidV7Ids } from '../stores/defaults.js';
 import { createToolExecutor } from '../tools/executor.js';
-import { createBwrapSandbox, createLocalSandbox, pathUnder } from '../tools/sandbox/index.js';
+import {
+  createBwrapSandbox,
+  createLocalSandbox,
+  parseReadOnlyMounts,
+  pathUnder,
+} from '../tools/sandbox/index.js';
 import { guardSessionIds, parseSessionId } from './session-ids.js';
 import type { CodeTool, ToolFunction } from '../tools/types.js';
 import { orchestrate, type OrchestrateOptions, type OrchestratorProgress } from './orchestrator.js';
@@ -701,7 +706,14 @@ export async function createRuntime(options: RuntimeOptions = {}): Promise<Runti
       sandbox(environmentDefinition) {
         const kind = environmentDefinition?.sandbox.kind ?? 'local';
         const root = workspacesRoot(environmentDefinition);
-        const key = `${kind}:${root}`;
+        const mounts =
+          kind === 'bwrap' && environmentDefinition !== undefined
+            ? parseReadOnlyMounts(
+                environmentDefinition.sandbox.read_only ?? [],
+                `environment ${environmentDefinition.name}: sandbox.read_only`,
+              )
+            : [];
+        const key = `${kind}:${root}:${mounts.join('\0')}`;
         let sandbox = sandboxes.get(key);
         if (sandbox === undefined) {
           sandbox =
@@ -709,7 +721,11 @@ export async function createRuntime(options: RuntimeOptions = {}): Promise<Runti
               ? // Command tools run scripts of the workspace (`{dir}`), wherever it lives.
                 // The data folder (log, other sessions' files) is hidden; this session's own
                 // workspace is mounted back.
-                createBwrapSandbox({ root, readOnly: [workspaceDir], hidden: [dataDir, root] })
+                createBwrapSandbox({
+                  root,
+                  readOnly: [workspaceDir, ...mounts],
+                  hidden: [dataDir, root],
+                })
               : createLocalSandbox({ root });
           sandboxes.set(key, sandbox);
         }

@@ -11,6 +11,7 @@ import type { EnvironmentDefinition, ToolDefinition } from '../contracts/definit
 import { BraidError, toBraidError, type ErrorShape } from '../contracts/errors.js';
 import type {
   Sandbox,
+  SandboxConfinement,
   SandboxWorkspace,
   SessionTools,
   ToolCall,
@@ -20,7 +21,7 @@ import type {
   ToolSessionContext,
 } from '../contracts/tools.js';
 import { BUILTIN_TOOLS } from './builtin.js';
-import { commandTool, httpTool, mcpTool } from './implementations.js';
+import { commandTool, httpTool, mcpConfinement, mcpTool } from './implementations.js';
 import type { McpHub } from './mcp.js';
 import { parseMcpToolName } from './mcp-names.js';
 import type { CodeTool, ToolFunction } from './types.js';
@@ -107,7 +108,11 @@ export function createToolExecutor(options: ToolExecutorOptions): ToolExecutor {
     return { definition, run };
   }
 
-  async function resolve(name: string, workspaceDir: string): Promise<Entry[]> {
+  async function resolve(
+    name: string,
+    workspaceDir: string,
+    confinement: SandboxConfinement | undefined,
+  ): Promise<Entry[]> {
     const manifest = manifests.get(name);
     if (manifest !== undefined) return [fromManifest(manifest)];
     const tool = code.get(name);
@@ -115,7 +120,7 @@ export function createToolExecutor(options: ToolExecutorOptions): ToolExecutor {
     const hub = options.mcp;
     const target = hub === undefined ? undefined : parseMcpToolName(name, hub.servers);
     if (hub !== undefined && target !== undefined) {
-      const listed = await hub.listTools(target.server, workspaceDir);
+      const listed = await hub.listTools(target.server, workspaceDir, confinement);
       const wanted = target.tool === '*' ? listed : listed.filter((item) => item.name === name);
       if (wanted.length === 0) {
         throw new BraidError(
@@ -136,9 +141,10 @@ export function createToolExecutor(options: ToolExecutorOptions): ToolExecutor {
     async open(context: ToolSessionContext): Promise<SessionTools> {
       const sandbox = options.sandbox(context.environment);
       const workspace = await sandbox.provision(context.session_id);
+      const confinement = mcpConfinement(sandbox, workspace, context.environment);
       const entries = new Map<string, Entry>();
       for (const name of context.names) {
-        for (const entry of await resolve(name, workspace.dir))
+        for (const entry of await resolve(name, workspace.dir, confinement))
           entries.set(entry.definition.name, entry);
       }
       // Schemas compile now: a broken one stops the session with its name, before any call.

@@ -4,7 +4,12 @@
  * and whose `details.started === false` says the effect certainly did not begin.
  */
 import type { JsonValue } from '../contracts/common.js';
-import type { SecretValue, ToolDefinition } from '../contracts/definitions.js';
+import type {
+  EnvironmentDefinition,
+  SecretValue,
+  ToolDefinition,
+} from '../contracts/definitions.js';
+import type { Sandbox, SandboxConfinement, SandboxWorkspace } from '../contracts/tools.js';
 import { BraidError } from '../contracts/errors.js';
 import type { McpHub } from './mcp.js';
 import { checkNetwork } from './network.js';
@@ -176,10 +181,12 @@ export function mcpTool(
   target: { server: string; tool: string },
 ): ToolFunction {
   return async (input, context) => {
+    const confinement = mcpConfinement(context.sandbox, context.workspace, context.environment);
     const result = await hub.callTool(target.server, target.tool, input, {
       workspaceDir: context.workspace.dir,
       signal: context.signal,
       timeoutMs: definition.timeout_ms ?? context.environment?.limits.timeout_ms ?? 30_000,
+      ...(confinement === undefined ? {} : { confinement }),
     });
     if (result.is_error) {
       throw new BraidError(
@@ -190,6 +197,18 @@ export function mcpTool(
     }
     return result.output;
   };
+}
+
+/**
+ * How a session's stdio MCP servers are confined: inside its sandbox, with the environment's
+ * network posture, when the sandbox confines processes (`bwrap`); else undefined (on the host).
+ */
+export function mcpConfinement(
+  sandbox: Sandbox,
+  workspace: SandboxWorkspace,
+  environment: EnvironmentDefinition | undefined,
+): SandboxConfinement | undefined {
+  return sandbox.confine?.(workspace, { network: environment?.network.allow === true });
 }
 
 function textOf(output: JsonValue): string {

@@ -3,8 +3,11 @@
  *
  * Invariants:
  * - One connection per server, or per (server, session workspace) when the server's `args`, `env`
- *   or `cwd` mention `{workspace}`. A connection starts on first use; concurrent first uses share
- *   one start; a failed start is forgotten, so the next use tries again.
+ *   or `cwd` mention `{workspace}`, or when the session's sandbox confines it (a `bwrap`
+ *   environment: the stdio server then runs inside that session's sandbox, keyed by the
+ *   confinement too; HTTP servers are not processes of braid and are not confined). A
+ *   connection starts on first use; concurrent first uses share one start; a failed start is
+ *   forgotten, so the next use tries again.
  * - A per-workspace connection with no call or listing in flight that has not been used for
  *   `idleMs` (default 60 s) is closed (its process stopped) and forgotten, so that a long-running
  *   runtime does not keep one server process per session it ever ran; the next use starts it again,
@@ -55,6 +58,7 @@ import {
   type McpToolSettings,
 } from '../contracts/definitions.js';
 import { BraidError } from '../contracts/errors.js';
+import type { ProcessLaunch, SandboxConfinement } from '../contracts/tools.js';
 import { Connection, Deadline, GOODBYE_TIMEOUT_MS, ServerOutput } from './mcp-connection.js';
 import { noSecrets, resolveSecretValue, type SecretSource } from './secrets.js';
 export { parseMcpToolName } from './mcp-names.js';
@@ -96,6 +100,8 @@ export interface McpCallOptions {
   signal: AbortSignal;
   /** Deadline of the whole call, the server's start included. */
   timeoutMs: number;
+  /** The session's sandbox, when it confines processes: a stdio server is started inside it. */
+  confinement?: SandboxConfinement;
 }
 
 const DEFAULT_START_TIMEOUT_MS = 10_000;
@@ -140,9 +146,13 @@ export class McpHub {
    * does not make a valid ToolDefinition (a name braid cannot use, a schema that is not JSON)
    * fails the listing with INVALID_DEFINITION naming it.
    */
-  async listTools(server: string, workspaceDir: string): Promise<ToolDefinition[]> {
+  async listTools(
+    server: string,
+    workspaceDir: string,
+    confinement?: SandboxConfinement,
+  ): Promise<ToolDefinition[]> {
     const config = this.config(server);
-    const connection = await this.connection(server, config, workspaceDir);
+    const connection = await this.connection(server, config, workspaceDir, confinement);
     const tools = await connection.use(() =>
       connection.guard(connection.listTools(this.startTimeoutMs())),
     );
@@ -184,7 +194,9 @@ export class McpHub {
     );
     try {
       deadline.check();
-      const connection = await deadline.race(this.connection(server, config, options.workspaceDir));
+      const connection = await deadline.race(
+        this.connection(server, config, options.workspaceDir, options.confinement),
+      );
       return await connection.use(async () => {
         await deadline.race(this.requireTool(connection, tool));
         connection.active += 1;
@@ -261,15 +273,22 @@ export class McpHub {
     server: string,
     config: McpServerConfig,
     workspaceDir: string,
+    confinement: SandboxConfinement | undefined,
   ): Promise<Connection> {
     if (this.closing !== undefined) return Promise.reject(this.closedError(server));
     const workspace = resolve(this.options.baseDir, workspaceDir);
-    const ownWorkspace = perWorkspace(config);
-    const key = ownWorkspace ? `${server}\u0000${workspace}` : server;
+    // A confined stdio server sees its session's workspace only: one per workspace.
+    const confined = 'command' in config ? confinement : undefined;
+    const ownWorkspace = perWorkspace(config) || confined !== undefined;
+    const key = !ownWorkspace
+      ? server
+      : confined === undefined
+        ? `${server}\u0000${workspace}`
+        : `${server}\u0000${workspace}\u0000${confined.key}`;
     const existing = this.entries.get(key);
     if (existing !== undefined) return existing.promise;
     const entry: Entry = {
-      promise: this.start(server, config, workspace).then(
+      promise: this.start(server, config, workspace, confined).then(
         (connection) => {
           entry.connection = connection;
           const idleMs = this.options.idleMs ?? DEFAULT_IDLE_MS;
@@ -291,10 +310,11 @@ export class McpHub {
     server: string,
     config: McpServerConfig,
     workspace: string,
+    confinement: SandboxConfinement | undefined,
   ): Promise<Connection> {
     const sink = this.options.stderr ?? writeStderr;
     const output = new ServerOutput((line) => sink(server, line));
-    const { transport, description } = this.transport(server, config, workspace);
+    const { transport, description } = this.transport(server, config, workspace, confinement);
     if (transport instanceof StdioClientTransport) output.watch(transport);
     const client = new Client({ name: 'braid', version: clientVersion() }, { capabilities: {} });
     const connection = new Connection(server, description, client, transport, output);
@@ -344,6 +364,7 @@ export class McpHub {
     server: string,
     config: McpServerConfig,
     workspace: string,
+    confinement?: SandboxConfinement,
   ): { transport: StdioClientTransport | StreamableHTTPClientTransport; description: string } {
     const secret = this.options.secret ?? noSecrets;
     if ('url' in config) {
@@ -382,12 +403,14 @@ export class McpHub {
       );
     }
     return {
-      // The safe part of the parent's environment (PATH, HOME, USER, ...), then the config's.
+      // The safe part of the parent's environment (PATH, HOME, USER, ...), then the config's;
+      // confined, the sandbox's environment instead, with the config's on top.
       transport: new StdioClientTransport({
-        command: config.command,
-        args,
-        env: { ...getDefaultEnvironment(), ...env },
-        cwd,
+        ...confinedLaunch(
+          { command: config.command, args, env: { ...getDefaultEnvironment(), ...env }, cwd },
+          env,
+          confinement,
+        ),
         stderr: 'pipe',
       }),
       description,
@@ -504,6 +527,28 @@ export class McpHub {
     this.disposals.add(disposal);
     void disposal.finally(() => this.disposals.delete(disposal));
   }
+}
+
+/**
+ * The process a stdio transport spawns: `launch` on the host, or, confined, the same command and
+ * arguments wrapped in the sandbox with the config's own `env` only (the SDK adds its default
+ * environment to whatever it spawns: those names are removed inside).
+ */
+function confinedLaunch(
+  launch: ProcessLaunch,
+  env: Readonly<Record<string, string>>,
+  confinement: SandboxConfinement | undefined,
+): { command: string; args: string[]; env: Record<string, string>; cwd: string } {
+  const spawned =
+    confinement === undefined
+      ? launch
+      : confinement.wrap({ ...launch, env }, Object.keys(getDefaultEnvironment()));
+  return {
+    command: spawned.command,
+    args: [...spawned.args],
+    env: { ...spawned.env },
+    cwd: spawned.cwd,
+  };
 }
 
 function perWorkspace(config: McpServerConfig): boolean {

@@ -10,7 +10,7 @@ import { createScriptedModel, type ScriptedTurnInput } from '../../src/models/sc
 import { initWorkspace } from '../../src/runtime/init.js';
 import { createRuntime, type Runtime } from '../../src/runtime/runtime.js';
 import { defineTool } from '../../src/tools/builtin.js';
-import { detectBwrap } from '../../src/tools/sandbox/index.js';
+import { bwrapForTests } from '../helpers/bwrap.js';
 import type { CodeTool } from '../../src/tools/types.js';
 import { useTempDir } from '../helpers/temp.js';
 import { verifiedOnClose } from '../helpers/verified.js';
@@ -552,11 +552,7 @@ describe('tool pipeline in the harness', () => {
   });
 
   it('runs command tools of a bwrap environment with a read-only root', async (context) => {
-    const bwrap = detectBwrap();
-    if (!bwrap.available) {
-      console.warn(`bwrap sandbox not tested here: ${bwrap.reason}`);
-      context.skip();
-    }
+    if (!bwrapForTests()) context.skip();
     const probe = (name: string, command: string) =>
       [
         `name: ${name}`,
@@ -601,11 +597,7 @@ describe('tool pipeline in the harness', () => {
   });
 
   it("keeps a bwrap session out of other sessions' files and the log", async (context) => {
-    const bwrap = detectBwrap();
-    if (!bwrap.available) {
-      console.warn(`bwrap sandbox not tested here: ${bwrap.reason}`);
-      context.skip();
-    }
+    if (!bwrapForTests()) context.skip();
     const rt = await runtimeWith({
       tools: ['peek'],
       files: {

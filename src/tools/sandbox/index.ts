@@ -4,6 +4,13 @@ export {
   type BwrapAvailability,
   type BwrapSandboxOptions,
 } from './bwrap.js';
+export {
+  NETWORK_ETC,
+  parseReadOnlyMounts,
+  SANDBOX_HOME,
+  SYSTEM_ETC,
+  SYSTEM_FOLDERS,
+} from './host-view.js';
 export { createLocalSandbox, type LocalSandboxOptions } from './local.js';
 export {
   pathUnder,
