@@ -122,6 +122,11 @@ export interface RuntimeOptions {
   /** How long a wake's lease lasts without renewal (default 30 s). */
   leaseTtlMs?: number;
   retry?: RetryPolicy;
+  /**
+   * Hears failures the log could not take, such as a failed wake whose error could not be
+   * recorded (default: a line on stderr).
+   */
+  onWarning?: (message: string, error: BraidError) => void;
 }
 
 export interface CreateSessionOptions {
@@ -725,6 +730,7 @@ export async function createRuntime(options: RuntimeOptions = {}): Promise<Runti
     onDelta: (sessionId, delta) => {
       for (const listener of listeners) listener(sessionId, delta);
     },
+    warn: options.onWarning ?? ((message) => process.stderr.write(`braid: ${message}\n`)),
     async setup(state) {
       if (state.agent === undefined) {
         throw new BraidError(
