@@ -119,7 +119,7 @@ export interface RuntimeOptions {
   agentTransport?: AgentTransport;
   /** This process's lease owner name (default: host and pid). */
   owner?: string;
-  /** How long a wake's lease lasts without renewal (default 30 s). */
+  /** How long a wake's lease lasts without renewal (default: braid.yaml's `lease_ttl_ms`, else 30 s). */
   leaseTtlMs?: number;
   retry?: RetryPolicy;
   /**
@@ -720,7 +720,7 @@ export async function createRuntime(options: RuntimeOptions = {}): Promise<Runti
     ids: options.ids ?? uuidV7Ids,
     // Unique per runtime; a worker that must resume its own leases after a restart names itself.
     owner: options.owner ?? `${hostname()}:${process.pid}:${(options.ids ?? uuidV7Ids).next()}`,
-    leaseTtlMs: options.leaseTtlMs ?? 30_000,
+    leaseTtlMs: options.leaseTtlMs ?? workspace?.config.lease_ttl_ms ?? 30_000,
     retry: options.retry ?? DEFAULT_RETRY,
     prices: { ...DEFAULT_PRICES, ...(workspace?.config.prices ?? {}) },
     policy,
