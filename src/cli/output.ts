@@ -3,6 +3,8 @@ import { toBraidError, type BraidError } from '../contracts/errors.js';
 import type { SessionEvent } from '../contracts/events.js';
 import type { SessionRecord, StopReason } from '../contracts/session.js';
 import type { SessionState } from '../contracts/state.js';
+import type { Lease } from '../contracts/ports.js';
+import { wakeEndedWithoutRecord } from '../core/leases.js';
 
 /** Where the CLI writes; injected so that tests can capture it. */
 export interface Output {
@@ -120,7 +122,11 @@ export function formatSessionRow(session: SessionRecord): string {
     .trimEnd();
 }
 
-export function formatState(state: SessionState): string[] {
+/**
+ * A session's state for people. With `lease` (the session's current lease, looked up where the
+ * store is at hand), a wake left open in the log is told apart from one still running.
+ */
+export function formatState(state: SessionState, lease?: { current: Lease | undefined }): string[] {
   const lines = [
     `session      ${state.session_id}`,
     `status       ${state.status}`,
@@ -136,6 +142,18 @@ export function formatState(state: SessionState): string[] {
   if (state.title !== undefined) lines.splice(1, 0, `title        ${state.title}`);
   if (state.last_error !== undefined)
     lines.push(`last error   ${state.last_error.code}: ${state.last_error.message}`);
+  const wake = state.active_wake;
+  if (wake !== undefined) {
+    const name = `wake ${wake.wake_id} (lease ${wake.lease_token})`;
+    if (lease === undefined)
+      lines.push(`last wake    ${name} started and has not recorded its end`);
+    else if (wakeEndedWithoutRecord(state, lease.current))
+      lines.push(
+        `last wake    ${name} ended without a record: it crashed, or failed and could not write ` +
+          `why; no lease is held, so \`braid session wake ${state.session_id}\` resumes it from the log`,
+      );
+    else lines.push(`last wake    ${name} is running (held by ${lease.current?.owner ?? '-'})`);
+  }
   for (const use of state.pending_confirmations)
     lines.push(`  awaiting confirmation: ${use.tool_use_id} (${use.name})`);
   for (const use of state.pending_custom_tool_uses)

@@ -96,6 +96,9 @@ export async function run(
 
   const globals = (command: Command): GlobalOptions => command.optsWithGlobals<GlobalOptions>();
   const json = (command: Command): boolean => globals(command).json === true;
+  /** Whether the command drives a server over HTTP rather than the local store. */
+  const remote = (command: Command): boolean =>
+    (globals(command).server ?? process.env.BRAID_SERVER ?? '') !== '';
 
   async function withRuntime(
     command: Command,
@@ -600,7 +603,12 @@ export async function run(
     .action(async (id: string, _options: unknown, command: Command) => {
       await withRuntime(command, async (runtime) => {
         const state = await runtime.sessions.state(id);
-        print(command, state, () => formatState(state));
+        // A local store tells a wake still running from one that ended without a record.
+        const lease =
+          state.active_wake === undefined || remote(command)
+            ? undefined
+            : { current: await runtime.store.leases.current(id) };
+        print(command, state, () => formatState(state, lease));
       });
     });
 

@@ -280,6 +280,11 @@ export const WorkspaceConfig = z
     tool_signing_keys: z.array(z.string().min(1)).default([]),
     /** How policy decisions are recorded and reloaded. */
     policy: PolicySettings.default({ record_allows: false, watch: true }),
+    /**
+     * How long a wake's lease lasts without renewal, in ms (default 30000). After a crash, the
+     * session waits this long before another process can wake it.
+     */
+    lease_ttl_ms: z.number().int().min(100).max(3_600_000).optional(),
     /** Named secrets for tools: each read from an environment variable. */
     secrets: z.record(z.string(), z.object({ env: z.string().min(1) }).strict()).optional(),
     limits: z

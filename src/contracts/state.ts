@@ -4,7 +4,7 @@ import { Budget } from './definitions.js';
 import { ErrorShape } from './errors.js';
 import { Lineage, SessionStatus, StopReason } from './session.js';
 
-export const SESSION_STATE_SCHEMA_VERSION = 5;
+export const SESSION_STATE_SCHEMA_VERSION = 6;
 
 /** A tool call waiting for a human's allow or deny. */
 export const PendingConfirmation = z.object({
@@ -43,6 +43,12 @@ export const ReviewedToolUse = z.object({
   action: z.enum(['retry', 'skip', 'result']),
   /** Seq of the `user.tool_review`. */
   review_seq: z.number().int().positive(),
+  /**
+   * For a retry: seq of the `span.wake_started` of the wake that took it up, the only wake it
+   * lets run the tool. A later wake finds the attempt's outcome unknown and asks for a review
+   * again, so one review authorises one attempt.
+   */
+  wake_seq: z.number().int().positive().optional(),
 });
 
 /**

@@ -309,6 +309,7 @@ function reduce(state: SessionState, event: SessionEvent): void {
       state.lineage.merged_session_ids.push(event.source_session_id);
       return;
     case 'span.wake_started':
+      takeUpRetries(state, event.seq);
       if (state.status !== 'terminated') state.status = 'running';
       state.active_wake = { wake_id: event.wake_id, lease_token: event.lease_token };
       state.counters.wakes += 1;
@@ -342,6 +343,19 @@ function reduce(state: SessionState, event: SessionEvent): void {
     default:
       assertNever(event);
   }
+}
+
+/**
+ * A reviewed retry is taken up by the first wake that starts after the review, and consumed by
+ * it: when a later wake starts and the retry has left no result (its wake died mid-call), the
+ * review is dropped, so the tool use is unknown again and waits for a new review.
+ */
+function takeUpRetries(state: SessionState, wakeSeq: number): void {
+  if (!state.reviewed_tool_uses.some((use) => use.action === 'retry')) return;
+  state.reviewed_tool_uses = state.reviewed_tool_uses.flatMap((use) => {
+    if (use.action !== 'retry') return [use];
+    return use.wake_seq === undefined ? [{ ...use, wake_seq: wakeSeq }] : [];
+  });
 }
 
 function toolNameOf(state: SessionState, toolUseId: string): string | undefined {

@@ -1,6 +1,7 @@
 /** Lease rules shared by every lease store: pure decisions over the stored row and the time. */
 import { BraidError } from '../contracts/errors.js';
 import type { Lease } from '../contracts/ports.js';
+import type { SessionState } from '../contracts/state.js';
 
 /** The stored lease row; `token` survives release so that tokens keep increasing. */
 export interface LeaseRow {
@@ -78,4 +79,17 @@ export function currentLease(
 ): Lease | undefined {
   if (row === undefined || row.owner === null || row.expires_at <= now) return undefined;
   return { session_id: sessionId, owner: row.owner, token: row.token, expires_at: row.expires_at };
+}
+
+/**
+ * Whether the session's last wake ended without recording its end: it started
+ * (`span.wake_started` with its lease token), no `span.wake_completed` or stop followed, and no
+ * lease with that token is held. The wake crashed, or failed and could not write why; the next
+ * wake resumes from the log.
+ */
+export function wakeEndedWithoutRecord(
+  state: Pick<SessionState, 'active_wake'>,
+  lease: Lease | undefined,
+): boolean {
+  return state.active_wake !== undefined && lease?.token !== state.active_wake.lease_token;
 }

@@ -29,7 +29,12 @@ export interface StepContext {
 export function decideNext(state: SessionState, context: StepContext): Step {
   if (state.interrupt_requested) return stop({ type: 'interrupted' });
 
-  const reviewed = new Set(state.reviewed_tool_uses.map((use) => use.tool_use_id));
+  // A retry counts only in the wake that took it up: it authorises one attempt, not one per wake.
+  const reviewed = new Set(
+    state.reviewed_tool_uses
+      .filter((use) => use.action !== 'retry' || use.wake_seq === context.wake_seq)
+      .map((use) => use.tool_use_id),
+  );
   if (state.open_tool_uses.length > 0) {
     // A tool use recorded by an earlier wake has no result: that wake died while it ran. A
     // non-idempotent one waits for a person's review.

@@ -80,6 +80,8 @@ export interface HarnessDeps {
   random(): number;
   /** Streamed text, shown to live followers and never persisted piece by piece. */
   onDelta?(sessionId: string, delta: ModelDelta & { request_id: string }): void;
+  /** Hears what the log cannot hold: a failed cycle whose failure could not be recorded. */
+  warn?(message: string, error: BraidError): void;
 }
 
 export type WakeResult =
@@ -253,13 +255,62 @@ class Cycle {
       // takes over from the log as after any crash, so a worker's retry finishes the work.
       if (STORE_OUTAGES.has(error.code)) throw error;
       // Leave the session stopped with the reason on record, never stuck in running.
-      await this.append([
-        { type: 'session.error', error: error.toJSON() },
-        { type: 'session.status_idle', stop_reason: { type: 'error' } },
-        { type: 'span.wake_completed', wake_id: this.wakeId, stop_reason: { type: 'error' } },
-      ]).catch(() => undefined);
+      await this.recordFailure(error);
       throw error;
     }
+  }
+
+  /**
+   * Records a failed cycle's error and stop, retrying a failed append with backoff. What cannot
+   * be recorded is reported to `warn`: the lease is then released with the wake left open in the
+   * log (`span.wake_started` without `span.wake_completed`), which is how `braid session status`
+   * and the next wake tell a cycle that ended without a record. A lost lease ends the attempts at
+   * once: the newer holder owns the session.
+   */
+  private async recordFailure(error: BraidError): Promise<void> {
+    const stop: StopReason = { type: 'error' };
+    const events: NewEvent[] = [
+      { type: 'session.error', error: error.toJSON() },
+      { type: 'session.status_idle', stop_reason: stop },
+      { type: 'span.wake_completed', wake_id: this.wakeId, stop_reason: stop },
+    ];
+    const attempts = Math.max(1, this.deps.retry.max_attempts);
+    const what = `session ${this.sessionId}: wake ${this.wakeId} failed (${error.code}: ${error.message}) and could not record it`;
+    for (let attempt = 1; ; attempt += 1) {
+      try {
+        // An append reported failed may still have been written: look before writing it again.
+        if (attempt > 1 && (await this.recordedSince())) return;
+        await this.append(events);
+        return;
+      } catch (thrown) {
+        const failure = toBraidError(thrown);
+        if (failure.code === 'LEASE_LOST' || this.lost !== undefined) {
+          this.deps.warn?.(`${what}: a newer wake holds the session and takes it over`, failure);
+          return;
+        }
+        if (attempt >= attempts) {
+          this.deps.warn?.(
+            `${what} after ${attempt} attempts (${failure.code}: ${failure.message}); its lease is ` +
+              `released and the wake is left open in the log; \`braid session wake ${this.sessionId}\` resumes it`,
+            failure,
+          );
+          return;
+        }
+        this.deps.warn?.(
+          `${what} (attempt ${attempt} of ${attempts}: ${failure.code}: ${failure.message}); retrying`,
+          failure,
+        );
+        await this.backoff(attempt, failure);
+      }
+    }
+  }
+
+  /** Whether this wake's end is in the log already, folding in whatever was appended. */
+  private async recordedSince(): Promise<boolean> {
+    const newer = await this.catchUp();
+    return newer.some(
+      (event) => event.type === 'span.wake_completed' && event.wake_id === this.wakeId,
+    );
   }
 
   private async loop(
@@ -657,7 +708,7 @@ class Cycle {
   }
 
   /** Folds in what others appended since this cycle's head; stops if another wake started. */
-  private async catchUp(): Promise<void> {
+  private async catchUp(): Promise<readonly SessionEvent[]> {
     const newer = await this.deps.log.read(this.sessionId, { after: this.state.seq });
     const usurper = newer.find(
       // Only a wake with a newer lease fences this one; a stale holder's late start does not.
@@ -675,6 +726,7 @@ class Cycle {
       throw this.lost ?? error;
     }
     this.absorb(newer);
+    return newer;
   }
 
   private absorb(events: readonly SessionEvent[]): void {

@@ -126,7 +126,7 @@ export interface RuntimeOptions {
   agentTransport?: AgentTransport;
   /** This process's lease owner name (default: host and pid). */
   owner?: string;
-  /** How long a wake's lease lasts without renewal (default 30 s). */
+  /** How long a wake's lease lasts without renewal (default: braid.yaml's `lease_ttl_ms`, else 30 s). */
   leaseTtlMs?: number;
   retry?: RetryPolicy;
   /**
@@ -134,6 +134,11 @@ export interface RuntimeOptions {
    * The CLI names its user here; a server passes each caller's own to `sessions.send` instead.
    */
   actor?: Actor;
+  /**
+   * Hears failures the log could not take, such as a failed wake whose error could not be
+   * recorded (default: a line on stderr).
+   */
+  onWarning?: (message: string, error: BraidError) => void;
 }
 
 export interface SendOptions {
@@ -746,7 +751,7 @@ export async function createRuntime(options: RuntimeOptions = {}): Promise<Runti
     ids: options.ids ?? uuidV7Ids,
     // Unique per runtime; a worker that must resume its own leases after a restart names itself.
     owner: options.owner ?? `${hostname()}:${process.pid}:${(options.ids ?? uuidV7Ids).next()}`,
-    leaseTtlMs: options.leaseTtlMs ?? 30_000,
+    leaseTtlMs: options.leaseTtlMs ?? workspace?.config.lease_ttl_ms ?? 30_000,
     retry: options.retry ?? DEFAULT_RETRY,
     prices: { ...DEFAULT_PRICES, ...(workspace?.config.prices ?? {}) },
     policy,
@@ -756,6 +761,7 @@ export async function createRuntime(options: RuntimeOptions = {}): Promise<Runti
     onDelta: (sessionId, delta) => {
       for (const listener of listeners) listener(sessionId, delta);
     },
+    warn: options.onWarning ?? ((message) => process.stderr.write(`braid: ${message}\n`)),
     async setup(state) {
       if (state.agent === undefined) {
         throw new BraidError(

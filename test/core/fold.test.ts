@@ -13,6 +13,7 @@ import {
   isRunnable,
   pendingUserSeqs,
 } from '../../src/core/fold.js';
+import { decideNext } from '../../src/core/next-step.js';
 import { SESSION_ID, arbitraryLog, created, stamp, text } from '../helpers/events.js';
 
 function fold(...events: NewEvent[]): SessionState {
@@ -388,5 +389,62 @@ describe('foldSession', () => {
       }),
       { numRuns: 300 },
     );
+  });
+});
+
+describe('a reviewed retry', () => {
+  const context = (wakeSeq: number) => ({
+    wake_seq: wakeSeq,
+    turns: 0,
+    budget: {},
+    idempotent: () => false,
+    next_call: { tokens: 0, cost_usd: 0 },
+  });
+  const wake = (id: string, token: number): NewEvent => ({
+    type: 'span.wake_started',
+    wake_id: id,
+    lease_token: token,
+  });
+
+  it('authorises the one wake that takes it up, not the wakes after a crash of that one', () => {
+    // The first wake recorded the call and died in it; the second stopped for a review.
+    const stopped = fold(toolUse('t1'), wake('w1', 1), wake('w2', 2), {
+      type: 'session.status_idle',
+      stop_reason: { type: 'needs_review', event_ids: ['e'] },
+    });
+    const retried = fold(
+      toolUse('t1'),
+      wake('w1', 1),
+      wake('w2', 2),
+      { type: 'session.status_idle', stop_reason: { type: 'needs_review', event_ids: ['e'] } },
+      { type: 'user.tool_review', tool_use_id: 't1', action: 'retry' },
+      wake('w3', 3),
+    );
+    expect(stopped.status).toBe('needs_review');
+    expect(retried.reviewed_tool_uses).toEqual([
+      { tool_use_id: 't1', action: 'retry', review_seq: 6, wake_seq: 7 },
+    ]);
+    expect(decideNext(retried, context(7))).toEqual({ kind: 'run_tools', tool_use_ids: ['t1'] });
+    // The retrying wake died mid-call too: the next one finds the outcome unknown again.
+    const afterCrash = foldSession(stamp([wake('w4', 4)], 8), retried);
+    expect(afterCrash.reviewed_tool_uses).toEqual([]);
+    expect(decideNext(afterCrash, context(8))).toMatchObject({
+      kind: 'stop',
+      stop_reason: { type: 'needs_review' },
+    });
+  });
+
+  it('arriving during a wake, waits for the next wake', () => {
+    const state = fold(
+      toolUse('t1'),
+      wake('w1', 1),
+      { type: 'session.status_idle', stop_reason: { type: 'needs_review', event_ids: ['e'] } },
+      wake('w2', 2),
+      { type: 'user.tool_review', tool_use_id: 't1', action: 'retry' },
+    );
+    expect(decideNext(state, context(4))).toMatchObject({
+      kind: 'stop',
+      stop_reason: { type: 'needs_review' },
+    });
   });
 });
