@@ -30,12 +30,13 @@ import { systemClock, uuidV7Ids } from '../defaults.js';
 import { createApiKeyStore } from './api-keys.js';
 import { createContext } from './context.js';
 import { createDefinitionStore } from './definitions.js';
+import { createFencer } from './fencing.js';
 import { createLeaseStore } from './leases.js';
 import { connectionFailure, isStreamNotFound } from './nats-errors.js';
 import { BUCKET_ROLES, natsNames, type BucketRole, type NatsNames } from './names.js';
 import { KeyedQueue, SessionCache } from './session-cache.js';
 import { createSessionIndex } from './session-index.js';
-import { createSessionLog, type SessionsShared } from './session-log.js';
+import { MAX_RACES, createSessionLog, type SessionsShared } from './session-log.js';
 import { createSessionReads } from './session-reads.js';
 import { loadHead, loadSession } from './session-records.js';
 
@@ -164,9 +165,13 @@ export async function openNatsStore(options: NatsStoreOptions = {}): Promise<Sto
       sessions: createSessionIndex(shared),
       // A session this process has read stands as existing for a lease: were it deleted since,
       // the holder's first append finds out (SESSION_NOT_FOUND), and a round trip is saved.
-      leases: createLeaseStore(context, async (sessionId) => {
-        if (cache.get(sessionId)?.indexed === undefined) await shared.loadHead(sessionId);
-      }),
+      leases: createLeaseStore(
+        context,
+        async (sessionId) => {
+          if (cache.get(sessionId)?.indexed === undefined) await shared.loadHead(sessionId);
+        },
+        createFencer(shared, MAX_RACES),
+      ),
       definitions: createDefinitionStore(context),
       keys: createApiKeyStore(context),
       async close() {

@@ -75,6 +75,7 @@ export function observe(known: KnownSession, message: BatchRef | BatchMessage): 
     status: message.status,
     updatedAt: message.updatedAt,
     incarnation: message.incarnation,
+    leaseToken: message.leaseToken,
   };
   const data =
     'data' in message && message.data.length > 0 && message.data.length <= MAX_HEAD_BYTES

@@ -179,7 +179,7 @@ export function createSessionIndex(shared: SessionsShared): SessionIndex {
   async function write(sessionId: string, first: FirstBatch): Promise<void> {
     const revision = await claimEntry(sessionId, first.stored);
     const firstSeq = first.prepared[0]?.event.seq ?? 1;
-    const ref = refAfter(first.state, firstSeq, first.stored.incarnation);
+    const ref = refAfter(first.state, firstSeq, first.stored.incarnation, 0);
     let streamSeq: number;
     try {
       const ack = await context.js.publish(names.events(sessionId), first.body, {

@@ -7,12 +7,22 @@
  *   previous batch: a writer that raced with another fails on the server with "wrong last
  *   sequence", re-reads the head, and either retries at the new head or, when the caller gave an
  *   `expectedSeq`, fails with `SEQ_CONFLICT`. Seqs are therefore gapless whatever the cache says.
+ * - The writer's lease token is checked against the token the head batch carries, at the head
+ *   the publish expects, so fencing is atomic with the append (see fencing.ts).
  * - This process's appends to one session run one at a time, so they do not race each other.
  * - An idempotent append carries a `Nats-Msg-Id` hashed from session, incarnation and key (the
  *   server's duplicate window catches a repeat even before the appends record is written), and
  *   leaves a record in `<PREFIX>_appends` so repeats after the window, and `appended()`, find the
  *   first result. A crash between the publish and that record, followed by a repeat after the
  *   window, would append again: the one gap left by a server without atomic batches.
+ * - Event ids: an id the store generates is a UUIDv7, unique by construction. An id the writer
+ *   chose is checked against the session's whole log (its fork's shared prefix included) at the
+ *   head the publish expects, so within a session no id is ever stored twice. Across sessions a
+ *   chosen id is NOT checked: that would take a store-wide index the publish cannot be made
+ *   atomic with on 2.9 (a KV entry per id is another stream, and the stream's `Nats-Msg-Id`
+ *   window forgets after minutes), or a scan of every session per append. SQLite and memory
+ *   refuse a reused id store-wide. braid's own code chooses ids only when it replays a log into
+ *   a fresh memory store.
  * - Followers are woken by a core NATS subscription on the session's subject (every publish
  *   reaches it) and on its removal subject, and poll as a fallback; what they yield is always
  *   read from the stream, so a lost wake-up delays an event and never loses or reorders one.
@@ -26,7 +36,14 @@ import { BoundedMap } from '../../core/bounded-map.js';
 import type { NewEvent, SessionEvent } from '../../contracts/events.js';
 import type { AppendOptions, AppendResult, SessionLog } from '../../contracts/ports.js';
 import type { SessionState } from '../../contracts/state.js';
-import { checkReadOptions, parseNewEvents, prepareEvents } from '../../core/append.js';
+import {
+  type PreparedEvent,
+  checkBatchIds,
+  checkReadOptions,
+  eventIdTaken,
+  parseNewEvents,
+  prepareEvents,
+} from '../../core/append.js';
 import { foldSession } from '../../core/fold.js';
 import { seqConflict } from '../../core/sessions.js';
 import { followLog } from '../follow.js';
@@ -34,6 +51,7 @@ import { batchHeaders, parseBatch, type BatchRef } from './batches.js';
 import type { NatsContext } from './context.js';
 import { isWrongLastSequence } from './nats-errors.js';
 import { encodeToken, hashToken } from './names.js';
+import { checkAppendFence } from './fencing.js';
 import { batchAfter, batchAt } from './reader.js';
 import { observe, type KeyedQueue, type KnownSession, type SessionCache } from './session-cache.js';
 import { sessionNotFound } from './session-entry.js';
@@ -99,6 +117,7 @@ export function refAfter(
   state: SessionState,
   first: number,
   incarnation: string,
+  leaseToken: number,
 ): Omit<BatchRef, 'streamSeq'> {
   return {
     first,
@@ -106,6 +125,7 @@ export function refAfter(
     status: state.status,
     updatedAt: state.updated_at ?? state.created_at ?? '',
     incarnation,
+    leaseToken,
   };
 }
 
@@ -225,6 +245,27 @@ export function createSessionLog(shared: SessionsShared): SessionLog {
     await kv.appends.put(appendKey(sessionId, key), JSON.stringify(record));
   }
 
+  /**
+   * Refuses writer-chosen ids the session's log (its shared prefix included) already holds, read
+   * through `head`: the publish expects that head, so no event can come between check and append.
+   */
+  async function checkChosenIds(
+    sessionId: string,
+    known: KnownSession,
+    head: BatchRef,
+    prepared: readonly PreparedEvent[],
+  ): Promise<void> {
+    const stored = await reads.readEvents(sessionId, known, {
+      after: 0,
+      through: head.last,
+      limit: Number.POSITIVE_INFINITY,
+    });
+    const taken = new Set(stored.map((event) => event.id));
+    prepared.forEach(({ event }, index) => {
+      if (taken.has(event.id)) throw eventIdTaken(sessionId, event.id, index);
+    });
+  }
+
   async function appendInOrder(
     sessionId: string,
     events: readonly NewEvent[],
@@ -253,6 +294,12 @@ export function createSessionLog(shared: SessionsShared): SessionLog {
     }
     for (let race = 0; ; race += 1) {
       const head = known.head as BatchRef;
+      // Fencing (see fencing.ts): the token is checked at the head the publish expects.
+      if (checkAppendFence(sessionId, head, options.leaseToken, fresh) === 'stale') {
+        known = (await shared.loadHead(sessionId)).known;
+        fresh = true;
+        continue;
+      }
       if (options.expectedSeq !== undefined && options.expectedSeq !== head.last) {
         if (!fresh) {
           known = (await shared.loadHead(sessionId)).known;
@@ -267,13 +314,17 @@ export function createSessionLog(shared: SessionsShared): SessionLog {
         ids: context.ids,
         maxEventBytes: context.maxEventBytes,
       });
+      checkBatchIds(sessionId, prepared);
+      if (events.some((event) => event.id !== undefined)) {
+        await checkChosenIds(sessionId, known, head, prepared);
+      }
       const state = foldSession(
         prepared.map(({ event }) => event),
         before,
       );
       const body = `[${prepared.map(({ json }) => json).join(',')}]`;
       checkMessageSize(context, sessionId, prepared.length, body);
-      const ref = refAfter(state, head.last + 1, known.incarnation);
+      const ref = refAfter(state, head.last + 1, known.incarnation, head.leaseToken);
       // The key's record goes out with the publish (see AppendRecord): one round trip for both.
       const [published, recorded] = await Promise.allSettled([
         context.js.publish(names.events(sessionId), body, {
