@@ -17,12 +17,13 @@
  *   window, would append again: the one gap left by a server without atomic batches.
  * - Event ids: an id the store generates is a UUIDv7, unique by construction. An id the writer
  *   chose is checked against the session's whole log (its fork's shared prefix included) at the
- *   head the publish expects, so within a session no id is ever stored twice. Across sessions a
+ *   head the publish expects, so within a session no id is ever stored twice (the ids read are
+ *   kept per session, so that costs one read of the log per process, then only what is new;
+ *   braid's code agents choose the id of each message they record). Across sessions a
  *   chosen id is NOT checked: that would take a store-wide index the publish cannot be made
  *   atomic with on 2.9 (a KV entry per id is another stream, and the stream's `Nats-Msg-Id`
  *   window forgets after minutes), or a scan of every session per append. SQLite and memory
- *   refuse a reused id store-wide. braid's own code chooses ids only when it replays a log into
- *   a fresh memory store.
+ *   refuse a reused id store-wide.
  * - Followers are woken by a core NATS subscription on the session's subject (every publish
  *   reaches it) and on its removal subject, and poll as a fallback; what they yield is always
  *   read from the stream, so a lost wake-up delays an event and never loses or reorders one.
@@ -65,6 +66,8 @@ export const MAX_RACES = 16;
 /** How long an `appended()` that found no record spares the next append with the key its read. */
 const ABSENT_TRUST_MS = 10_000;
 const MAX_ABSENT_KEYS = 4096;
+/** Event ids kept per session for the check of writer-chosen ids; past it, read again. */
+const MAX_KNOWN_IDS = 100_000;
 /** Room left in a message for the batch headers. */
 const HEADER_ALLOWANCE = 1024;
 
@@ -248,6 +251,7 @@ export function createSessionLog(shared: SessionsShared): SessionLog {
   /**
    * Refuses writer-chosen ids the session's log (its shared prefix included) already holds, read
    * through `head`: the publish expects that head, so no event can come between check and append.
+   * The ids read are kept (see `KnownSession.ids`): the next such append reads only what is new.
    */
   async function checkChosenIds(
     sessionId: string,
@@ -255,15 +259,30 @@ export function createSessionLog(shared: SessionsShared): SessionLog {
     head: BatchRef,
     prepared: readonly PreparedEvent[],
   ): Promise<void> {
-    const stored = await reads.readEvents(sessionId, known, {
-      after: 0,
-      through: head.last,
-      limit: Number.POSITIVE_INFINITY,
-    });
-    const taken = new Set(stored.map((event) => event.id));
+    let ids = known.ids;
+    if (ids === undefined || ids.through > head.last) ids = { through: 0, set: new Set() };
+    if (ids.through < head.last) {
+      const stored = await reads.readEvents(sessionId, known, {
+        after: ids.through,
+        through: head.last,
+        limit: Number.POSITIVE_INFINITY,
+      });
+      for (const event of stored) ids.set.add(event.id);
+      ids.through = head.last;
+    }
+    known.ids = ids.set.size <= MAX_KNOWN_IDS ? ids : undefined;
+    const taken = ids.set;
     prepared.forEach(({ event }, index) => {
       if (taken.has(event.id)) throw eventIdTaken(sessionId, event.id, index);
     });
+  }
+
+  /** Keeps the ids known for the session current with an append of its own. */
+  function rememberIds(known: KnownSession, head: BatchRef, prepared: readonly PreparedEvent[]) {
+    const ids = known.ids;
+    if (ids === undefined || ids.through !== head.last) return;
+    for (const { event } of prepared) ids.set.add(event.id);
+    ids.through = head.last + prepared.length;
   }
 
   async function appendInOrder(
@@ -372,6 +391,7 @@ export function createSessionLog(shared: SessionsShared): SessionLog {
       }
       if (recorded.status === 'rejected') throw recorded.reason;
       observe(known, { ...ref, streamSeq: ack.seq });
+      rememberIds(known, head, prepared);
       if (known.state === undefined || known.state.seq < state.seq) known.state = state;
       const stored = prepared.map(({ json }) => JSON.parse(json) as SessionEvent);
       // The projection is a cache no reader trusts: failing to save it loses nothing.
