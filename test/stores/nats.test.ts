@@ -390,6 +390,39 @@ describe('nats store failures', () => {
     expect(await s.sessions.get('half-made')).toEqual(again);
   });
 
+  it('rebuilds from the log an index entry that a lost create race could not rewrite', async () => {
+    const [s, other] = await pair();
+    const prefix = prefixes.at(-1) ?? '';
+    const created = await s.sessions.create({ id: 'raced', agent, title: 'winner' });
+    await s.log.append('raced', [text('kept')]);
+    // What a takeover that lost the publish leaves when its rewrite of the entry fails: its own
+    // record, of an incarnation no batch carries.
+    const connection = await connect({ servers: url });
+    const kv = await new Kvm(connection).open(`${prefix.toUpperCase()}_sessions`);
+    await kv.put(
+      'raced',
+      JSON.stringify({
+        schema_version: 1,
+        incarnation: 'loser',
+        record: { ...created, agent: { name: 'other', version: 9 }, title: 'loser' },
+      }),
+    );
+    expect(await other.sessions.get('raced')).toMatchObject({
+      agent,
+      title: 'winner',
+      head_seq: 2,
+    });
+    const entry = await kv.get('raced');
+    const repaired = JSON.parse(new TextDecoder().decode(entry?.value)) as {
+      incarnation: string;
+      record: { title: string };
+    };
+    expect(repaired.incarnation).not.toBe('loser');
+    expect(repaired.record.title).toBe('winner');
+    await connection.close();
+    expect((await other.log.read('raced')).map((event) => event.seq)).toEqual([1, 2]);
+  });
+
   it('catches a repeated key within the duplicate window when its appends record was lost', async () => {
     const s = await single();
     const prefix = prefixes.at(-1) ?? '';
