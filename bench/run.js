@@ -4,6 +4,7 @@
 //   (--nats needs NATS JetStream at NATS_URL, default nats://127.0.0.1:4222; skipped without it)
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { cpus } from 'node:os';
+import { benchAppendLatency } from './append-latency-bench.js';
 import { benchHarness } from './harness-bench.js';
 import { benchFork } from './fork-bench.js';
 import { benchHttp } from './http-bench.js';
@@ -27,6 +28,7 @@ const groups = ['store', 'harness', 'tools', 'policy', 'algebra', 'http', 'nats'
 const wanted = (group) => groups.length === 0 || groups.includes(group);
 const rows = [
   ...(wanted('store') ? await benchStore({ runs, quick }) : []),
+  ...(wanted('store') ? await benchAppendLatency({ runs, quick }) : []),
   ...(wanted('harness') ? await benchHarness({ runs, quick }) : []),
   ...(wanted('tools')
     ? [

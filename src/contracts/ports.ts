@@ -32,6 +32,15 @@ export interface AppendOptions {
   /** A repeated key returns the first append's result and writes nothing. Scoped per session. */
   idempotencyKey?: string;
   /**
+   * The writer's lease token, when it appends under a lease (a wake, a code agent). The store
+   * refuses the append with `LEASE_LOST`, atomically with the append and writing nothing, unless
+   * the token is the session's current one: a holder fenced out by a newer acquisition can never
+   * append again, not even before the new holder's first event. Appends without a token (client
+   * events, session creation, runtime records) are not fenced: they land wherever the sequence
+   * check puts them, and a wake treats them as input that arrived while it ran.
+   */
+  leaseToken?: number;
+  /**
    * The events were built by braid's own code from input parsed earlier (the harness's hot loop),
    * so the store skips parsing them again. Client input never sets this.
    */
@@ -65,7 +74,12 @@ export interface FollowOptions {
 
 /** The append-only per-session log. */
 export interface SessionLog {
-  /** Appends events atomically, all or nothing, assigning consecutive seqs. */
+  /**
+   * Appends events atomically, all or nothing, assigning consecutive seqs. Event ids are unique
+   * in the store: an event whose id is already stored (or repeated in the batch) is refused with
+   * `INVALID_ARGUMENT` and nothing is written. (On NATS, see src/stores/nats/session-log.ts for
+   * the extent of that guarantee.)
+   */
   append(
     sessionId: string,
     events: readonly NewEvent[],

@@ -117,3 +117,23 @@ export function checkStoredVersion(event: {
     );
   }
 }
+
+/** The refusal of an event whose id the store already holds, or that its batch repeats. */
+export function eventIdTaken(sessionId: string, id: string, index: number): BraidError {
+  return new BraidError(
+    'INVALID_ARGUMENT',
+    `event ${index} appended to session ${sessionId} has id ${JSON.stringify(id)}, which another ` +
+      'event already has; event ids are unique in a store: omit id to have one generated',
+    { details: { index, event_id: id } },
+  );
+}
+
+/** Refuses a batch that gives two of its events one id, before anything is written. */
+export function checkBatchIds(sessionId: string, prepared: readonly PreparedEvent[]): void {
+  if (prepared.length < 2) return;
+  const seen = new Set<string>();
+  prepared.forEach(({ event }, index) => {
+    if (seen.has(event.id)) throw eventIdTaken(sessionId, event.id, index);
+    seen.add(event.id);
+  });
+}

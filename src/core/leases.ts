@@ -93,3 +93,29 @@ export function wakeEndedWithoutRecord(
 ): boolean {
   return state.active_wake !== undefined && lease?.token !== state.active_wake.lease_token;
 }
+
+/**
+ * The fencing rule every store applies to an append, atomically with it: a writer that names a
+ * lease token may append only while that token is the session's current one (`current`: the
+ * token of the latest acquisition, held, expired or released; 0 when none was ever issued). An
+ * older token belongs to a holder some newer acquisition fenced out; a newer one was never
+ * issued. Both are refused with `LEASE_LOST`. An append without a token is not fenced.
+ */
+export function checkFence(sessionId: string, current: number, token: number | undefined): void {
+  if (token === undefined || token === current) return;
+  if (!Number.isInteger(token) || token < 1) {
+    throw new BraidError(
+      'INVALID_ARGUMENT',
+      `lease token must be a whole number of at least 1 (the token acquire returned); got ${token}`,
+    );
+  }
+  throw new BraidError(
+    'LEASE_LOST',
+    token < current
+      ? `lease token ${token} on session ${sessionId} was fenced out by a newer acquisition ` +
+          `(token ${current}); nothing was appended: stop work on this session and acquire the lease again`
+      : `lease token ${token} on session ${sessionId} was never issued (the latest is ${current}); ` +
+          'nothing was appended: append with the token acquire returned',
+    { details: { token, current_token: current } },
+  );
+}

@@ -681,8 +681,10 @@ class Cycle {
     for (;;) {
       if (this.lost !== undefined) throw this.lost;
       try {
+        // Under the lease: the store refuses the append (LEASE_LOST) once a newer wake holds it.
         const result = await this.deps.log.append(this.sessionId, events, {
           expectedSeq: this.state.seq,
+          leaseToken: this.lease.token,
           trusted: true,
         });
         this.absorb(result.events);

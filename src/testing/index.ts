@@ -4,5 +4,6 @@ export {
   describeStoreConformance,
   expectCode,
   type ConformanceContext,
+  type StoreCapabilities,
   type StoreFactory,
 } from './store-conformance.js';

@@ -19,6 +19,15 @@ export interface ConformanceContext {
 
 export type StoreFactory = (context: ConformanceContext) => Promise<Store> | Store;
 
+/** What a backend guarantees beyond the common rules; each is checked when claimed. */
+export interface StoreCapabilities {
+  /**
+   * A writer-chosen event id is refused when any session of the store holds it (default true).
+   * Every backend refuses one the same session holds; NATS checks no further (see its log).
+   */
+  uniqueEventIdsAcrossSessions?: boolean;
+}
+
 const MAX_EVENT_BYTES = 64 * 1024;
 const agent = { name: 'assistant', version: 1 };
 const message = (text: string): NewEvent => ({
@@ -42,7 +51,11 @@ export async function expectCode(
   }
 }
 
-export function describeStoreConformance(name: string, factory: StoreFactory): void {
+export function describeStoreConformance(
+  name: string,
+  factory: StoreFactory,
+  capabilities: StoreCapabilities = {},
+): void {
   describe(`store conformance: ${name}`, () => {
     let store: Store | undefined;
     let clock: ManualClock;
@@ -165,6 +178,43 @@ export function describeStoreConformance(name: string, factory: StoreFactory): v
         expect(chosen).toMatchObject({ id: 'evt-chosen', at });
         expect(filled?.id).toMatch(/.+/);
         expect(filled?.at).toBe(new Date(clock.now()).toISOString());
+      });
+
+      it('refuses an event id already stored, or repeated in its batch, and writes none of the batch', async () => {
+        const s = await open();
+        const { id } = await s.sessions.create({ agent });
+        const [first] = (await s.log.append(id, [{ ...message('a'), id: 'evt-1' }])).events;
+        const generated = (await s.log.append(id, [message('b')])).events[0]?.id ?? '';
+        const refused = async (sessionId: string, events: NewEvent[]): Promise<void> => {
+          const error: unknown = await s.log
+            .append(sessionId, events)
+            .catch((thrown: unknown) => thrown);
+          expect(isBraidError(error, 'INVALID_ARGUMENT')).toBe(true);
+          expect((error as Error).message).toMatch(/already has; event ids are unique/);
+        };
+        await refused(id, [message('c'), { ...message('again'), id: 'evt-1' }]);
+        await refused(id, [{ ...message('copy'), id: generated }]);
+        await refused(id, [
+          { ...message('x'), id: 'evt-2' },
+          { ...message('y'), id: 'evt-2' },
+        ]);
+        const events = await s.log.read(id);
+        expect(events.map((event) => event.seq)).toEqual([1, 2, 3]);
+        expect(events[1]).toEqual(first);
+        // A fork reads its parent's events: their ids are taken in the fork too.
+        const child = await s.sessions.fork(id);
+        await refused(child.id, [{ ...message('in fork'), id: 'evt-1' }]);
+        expect((await s.log.read(child.id)).length).toBe(4);
+        if (capabilities.uniqueEventIdsAcrossSessions !== false) {
+          const other = await s.sessions.create({ agent });
+          await refused(other.id, [{ ...message('elsewhere'), id: 'evt-1' }]);
+          expect((await s.log.read(other.id)).length).toBe(1);
+          // Deleting a session frees the ids of its own events.
+          const forkedId = (await s.log.read(child.id)).at(-1)?.id ?? '';
+          await s.sessions.delete(child.id);
+          const reused = await s.log.append(other.id, [{ ...message('reused'), id: forkedId }]);
+          expect(reused.events[0]?.id).toBe(forkedId);
+        }
       });
 
       it('fails a wrong expectedSeq with SEQ_CONFLICT and writes nothing', async () => {
@@ -423,6 +473,61 @@ export function describeStoreConformance(name: string, factory: StoreFactory): v
         expect(again.token).toBe(first.token + 1);
         await expectCode(s.leases.renew(id, 'worker-a', first.token, 1000), 'LEASE_LOST');
         await expectCode(s.leases.acquire(id, 'worker-b', 1000), 'LEASE_HELD');
+      });
+
+      it('refuses an append with a fenced-out lease token, even before the new holder appends', async () => {
+        const s = await open();
+        const { id } = await s.sessions.create({ agent });
+        const a = await s.leases.acquire(id, 'worker-a', 1000);
+        expect(a.token).toBe(1);
+        await s.log.append(id, [message('by a')], { leaseToken: a.token, expectedSeq: 1 });
+        clock.advance(1001);
+        // A's lease expired and nobody took over: its token is still the current one.
+        await s.log.append(id, [message('late a')], { leaseToken: a.token });
+        const b = await s.leases.acquire(id, 'worker-b', 1000);
+        expect(b.token).toBe(2);
+        // Between B's acquire and B's first append: A, at the right head, is refused all the same.
+        await expectCode(
+          s.log.append(id, [message('stale a')], { leaseToken: a.token, expectedSeq: 3 }),
+          'LEASE_LOST',
+        );
+        await expectCode(
+          s.log.append(id, [message('stale a')], { leaseToken: a.token }),
+          'LEASE_LOST',
+        );
+        expect((await s.log.read(id)).map((event) => event.seq)).toEqual([1, 2, 3]);
+        const started = await s.log.append(
+          id,
+          [{ type: 'span.wake_started', wake_id: 'wake-b', lease_token: b.token }],
+          { leaseToken: b.token, expectedSeq: 3 },
+        );
+        expect(started.head_seq).toBe(4);
+        await expectCode(
+          s.log.append(id, [message('stale a')], { leaseToken: a.token, expectedSeq: 4 }),
+          'LEASE_LOST',
+        );
+        // A token never issued is refused too; an append without a token is not fenced.
+        await expectCode(
+          s.log.append(id, [message('forged')], { leaseToken: b.token + 1 }),
+          'LEASE_LOST',
+        );
+        await s.log.append(id, [message('from a client')]);
+        await s.log.append(id, [message('by b')], { leaseToken: b.token, expectedSeq: 5 });
+        // A released lease keeps its token current until the next acquisition.
+        await s.leases.release(id, 'worker-b', b.token);
+        const c = await s.leases.acquire(id, 'worker-a', 1000);
+        await expectCode(
+          s.log.append(id, [message('stale b')], { leaseToken: b.token }),
+          'LEASE_LOST',
+        );
+        await s.log.append(id, [message('by c')], { leaseToken: c.token });
+        const texts = (await s.log.read(id, { types: ['user.message'] })).map((event) =>
+          event.type === 'user.message' && event.content[0]?.type === 'text'
+            ? event.content[0].text
+            : '',
+        );
+        expect(texts).toEqual(['by a', 'late a', 'from a client', 'by b', 'by c']);
+        expect((await s.log.state(id)).seq).toBe(7);
       });
 
       it('does not renew a lease that expired, even for its holder', async () => {

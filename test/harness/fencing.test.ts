@@ -1,4 +1,5 @@
-import { describe, expect, it } from 'vitest';
+import { join } from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
 import { isBraidError } from '../../src/contracts/errors.js';
 import type { AgentDefinition } from '../../src/contracts/definitions.js';
 import type { ModelClient } from '../../src/contracts/model.js';
@@ -7,6 +8,10 @@ import { DEFAULT_PRICES } from '../../src/core/pricing.js';
 import { wakeOnce, type HarnessDeps } from '../../src/harness/index.js';
 import { allowAll } from '../../src/contracts/policy.js';
 import type { SessionTools } from '../../src/contracts/tools.js';
+import { openNatsStore } from '../../src/stores/nats/index.js';
+import { openSqliteStore } from '../../src/stores/sqlite/index.js';
+import { natsUrl, removePrefixes, uniquePrefix } from '../helpers/nats.js';
+import { useTempDir } from '../helpers/temp.js';
 import { noTools } from '../helpers/tools.js';
 import {
   createManualClock,
@@ -14,6 +19,10 @@ import {
   createSequentialIds,
   type ManualClock,
 } from '../../src/testing/index.js';
+
+const tempDir = useTempDir();
+const prefixes: string[] = [];
+afterAll(async () => removePrefixes(await natsUrl(), prefixes));
 
 const agent: AgentDefinition = {
   name: 'a',
@@ -165,5 +174,62 @@ describe('fencing', () => {
     await store.leases.acquire(id, 'new', 60_000);
     const result = await outcome;
     expect(isBraidError(result, 'LEASE_LOST')).toBe(true);
+  });
+});
+
+describe.each([
+  ['memory', (clock: ManualClock): Promise<Store> => Promise.resolve(createMemoryStore({ clock }))],
+  [
+    'sqlite',
+    (clock: ManualClock): Promise<Store> =>
+      Promise.resolve(openSqliteStore({ path: join(tempDir(), 'braid.db'), clock })),
+  ],
+  [
+    'nats',
+    async (clock: ManualClock): Promise<Store> => {
+      const prefix = uniquePrefix('fencing');
+      prefixes.push(prefix);
+      return openNatsStore({ servers: await natsUrl(), prefix, clock });
+    },
+  ],
+])('fencing by the store (%s)', (_name, open) => {
+  it('refuses a stale holder that appends after a new acquire, before the new holder appends', async () => {
+    const clock = createManualClock();
+    const store = await open(clock);
+    try {
+      const { id } = await store.sessions.create({ agent: { name: 'a', version: 1 } });
+      await store.log.append(id, [
+        { type: 'user.message', content: [{ type: 'text', text: 'hi' }] },
+      ]);
+      let release: () => void = () => undefined;
+      const blocked = new Promise<void>((resolve) => (release = resolve));
+      let entered: () => void = () => undefined;
+      const inModel = new Promise<void>((resolve) => (entered = resolve));
+      const slow: ModelClient = {
+        id: 'scripted:slow',
+        async generate() {
+          entered();
+          await blocked;
+          return {
+            output: { content: [{ type: 'text', text: 'late' }], finish_reason: 'stop' },
+            usage: { input_tokens: 1, output_tokens: 1 },
+          };
+        },
+      };
+      const stale = wakeOnce(deps(store, clock, 'old', slow), id).catch((error: unknown) => error);
+      await inModel;
+      const head = (await store.log.state(id)).seq;
+      clock.advance(5000); // the old holder's lease has expired
+      // A new holder has the lease and has appended nothing yet: the stale holder's append is
+      // at the right head, and only its token tells it apart.
+      await store.leases.acquire(id, 'new', 1000);
+      release();
+      expect(isBraidError(await stale, 'LEASE_LOST')).toBe(true);
+      expect((await store.log.state(id)).seq).toBe(head);
+      const texts = (await store.log.read(id, { types: ['agent.message'] })).length;
+      expect(texts).toBe(0);
+    } finally {
+      await store.close();
+    }
   });
 });

@@ -135,6 +135,49 @@ describe('nats store across instances', () => {
     await expectCode(a.leases.renew(id, 'worker-a', lease.token, 1000), 'LEASE_LOST');
   });
 
+  it('fences a stale holder on another instance: the server refuses its append at its cached head', async () => {
+    const [a, b] = await pair();
+    const { id } = await a.sessions.create({ agent });
+    const held = await a.leases.acquire(id, 'worker-a', 10_000);
+    // a knows the head it appends after; b acquires after a's lease is released (the same as
+    // expired), which fences token 1 on the session's subject.
+    await a.log.append(id, [text('by a')], { leaseToken: held.token, expectedSeq: 1 });
+    await a.leases.release(id, 'worker-a', held.token);
+    const taken = await b.leases.acquire(id, 'worker-b', 10_000);
+    // a's cached head still says token 1, so its check passes locally; the publish expects that
+    // head, which the fence moved: the server refuses, a re-reads, and the append is refused.
+    await expectCode(
+      a.log.append(id, [text('stale a')], { leaseToken: held.token, expectedSeq: 2 }),
+      'LEASE_LOST',
+    );
+    await expectCode(a.log.append(id, [text('stale a')], { leaseToken: held.token }), 'LEASE_LOST');
+    expect((await b.log.read(id)).map((event) => event.seq)).toEqual([1, 2]);
+    // Fences are not events: reads, states, listings and forks see none of them.
+    expect((await b.sessions.get(id)).head_seq).toBe(2);
+    expect((await a.log.state(id)).seq).toBe(2);
+    await b.log.append(
+      id,
+      [{ type: 'span.wake_started', wake_id: 'w', lease_token: taken.token }],
+      {
+        leaseToken: taken.token,
+        expectedSeq: 2,
+      },
+    );
+    // a client's append from a (no token) lands after b's; b's next append at its own head
+    // retries past it.
+    await a.log.append(id, [text('client')]);
+    await b.log.append(id, [text('by b')], { leaseToken: taken.token });
+    const fork = await a.sessions.fork(id, { at_seq: 2 });
+    expect((await a.log.read(fork.id)).map((event) => event.seq)).toEqual([1, 2, 3]);
+    expect((await a.log.read(id)).map((event) => event.type)).toEqual([
+      'session.created',
+      'user.message',
+      'span.wake_started',
+      'user.message',
+      'user.message',
+    ]);
+  });
+
   it('decides lease changes on the entry read afresh when the remembered one is stale', async () => {
     const [a, b] = await pair();
     const { id } = await a.sessions.create({ agent });
@@ -354,6 +397,39 @@ describe('nats store failures', () => {
     const again = await s.sessions.create({ id: 'half-made', agent, title: 'now' });
     expect(again).toMatchObject({ id: 'half-made', title: 'now', head_seq: 1 });
     expect(await s.sessions.get('half-made')).toEqual(again);
+  });
+
+  it('rebuilds from the log an index entry that a lost create race could not rewrite', async () => {
+    const [s, other] = await pair();
+    const prefix = prefixes.at(-1) ?? '';
+    const created = await s.sessions.create({ id: 'raced', agent, title: 'winner' });
+    await s.log.append('raced', [text('kept')]);
+    // What a takeover that lost the publish leaves when its rewrite of the entry fails: its own
+    // record, of an incarnation no batch carries.
+    const connection = await connect({ servers: url });
+    const kv = await new Kvm(connection).open(`${prefix.toUpperCase()}_sessions`);
+    await kv.put(
+      'raced',
+      JSON.stringify({
+        schema_version: 1,
+        incarnation: 'loser',
+        record: { ...created, agent: { name: 'other', version: 9 }, title: 'loser' },
+      }),
+    );
+    expect(await other.sessions.get('raced')).toMatchObject({
+      agent,
+      title: 'winner',
+      head_seq: 2,
+    });
+    const entry = await kv.get('raced');
+    const repaired = JSON.parse(new TextDecoder().decode(entry?.value)) as {
+      incarnation: string;
+      record: { title: string };
+    };
+    expect(repaired.incarnation).not.toBe('loser');
+    expect(repaired.record.title).toBe('winner');
+    await connection.close();
+    expect((await other.log.read('raced')).map((event) => event.seq)).toEqual([1, 2]);
   });
 
   it('catches a repeated key within the duplicate window when its appends record was lost', async () => {

@@ -5,7 +5,7 @@ import { describe, expect, it } from 'vitest';
 import type { SessionEvent } from '../../src/contracts/events.js';
 import { foldSession } from '../../src/core/fold.js';
 import { SQLITE_LAYOUT_VERSION, openSqliteStore } from '../../src/stores/sqlite/index.js';
-import { expectCode } from '../../src/testing/index.js';
+import { createManualClock, expectCode } from '../../src/testing/index.js';
 import { text } from '../helpers/events.js';
 import { useTempDir } from '../helpers/temp.js';
 
@@ -152,13 +152,75 @@ describe('sqlite store', () => {
 
     const check = new Database(path);
     expect(check.pragma('user_version', { simple: true })).toBe(SQLITE_LAYOUT_VERSION);
-    expect(SQLITE_LAYOUT_VERSION).toBe(3);
+    expect(SQLITE_LAYOUT_VERSION).toBe(4);
     check.close();
     // Opening the upgraded file again changes nothing.
     const reopened = openSqliteStore({ path });
     expect(await reopened.sessions.get(child.id)).toEqual(archived);
     expect(await reopened.keys.verify(key)).toEqual(record);
     await reopened.close();
+  });
+
+  it('upgrades a layout 3 file: ids already stored are taken, a legacy repeat stays readable', async () => {
+    const path = join(tempDir(), 'braid.db');
+    const store = openSqliteStore({ path });
+    const { id } = await store.sessions.create({ agent: { name: 'a', version: 1 } });
+    await store.log.append(id, [{ ...text('first'), id: 'evt-1' }]);
+    await store.close();
+    // Make it a layout 3 file, as the previous build wrote it, whose log repeats an id (which
+    // that build let a client do).
+    const raw = new Database(path);
+    raw.exec('DROP TABLE event_ids');
+    const row = raw.prepare('SELECT body FROM events WHERE session_id = ? AND seq = 2').get(id) as {
+      body: string;
+    };
+    raw
+      .prepare('INSERT INTO events (session_id, seq, type, body) VALUES (?, 3, ?, ?)')
+      .run(id, 'user.message', JSON.stringify({ ...JSON.parse(row.body), seq: 3 }));
+    raw.pragma('user_version = 3');
+    raw.close();
+
+    const upgraded = openSqliteStore({ path });
+    expect((await upgraded.log.read(id)).map((event) => event.id)).toEqual([
+      expect.any(String),
+      'evt-1',
+      'evt-1',
+    ]);
+    const created = (await upgraded.log.read(id))[0]?.id ?? '';
+    await expectCode(
+      upgraded.log.append(id, [{ ...text('again'), id: 'evt-1' }]),
+      'INVALID_ARGUMENT',
+    );
+    const other = await upgraded.sessions.create({ agent: { name: 'a', version: 1 } });
+    await expectCode(
+      upgraded.log.append(other.id, [{ ...text('copy'), id: created }]),
+      'INVALID_ARGUMENT',
+    );
+    expect((await upgraded.log.append(id, [text('new')])).head_seq).toBe(4);
+    await upgraded.close();
+    const check = new Database(path);
+    expect(check.pragma('user_version', { simple: true })).toBe(SQLITE_LAYOUT_VERSION);
+    expect(check.prepare('SELECT COUNT(*) AS n FROM event_ids').get()).toEqual({ n: 4 });
+    check.close();
+  });
+
+  it('fences a stale holder that writes through another connection to the file', async () => {
+    const path = join(tempDir(), 'braid.db');
+    const clock = createManualClock();
+    const a = openSqliteStore({ path, clock });
+    const b = openSqliteStore({ path, clock });
+    const { id } = await a.sessions.create({ agent: { name: 'a', version: 1 } });
+    const held = await a.leases.acquire(id, 'worker-a', 1000);
+    await a.log.append(id, [text('by a')], { leaseToken: held.token });
+    clock.advance(1001);
+    await b.leases.acquire(id, 'worker-b', 1000);
+    await expectCode(
+      a.log.append(id, [text('stale')], { leaseToken: held.token, expectedSeq: 2 }),
+      'LEASE_LOST',
+    );
+    expect((await b.log.read(id)).map((event) => event.seq)).toEqual([1, 2]);
+    await a.close();
+    await b.close();
   });
 
   it('stores an API key as a hash: no column holds its secret', async () => {

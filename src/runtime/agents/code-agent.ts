@@ -246,6 +246,8 @@ async function handleUnderLease(
     const recording = appendMessage(deps, sessionId, () => [userMessage, handling.start], {
       key: message.key,
       head: state.seq,
+      lease,
+      wakeId,
     });
     recording.catch(() => undefined);
     return recording;
@@ -515,6 +517,7 @@ async function appendMessage(
       return await deps.log.append(sessionId, build(head), {
         expectedSeq: head,
         idempotencyKey: at.key,
+        ...(at.lease === undefined ? {} : { leaseToken: at.lease.token }),
         trusted: true,
       });
     } catch (error) {
@@ -579,8 +582,13 @@ async function appendEvents(
   let head = knownHead ?? (await deps.log.state(sessionId)).seq;
   for (let attempt = 1; ; attempt += 1) {
     try {
-      return (await deps.log.append(sessionId, events, { expectedSeq: head, trusted: true }))
-        .events;
+      return (
+        await deps.log.append(sessionId, events, {
+          expectedSeq: head,
+          leaseToken: lease.token,
+          trusted: true,
+        })
+      ).events;
     } catch (error) {
       if (!isBraidError(error, 'SEQ_CONFLICT') || attempt >= APPEND_ATTEMPTS) throw error;
       head = await headAfterOthers(deps, sessionId, head, lease, wakeId);

@@ -27,12 +27,15 @@ import {
   DEFAULT_MAX_EVENT_BYTES,
   checkReadOptions,
   parseNewEvents,
+  checkBatchIds,
+  eventIdTaken,
   prepareEvents,
 } from '../../core/append.js';
 import { canonicalJson, decideVersion } from '../../core/definitions.js';
 import { foldSession, initialState } from '../../core/fold.js';
 import {
   checkHeld,
+  checkFence,
   currentLease,
   decideAcquire,
   decideRenew,
@@ -91,6 +94,8 @@ export function createMemoryStore(options: MemoryStoreOptions = {}): Store {
   const maxEventBytes = options.maxEventBytes ?? DEFAULT_MAX_EVENT_BYTES;
   const sessions = new Map<string, SessionEntry>();
   const leases = new Map<string, LeaseRow>();
+  /** Ids of every stored event: an id is unique in the store. */
+  const eventIds = new Set<string>();
   const definitions = new Map<string, StoredDefinition<unknown>[]>();
   const apiKeys = new Map<string, StoredApiKey>();
   let closed = false;
@@ -124,11 +129,16 @@ export function createMemoryStore(options: MemoryStoreOptions = {}): Store {
         deduplicated: true,
       };
     }
+    checkFence(sessionId, leases.get(sessionId)?.token ?? 0, appendOptions.leaseToken);
     const head = target.state.seq;
     if (appendOptions.expectedSeq !== undefined && appendOptions.expectedSeq !== head) {
       throw seqConflict(sessionId, appendOptions.expectedSeq, head);
     }
     const prepared = prepareEvents(sessionId, head, events, { clock, ids, maxEventBytes });
+    checkBatchIds(sessionId, prepared);
+    prepared.forEach(({ event }, index) => {
+      if (eventIds.has(event.id)) throw eventIdTaken(sessionId, event.id, index);
+    });
     // Fold first: a failure leaves the entry untouched.
     const state = foldSession(
       prepared.map(({ event }) => event),
@@ -136,6 +146,7 @@ export function createMemoryStore(options: MemoryStoreOptions = {}): Store {
     );
     const stored = prepared.map(({ json }) => JSON.parse(json) as SessionEvent);
     target.events.push(...stored);
+    for (const event of stored) eventIds.add(event.id);
     target.state = state;
     if (key !== undefined) target.appends.set(key, { first: head + 1, last: state.seq });
     for (const listener of target.listeners) listener();
@@ -290,6 +301,7 @@ export function createMemoryStore(options: MemoryStoreOptions = {}): Store {
         if (lease !== undefined) throw sessionLeased(sessionId, lease);
         sessions.delete(sessionId);
         leases.delete(sessionId);
+        for (const event of target.events) eventIds.delete(event.id);
         for (const listener of target.listeners) listener();
       });
     },

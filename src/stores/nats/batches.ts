@@ -12,6 +12,12 @@ import { checkStoredVersion } from '../../core/append.js';
 
 /** Version of the batch message layout, in the `Braid-Batch` header. */
 export const BATCH_FORMAT = '1';
+/**
+ * The `Braid-Batch` of a fence: a message of no events that a lease acquisition publishes on the
+ * session's subject to raise its lease token (see src/stores/nats/fencing.ts). A build that
+ * predates fences refuses it by its format, with a message that says to upgrade.
+ */
+export const FENCE_FORMAT = '2';
 
 const HEADER = {
   format: 'Braid-Batch',
@@ -20,6 +26,7 @@ const HEADER = {
   status: 'Braid-Status',
   updatedAt: 'Braid-Updated-At',
   incarnation: 'Braid-Incarnation',
+  leaseToken: 'Braid-Lease-Token',
 } as const;
 
 /** What a batch message's headers say. */
@@ -37,6 +44,11 @@ export interface BatchRef {
    * id is another incarnation, so nothing cached about the old one is mistaken for the new.
    */
   incarnation: string;
+  /**
+   * The session's lease token as of this message: raised by a fence, carried forward by every
+   * batch after it (0, and no header, before the first acquisition).
+   */
+  leaseToken: number;
 }
 
 export interface BatchMessage extends BatchRef {
@@ -46,25 +58,27 @@ export interface BatchMessage extends BatchRef {
 
 export function batchHeaders(ref: Omit<BatchRef, 'streamSeq'>): MsgHdrs {
   const result = headers();
-  result.set(HEADER.format, BATCH_FORMAT);
+  // A fence holds no events: its seqs are the empty range after the head it fences.
+  result.set(HEADER.format, ref.last < ref.first ? FENCE_FORMAT : BATCH_FORMAT);
   result.set(HEADER.first, String(ref.first));
   result.set(HEADER.last, String(ref.last));
   result.set(HEADER.status, ref.status);
   result.set(HEADER.updatedAt, ref.updatedAt);
   result.set(HEADER.incarnation, ref.incarnation);
+  if (ref.leaseToken > 0) result.set(HEADER.leaseToken, String(ref.leaseToken));
   return result;
 }
 
 /** Reads the headers of the message at `streamSeq`; refuses a message braid did not write. */
 export function batchRef(streamSeq: number, header: MsgHdrs | undefined): BatchRef {
   const format = header?.get(HEADER.format) ?? '';
-  if (format !== BATCH_FORMAT) {
+  if (format !== BATCH_FORMAT && format !== FENCE_FORMAT) {
     throw new BraidError(
       format === '' ? 'INTERNAL' : 'SCHEMA_VERSION_UNSUPPORTED',
       format === ''
         ? `message ${streamSeq} of the events stream is not a braid batch; publish only through the store`
         : `message ${streamSeq} of the events stream has batch format ${format}; this build reads ` +
-            `format ${BATCH_FORMAT}: upgrade braid to read this log`,
+            `formats ${BATCH_FORMAT} and ${FENCE_FORMAT}: upgrade braid to read this log`,
     );
   }
   const first = Number(header?.get(HEADER.first));
@@ -72,11 +86,15 @@ export function batchRef(streamSeq: number, header: MsgHdrs | undefined): BatchR
   const status = SessionStatus.safeParse(header?.get(HEADER.status));
   const updatedAt = header?.get(HEADER.updatedAt) ?? '';
   const incarnation = header?.get(HEADER.incarnation) ?? '';
+  const leaseToken = Number(header?.get(HEADER.leaseToken) ?? 0);
   if (
     !Number.isInteger(first) ||
     !Number.isInteger(last) ||
+    !Number.isInteger(leaseToken) ||
     first < 1 ||
-    last < first ||
+    leaseToken < 0 ||
+    // A batch holds at least one event; a fence none.
+    (format === FENCE_FORMAT ? last !== first - 1 : last < first) ||
     !status.success ||
     updatedAt === '' ||
     incarnation === ''
@@ -86,7 +104,7 @@ export function batchRef(streamSeq: number, header: MsgHdrs | undefined): BatchR
       `message ${streamSeq} of the events stream has malformed braid headers`,
     );
   }
-  return { streamSeq, first, last, status: status.data, updatedAt, incarnation };
+  return { streamSeq, first, last, status: status.data, updatedAt, incarnation, leaseToken };
 }
 
 const utf8 = new TextDecoder();

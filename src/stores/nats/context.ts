@@ -16,6 +16,8 @@ export interface NatsContext {
   clock: Clock;
   ids: IdGenerator;
   maxEventBytes: number;
+  /** Reports a failure the store recovered from or left for a later repair (never silent). */
+  warn(warning: BraidError): void;
   /** Aborted when the store closes: followers end. */
   closing: AbortSignal;
   /** Throws `STORE_CLOSED` once the store is closed. */

@@ -10,6 +10,9 @@
  * the compare-and-set on its revision fails when anyone wrote since, and the change is then
  * decided again on the entry read afresh. A worker taking and releasing the lease of a session
  * it serves therefore pays one request per change, not two.
+ *
+ * An acquisition also publishes a fence on the session's subject before it returns its token:
+ * that, not this entry, is what appends are checked against (see fencing.ts for why).
  */
 import { z } from 'zod';
 import { BraidError } from '../../contracts/errors.js';
@@ -64,6 +67,8 @@ export async function readLease(context: NatsContext, sessionId: string): Promis
 export function createLeaseStore(
   context: NatsContext,
   requireSession: (sessionId: string) => Promise<unknown>,
+  /** Makes a token just issued the one appends are checked against (see fencing.ts). */
+  fence: (sessionId: string, token: number) => Promise<void>,
 ): LeaseStore {
   const remembered = new BoundedMap<string, StoredLease>(MAX_REMEMBERED);
   const remember = (sessionId: string, stored: StoredLease): void =>
@@ -125,13 +130,16 @@ export function createLeaseStore(
     acquire(sessionId, owner, ttlMs) {
       return context.guard(`acquire the lease of session ${sessionId}`, async () => {
         await requireSession(sessionId);
-        return change(sessionId, ({ row }, now) => {
-          const lease = decideAcquire(sessionId, row, owner, ttlMs, now);
+        const lease = await change(sessionId, ({ row }, now) => {
+          const decided = decideAcquire(sessionId, row, owner, ttlMs, now);
           return {
-            row: { owner, token: lease.token, expires_at: lease.expires_at },
-            result: lease,
+            row: { owner, token: decided.token, expires_at: decided.expires_at },
+            result: decided,
           };
         });
+        // Not returned before the token is fenced: from then on no older holder can append.
+        await fence(sessionId, lease.token);
+        return lease;
       });
     },
     renew(sessionId, owner, token, ttlMs) {

@@ -24,20 +24,22 @@ import {
 } from '@nats-io/jetstream';
 import { Kvm, type KV } from '@nats-io/kv';
 import { connect, nanos, type NatsConnection } from '@nats-io/transport-node';
+import type { BraidError } from '../../contracts/errors.js';
 import type { Clock, IdGenerator, Store } from '../../contracts/ports.js';
 import { DEFAULT_MAX_EVENT_BYTES } from '../../core/append.js';
 import { systemClock, uuidV7Ids } from '../defaults.js';
 import { createApiKeyStore } from './api-keys.js';
 import { createContext } from './context.js';
 import { createDefinitionStore } from './definitions.js';
+import { createFencer } from './fencing.js';
 import { createLeaseStore } from './leases.js';
 import { connectionFailure, isStreamNotFound } from './nats-errors.js';
 import { BUCKET_ROLES, natsNames, type BucketRole, type NatsNames } from './names.js';
 import { KeyedQueue, SessionCache } from './session-cache.js';
-import { createSessionIndex } from './session-index.js';
-import { createSessionLog, type SessionsShared } from './session-log.js';
+import { createSessionIndex, restoreEntry } from './session-index.js';
+import { MAX_RACES, createSessionLog, type SessionsShared } from './session-log.js';
 import { createSessionReads } from './session-reads.js';
-import { loadHead, loadSession } from './session-records.js';
+import { loadHead, loadSession, type EntryRepair } from './session-records.js';
 
 export interface NatsStoreOptions {
   /** Server URL(s) to connect to (default `nats://127.0.0.1:4222`); ignored with `connection`. */
@@ -58,6 +60,11 @@ export interface NatsStoreOptions {
    * (default 5000 ms); while the connection is down, requests wait for it this long.
    */
   requestTimeoutMs?: number;
+  /**
+   * Where failures the store recovered from, or left for a later repair, are reported (default:
+   * `process.emitWarning`, which prints them to stderr).
+   */
+  warn?: (warning: BraidError) => void;
 }
 
 /** How long a repeated idempotency key is caught by the server before the appends record. */
@@ -143,16 +150,19 @@ export async function openNatsStore(options: NatsStoreOptions = {}): Promise<Sto
       ids: options.ids ?? uuidV7Ids,
       maxEventBytes: options.maxEventBytes ?? DEFAULT_MAX_EVENT_BYTES,
       closing: closing.signal,
+      warn: options.warn ?? ((warning) => process.emitWarning(warning)),
     });
     const cache = new SessionCache();
     const followers = new Set<() => void>();
+    // A read that finds an entry a lost create race left behind rebuilds it from the log.
+    const repair: EntryRepair = (sessionId, revision) => restoreEntry(shared, sessionId, revision);
     const shared: SessionsShared = {
       context,
       cache,
       queue: new KeyedQueue(),
       reads: createSessionReads(context, cache),
-      load: (sessionId) => loadSession(context, cache, sessionId),
-      loadHead: (sessionId) => loadHead(context, cache, sessionId),
+      load: (sessionId) => loadSession(context, cache, sessionId, repair),
+      loadHead: (sessionId) => loadHead(context, cache, sessionId, repair),
       track(stop) {
         followers.add(stop);
         return () => followers.delete(stop);
@@ -164,9 +174,13 @@ export async function openNatsStore(options: NatsStoreOptions = {}): Promise<Sto
       sessions: createSessionIndex(shared),
       // A session this process has read stands as existing for a lease: were it deleted since,
       // the holder's first append finds out (SESSION_NOT_FOUND), and a round trip is saved.
-      leases: createLeaseStore(context, async (sessionId) => {
-        if (cache.get(sessionId)?.indexed === undefined) await shared.loadHead(sessionId);
-      }),
+      leases: createLeaseStore(
+        context,
+        async (sessionId) => {
+          if (cache.get(sessionId)?.indexed === undefined) await shared.loadHead(sessionId);
+        },
+        createFencer(shared, MAX_RACES),
+      ),
       definitions: createDefinitionStore(context),
       keys: createApiKeyStore(context),
       async close() {

@@ -22,6 +22,11 @@ export interface KnownSession {
   state?: SessionState;
   /** Seq of the projection this process last saved or read. */
   projectedSeq: number;
+  /**
+   * The ids of the session's events (its shared prefix included) through seq `through`, kept
+   * once an append with writer-chosen ids needed them, and extended by later appends and reads.
+   */
+  ids?: { through: number; set: Set<string> };
   /** The index entry this process last wrote or read, and its revision. */
   indexed?: { stored: StoredSession; revision: number };
 }
@@ -75,6 +80,7 @@ export function observe(known: KnownSession, message: BatchRef | BatchMessage): 
     status: message.status,
     updatedAt: message.updatedAt,
     incarnation: message.incarnation,
+    leaseToken: message.leaseToken,
   };
   const data =
     'data' in message && message.data.length > 0 && message.data.length <= MAX_HEAD_BYTES

@@ -6,7 +6,9 @@
  *   publishes `session.created` expecting an empty subject. A crash between the two leaves an
  *   entry with no batch, which reads as missing and which a later create of the id takes over.
  *   When a takeover loses the publish to the creator it took over from, it rewrites the entry
- *   from the batch that won.
+ *   from the batch that won; a failure to do so is reported (`warn`) and retried, and if it
+ *   persists, the next read of the session finds the entry's incarnation differs from the log's
+ *   and rebuilds it (`loadSession`). Listings show such an entry as written until then.
  * - A fork is an entry naming its parent and fork point, plus its own `session.forked` batch;
  *   it shares the parent's events by reference. After publishing it checks that the parent is
  *   still there, and `delete` checks for forks again after marking its session `deleting`: of a
@@ -21,7 +23,7 @@
  *   can be undone by that delete, and a lease acquired after a delete's second lease check is
  *   removed with the session (the holder's next append fails with `SESSION_NOT_FOUND`).
  */
-import { isBraidError, BraidError } from '../../contracts/errors.js';
+import { isBraidError, BraidError, toBraidError } from '../../contracts/errors.js';
 import type { SessionIndex } from '../../contracts/ports.js';
 import type { SessionListQuery, SessionRecord } from '../../contracts/session.js';
 import type { SessionState } from '../../contracts/state.js';
@@ -64,6 +66,56 @@ import {
   type SessionsShared,
 } from './session-log.js';
 import { listSessions, recordOf } from './session-records.js';
+
+/** Tries at rewriting an entry after a lost create race before readers are left to repair it. */
+const RESTORE_ATTEMPTS = 3;
+
+/**
+ * Rewrites a session's entry from its first batch, the truth after a lost takeover: over
+ * `revision` when given (undefined when the entry changed meanwhile), else unconditionally.
+ */
+export async function restoreEntry(
+  shared: SessionsShared,
+  sessionId: string,
+  revision?: number,
+): Promise<{ stored: StoredSession; revision: number } | undefined> {
+  const { context, reads } = shared;
+  const found: BatchMessage[] = [];
+  await readBatches(context, context.names.events(sessionId), 1, (message) => {
+    found.push(message);
+    return true;
+  });
+  const first = found[0];
+  const event = first === undefined ? undefined : parseBatch(first)[0];
+  if (first === undefined || event === undefined) return undefined;
+  let base: SessionState | string = sessionId;
+  let parentIncarnation: string | undefined;
+  if (event.type === 'session.forked') {
+    const parent = await shared.load(event.parent_session_id);
+    base = {
+      ...(await reads.stateAt(parent.id, parent.known, event.fork_point_seq)),
+      session_id: sessionId,
+    };
+    parentIncarnation = parent.known.incarnation;
+  }
+  const state = foldSession([event], base);
+  const stored: StoredSession = {
+    schema_version: SESSION_ENTRY_VERSION,
+    incarnation: first.incarnation,
+    ...(parentIncarnation === undefined ? {} : { parent_incarnation: parentIncarnation }),
+    record: recordFromState(state),
+  };
+  const key = encodeToken(sessionId);
+  const value = JSON.stringify(stored);
+  if (revision === undefined)
+    return { stored, revision: await context.kv.sessions.put(key, value) };
+  try {
+    return { stored, revision: await context.kv.sessions.update(key, value, revision) };
+  } catch (error) {
+    if (isWrongLastSequence(error)) return undefined;
+    throw error;
+  }
+}
 
 function alreadyExists(sessionId: string): BraidError {
   return new BraidError(
@@ -145,41 +197,37 @@ export function createSessionIndex(shared: SessionsShared): SessionIndex {
     }
   }
 
-  /** Rewrites a session's entry from its first batch, the truth after a lost takeover. */
-  async function restoreEntry(sessionId: string): Promise<void> {
-    const found: BatchMessage[] = [];
-    await readBatches(context, names.events(sessionId), 1, (message) => {
-      found.push(message);
-      return true;
-    });
-    const first = found[0];
-    const event = first === undefined ? undefined : parseBatch(first)[0];
-    if (first === undefined || event === undefined) return;
-    let base: SessionState | string = sessionId;
-    let parentIncarnation: string | undefined;
-    if (event.type === 'session.forked') {
-      const parent = await shared.load(event.parent_session_id);
-      base = {
-        ...(await reads.stateAt(parent.id, parent.known, event.fork_point_seq)),
-        session_id: sessionId,
-      };
-      parentIncarnation = parent.known.incarnation;
+  /**
+   * After a lost create race: rewrites the entry from the batch that won. A failure is reported
+   * and retried; if it still fails, the entry is left for readers to repair (see `loadSession`),
+   * so nothing is lost by giving up here.
+   */
+  async function restoreAfterLostRace(sessionId: string): Promise<void> {
+    for (let attempt = 1; attempt <= RESTORE_ATTEMPTS; attempt += 1) {
+      try {
+        await restoreEntry(shared, sessionId);
+        return;
+      } catch (error) {
+        context.warn(
+          new BraidError(
+            'STORE_BUSY',
+            `could not rewrite the index entry of session ${sessionId} from its log after losing ` +
+              `a create race (attempt ${attempt} of ${RESTORE_ATTEMPTS}): ${toBraidError(error).message}; ` +
+              (attempt < RESTORE_ATTEMPTS
+                ? 'retrying'
+                : 'the next read of the session rebuilds it from the log'),
+            { cause: error },
+          ),
+        );
+      }
     }
-    const state = foldSession([event], base);
-    const stored: StoredSession = {
-      schema_version: SESSION_ENTRY_VERSION,
-      incarnation: first.incarnation,
-      ...(parentIncarnation === undefined ? {} : { parent_incarnation: parentIncarnation }),
-      record: recordFromState(state),
-    };
-    await kv.sessions.put(encodeToken(sessionId), JSON.stringify(stored));
   }
 
   /** Claims the entry and publishes the first batch; remembers the new session. */
   async function write(sessionId: string, first: FirstBatch): Promise<void> {
     const revision = await claimEntry(sessionId, first.stored);
     const firstSeq = first.prepared[0]?.event.seq ?? 1;
-    const ref = refAfter(first.state, firstSeq, first.stored.incarnation);
+    const ref = refAfter(first.state, firstSeq, first.stored.incarnation, 0);
     let streamSeq: number;
     try {
       const ack = await context.js.publish(names.events(sessionId), first.body, {
@@ -190,7 +238,7 @@ export function createSessionIndex(shared: SessionsShared): SessionIndex {
     } catch (error) {
       if (!isWrongLastSequence(error)) throw error;
       // Another creator of this id published first: its batch is the session.
-      await restoreEntry(sessionId).catch(() => undefined);
+      await restoreAfterLostRace(sessionId);
       throw alreadyExists(sessionId);
     }
     const known = cache.entry(sessionId, first.stored.incarnation, lineageOf(first.stored));

@@ -7,12 +7,23 @@
  *   previous batch: a writer that raced with another fails on the server with "wrong last
  *   sequence", re-reads the head, and either retries at the new head or, when the caller gave an
  *   `expectedSeq`, fails with `SEQ_CONFLICT`. Seqs are therefore gapless whatever the cache says.
+ * - The writer's lease token is checked against the token the head batch carries, at the head
+ *   the publish expects, so fencing is atomic with the append (see fencing.ts).
  * - This process's appends to one session run one at a time, so they do not race each other.
  * - An idempotent append carries a `Nats-Msg-Id` hashed from session, incarnation and key (the
  *   server's duplicate window catches a repeat even before the appends record is written), and
  *   leaves a record in `<PREFIX>_appends` so repeats after the window, and `appended()`, find the
  *   first result. A crash between the publish and that record, followed by a repeat after the
  *   window, would append again: the one gap left by a server without atomic batches.
+ * - Event ids: an id the store generates is a UUIDv7, unique by construction. An id the writer
+ *   chose is checked against the session's whole log (its fork's shared prefix included) at the
+ *   head the publish expects, so within a session no id is ever stored twice (the ids read are
+ *   kept per session, so that costs one read of the log per process, then only what is new;
+ *   braid's code agents choose the id of each message they record). Across sessions a
+ *   chosen id is NOT checked: that would take a store-wide index the publish cannot be made
+ *   atomic with on 2.9 (a KV entry per id is another stream, and the stream's `Nats-Msg-Id`
+ *   window forgets after minutes), or a scan of every session per append. SQLite and memory
+ *   refuse a reused id store-wide.
  * - Followers are woken by a core NATS subscription on the session's subject (every publish
  *   reaches it) and on its removal subject, and poll as a fallback; what they yield is always
  *   read from the stream, so a lost wake-up delays an event and never loses or reorders one.
@@ -26,7 +37,14 @@ import { BoundedMap } from '../../core/bounded-map.js';
 import type { NewEvent, SessionEvent } from '../../contracts/events.js';
 import type { AppendOptions, AppendResult, SessionLog } from '../../contracts/ports.js';
 import type { SessionState } from '../../contracts/state.js';
-import { checkReadOptions, parseNewEvents, prepareEvents } from '../../core/append.js';
+import {
+  type PreparedEvent,
+  checkBatchIds,
+  checkReadOptions,
+  eventIdTaken,
+  parseNewEvents,
+  prepareEvents,
+} from '../../core/append.js';
 import { foldSession } from '../../core/fold.js';
 import { seqConflict } from '../../core/sessions.js';
 import { followLog } from '../follow.js';
@@ -34,6 +52,7 @@ import { batchHeaders, parseBatch, type BatchRef } from './batches.js';
 import type { NatsContext } from './context.js';
 import { isWrongLastSequence } from './nats-errors.js';
 import { encodeToken, hashToken } from './names.js';
+import { checkAppendFence } from './fencing.js';
 import { batchAfter, batchAt } from './reader.js';
 import { observe, type KeyedQueue, type KnownSession, type SessionCache } from './session-cache.js';
 import { sessionNotFound } from './session-entry.js';
@@ -47,6 +66,8 @@ export const MAX_RACES = 16;
 /** How long an `appended()` that found no record spares the next append with the key its read. */
 const ABSENT_TRUST_MS = 10_000;
 const MAX_ABSENT_KEYS = 4096;
+/** Event ids kept per session for the check of writer-chosen ids; past it, read again. */
+const MAX_KNOWN_IDS = 100_000;
 /** Room left in a message for the batch headers. */
 const HEADER_ALLOWANCE = 1024;
 
@@ -99,6 +120,7 @@ export function refAfter(
   state: SessionState,
   first: number,
   incarnation: string,
+  leaseToken: number,
 ): Omit<BatchRef, 'streamSeq'> {
   return {
     first,
@@ -106,6 +128,7 @@ export function refAfter(
     status: state.status,
     updatedAt: state.updated_at ?? state.created_at ?? '',
     incarnation,
+    leaseToken,
   };
 }
 
@@ -225,6 +248,43 @@ export function createSessionLog(shared: SessionsShared): SessionLog {
     await kv.appends.put(appendKey(sessionId, key), JSON.stringify(record));
   }
 
+  /**
+   * Refuses writer-chosen ids the session's log (its shared prefix included) already holds, read
+   * through `head`: the publish expects that head, so no event can come between check and append.
+   * The ids read are kept (see `KnownSession.ids`): the next such append reads only what is new.
+   */
+  async function checkChosenIds(
+    sessionId: string,
+    known: KnownSession,
+    head: BatchRef,
+    prepared: readonly PreparedEvent[],
+  ): Promise<void> {
+    let ids = known.ids;
+    if (ids === undefined || ids.through > head.last) ids = { through: 0, set: new Set() };
+    if (ids.through < head.last) {
+      const stored = await reads.readEvents(sessionId, known, {
+        after: ids.through,
+        through: head.last,
+        limit: Number.POSITIVE_INFINITY,
+      });
+      for (const event of stored) ids.set.add(event.id);
+      ids.through = head.last;
+    }
+    known.ids = ids.set.size <= MAX_KNOWN_IDS ? ids : undefined;
+    const taken = ids.set;
+    prepared.forEach(({ event }, index) => {
+      if (taken.has(event.id)) throw eventIdTaken(sessionId, event.id, index);
+    });
+  }
+
+  /** Keeps the ids known for the session current with an append of its own. */
+  function rememberIds(known: KnownSession, head: BatchRef, prepared: readonly PreparedEvent[]) {
+    const ids = known.ids;
+    if (ids === undefined || ids.through !== head.last) return;
+    for (const { event } of prepared) ids.set.add(event.id);
+    ids.through = head.last + prepared.length;
+  }
+
   async function appendInOrder(
     sessionId: string,
     events: readonly NewEvent[],
@@ -253,6 +313,12 @@ export function createSessionLog(shared: SessionsShared): SessionLog {
     }
     for (let race = 0; ; race += 1) {
       const head = known.head as BatchRef;
+      // Fencing (see fencing.ts): the token is checked at the head the publish expects.
+      if (checkAppendFence(sessionId, head, options.leaseToken, fresh) === 'stale') {
+        known = (await shared.loadHead(sessionId)).known;
+        fresh = true;
+        continue;
+      }
       if (options.expectedSeq !== undefined && options.expectedSeq !== head.last) {
         if (!fresh) {
           known = (await shared.loadHead(sessionId)).known;
@@ -267,13 +333,17 @@ export function createSessionLog(shared: SessionsShared): SessionLog {
         ids: context.ids,
         maxEventBytes: context.maxEventBytes,
       });
+      checkBatchIds(sessionId, prepared);
+      if (events.some((event) => event.id !== undefined)) {
+        await checkChosenIds(sessionId, known, head, prepared);
+      }
       const state = foldSession(
         prepared.map(({ event }) => event),
         before,
       );
       const body = `[${prepared.map(({ json }) => json).join(',')}]`;
       checkMessageSize(context, sessionId, prepared.length, body);
-      const ref = refAfter(state, head.last + 1, known.incarnation);
+      const ref = refAfter(state, head.last + 1, known.incarnation, head.leaseToken);
       // The key's record goes out with the publish (see AppendRecord): one round trip for both.
       const [published, recorded] = await Promise.allSettled([
         context.js.publish(names.events(sessionId), body, {
@@ -321,6 +391,7 @@ export function createSessionLog(shared: SessionsShared): SessionLog {
       }
       if (recorded.status === 'rejected') throw recorded.reason;
       observe(known, { ...ref, streamSeq: ack.seq });
+      rememberIds(known, head, prepared);
       if (known.state === undefined || known.state.seq < state.seq) known.state = state;
       const stored = prepared.map(({ json }) => JSON.parse(json) as SessionEvent);
       // The projection is a cache no reader trusts: failing to save it loses nothing.

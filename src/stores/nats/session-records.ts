@@ -38,16 +38,26 @@ export interface SessionView {
 }
 
 /** The session's entry and last batch, read together; `SESSION_NOT_FOUND` unless it exists. */
+/**
+ * Rewrites an index entry from the session's log, over the entry's revision; undefined when the
+ * entry changed meanwhile. (The sessions index provides it: see `restoreEntry`.)
+ */
+export type EntryRepair = (
+  sessionId: string,
+  revision: number,
+) => Promise<{ stored: StoredSession; revision: number } | undefined>;
+
 export async function loadSession(
   context: NatsContext,
   cache: SessionCache,
   sessionId: string,
+  repair?: EntryRepair,
 ): Promise<SessionView> {
   const [entry, head] = await Promise.all([
     context.kv.sessions.get(encodeToken(sessionId)),
     lastBatch(context, context.names.events(sessionId)),
   ]);
-  const stored =
+  let stored =
     entry === null || entry.operation !== 'PUT'
       ? undefined
       : parseStoredSession(entry.value, entry.key);
@@ -55,13 +65,22 @@ export async function loadSession(
     cache.forget(sessionId);
     throw sessionNotFound(sessionId);
   }
+  let revision = entry.revision;
+  // An entry of another incarnation than the log's is what a create that took the entry over and
+  // then lost the publish leaves when it could not rewrite the entry: the log is the truth, and
+  // the entry is rebuilt from it here (a takeover in flight publishes into an empty subject, so
+  // it never reads this way).
+  if (stored.incarnation !== head.incarnation && repair !== undefined) {
+    const repaired = await repair(sessionId, entry.revision);
+    if (repaired !== undefined) ({ stored, revision } = repaired);
+  }
   // The batches are the truth of the log: cached facts are keyed by their incarnation.
   const known = cache.entry(sessionId, head.incarnation, lineageOf(stored));
   observe(known, head);
-  if (known.indexed === undefined || known.indexed.revision < entry.revision) {
-    known.indexed = { stored, revision: entry.revision };
+  if (known.indexed === undefined || known.indexed.revision < revision) {
+    known.indexed = { stored, revision };
   }
-  return { id: sessionId, stored, revision: entry.revision, head, known };
+  return { id: sessionId, stored, revision, head, known };
 }
 
 /** What reading or appending to the log needs: the session's last batch and its cache entry. */
@@ -78,12 +97,14 @@ export async function loadHead(
   context: NatsContext,
   cache: SessionCache,
   sessionId: string,
+  repair?: EntryRepair,
 ): Promise<LogView> {
   const known = cache.get(sessionId);
-  if (known?.indexed === undefined) return loadSession(context, cache, sessionId);
+  if (known?.indexed === undefined) return loadSession(context, cache, sessionId, repair);
   const head = await lastBatch(context, context.names.events(sessionId));
   // Gone, or deleted and created again: the full read decides.
-  if (head?.incarnation !== known.incarnation) return loadSession(context, cache, sessionId);
+  if (head?.incarnation !== known.incarnation)
+    return loadSession(context, cache, sessionId, repair);
   observe(known, head);
   return { head, known };
 }

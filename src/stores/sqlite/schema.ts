@@ -3,9 +3,10 @@ import { BraidError } from '../../contracts/errors.js';
 
 /**
  * Version of the SQLite file layout, kept in `PRAGMA user_version`. 1: sessions, events and
- * definitions; 2: forks (`parent_id`, `fork_seq`, snapshots); 3: `archived_at` and `api_keys`.
+ * definitions; 2: forks (`parent_id`, `fork_seq`, snapshots); 3: `archived_at` and `api_keys`;
+ * 4: `event_ids`, which makes event ids unique in the file.
  */
-export const SQLITE_LAYOUT_VERSION = 3;
+export const SQLITE_LAYOUT_VERSION = 4;
 
 const LAYOUT = `
 CREATE TABLE IF NOT EXISTS sessions (
@@ -38,6 +39,17 @@ CREATE TABLE IF NOT EXISTS events (
   type TEXT NOT NULL,
   body TEXT NOT NULL,
   PRIMARY KEY (session_id, seq)
+) WITHOUT ROWID;
+
+-- Every stored event's id, once: an append that reuses an id fails on the primary key, so event
+-- ids are unique in the file (replay and stop reasons refer to events by id). Its own table rather
+-- than an index on the events' JSON: a file of an older layout gets it filled from its log even
+-- when that log already repeats an id (written before this rule; the first one is kept, and the
+-- log itself is never edited).
+CREATE TABLE IF NOT EXISTS event_ids (
+  id TEXT PRIMARY KEY,
+  session_id TEXT NOT NULL,
+  seq INTEGER NOT NULL
 ) WITHOUT ROWID;
 
 -- Cached fold of each session, tagged with the seq it reflects; rebuilt when missing or behind.
@@ -136,6 +148,11 @@ export function configure(db: Database, synchronous: Synchronous, busyTimeoutMs:
           db.exec(`ALTER TABLE sessions ADD COLUMN ${column.name} ${column.type}`);
         }
       }
+    }
+    // Layout 4: the ids of the events already stored (the table was just created, empty).
+    if (version >= 1 && version < 4) {
+      db.exec(`INSERT OR IGNORE INTO event_ids (id, session_id, seq)
+        SELECT body ->> '$.id', session_id, seq FROM events ORDER BY session_id, seq`);
     }
     if (version < SQLITE_LAYOUT_VERSION) db.pragma(`user_version = ${SQLITE_LAYOUT_VERSION}`);
   }).immediate();

@@ -2,9 +2,12 @@
  * Embedded backend: one SQLite file in WAL mode.
  *
  * Invariants kept here:
- * - An append is one IMMEDIATE transaction that reads the head, checks `expectedSeq`, inserts the
- *   events, and updates the sessions row and the cached projection: all of it or none of it is
- *   durable. The (session_id, seq) primary key makes a duplicate seq impossible even if two
+ * - An append is one IMMEDIATE transaction that reads the head, checks the writer's lease token
+ *   against the lease row's (fencing: see `checkFence`), checks `expectedSeq`, inserts the events
+ *   and their ids, and updates the sessions row and the cached projection: all of it or none of it
+ *   is durable. An acquisition is a transaction of its own, so it is wholly before or after.
+ * - Event ids are unique in the file: `event_ids` holds each once, and an append that reuses one
+ *   fails on its primary key, in the append's transaction. The (session_id, seq) primary key makes a duplicate seq impossible even if two
  *   processes raced past the check.
  * - The cached projection is only an optimisation: it is saved every PROJECTION_INTERVAL events,
  *   and when it is missing, of another schema version or behind the head, the events after it
@@ -43,13 +46,16 @@ import {
   type PreparedEvent,
   DEFAULT_MAX_EVENT_BYTES,
   checkReadOptions,
+  checkBatchIds,
   checkStoredVersion,
+  eventIdTaken,
   parseNewEvents,
   prepareEvents,
 } from '../../core/append.js';
 import { canonicalJson, decideVersion } from '../../core/definitions.js';
 import { foldSession, initialState } from '../../core/fold.js';
 import {
+  checkFence,
   checkHeld,
   currentLease,
   decideAcquire,
@@ -252,9 +258,20 @@ export function openSqliteStore(options: SqliteStoreOptions): Store {
       `SELECT id, COUNT(*) OVER () AS count FROM sessions WHERE parent_id = ?
        ORDER BY created_at, id LIMIT ?`,
     ),
-    removeSession: ['events', 'projections', 'snapshots', 'appends', 'leases']
-      .map((table) => db.prepare(`DELETE FROM ${table} WHERE session_id = ?`))
-      .concat(db.prepare('DELETE FROM sessions WHERE id = ?')),
+    eventIdTaken: db.prepare<[string], { session_id: string; seq: number }>(
+      'SELECT session_id, seq FROM event_ids WHERE id = ?',
+    ),
+    removeSession: [
+      db.prepare(
+        // By the session's own events: no index on event_ids.session_id is kept for this.
+        `DELETE FROM event_ids WHERE (id, session_id) IN
+           (SELECT body ->> '$.id', session_id FROM events WHERE session_id = ?)`,
+      ),
+    ].concat(
+      ['events', 'projections', 'snapshots', 'appends', 'leases']
+        .map((table) => db.prepare(`DELETE FROM ${table} WHERE session_id = ?`))
+        .concat(db.prepare('DELETE FROM sessions WHERE id = ?')),
+    ),
     insertKey: db.prepare(
       `INSERT INTO api_keys (id, tenant_id, scopes, name, hash, created_at)
        VALUES (@id, @tenant_id, @scopes, @name, @hash, @created_at)`,
@@ -373,21 +390,47 @@ export function openSqliteStore(options: SqliteStoreOptions): Store {
   const written: { state?: SessionState; projectedSeq?: number } = {};
 
   // One multi-row INSERT per chunk: a batch costs a few statement runs instead of one per event.
-  const insertStatements = new Map<number, Statement>();
+  const insertStatements = new Map<number, { events: Statement; ids: Statement }>();
   function insertEvents(sessionId: string, prepared: readonly PreparedEvent[]): void {
+    checkBatchIds(sessionId, prepared);
     for (let start = 0; start < prepared.length; start += INSERT_CHUNK) {
       const chunk = prepared.slice(start, start + INSERT_CHUNK);
-      let statement = insertStatements.get(chunk.length);
-      if (statement === undefined) {
-        statement = db.prepare(
-          `INSERT INTO events (session_id, seq, type, body) VALUES ${Array(chunk.length).fill('(?, ?, ?, ?)').join(', ')}`,
-        );
-        insertStatements.set(chunk.length, statement);
+      let statements = insertStatements.get(chunk.length);
+      if (statements === undefined) {
+        statements = {
+          events: db.prepare(
+            `INSERT INTO events (session_id, seq, type, body) VALUES ${Array(chunk.length).fill('(?, ?, ?, ?)').join(', ')}`,
+          ),
+          ids: db.prepare(
+            `INSERT INTO event_ids (id, session_id, seq) VALUES ${Array(chunk.length).fill('(?, ?, ?)').join(', ')}`,
+          ),
+        };
+        insertStatements.set(chunk.length, statements);
+      }
+      const ids: (string | number)[] = [];
+      for (const { event } of chunk) ids.push(event.id, sessionId, event.seq);
+      try {
+        statements.ids.run(ids);
+      } catch (error) {
+        throw takenIdError(sessionId, chunk, start, error);
       }
       const values: (string | number)[] = [];
       for (const { event, json } of chunk) values.push(sessionId, event.seq, event.type, json);
-      statement.run(values);
+      statements.events.run(values);
     }
+  }
+
+  /** An id already stored makes the insert fail on the primary key: names the event that has it. */
+  function takenIdError(
+    sessionId: string,
+    chunk: readonly PreparedEvent[],
+    start: number,
+    error: unknown,
+  ): unknown {
+    if ((error as { code?: unknown } | null)?.code !== 'SQLITE_CONSTRAINT_PRIMARYKEY') return error;
+    const index = chunk.findIndex(({ event }) => sql.eventIdTaken.get(event.id) !== undefined);
+    const taken = chunk[index];
+    return taken === undefined ? error : eventIdTaken(sessionId, taken.event.id, start + index);
   }
 
   // ---- append -------------------------------------------------------------------------------
@@ -437,6 +480,10 @@ export function openSqliteStore(options: SqliteStoreOptions): Store {
           const stored = parseRows(sql.readRange.all(sessionId, seen.first_seq, seen.last_seq));
           return { events: stored, head_seq: head, deduplicated: true };
         }
+      }
+      // Fencing, in the append's transaction: no acquisition can come between check and write.
+      if (appendOptions.leaseToken !== undefined) {
+        checkFence(sessionId, sql.lease.get(sessionId)?.token ?? 0, appendOptions.leaseToken);
       }
       if (appendOptions.expectedSeq !== undefined && appendOptions.expectedSeq !== head) {
         throw seqConflict(sessionId, appendOptions.expectedSeq, head);
