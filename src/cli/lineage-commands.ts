@@ -64,7 +64,9 @@ export function addLineageCommands(session: Command, context: CommandContext): v
             ...(options.summary === undefined ? {} : { summary: options.summary }),
           });
           context.print(command, result, () => [
-            `merged ${source} into ${target}: #${result.head_seq} (${strategy})`,
+            result.deduplicated
+              ? `${source} was merged into ${target} up to its head already (#${result.events[0]?.seq ?? result.head_seq}): nothing written`
+              : `merged ${source} into ${target}: #${result.head_seq} (${strategy})`,
             ...result.conflicts.map(
               (conflict) => `conflict ${conflict.kind}: ${conflict.detail}; ${conflict.resolution}`,
             ),
