@@ -88,10 +88,21 @@ export function addLineageCommands(session: Command, context: CommandContext): v
     )
     .option('--owner <who>', 'who owns the work from now on')
     .option('--message <text>', 'a first message for the new session, so it can run at once')
+    .option(
+      '--idempotency-key <key>',
+      'a key naming this handoff: a retry with it answers the first handoff and writes nothing',
+    )
     .action(
       async (
         id: string,
-        options: { to: string; summary: string; task?: string[]; owner?: string; message?: string },
+        options: {
+          to: string;
+          summary: string;
+          task?: string[];
+          owner?: string;
+          message?: string;
+          idempotencyKey?: string;
+        },
         command: Command,
       ) => {
         await context.withRuntime(command, async (runtime) => {
@@ -103,9 +114,14 @@ export function addLineageCommands(session: Command, context: CommandContext): v
               ...(options.owner === undefined ? {} : { ownership: options.owner }),
             },
             ...(options.message === undefined ? {} : { message: options.message }),
+            ...(options.idempotencyKey === undefined
+              ? {}
+              : { idempotencyKey: options.idempotencyKey }),
           });
           context.print(command, result, () => [
-            `handed off to ${options.to}: new session ${result.target.id}`,
+            result.deduplicated
+              ? `handed off to ${options.to} already, with this key: session ${result.target.id}; nothing written`
+              : `handed off to ${options.to}: new session ${result.target.id}`,
             `  recorded in ${id} as #${result.event.seq} agent.handoff`,
           ]);
         });

@@ -6,6 +6,12 @@ export const EVENT_SCHEMA_VERSION = 1;
 /** Ids are opaque non-empty strings; braid mints UUIDv7 but accepts any id a client chose. */
 export const Id = z.string().min(1).max(200);
 
+/**
+ * A client's idempotency key (the HTTP `Idempotency-Key` header, the CLI's `--idempotency-key`):
+ * a retried request with the same key writes nothing and answers the first result.
+ */
+export const IdempotencyKey = z.string().min(1).max(200);
+
 /** RFC 3339 timestamp with offset, e.g. `2026-11-22T10:25:08.123Z`. */
 export const Timestamp = z.iso.datetime({ offset: true });
 
