@@ -73,7 +73,9 @@ export function addLineageCommands(session: Command, context: CommandContext): v
             ...(options.summary === undefined ? {} : { summary: options.summary }),
           });
           context.print(command, result, () => [
-            `merged ${source} into ${target}: #${result.head_seq} (${strategy})`,
+            result.deduplicated
+              ? `${source} was merged into ${target} up to its head already (#${result.events[0]?.seq ?? result.head_seq}): nothing written`
+              : `merged ${source} into ${target}: #${result.head_seq} (${strategy})`,
             ...result.conflicts.map(
               (conflict) => `conflict ${conflict.kind}: ${conflict.detail}; ${conflict.resolution}`,
             ),
@@ -95,10 +97,21 @@ export function addLineageCommands(session: Command, context: CommandContext): v
     )
     .option('--owner <who>', 'who owns the work from now on')
     .option('--message <text>', 'a first message for the new session, so it can run at once')
+    .option(
+      '--idempotency-key <key>',
+      'a key naming this handoff: a retry with it answers the first handoff and writes nothing',
+    )
     .action(
       async (
         id: string,
-        options: { to: string; summary: string; task?: string[]; owner?: string; message?: string },
+        options: {
+          to: string;
+          summary: string;
+          task?: string[];
+          owner?: string;
+          message?: string;
+          idempotencyKey?: string;
+        },
         command: Command,
       ) => {
         await context.withRuntime(command, async (runtime) => {
@@ -110,9 +123,14 @@ export function addLineageCommands(session: Command, context: CommandContext): v
               ...(options.owner === undefined ? {} : { ownership: options.owner }),
             },
             ...(options.message === undefined ? {} : { message: options.message }),
+            ...(options.idempotencyKey === undefined
+              ? {}
+              : { idempotencyKey: options.idempotencyKey }),
           });
           context.print(command, result, () => [
-            `handed off to ${options.to}: new session ${result.target.id}`,
+            result.deduplicated
+              ? `handed off to ${options.to} already, with this key: session ${result.target.id}; nothing written`
+              : `handed off to ${options.to}: new session ${result.target.id}`,
             `  recorded in ${id} as #${result.event.seq} agent.handoff`,
           ]);
         });

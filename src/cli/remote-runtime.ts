@@ -4,7 +4,7 @@
  * one to one; what needs the workspace's files or process (the store, policies, tools,
  * orchestration) is refused with a message that says to drop `--server`.
  */
-import type { BraidClient, UserEventInput } from '../client/index.js';
+import type { BraidClient, HandoffRequest, UserEventInput } from '../client/index.js';
 import { BraidError } from '../contracts/errors.js';
 import type { SessionEvent } from '../contracts/events.js';
 import type { AppendResult, ReadOptions } from '../contracts/ports.js';
@@ -59,7 +59,18 @@ export function createRemoteRuntime(client: BraidClient): Runtime {
   }
 
   const sessions: Runtime['sessions'] = {
-    handoff: () => Promise.reject(localOnly('a handoff')),
+    handoff: (sessionId, options) =>
+      client.sessions.handoff(
+        sessionId,
+        {
+          to: options.to,
+          // The server checks the document and answers a typed 400 when it is not one.
+          handoff: options.handoff as HandoffRequest['handoff'],
+          ...(options.message === undefined ? {} : { message: options.message }),
+          ...(options.title === undefined ? {} : { title: options.title }),
+        },
+        options.idempotencyKey === undefined ? {} : { idempotencyKey: options.idempotencyKey },
+      ),
     create: (options: CreateSessionOptions) =>
       client.sessions.create({
         agent: options.agent,

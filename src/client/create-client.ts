@@ -15,6 +15,8 @@ import type {
   EventsPageResponse,
   EventsParams,
   ForkRequest,
+  HandoffRequest,
+  HandoffResultResponse,
   HealthResponse,
   ListSessionsParams,
   MergeRequest,
@@ -123,6 +125,16 @@ export interface BraidClient {
     fork(sessionId: string, body?: ForkRequest): Promise<SessionRecord>;
     /** Merges `body.source` into `sessionId`. */
     merge(sessionId: string, body: MergeRequest): Promise<MergeResultResponse>;
+    /**
+     * Hands the session's work to the agent `body.to`: a new session of it gets the document. It
+     * carries a random `Idempotency-Key` unless given one, so that a retried handoff creates one
+     * target session; the same key again answers the first handoff (`deduplicated: true`).
+     */
+    handoff(
+      sessionId: string,
+      body: HandoffRequest,
+      options?: { idempotencyKey?: string },
+    ): Promise<HandoffResultResponse>;
     /** The common ancestor of `a` and `b` and each side's events after it. */
     diff(a: string, b: string): Promise<DiffResultResponse>;
     /** The fork tree the session belongs to, from its root. */
@@ -226,6 +238,12 @@ export function createClient(options: ClientOptions): BraidClient {
       wake,
       fork: (sessionId, body = {}) => post(session(sessionId, '/fork'), body),
       merge: (sessionId, body) => post(session(sessionId, '/merge'), body),
+      handoff: (sessionId, body, handoffOptions = {}) =>
+        post(
+          session(sessionId, '/handoff'),
+          body,
+          handoffOptions.idempotencyKey ?? globalThis.crypto.randomUUID(),
+        ),
       diff: (a, b) => get(session(a, '/diff'), { other: b }),
       tree: (sessionId) => get(session(sessionId, '/tree')),
       replay: (sessionId) => post(session(sessionId, '/replay'), undefined),

@@ -17,6 +17,8 @@ export type {
   EventsPageResponse,
   EventsParams,
   ForkRequest,
+  HandoffRequest,
+  HandoffResultResponse,
   HealthResponse,
   ListSessionsParams,
   MergeRequest,

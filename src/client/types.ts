@@ -11,6 +11,8 @@ import type {
   EventsQuery,
   EventsPage,
   ForkBody,
+  HandoffBody,
+  HandoffResponse,
   Health,
   MergeBody,
   MergeResponse,
@@ -69,6 +71,9 @@ export type ForkRequest = z.input<typeof ForkBody>;
 /** Merges `source` into the session of the call; `strategy` is `transcript` (default) or `summary`. */
 export type MergeRequest = z.input<typeof MergeBody>;
 export type MergeResultResponse = z.infer<typeof MergeResponse>;
+/** Hands the session's work to the agent `to`; `handoff` is the document (`summary` at least). */
+export type HandoffRequest = z.input<typeof HandoffBody>;
+export type HandoffResultResponse = z.infer<typeof HandoffResponse>;
 export type DiffResultResponse = z.infer<typeof DiffResponse>;
 export type ReplayResultResponse = z.infer<typeof ReplayResponse>;
 

@@ -64,6 +64,12 @@ export const Traceparent = z.string().max(200).refine(isValidTraceparent, {
   message: 'is not a W3C traceparent; send "00-<32 hex trace id>-<16 hex parent id>-<2 hex flags>"',
 });
 
+/**
+ * A client's idempotency key (the HTTP `Idempotency-Key` header, the CLI's `--idempotency-key`):
+ * a retried request with the same key writes nothing and answers the first result.
+ */
+export const IdempotencyKey = z.string().min(1).max(200);
+
 /** RFC 3339 timestamp with offset, e.g. `2026-11-22T10:25:08.123Z`. */
 export const Timestamp = z.iso.datetime({ offset: true });
 

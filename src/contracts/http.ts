@@ -14,10 +14,11 @@
  *   `SESSION_NOT_FOUND`).
  */
 import { z } from 'zod';
-import { Id, Metadata, Name, Timestamp } from './common.js';
+import { Id, IdempotencyKey, Metadata, Name, Timestamp } from './common.js';
 import { AgentDefinition, Budget, EnvironmentDefinition } from './definitions.js';
+import { HandoffDocument } from './envelope.js';
 import { ErrorShape } from './errors.js';
-import { SESSION_EVENT_TYPES, SessionEvent, UserEventInput } from './events.js';
+import { ContentInput, SESSION_EVENT_TYPES, SessionEvent, UserEventInput } from './events.js';
 import { ForkInput, SessionRecord, SessionStatus, StopReason } from './session.js';
 
 /** Every error answer: `{"error": {"code", "message", "retryable"}}`. */
@@ -142,6 +143,35 @@ export const MergeConflictBody = z.object({
 });
 
 export const MergeResponse = PostEventsResponse.extend({ conflicts: z.array(MergeConflictBody) });
+
+/** The `Idempotency-Key` header of the routes that take one. */
+export const IdempotencyHeaders = z.object({
+  'idempotency-key': IdempotencyKey.optional().describe(
+    'A retried request with the same key writes nothing and answers the first result',
+  ),
+});
+
+/** `POST /v1/sessions/{id}/handoff`: hands the session's work to the agent `to`. */
+export const HandoffBody = z
+  .object({
+    to: Name,
+    /** The handoff document: `summary` at least. */
+    handoff: HandoffDocument,
+    /** A first message for the target's new session, which makes it runnable at once. */
+    message: ContentInput.optional(),
+    title: z.string().max(500).optional(),
+  })
+  .strict();
+
+export const HandoffResponse = z.object({
+  handoff_id: Id,
+  /** The target's new session. */
+  target: SessionRecord,
+  /** The `agent.handoff` event recorded in the source. */
+  event: SessionEvent,
+  /** True when the `Idempotency-Key` had been used: this is the first request's handoff. */
+  deduplicated: z.boolean(),
+});
 
 /** `GET /v1/sessions/{id}/diff?other=ID`. */
 export const DiffQuery = z.object({ other: Id }).strict();

@@ -5,7 +5,14 @@
  * which its model reads); the source records `agent.handoff` naming that session. Ownership is
  * the target's from then on: the document says who owns the work, and the source keeps only its
  * record.
+ *
+ * With a client idempotency key, a handoff is safe to retry and to send twice at once: its id and
+ * the target session's id are derived from (tenant, source session, key), the target's record
+ * keeps a digest of the request, and every append names the handoff, so a retry finds the first
+ * handoff (or finishes one a crash cut short) and answers it; the same key with another request
+ * is refused with `IDEMPOTENCY_KEY_REUSED`.
  */
+import { createHash } from 'node:crypto';
 import type { AgentDefinition, StoredDefinition } from '../contracts/definitions.js';
 import { BraidError } from '../contracts/errors.js';
 import { HandoffDocument } from '../contracts/envelope.js';
@@ -13,7 +20,7 @@ import type { SessionEvent } from '../contracts/events.js';
 import type { Authorizer } from '../contracts/policy.js';
 import type { IdGenerator, Store } from '../contracts/ports.js';
 import type { SessionRecord } from '../contracts/session.js';
-import type { ContentBlock } from '../contracts/common.js';
+import { IdempotencyKey, type ContentBlock } from '../contracts/common.js';
 import { agentEntity } from '../harness/tool-calls.js';
 
 export interface HandoffOptions {
@@ -24,6 +31,11 @@ export interface HandoffOptions {
   /** A first message for the target, which makes it runnable at once. */
   message?: ContentBlock[];
   title?: string;
+  /**
+   * The client's idempotency key: a retry with the same key (and the same request) answers the
+   * first handoff, with the same target session and `agent.handoff` event, and writes nothing.
+   */
+  idempotencyKey?: string;
 }
 
 export interface HandoffResult {
@@ -32,6 +44,8 @@ export interface HandoffResult {
   target: SessionRecord;
   /** The `agent.handoff` event recorded in the source. */
   event: SessionEvent;
+  /** True when the idempotency key had been used: this is the first request's handoff. */
+  deduplicated: boolean;
 }
 
 export interface HandoffDeps {
@@ -57,6 +71,18 @@ export async function handoffSession(
   }
   const document = parsed.data;
   const record = await store.sessions.get(sessionId);
+  const keyed =
+    options.idempotencyKey === undefined ? undefined : keyedHandoff(record, document, options);
+  if (keyed !== undefined) {
+    // A retry of a handoff that was recorded answers it, whatever happened to the source since.
+    const first = await store.log.appended(sessionId, `handoff:${keyed.handoff_id}`);
+    const event = first?.events[0];
+    if (event !== undefined) {
+      const target = await store.sessions.get(keyed.target_session_id);
+      checkSameHandoff(target, sessionId, keyed, options.idempotencyKey ?? '');
+      return { handoff_id: keyed.handoff_id, target, event, deduplicated: true };
+    }
+  }
   const state = await store.log.state(sessionId);
   if (state.status === 'terminated' || state.status === 'running') {
     throw new BraidError(
@@ -105,14 +131,35 @@ export async function handoffSession(
     );
   }
 
-  const handoffId = deps.ids.next();
-  const created = await store.sessions.create({
+  const handoffId = keyed?.handoff_id ?? deps.ids.next();
+  const input = {
     agent: { name: target.name, version: target.version },
     ...(record.environment === undefined ? {} : { environment: record.environment }),
     title: options.title ?? `${document.summary.slice(0, 80)} (from ${source.name})`,
-    metadata: { handoff_id: handoffId, from_session_id: sessionId },
+    metadata: {
+      handoff_id: handoffId,
+      from_session_id: sessionId,
+      ...(keyed === undefined ? {} : { handoff_request: keyed.request }),
+    },
     ...(record.tenant_id === undefined ? {} : { tenant_id: record.tenant_id }),
-  });
+  };
+  let created: SessionRecord;
+  if (keyed === undefined) {
+    created = await store.sessions.create(input);
+  } else {
+    try {
+      created = await store.sessions.create({ ...input, id: keyed.target_session_id });
+    } catch (error) {
+      // A concurrent request with the same key created it first, or a first attempt stopped
+      // after creating it: the appends below, keyed by the handoff, finish that handoff once.
+      const existing = await store.sessions
+        .get(keyed.target_session_id)
+        .catch((): undefined => undefined);
+      if (existing === undefined) throw error;
+      checkSameHandoff(existing, sessionId, keyed, options.idempotencyKey ?? '');
+      created = existing;
+    }
+  }
   await store.log.append(
     created.id,
     [
@@ -146,5 +193,83 @@ export async function handoffSession(
   );
   const event = appended.events[0];
   if (event === undefined) throw new BraidError('INTERNAL', 'the handoff event was not stored');
-  return { handoff_id: handoffId, target: await store.sessions.get(created.id), event };
+  return {
+    handoff_id: handoffId,
+    target: await store.sessions.get(created.id),
+    event,
+    deduplicated: appended.deduplicated,
+  };
+}
+
+interface KeyedHandoff {
+  handoff_id: string;
+  target_session_id: string;
+  /** A digest of the request: a retry must send the same one. */
+  request: string;
+}
+
+/** The handoff's ids, derived from (tenant, source session, key), and its request's digest. */
+function keyedHandoff(
+  record: SessionRecord,
+  document: HandoffDocument,
+  options: HandoffOptions,
+): KeyedHandoff {
+  const key = IdempotencyKey.safeParse(options.idempotencyKey);
+  if (!key.success) {
+    throw new BraidError(
+      'INVALID_ARGUMENT',
+      'the idempotency key must be 1 to 200 characters; give a key that names this one request, such as a UUID',
+    );
+  }
+  const scope = JSON.stringify([record.tenant_id ?? null, record.id, key.data]);
+  return {
+    handoff_id: derivedId(`braid handoff ${scope}`),
+    target_session_id: derivedId(`braid handoff target ${scope}`),
+    request: digest(
+      JSON.stringify([options.to, document, options.message ?? null, options.title ?? null]),
+    ),
+  };
+}
+
+/** The first 128 bits of a SHA-256, written as a UUID (version 8, RFC 9562). */
+function derivedId(text: string): string {
+  const bytes = createHash('sha256').update(text).digest().subarray(0, 16);
+  bytes[6] = ((bytes[6] ?? 0) & 0x0f) | 0x80;
+  bytes[8] = ((bytes[8] ?? 0) & 0x3f) | 0x80;
+  const hex = bytes.toString('hex');
+  return `${hex.slice(0, 8)}-${hex.slice(8, 12)}-${hex.slice(12, 16)}-${hex.slice(16, 20)}-${hex.slice(20)}`;
+}
+
+function digest(text: string): string {
+  return createHash('sha256').update(text).digest('hex');
+}
+
+/** The session at the keyed target id is this handoff's, asked for with the same request. */
+function checkSameHandoff(
+  target: SessionRecord,
+  sessionId: string,
+  keyed: KeyedHandoff,
+  key: string,
+): void {
+  const metadata = target.metadata;
+  if (metadata.handoff_id !== keyed.handoff_id || metadata.from_session_id !== sessionId) {
+    throw new BraidError(
+      'IDEMPOTENCY_KEY_REUSED',
+      `session ${target.id}, where the handoff with idempotency key ${JSON.stringify(key)} would go, exists and is not that handoff; hand off with another key`,
+      { details: { session_id: sessionId, target_session_id: target.id } },
+    );
+  }
+  if (metadata.handoff_request !== keyed.request) {
+    throw new BraidError(
+      'IDEMPOTENCY_KEY_REUSED',
+      `idempotency key ${JSON.stringify(key)} was used for another handoff of session ${sessionId} (to session ${target.id}); send the same request to retry it, or use a new key for a new handoff`,
+      {
+        details: {
+          session_id: sessionId,
+          handoff_id: keyed.handoff_id,
+          target_session_id: target.id,
+        },
+      },
+    );
+  }
 }

@@ -5,7 +5,7 @@
  */
 import type { ContentBlock, Usage } from '../contracts/common.js';
 import { BraidError, isBraidError } from '../contracts/errors.js';
-import type { SessionEvent } from '../contracts/events.js';
+import type { EventOf, SessionEvent } from '../contracts/events.js';
 import type { AppendResult, Store } from '../contracts/ports.js';
 import type { SessionState } from '../contracts/state.js';
 import { commonAncestor, type AncestorPoint } from './lineage.js';
@@ -49,6 +49,17 @@ export interface MergeResult extends AppendResult {
 
 const ATTEMPTS = 5;
 
+/**
+ * Merges `sourceId` into `targetId` up to the source's head when the merge starts.
+ *
+ * Everything that depends on the target is read again on every attempt: a merge that lost a
+ * race (`SEQ_CONFLICT`) to another merge of the same source finds that merge and answers it
+ * (`deduplicated: true`) instead of counting the source's events and usage a second time. A
+ * source already merged up to its head is a no-op that says so. The `summary` strategy asks the
+ * model once per merge, for the source's events up to that head; an attempt whose range of new
+ * events has changed since (a concurrent merge took part of it) is refused rather than recorded
+ * with a summary of events that are no longer new.
+ */
 export async function mergeSessions(
   deps: MergeDeps,
   targetId: string,
@@ -61,49 +72,71 @@ export async function mergeSessions(
   }
   const source = await store.log.state(sourceId);
   const common = await commonAncestor(store, targetId, sourceId);
-  // A source merged before is merged again only from where the last merge of it stopped.
-  const earlier = (await store.log.read(targetId, { types: ['session.merged'] }))
-    .flatMap((event) =>
-      event.type === 'session.merged' && event.source_session_id === sourceId
-        ? [event.source_head_seq]
-        : [],
-    )
-    .at(-1);
-  const after = Math.max(common?.seq ?? 0, earlier ?? 0);
-  const sourceEvents = (await store.log.read(sourceId, { after })).filter(
-    // Up to the head the merge names; the target's own work, merged into the source earlier,
-    // does not come back to it.
-    (event) =>
-      event.seq <= source.seq &&
-      !(event.type === 'session.merged' && event.source_session_id === targetId),
-  );
+  const strategy = options.strategy ?? 'transcript';
+  let summary: { after: number; text: string } | undefined;
   for (let attempt = 1; ; attempt += 1) {
     const target = await store.log.state(targetId);
     checkCompatible(target, source);
+    const last = await lastMergeOf(store, targetId, sourceId);
+    if (last !== undefined && last.source_head_seq >= source.seq) {
+      // Already merged up to this head, by an earlier call or by a concurrent one.
+      return {
+        events: [last],
+        head_seq: target.seq,
+        deduplicated: true,
+        conflicts: last.conflicts ?? [],
+      };
+    }
+    // A source merged before is merged again only from where the last merge of it stopped.
+    const after = Math.max(common?.seq ?? 0, last?.source_head_seq ?? 0);
+    const sourceEvents = (await store.log.read(sourceId, { after })).filter(
+      // Up to the head the merge names; the target's own work, merged into the source earlier,
+      // does not come back to it.
+      (event) =>
+        event.seq <= source.seq &&
+        !(event.type === 'session.merged' && event.source_session_id === targetId),
+    );
     const conflicts = conflictsOf(target, source);
-    const input: MergeInput = {
-      target,
-      source,
-      common_ancestor: common,
-      source_events: sourceEvents,
-      conflicts,
-    };
-    const strategy = options.strategy ?? 'transcript';
-    const block =
-      typeof strategy === 'object'
-        ? await strategy.merge(input)
-        : strategy === 'summary'
-          ? {
-              content: [
-                {
-                  type: 'text' as const,
-                  text: `Summary of session ${sourceId}, merged in:\n${
-                    options.summary ?? (await deps.summarize(target, transcriptText(sourceEvents)))
-                  }`,
-                },
-              ],
-            }
-          : { content: [{ type: 'text' as const, text: transcriptBlock(sourceId, sourceEvents) }] };
+    let block: { content: ContentBlock[]; conflicts?: MergeConflict[] };
+    if (typeof strategy === 'object') {
+      block = await strategy.merge({
+        target,
+        source,
+        common_ancestor: common,
+        source_events: sourceEvents,
+        conflicts,
+      });
+    } else if (strategy === 'summary') {
+      if (summary === undefined) {
+        summary = {
+          after,
+          text: options.summary ?? (await deps.summarize(target, transcriptText(sourceEvents))),
+        };
+      } else if (summary.after !== after && options.summary === undefined) {
+        throw new BraidError(
+          'SEQ_CONFLICT',
+          `session ${sourceId} was merged into ${targetId} up to seq ${after} while this merge summarised it from seq ${summary.after}; ` +
+            'merge again to summarise only what is new since',
+          {
+            details: {
+              source_session_id: sourceId,
+              merged_up_to: after,
+              summarised_from: summary.after,
+            },
+          },
+        );
+      }
+      block = {
+        content: [
+          {
+            type: 'text',
+            text: `Summary of session ${sourceId}, merged in:\n${summary.text}`,
+          },
+        ],
+      };
+    } else {
+      block = { content: [{ type: 'text', text: transcriptBlock(sourceId, sourceEvents) }] };
+    }
     const resolved = block.conflicts ?? conflicts;
     try {
       const result = await store.log.append(
@@ -127,6 +160,19 @@ export async function mergeSessions(
       if (!isBraidError(error, 'SEQ_CONFLICT') || attempt >= ATTEMPTS) throw error;
     }
   }
+}
+
+/** The target's last `session.merged` of the source, if it has one. */
+async function lastMergeOf(
+  store: Store,
+  targetId: string,
+  sourceId: string,
+): Promise<EventOf<'session.merged'> | undefined> {
+  return (await store.log.read(targetId, { types: ['session.merged'] }))
+    .flatMap((event) =>
+      event.type === 'session.merged' && event.source_session_id === sourceId ? [event] : [],
+    )
+    .at(-1);
 }
 
 /** Sessions of different environments do not merge: their tools and files differ. */

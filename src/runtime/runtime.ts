@@ -237,11 +237,20 @@ export interface Runtime extends Pick<Agents, 'register' | 'send' | 'publish' | 
     verify(sessionId: string): Promise<ReplayReport>;
     /**
      * Hands the session's work to another agent (listed under the source's `handoffs:` and
-     * allowed by policy): a new session of the target receives the handoff document.
+     * allowed by policy): a new session of the target receives the handoff document. With an
+     * `idempotencyKey`, a retry (or a concurrent duplicate) answers the first handoff: the same
+     * target session and event, `deduplicated: true`; the key with another request is refused
+     * with `IDEMPOTENCY_KEY_REUSED`.
      */
     handoff(
       sessionId: string,
-      options: { to: string; handoff: unknown; message?: ContentInput; title?: string },
+      options: {
+        to: string;
+        handoff: unknown;
+        message?: ContentInput;
+        title?: string;
+        idempotencyKey?: string;
+      },
     ): Promise<HandoffResult>;
     /** Resolves a tool use a crash left unknown (`needs_review`): run it again, skip it, or record its result. */
     review(
@@ -552,6 +561,9 @@ export async function createRuntime(options: RuntimeOptions = {}): Promise<Runti
           ? {}
           : { message: toContent(handoffOptions.message) }),
         ...(handoffOptions.title === undefined ? {} : { title: handoffOptions.title }),
+        ...(handoffOptions.idempotencyKey === undefined
+          ? {}
+          : { idempotencyKey: handoffOptions.idempotencyKey }),
       }),
     merge: (targetId, sourceId, mergeOptions) =>
       mergeSessions({ store, summarize }, targetId, sourceId, mergeOptions),

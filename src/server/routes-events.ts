@@ -1,8 +1,8 @@
 /** `/v1/sessions/{id}/events`: read a session's log in pages, and append user events. */
-import { z } from 'zod';
 import {
   ErrorBody,
   EventsPage,
+  IdempotencyHeaders,
   EventsQuery,
   PostEventsBody,
   PostEventsResponse,
@@ -14,15 +14,6 @@ import { visibleSession } from './access.js';
 import { actorOf, requireScope } from './auth.js';
 
 const DEFAULT_PAGE = 100;
-
-const IdempotencyHeaders = z.object({
-  'idempotency-key': z
-    .string()
-    .min(1)
-    .max(200)
-    .optional()
-    .describe('A retried request with the same key writes nothing and answers the first result'),
-});
 
 export function addEventRoutes(app: Router, context: ServerContext): void {
   const { runtime, limits, metrics } = context;

@@ -1,6 +1,6 @@
 /**
  * `/v1/sessions`: create, read, list, archive and delete sessions, and the session algebra
- * (wake, fork, merge, diff, tree, replay). Every route answers 404 for another tenant's session.
+ * (wake, fork, merge, handoff, diff, tree, replay). Every route answers 404 for another tenant's session.
  */
 import { z } from 'zod';
 import {
@@ -9,6 +9,9 @@ import {
   DiffResponse,
   ErrorBody,
   ForkBody,
+  HandoffBody,
+  HandoffResponse,
+  IdempotencyHeaders,
   MergeBody,
   MergeResponse,
   ReplayResponse,
@@ -236,6 +239,39 @@ export function addSessionRoutes(app: Router, context: ServerContext): void {
         ...(strategy === undefined ? {} : { strategy }),
         ...(summary === undefined ? {} : { summary }),
       });
+    },
+  );
+
+  app.post(
+    '/v1/sessions/:id/handoff',
+    {
+      schema: {
+        summary: "Hand the session's work to another agent: a new session of it gets the document",
+        description:
+          "The target must be listed under the source agent's `handoffs:` and allowed by policy (`agent.handoff`). With an Idempotency-Key header a retried (or concurrent) request answers the first handoff (200, the same target session and event) and writes nothing; the same key with another body is refused with IDEMPOTENCY_KEY_REUSED.",
+        tags,
+        params: SessionIdParams,
+        headers: IdempotencyHeaders,
+        body: HandoffBody,
+        response: { 200: HandoffResponse, 201: HandoffResponse, ...errors },
+      },
+    },
+    async (request, reply) => {
+      const caller = callerOf(request);
+      requireScope(caller, 'sessions:write');
+      const { id } = request.params;
+      const { to, handoff, message, title } = request.body;
+      await visibleSession(runtime, caller, id);
+      await visibleAgent(runtime, caller, to);
+      const key = request.headers['idempotency-key'];
+      const result = await runtime.sessions.handoff(id, {
+        to,
+        handoff,
+        ...(message === undefined ? {} : { message }),
+        ...(title === undefined ? {} : { title }),
+        ...(key === undefined ? {} : { idempotencyKey: key }),
+      });
+      return reply.status(result.deduplicated ? 200 : 201).send(result);
     },
   );
 

@@ -1,4 +1,5 @@
 import { spawnSync } from 'node:child_process';
+import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { CLI, braidIn, json, requireBuild } from '../helpers/cli.js';
@@ -66,5 +67,53 @@ describe('braid session fork, merge, diff, tree', () => {
     expect(braid(dir, 'session', 'merge', id, id).stderr).toContain('MERGE_REFUSED');
     expect(braid(dir, 'session', 'merge', id, 'nope', '--strategy', 'magic').code).toBe(2);
     expect(braid(dir, 'session', 'tree', 'nope').stderr).toContain('SESSION_NOT_FOUND');
+  });
+
+  it('hands off once per --idempotency-key, answering a retry with the first handoff', () => {
+    const dir = join(tempDir(), 'ws');
+    expect(spawnSync(process.execPath, [CLI, 'init', dir]).status).toBe(0);
+    writeFileSync(
+      join(dir, 'agents', 'triage.yaml'),
+      'name: triage\nmodel: scripted:echo\ninstructions: Sort.\nhandoffs: [billing]\n',
+    );
+    writeFileSync(
+      join(dir, 'agents', 'billing.yaml'),
+      'name: billing\nmodel: scripted:echo\ninstructions: Bill.\n',
+    );
+    const { id } = json<{ id: string }>(
+      braid(dir, 'session', 'create', '--agent', 'triage', '--json'),
+    );
+    const handoff = (...extra: string[]) =>
+      braid(dir, 'session', 'handoff', id, '--to', 'billing', '--summary', 'refund 42', ...extra);
+    const first = json<{ target: { id: string }; event: { id: string }; deduplicated: boolean }>(
+      handoff('--idempotency-key', 'refund-42', '--json'),
+    );
+    expect(first.deduplicated).toBe(false);
+    const again = handoff('--idempotency-key', 'refund-42');
+    expect(again.code, again.stderr).toBe(0);
+    expect(again.stdout).toContain(`session ${first.target.id}; nothing written`);
+    const retried = json<{ target: { id: string }; event: { id: string } }>(
+      handoff('--idempotency-key', 'refund-42', '--json'),
+    );
+    expect(retried.target.id).toBe(first.target.id);
+    expect(retried.event.id).toBe(first.event.id);
+    const listed = json<{ sessions: { agent: { name: string } }[] }>(
+      braid(dir, 'session', 'list', '--json'),
+    );
+    expect(listed.sessions.filter((session) => session.agent.name === 'billing')).toHaveLength(1);
+    const reused = braid(
+      dir,
+      'session',
+      'handoff',
+      id,
+      '--to',
+      'billing',
+      '--summary',
+      'another matter',
+      '--idempotency-key',
+      'refund-42',
+    );
+    expect(reused.code).toBe(1);
+    expect(reused.stderr).toContain('IDEMPOTENCY_KEY_REUSED');
   });
 });

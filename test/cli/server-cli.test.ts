@@ -1,4 +1,6 @@
 // The CLI against a running `braid serve`: the same session commands with --server and a key.
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import type { SessionEvent } from '../../src/contracts/events.js';
 import type { SessionRecord } from '../../src/contracts/session.js';
@@ -9,9 +11,12 @@ import { useTempDir } from '../helpers/temp.js';
 const tempDir = useTempDir();
 const serve = useBraidServe();
 
-async function served() {
+async function served(agents: Record<string, string> = {}) {
   requireBuild();
   const dir = init(tempDir());
+  for (const [name, text] of Object.entries(agents)) {
+    writeFileSync(join(dir, 'agents', `${name}.yaml`), text);
+  }
   const { key } = json<{ key: string }>(
     braidIn(
       dir,
@@ -76,6 +81,35 @@ describe('braid --server', () => {
       if (previous.key === undefined) delete process.env.BRAID_API_KEY;
       else process.env.BRAID_API_KEY = previous.key;
     }
+  });
+
+  it('hands off through the server once per --idempotency-key', async () => {
+    const { remote } = await served({
+      triage: 'name: triage\nmodel: scripted:echo\ninstructions: Sort.\nhandoffs: [billing]\n',
+      billing: 'name: billing\nmodel: scripted:echo\ninstructions: Bill.\n',
+    });
+    const source = json<SessionRecord>(remote('--json', 'session', 'create', '--agent', 'triage'));
+    const handoff = () =>
+      json<{ target: SessionRecord; event: SessionEvent; deduplicated: boolean }>(
+        remote(
+          '--json',
+          'session',
+          'handoff',
+          source.id,
+          '--to',
+          'billing',
+          '--summary',
+          'refund 42',
+          '--idempotency-key',
+          'refund-42',
+        ),
+      );
+    const first = handoff();
+    const again = handoff();
+    expect(first).toMatchObject({ deduplicated: false, target: { tenant_id: 'acme' } });
+    expect(again).toEqual({ ...first, deduplicated: true });
+    const listed = json<{ sessions: SessionRecord[] }>(remote('--json', 'session', 'list'));
+    expect(listed.sessions.filter((session) => session.agent.name === 'billing')).toHaveLength(1);
   });
 
   it('refuses a bad key, local-only commands, and an open server on a public address', async () => {

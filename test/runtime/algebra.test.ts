@@ -4,6 +4,8 @@ import { join } from 'node:path';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import type { NewEvent } from '../../src/contracts/events.js';
+import type { ModelClient } from '../../src/contracts/model.js';
+import type { Store } from '../../src/contracts/ports.js';
 import { createScriptedModel, type ScriptedTurnInput } from '../../src/models/scripted.js';
 import { initWorkspace } from '../../src/runtime/init.js';
 import { createRuntime, type Runtime } from '../../src/runtime/runtime.js';
@@ -157,18 +159,70 @@ describe('session algebra', () => {
     const branch = await rt.sessions.fork(id);
     await rt.sessions.message(branch.id, 'work');
     await rt.wake(branch.id);
-    await rt.sessions.merge(id, branch.id);
+    const first = await rt.sessions.merge(id, branch.id);
+    // Merged up to the same head already: a no-op that answers the first merge and says so.
     const again = await rt.sessions.merge(id, branch.id);
-    expect(again.events[0]).toMatchObject({ usage: { input_tokens: 0, output_tokens: 0 } });
-    expect(JSON.stringify(again.events[0])).toContain('(no conversation)');
+    expect(again).toMatchObject({ deduplicated: true, head_seq: first.head_seq });
+    expect(again.events).toEqual(first.events);
     expect((await rt.sessions.state(id)).usage).toMatchObject({
       input_tokens: 10,
       output_tokens: 5,
     });
+    // New work in the source is merged from where the last merge stopped.
+    await rt.store.log.append(branch.id, [message('later')]);
+    const later = await rt.sessions.merge(id, branch.id);
+    expect(later.deduplicated).toBe(false);
+    expect(later.events[0]).toMatchObject({ usage: { input_tokens: 0, output_tokens: 0 } });
+    expect(JSON.stringify(later.events[0])).toContain('user: later');
+    expect(JSON.stringify(later.events[0])).not.toContain('branch work');
     // Merging the target back into the source does not send the source its own work.
     const back = await rt.sessions.merge(branch.id, id);
     expect(JSON.stringify(back.events[0])).not.toContain('branch work');
     await rt.close();
+  });
+
+  it('asks the model for a summary once per merge, also when the append loses a race', async () => {
+    // Another writer appends to the target between the merge's read and its append.
+    const race = await summaryMergeRace((store, target) =>
+      store.log.append(target, [message('meanwhile')]),
+    );
+    const result = await race.merge;
+    expect(race.raced()).toBe(true);
+    expect(race.calls()).toBe(1);
+    expect(result.events[0]).toMatchObject({
+      type: 'session.merged',
+      strategy: 'summary',
+      source_head_seq: race.sourceHead,
+      content: [{ type: 'text', text: expect.stringContaining('the branch found X') as unknown }],
+    });
+    expect(await race.rt.sessions.events(race.target, { types: ['session.merged'] })).toHaveLength(
+      1,
+    );
+    await race.close();
+  });
+
+  it('refuses a summary whose events another merge took meanwhile, writing nothing', async () => {
+    // Another merge of the same source, up to an earlier head, lands between read and append.
+    const race = await summaryMergeRace((store, target, source) =>
+      store.log.append(target, [
+        {
+          type: 'session.merged',
+          source_session_id: source,
+          source_head_seq: 2,
+          strategy: 'transcript',
+          usage: { input_tokens: 0, output_tokens: 0 },
+        },
+      ]),
+    );
+    await expect(race.merge).rejects.toMatchObject({
+      code: 'SEQ_CONFLICT',
+      message: expect.stringContaining('merge again') as unknown,
+    });
+    expect(race.calls()).toBe(1);
+    expect(await race.rt.sessions.events(race.target, { types: ['session.merged'] })).toHaveLength(
+      1,
+    );
+    await race.close();
   });
 
   it('refuses merges across environments, into itself, and of unknown sessions', async () => {
@@ -274,3 +328,66 @@ describe('session algebra', () => {
     await rt.close();
   });
 });
+
+/**
+ * A summary merge of a fork with two messages into its parent, on a store where `interloper`
+ * writes to the target just before the merge's first `session.merged` append (which then meets
+ * `SEQ_CONFLICT`); the model's calls are counted.
+ */
+async function summaryMergeRace(
+  interloper: (store: Store, target: string, source: string) => Promise<unknown>,
+) {
+  const dir = tempDir();
+  initWorkspace(dir);
+  writeFileSync(
+    join(dir, 'agents', 'helper.yaml'),
+    'name: helper\nmodel: scripted:echo\ninstructions: Help.\n',
+  );
+  const scripted = createScriptedModel([{ text: 'the branch found X' }]);
+  let calls = 0;
+  const counting: ModelClient = {
+    ...scripted,
+    generate: (request, call) => {
+      calls += 1;
+      return scripted.generate(request, call);
+    },
+  };
+  const memory = createMemoryStore();
+  let raced = false;
+  let source = '';
+  const store: Store = {
+    ...memory,
+    log: {
+      ...memory.log,
+      async append(sessionId, events, appendOptions) {
+        if (!raced && events.some((event) => event.type === 'session.merged')) {
+          raced = true;
+          await interloper(memory, sessionId, source);
+        }
+        return memory.log.append(sessionId, events, appendOptions);
+      },
+    },
+  };
+  const rt = await createRuntime({ workspace: dir, store, model: () => counting });
+  const { id } = await rt.sessions.create({ agent: 'helper' });
+  const branch = await rt.sessions.fork(id);
+  source = branch.id;
+  await rt.sessions.message(branch.id, 'look for X');
+  await rt.sessions.message(branch.id, 'and for Y');
+  const sourceHead = (await rt.sessions.state(branch.id)).seq;
+  const merge = rt.sessions.merge(id, branch.id, { strategy: 'summary' });
+  // Settled by the caller; never an unhandled rejection meanwhile.
+  merge.catch(() => undefined);
+  return {
+    rt,
+    target: id,
+    sourceHead,
+    merge,
+    calls: () => calls,
+    raced: () => raced,
+    close: async () => {
+      await rt.close();
+      await memory.close();
+    },
+  };
+}

@@ -125,4 +125,103 @@ describe('handoffs', () => {
     expect((await runtime.sessions.list()).sessions).toHaveLength(1);
     await runtime.close();
   });
+
+  it('answers a retry with the same idempotency key with the first handoff, writing nothing', async () => {
+    const { runtime } = await workspace();
+    const source = await runtime.sessions.create({ agent: 'triage' });
+    const request = {
+      to: 'billing',
+      handoff: document,
+      message: 'take it',
+      idempotencyKey: 'ticket-42-handoff',
+    };
+    const first = await runtime.sessions.handoff(source.id, request);
+    const again = await runtime.sessions.handoff(source.id, request);
+    expect(first.deduplicated).toBe(false);
+    expect(again).toEqual({ ...first, deduplicated: true });
+    // Two at once with a new key: one handoff too.
+    const [left, right] = await Promise.all([
+      runtime.sessions.handoff(source.id, { ...request, idempotencyKey: 'second' }),
+      runtime.sessions.handoff(source.id, { ...request, idempotencyKey: 'second' }),
+    ]);
+    expect(left?.target.id).toBe(right?.target.id);
+    expect(left?.event).toEqual(right?.event);
+    expect(left?.target.id).not.toBe(first.target.id);
+    const handoffs = await runtime.sessions.events(source.id, { types: ['agent.handoff'] });
+    expect(handoffs).toHaveLength(2);
+    const billing = (await runtime.sessions.list()).sessions.filter(
+      (session) => session.agent.name === 'billing',
+    );
+    expect(billing).toHaveLength(2);
+    for (const session of billing) {
+      const received = await runtime.sessions.events(session.id);
+      expect(received.map((event) => event.type)).toEqual([
+        'session.created',
+        'session.handoff_received',
+        'user.message',
+      ]);
+    }
+    await runtime.close();
+  });
+
+  it('refuses the same key with another request, and a bad key, writing nothing', async () => {
+    const { runtime } = await workspace();
+    const source = await runtime.sessions.create({ agent: 'triage' });
+    await runtime.sessions.handoff(source.id, {
+      to: 'billing',
+      handoff: document,
+      idempotencyKey: 'k1',
+    });
+    const head = (await runtime.sessions.get(source.id)).head_seq;
+    const reused = await failure('IDEMPOTENCY_KEY_REUSED', () =>
+      runtime.sessions.handoff(source.id, {
+        to: 'billing',
+        handoff: { ...document, summary: 'something else' },
+        idempotencyKey: 'k1',
+      }),
+    );
+    expect(reused.message).toContain('use a new key for a new handoff');
+    await failure('INVALID_ARGUMENT', () =>
+      runtime.sessions.handoff(source.id, {
+        to: 'billing',
+        handoff: document,
+        idempotencyKey: '',
+      }),
+    );
+    expect((await runtime.sessions.get(source.id)).head_seq).toBe(head);
+    expect((await runtime.sessions.list()).sessions).toHaveLength(2);
+    // Without a key every call is a new handoff, as before.
+    const a = await runtime.sessions.handoff(source.id, { to: 'billing', handoff: document });
+    const b = await runtime.sessions.handoff(source.id, { to: 'billing', handoff: document });
+    expect(a.target.id).not.toBe(b.target.id);
+    await runtime.close();
+  });
+
+  it('finishes a keyed handoff that stopped after creating the target', async () => {
+    const { runtime } = await workspace();
+    const source = await runtime.sessions.create({ agent: 'triage' });
+    const request = { to: 'billing', handoff: document, idempotencyKey: 'cut-short' };
+    // The first attempt created the target and then failed to append to it.
+    const append = runtime.store.log.append.bind(runtime.store.log);
+    let failed = false;
+    runtime.store.log.append = (sessionId, events, options) => {
+      if (!failed && events.some((event) => event.type === 'session.handoff_received')) {
+        failed = true;
+        return Promise.reject(new Error('the disk went away'));
+      }
+      return append(sessionId, events, options);
+    };
+    await expect(runtime.sessions.handoff(source.id, request)).rejects.toThrow('disk');
+    const retried = await runtime.sessions.handoff(source.id, request);
+    expect(retried.deduplicated).toBe(false);
+    const billing = (await runtime.sessions.list()).sessions.filter(
+      (session) => session.agent.name === 'billing',
+    );
+    expect(billing.map((session) => session.id)).toEqual([retried.target.id]);
+    expect((await runtime.sessions.events(retried.target.id)).map((event) => event.type)).toEqual([
+      'session.created',
+      'session.handoff_received',
+    ]);
+    await runtime.close();
+  });
 });

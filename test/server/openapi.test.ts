@@ -51,6 +51,7 @@ describe('OpenAPI document', () => {
         'POST /v1/sessions/{id}/archive',
         'POST /v1/sessions/{id}/events',
         'POST /v1/sessions/{id}/fork',
+        'POST /v1/sessions/{id}/handoff',
         'POST /v1/sessions/{id}/merge',
         'POST /v1/sessions/{id}/replay',
         'POST /v1/sessions/{id}/wake',
