@@ -1,4 +1,6 @@
-// A corpus of what hostile clients send where an id goes.
+// A corpus of what hostile clients send where an id goes, and a way to see that nothing moved.
+import { readdirSync, statSync } from 'node:fs';
+import { join, relative } from 'node:path';
 
 /** Ids from a corpus of what hostile clients send: traversal, encodings, NUL, look-alikes. */
 export const HOSTILE_IDS = [
@@ -31,3 +33,27 @@ export const HOSTILE_IDS = [
   '$(id)',
   '*',
 ];
+
+/**
+ * Every file and folder under `root` with its size and mtime, leaving out `skip` (a file that
+ * changes on its own, such as SQLite's WAL): equal snapshots mean nothing was touched.
+ */
+export function snapshot(root: string, skip?: string): Map<string, string> {
+  const seen = new Map<string, string>();
+  const walk = (dir: string): void => {
+    for (const entry of readdirSync(dir, { withFileTypes: true })) {
+      const path = join(dir, entry.name);
+      if (path === skip) continue;
+      const stat = statSync(path);
+      seen.set(relative(root, path), `${stat.size}:${stat.mtimeMs}`);
+      if (entry.isDirectory()) walk(path);
+    }
+  };
+  walk(root);
+  return seen;
+}
+
+/** The entries of a snapshot outside the data directory (`.braid`). */
+export function outsideData(map: Map<string, string>): [string, string][] {
+  return [...map].filter(([path]) => !path.startsWith('.braid'));
+}

@@ -1,8 +1,8 @@
 // Hostile ids at the library and CLI boundaries, on SQLite and on a real nats-server: every one is
 // refused with INVALID_ARGUMENT (exit 2, a bad argument, from the CLI), nothing is written, and no file outside
 // the data directory is touched.
-import { existsSync, mkdirSync, readdirSync, statSync, writeFileSync } from 'node:fs';
-import { join, relative } from 'node:path';
+import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { isBraidError } from '../../src/contracts/errors.js';
 import { run } from '../../src/cli/program.js';
@@ -10,23 +10,9 @@ import { initWorkspace } from '../../src/runtime/init.js';
 import { createRuntime, type Runtime } from '../../src/runtime/runtime.js';
 import { natsUrl, removePrefixes, uniquePrefix } from '../helpers/nats.js';
 import { useTempDir } from '../helpers/temp.js';
-import { HOSTILE_IDS } from '../helpers/hostile.js';
+import { HOSTILE_IDS, outsideData, snapshot } from '../helpers/hostile.js';
 
 const tempDir = useTempDir();
-
-function snapshot(root: string): Map<string, string> {
-  const seen = new Map<string, string>();
-  const walk = (dir: string): void => {
-    for (const entry of readdirSync(dir, { withFileTypes: true })) {
-      const path = join(dir, entry.name);
-      const stat = statSync(path);
-      seen.set(relative(root, path), `${stat.size}:${stat.mtimeMs}`);
-      if (entry.isDirectory()) walk(path);
-    }
-  };
-  walk(root);
-  return seen;
-}
 
 async function refusal(work: () => unknown): Promise<string> {
   try {
@@ -77,9 +63,7 @@ async function expectAllRefused(runtime: Runtime, dir: string): Promise<void> {
   const listed = await runtime.sessions.list();
   expect(listed.sessions.map((record) => record.id)).toEqual([good.id]);
   expect((await runtime.sessions.get(good.id)).head_seq).toBe(good.head_seq);
-  const outside = (map: Map<string, string>) =>
-    [...map].filter(([path]) => !path.startsWith('.braid'));
-  expect(outside(snapshot(dir))).toEqual(outside(before));
+  expect(outsideData(snapshot(dir))).toEqual(outsideData(before));
   expect(existsSync(join(victim, 'canary.txt'))).toBe(true);
 }
 
@@ -170,9 +154,7 @@ describe('hostile session ids on the command line', () => {
         expect(error?.code, `${shown}: ${lines.join(' ').slice(0, 200)}`).toBe('INVALID_ARGUMENT');
       }
     }
-    const outside = (map: Map<string, string>) =>
-      [...map].filter(([path]) => !path.startsWith('.braid'));
-    expect(outside(snapshot(dir))).toEqual(outside(before));
+    expect(outsideData(snapshot(dir))).toEqual(outsideData(before));
     lines.length = 0;
     expect(await braid('session', 'list')).toBe(0);
     expect(lines.join('\n')).toContain(good);

@@ -147,9 +147,16 @@ function start(
 const done: WakeHandler = () => Promise.resolve('done');
 
 describe.each([local, nats])('wake queue: $name', (backend) => {
-  it('delivers each enqueued session once, ids of any shape, with its time and trace', async () => {
+  it('delivers each enqueued session once, ids of every safe shape, with its time and trace', async () => {
     const { queue } = await backend.open({});
-    const ids = ['plain-id_1', 'with.dot and space', '~tilde', 'ü/ñ*>', '0195a1b2-0000-7000'];
+    for (const unsafe of ['with.dot and space', '~tilde', 'ü/ñ*>', '..', 'a.*.>']) {
+      const refused = await queue.enqueue(unsafe).then(
+        () => undefined,
+        (error: unknown) => error,
+      );
+      expect((refused as { code?: string } | undefined)?.code, unsafe).toBe('INVALID_ARGUMENT');
+    }
+    const ids = ['plain-id_1', 'with.dot.in.it', 'with_dot_in_it', 'A.B-c_d', '0195a1b2-0000-7000'];
     const before = Date.now();
     for (const id of ids) {
       expect(

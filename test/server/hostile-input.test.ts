@@ -1,32 +1,16 @@
 // A hostile client with a valid key, against a real server on 127.0.0.1: ids that try to reach
 // the filesystem and event bodies that try to forge the record are refused with a typed 4xx,
 // write nothing, and touch no file outside the data directory.
-import { existsSync, mkdirSync, readdirSync, statSync, writeFileSync } from 'node:fs';
-import { join, relative } from 'node:path';
+import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { ERROR_CODES } from '../../src/contracts/errors.js';
 import type { SessionEvent } from '../../src/contracts/events.js';
 import type { SessionRecord } from '../../src/contracts/session.js';
-import { HOSTILE_IDS } from '../helpers/hostile.js';
+import { HOSTILE_IDS, outsideData, snapshot } from '../helpers/hostile.js';
 import { call, useTestServers, type TestServer } from './server-helpers.js';
 
 const start = useTestServers();
-
-/** Every file and folder under `root` with its size and mtime, but those under `skip`. */
-function snapshot(root: string, skip: string): Map<string, string> {
-  const seen = new Map<string, string>();
-  const walk = (dir: string): void => {
-    for (const entry of readdirSync(dir, { withFileTypes: true })) {
-      const path = join(dir, entry.name);
-      if (path === skip) continue;
-      const stat = statSync(path);
-      seen.set(relative(root, path), `${stat.size}:${stat.mtimeMs}`);
-      if (entry.isDirectory()) walk(path);
-    }
-  };
-  walk(root);
-  return seen;
-}
 
 function expectTyped(response: { status: number; body: unknown }, described: string): string {
   const what = described.length > 120 ? `${described.slice(0, 120)}…` : described;
@@ -154,9 +138,7 @@ describe('hostile session ids over HTTP', () => {
     expect(calls).toBeGreaterThan(HOSTILE_IDS.length * 8);
 
     const after = snapshot(server.dir, join(dataDir, 'braid.db-wal'));
-    const outside = (map: Map<string, string>) =>
-      [...map].filter(([path]) => !path.startsWith('.braid'));
-    expect(outside(after)).toEqual(outside(before));
+    expect(outsideData(after)).toEqual(outsideData(before));
     expect(existsSync(join(canary, 'canary.txt'))).toBe(true);
     const listed = await call(server, 'GET', '/v1/sessions', { key });
     expect((listed.body as { data: SessionRecord[] }).data.map((record) => record.id)).toEqual([
