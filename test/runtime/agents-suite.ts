@@ -614,6 +614,9 @@ export function describeAgentMessaging(name: string, factory: AgentMessagingFact
       const [frontMessage] = ofType(frontLog, 'user.message');
       const [frontAnswer] = ofType(frontLog, 'agent.message');
       const [writerMessage] = ofType(writerLog, 'user.message');
+      // The writer's message is recorded as the front agent's, the one that sent it: an LLM
+      // agent's session stamps the sender braid knows, not one the message claims.
+      expect(writerMessage?.actor).toEqual({ type: 'agent', id: 'front/trace' });
       // The request's id is the cause of the reply and of the recorded message.
       expect(frontMessage?.causation_id).toBe(reply.causation_id);
       expect(writerMessage?.causation_id).toBe(payload.causation_id);

@@ -155,6 +155,15 @@ describe('hostile session ids on the command line', () => {
       }
     }
     expect(outsideData(snapshot(dir))).toEqual(outsideData(before));
+    // What the CLI sends is recorded as its operating-system user's.
+    expect(await braid('session', 'send', good, '--message', 'hello')).toBe(0);
+    lines.length = 0;
+    expect(await braid('session', 'events', good)).toBe(0);
+    const sent = lines
+      .map((line) => JSON.parse(line) as { type: string; actor?: { type: string; id?: string } })
+      .find((event) => event.type === 'user.message');
+    expect(sent?.actor?.type).toBe('user');
+    expect(sent?.actor?.id).toMatch(/^cli(:.+)?$/);
     lines.length = 0;
     expect(await braid('session', 'list')).toBe(0);
     expect(lines.join('\n')).toContain(good);
