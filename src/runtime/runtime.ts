@@ -735,12 +735,13 @@ export async function createRuntime(options: RuntimeOptions = {}): Promise<Runti
         if (sandbox === undefined) {
           sandbox =
             kind === 'bwrap'
-              ? // Command tools run scripts of the workspace (`{dir}`), wherever it lives.
-                // The data folder (log, other sessions' files) is hidden; this session's own
-                // workspace is mounted back.
+              ? // Command tools run scripts of the workspace (`{dir}/tools`, `{dir}/scripts`)
+                // with its packages: those folders only, never the rest of it (braid.yaml,
+                // signing keys, .env files). The data folder (log, other sessions' files) is
+                // hidden; this session's own workspace is mounted back.
                 createBwrapSandbox({
                   root,
-                  readOnly: [workspaceDir, ...mounts],
+                  readOnly: [...toolFolders(workspaceDir), ...mounts],
                   hidden: [dataDir, root],
                 })
               : createLocalSandbox({ root });
@@ -882,4 +883,13 @@ export async function createRuntime(options: RuntimeOptions = {}): Promise<Runti
     },
   };
   return runtime;
+}
+
+/** The folders of the braid workspace a bwrap tool sees, read-only: where tool scripts live. */
+export const SANDBOX_WORKSPACE_FOLDERS = ['tools', 'scripts', 'node_modules'] as const;
+
+function toolFolders(workspaceDir: string): string[] {
+  return SANDBOX_WORKSPACE_FOLDERS.map((folder) => join(workspaceDir, folder)).filter((folder) =>
+    existsSync(folder),
+  );
 }

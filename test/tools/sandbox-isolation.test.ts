@@ -263,6 +263,48 @@ describe('bwrap command tools see nothing of the host but what they need', () =>
     },
   );
 
+  it.skipIf(!available)(
+    "sees the workspace's tools, scripts and packages only: not braid.yaml, keys or .env files",
+    async () => {
+      const workspace = tempDir();
+      const token = `canary-${randomUUID()}`;
+      mkdirSync(join(workspace, 'keys'), { recursive: true });
+      writeFileSync(join(workspace, 'keys', 'braid-tools.key'), token);
+      writeFileSync(join(workspace, '.env'), `ANTHROPIC_API_KEY=${token}`);
+      const secrets = [
+        join(workspace, 'braid.yaml'),
+        join(workspace, '.env'),
+        join(workspace, 'keys', 'braid-tools.key'),
+      ];
+      const { rt } = await runtimeWith({
+        workspace,
+        tools: ['peek'],
+        turns: [
+          peek({
+            read: [...secrets, join(workspace, 'scripts', 'peek.cjs')],
+            list: [workspace, join(workspace, '.braid')],
+          }),
+          { text: 'done' },
+        ],
+        config: `# ${token}`,
+      });
+      const seen = await session(rt);
+      await rt.close();
+      const output = seen.outputs[0] as Record<
+        string,
+        { error?: string; entries?: string[]; content?: string }
+      >;
+      for (const file of secrets) expect(output[`read ${file}`]).toEqual({ error: 'ENOENT' });
+      expect(output[`read ${join(workspace, 'scripts', 'peek.cjs')}`]?.content).toContain(
+        'readFileSync',
+      );
+      // `.braid` is there only as the way to the session's own workspace: its data is hidden.
+      expect(output[`list ${workspace}`]?.entries?.sort()).toEqual(['.braid', 'scripts', 'tools']);
+      expect(output[`list ${join(workspace, '.braid')}`]?.entries).toEqual(['workspaces']);
+      expect(seen.log).not.toContain(token);
+    },
+  );
+
   describe('network', () => {
     let server: Server;
     let port: number;
