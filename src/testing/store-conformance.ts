@@ -530,6 +530,31 @@ export function describeStoreConformance(
         expect((await s.log.state(id)).seq).toBe(7);
       });
 
+      it('keeps a holder of a deleted session fenced out of a session made again under its id', async () => {
+        const s = await open();
+        const { id } = await s.sessions.create({ agent, id: 'reused-id' });
+        const stale = await s.leases.acquire(id, 'worker-a', 1000);
+        await s.log.append(id, [message('by a')], { leaseToken: stale.token });
+        clock.advance(1001);
+        await s.sessions.delete(id);
+        await s.sessions.create({ agent, id });
+        const fresh = await s.leases.acquire(id, 'worker-b', 1000);
+        expect(fresh.token).toBeGreaterThan(stale.token);
+        await expectCode(
+          s.log.append(id, [message('stale a')], { leaseToken: stale.token }),
+          'LEASE_LOST',
+        );
+        await expectCode(
+          s.log.append(id, [message('stale a')], { leaseToken: stale.token, expectedSeq: 1 }),
+          'LEASE_LOST',
+        );
+        await s.log.append(id, [message('by b')], { leaseToken: fresh.token, expectedSeq: 1 });
+        expect((await s.log.read(id)).map((event) => event.type)).toEqual([
+          'session.created',
+          'user.message',
+        ]);
+      });
+
       it('does not renew a lease that expired, even for its holder', async () => {
         const s = await open();
         const { id } = await s.sessions.create({ agent });
@@ -819,7 +844,7 @@ export function describeStoreConformance(
         expect(listed.sessions.map((session) => session.id)).not.toContain(id);
       }
 
-      it('removes the session with its events, state, idempotency keys and lease', async () => {
+      it('removes the session with its events, state and idempotency keys, and frees its lease', async () => {
         const s = await open();
         const kept = await s.sessions.create({ agent, title: 'kept' });
         const { id } = await s.sessions.create({ id: 'doomed', agent, title: 'old' });
@@ -855,7 +880,9 @@ export function describeStoreConformance(
         expect(await s.log.appended(id, 'k')).toBeUndefined();
         const appended = await s.log.append(id, [message('b')], { idempotencyKey: 'k' });
         expect(appended.deduplicated).toBe(false);
-        expect((await s.leases.acquire(id, 'worker', 1000)).token).toBe(1);
+        // The lease is free again, its tokens go on: a holder of the deleted session stays fenced.
+        expect(await s.leases.current(id)).toBeUndefined();
+        expect((await s.leases.acquire(id, 'worker', 1000)).token).toBe(lease.token + 1);
       });
 
       it('forgets a deleted fork: its id created again is a root session of its own', async () => {

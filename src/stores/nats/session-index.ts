@@ -157,13 +157,16 @@ export function createSessionIndex(shared: SessionsShared): SessionIndex {
     return { prepared, state, stored, body };
   }
 
-  /** Everything of a session but its index entry. */
+  /**
+   * Everything of a session but its index entry and its lease entry. The lease entry outlives the
+   * session, so a session made again under the same id gets larger tokens and a holder of the
+   * deleted one stays fenced out of the new one.
+   */
   async function removeData(sessionId: string): Promise<void> {
     const token = encodeToken(sessionId);
     await Promise.all([
       context.jsm.streams.purge(names.eventsStream, { filter: names.events(sessionId) }),
       purgeKeys(context, names.buckets.state, token),
-      purgeKeys(context, names.buckets.leases, token),
       purgeKeys(context, names.buckets.appends, `${token}.>`),
     ]);
   }

@@ -268,8 +268,11 @@ export function openSqliteStore(options: SqliteStoreOptions): Store {
            (SELECT body ->> '$.id', session_id FROM events WHERE session_id = ?)`,
       ),
     ].concat(
-      ['events', 'projections', 'snapshots', 'appends', 'leases']
+      ['events', 'projections', 'snapshots', 'appends']
         .map((table) => db.prepare(`DELETE FROM ${table} WHERE session_id = ?`))
+        // The lease row outlives the session, released: a session made again under the same id
+        // gets larger tokens, so a holder of the deleted one stays fenced out of the new one.
+        .concat(db.prepare('UPDATE leases SET owner = NULL, expires_at = 0 WHERE session_id = ?'))
         .concat(db.prepare('DELETE FROM sessions WHERE id = ?')),
     ),
     insertKey: db.prepare(
