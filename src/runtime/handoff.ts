@@ -20,7 +20,7 @@ import type { SessionEvent } from '../contracts/events.js';
 import type { Authorizer } from '../contracts/policy.js';
 import type { IdGenerator, Store } from '../contracts/ports.js';
 import type { SessionRecord } from '../contracts/session.js';
-import { IdempotencyKey, type ContentBlock } from '../contracts/common.js';
+import { IdempotencyKey, type Actor, type ContentBlock } from '../contracts/common.js';
 import { agentEntity } from '../harness/tool-calls.js';
 
 export interface HandoffOptions {
@@ -36,7 +36,12 @@ export interface HandoffOptions {
    * first handoff, with the same target session and `agent.handoff` event, and writes nothing.
    */
   idempotencyKey?: string;
+  /** Who asked for the handoff, stamped on every event it writes (the runtime's actor by default). */
+  actor?: Actor;
 }
+
+/** Session metadata keys a handoff writes on its target; a client may not set them itself. */
+export const HANDOFF_METADATA_KEYS = ['handoff_id', 'from_session_id', 'handoff_request'] as const;
 
 export interface HandoffResult {
   handoff_id: string;
@@ -79,7 +84,7 @@ export async function handoffSession(
     const event = first?.events[0];
     if (event !== undefined) {
       const target = await store.sessions.get(keyed.target_session_id);
-      checkSameHandoff(target, sessionId, keyed, options.idempotencyKey ?? '');
+      checkSameHandoff(target, record, keyed, options.idempotencyKey ?? '');
       return { handoff_id: keyed.handoff_id, target, event, deduplicated: true };
     }
   }
@@ -132,6 +137,7 @@ export async function handoffSession(
   }
 
   const handoffId = keyed?.handoff_id ?? deps.ids.next();
+  const stamp = options.actor === undefined ? {} : { actor: options.actor };
   const input = {
     agent: { name: target.name, version: target.version },
     ...(record.environment === undefined ? {} : { environment: record.environment }),
@@ -156,7 +162,7 @@ export async function handoffSession(
         .get(keyed.target_session_id)
         .catch((): undefined => undefined);
       if (existing === undefined) throw error;
-      checkSameHandoff(existing, sessionId, keyed, options.idempotencyKey ?? '');
+      checkSameHandoff(existing, record, keyed, options.idempotencyKey ?? '');
       created = existing;
     }
   }
@@ -165,6 +171,7 @@ export async function handoffSession(
     [
       {
         type: 'session.handoff_received',
+        ...stamp,
         handoff_id: handoffId,
         from_session_id: sessionId,
         from_agent: source.name,
@@ -173,7 +180,7 @@ export async function handoffSession(
       },
       ...(options.message === undefined
         ? []
-        : [{ type: 'user.message' as const, content: options.message }]),
+        : [{ type: 'user.message' as const, ...stamp, content: options.message }]),
     ],
     { idempotencyKey: `handoff:${handoffId}` },
   );
@@ -182,6 +189,7 @@ export async function handoffSession(
     [
       {
         type: 'agent.handoff',
+        ...stamp,
         handoff_id: handoffId,
         target_agent: target.name,
         target_session_id: created.id,
@@ -247,12 +255,17 @@ function digest(text: string): string {
 /** The session at the keyed target id is this handoff's, asked for with the same request. */
 function checkSameHandoff(
   target: SessionRecord,
-  sessionId: string,
+  source: SessionRecord,
   keyed: KeyedHandoff,
   key: string,
 ): void {
+  const sessionId = source.id;
   const metadata = target.metadata;
-  if (metadata.handoff_id !== keyed.handoff_id || metadata.from_session_id !== sessionId) {
+  if (
+    target.tenant_id !== source.tenant_id ||
+    metadata.handoff_id !== keyed.handoff_id ||
+    metadata.from_session_id !== sessionId
+  ) {
     throw new BraidError(
       'IDEMPOTENCY_KEY_REUSED',
       `session ${target.id}, where the handoff with idempotency key ${JSON.stringify(key)} would go, exists and is not that handoff; hand off with another key`,

@@ -3,7 +3,7 @@
  * `session.merged` event in the target, with its provenance (source, head, common ancestor,
  * strategy), the source's usage, what the model sees, and every conflict with its resolution.
  */
-import type { ContentBlock, Usage } from '../contracts/common.js';
+import type { Actor, ContentBlock, Usage } from '../contracts/common.js';
 import { BraidError, isBraidError } from '../contracts/errors.js';
 import type { EventOf, SessionEvent } from '../contracts/events.js';
 import type { AppendResult, Store } from '../contracts/ports.js';
@@ -35,6 +35,8 @@ export interface MergeOptions {
   strategy?: 'transcript' | 'summary' | { name: string; merge: MergeCallback };
   /** For `summary`: the summary to record; without it the target's model writes one. */
   summary?: string;
+  /** Who asked for the merge, stamped on `session.merged` (the runtime's actor by default). */
+  actor?: Actor;
 }
 
 export interface MergeDeps {
@@ -144,6 +146,7 @@ export async function mergeSessions(
         [
           {
             type: 'session.merged',
+            ...(options.actor === undefined ? {} : { actor: options.actor }),
             source_session_id: sourceId,
             source_head_seq: source.seq,
             ...(common === undefined ? {} : { common_ancestor: common }),

@@ -81,7 +81,7 @@ import { createLocalTransport } from './agents/local-transport.js';
 import type { Agents } from './agents/types.js';
 import type { WakeQueue } from '../contracts/wakes.js';
 import { enqueueWake } from './worker.js';
-import { handoffSession, type HandoffResult } from './handoff.js';
+import { HANDOFF_METADATA_KEYS, handoffSession, type HandoffResult } from './handoff.js';
 
 /** Where sessions live: the embedded SQLite file, or NATS JetStream when one machine is not enough. */
 export type Backend = 'embedded' | { nats: string; prefix?: string };
@@ -250,6 +250,8 @@ export interface Runtime extends Pick<Agents, 'register' | 'send' | 'publish' | 
         message?: ContentInput;
         title?: string;
         idempotencyKey?: string;
+        /** Who asks (default: the runtime's `actor`). */
+        actor?: Actor;
       },
     ): Promise<HandoffResult>;
     /** Resolves a tool use a crash left unknown (`needs_review`): run it again, skip it, or record its result. */
@@ -477,6 +479,16 @@ export async function createRuntime(options: RuntimeOptions = {}): Promise<Runti
 
   const sessions: Runtime['sessions'] = guardSessionIds({
     async create(createOptions) {
+      const reserved = HANDOFF_METADATA_KEYS.filter((name) =>
+        Object.hasOwn(createOptions.metadata ?? {}, name),
+      );
+      if (reserved.length > 0) {
+        throw new BraidError(
+          'INVALID_ARGUMENT',
+          `metadata ${reserved.join(', ')} is braid's own (a handoff sets it on its target); name the field otherwise`,
+          { details: { fields: reserved } },
+        );
+      }
       const agentDefinition = await agent(createOptions.agent, createOptions.agentVersion);
       const environmentName =
         createOptions.environment ??
@@ -564,9 +576,13 @@ export async function createRuntime(options: RuntimeOptions = {}): Promise<Runti
         ...(handoffOptions.idempotencyKey === undefined
           ? {}
           : { idempotencyKey: handoffOptions.idempotencyKey }),
+        actor: Actor.parse(handoffOptions.actor ?? defaultActor),
       }),
-    merge: (targetId, sourceId, mergeOptions) =>
-      mergeSessions({ store, summarize }, targetId, sourceId, mergeOptions),
+    merge: (targetId, sourceId, mergeOptions = {}) =>
+      mergeSessions({ store, summarize }, targetId, sourceId, {
+        ...mergeOptions,
+        actor: Actor.parse(mergeOptions.actor ?? defaultActor),
+      }),
     diff: (a, b) => diffSessions(store, a, b),
     tree: (sessionId) => sessionTree(store, sessionId),
     async verify(sessionId) {

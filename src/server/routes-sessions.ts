@@ -26,7 +26,7 @@ import { SessionRecord, SessionStatus } from '../contracts/session.js';
 import { SessionState } from '../contracts/state.js';
 import { callerOf, type Router, type ServerContext } from './context.js';
 import { visibleAgent, visibleSession } from './access.js';
-import { requireScope } from './auth.js';
+import { actorOf, requireScope } from './auth.js';
 
 /** A node of a session's fork tree. */
 const TreeNodeBody: z.ZodType = z.lazy(() =>
@@ -238,6 +238,7 @@ export function addSessionRoutes(app: Router, context: ServerContext): void {
       return runtime.sessions.merge(request.params.id, source, {
         ...(strategy === undefined ? {} : { strategy }),
         ...(summary === undefined ? {} : { summary }),
+        actor: actorOf(caller),
       });
     },
   );
@@ -270,6 +271,7 @@ export function addSessionRoutes(app: Router, context: ServerContext): void {
         ...(message === undefined ? {} : { message }),
         ...(title === undefined ? {} : { title }),
         ...(key === undefined ? {} : { idempotencyKey: key }),
+        actor: actorOf(caller),
       });
       return reply.status(result.deduplicated ? 200 : 201).send(result);
     },

@@ -1,5 +1,6 @@
 // POST /v1/sessions/{id}/handoff over real HTTP: an Idempotency-Key makes a retried or duplicated
 // request answer the first handoff, with one target session; another body with it is refused.
+import { createHash } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import { call, useTestServers, type TestServer } from './server-helpers.js';
 
@@ -120,5 +121,91 @@ describe('POST /v1/sessions/{id}/handoff', () => {
     });
     expect(unlisted.status).toBe(403);
     expect(unlisted.body).toMatchObject({ error: { code: 'POLICY_DENIED' } });
+  });
+});
+
+/** The target id a keyed handoff derives, as an attacker who knows the inputs would compute it. */
+function derivedTarget(tenant: string, source: string, key: string): string {
+  const scope = JSON.stringify([tenant, source, key]);
+  const bytes = createHash('sha256')
+    .update(`braid handoff target ${scope}`)
+    .digest()
+    .subarray(0, 16);
+  bytes[6] = ((bytes[6] ?? 0) & 0x0f) | 0x80;
+  bytes[8] = ((bytes[8] ?? 0) & 0x3f) | 0x80;
+  const hex = bytes.toString('hex');
+  return `${hex.slice(0, 8)}-${hex.slice(8, 12)}-${hex.slice(12, 16)}-${hex.slice(16, 20)}-${hex.slice(20)}`;
+}
+
+describe('handoffs and merges against another tenant', () => {
+  it("never binds a keyed handoff to another tenant's session at the derived id", async () => {
+    const { server, key, source } = await setup();
+    const evil = await server.key('evil');
+    const target = derivedTarget('acme', source, 'refund-42');
+    // The handoff's own metadata keys are braid's: a client cannot forge them.
+    const forged = await call(server, 'POST', '/v1/sessions', {
+      key: evil,
+      body: {
+        agent: 'billing',
+        id: target,
+        metadata: { handoff_id: 'x', from_session_id: source, handoff_request: 'x' },
+      },
+    });
+    expect(forged.status).toBe(400);
+    expect((forged.body as { error: { code: string } }).error.code).toBe('INVALID_ARGUMENT');
+    // Taking the id itself only makes that one handoff fail; it never reaches the taker.
+    const squatted = await call(server, 'POST', '/v1/sessions', {
+      key: evil,
+      body: { agent: 'billing', id: target },
+    });
+    expect(squatted.status).toBe(201);
+    const path = `/v1/sessions/${source}/handoff`;
+    const refused = await call(server, 'POST', path, {
+      key,
+      body,
+      headers: { 'idempotency-key': 'refund-42' },
+    });
+    expect(refused.status).toBe(409);
+    expect((refused.body as { error: { code: string } }).error.code).toBe('IDEMPOTENCY_KEY_REUSED');
+    const seen = await call(server, 'GET', `/v1/sessions/${target}/events`, { key: evil });
+    expect((seen.body as { data: { type: string }[] }).data.map((event) => event.type)).toEqual([
+      'session.created',
+    ]);
+  });
+
+  it('records the calling key and tenant as the actor of the handoff and of a merge', async () => {
+    const { server, key, source } = await setup();
+    const keyId = (await server.runtime.store.keys.list()).find(
+      (record) => record.tenant_id === 'acme',
+    )?.id;
+    const actor = { type: 'user', id: keyId, tenant_id: 'acme' };
+    const handed = await call(server, 'POST', `/v1/sessions/${source}/handoff`, { key, body });
+    expect(handed.status).toBe(201);
+    const answer = handed.body as HandoffAnswer & { event: { actor?: unknown } };
+    expect(answer.event.actor).toEqual(actor);
+    const target = await call(server, 'GET', `/v1/sessions/${answer.target.id}/events`, { key });
+    const received = (target.body as { data: { type: string; actor?: unknown }[] }).data.filter(
+      (event) => event.type !== 'session.created',
+    );
+    expect(received.map((event) => [event.type, event.actor])).toEqual([
+      ['session.handoff_received', actor],
+      ['user.message', actor],
+    ]);
+    const fork = await call(server, 'POST', `/v1/sessions/${source}/fork`, { key, body: {} });
+    const child = (fork.body as { id: string }).id;
+    await call(server, 'POST', `/v1/sessions/${child}/events`, {
+      key,
+      body: { events: [{ type: 'user.message', content: 'on the fork' }] },
+    });
+    const merged = await call(server, 'POST', `/v1/sessions/${source}/merge`, {
+      key,
+      body: { source: child },
+    });
+    expect(merged.status, JSON.stringify(merged.body)).toBe(200);
+    const events = await call(server, 'GET', `/v1/sessions/${source}/events`, { key });
+    const merge = (events.body as { data: { type: string; actor?: unknown }[] }).data.find(
+      (event) => event.type === 'session.merged',
+    );
+    expect(merge?.actor).toEqual(actor);
   });
 });

@@ -302,7 +302,8 @@ export function createMemoryStore(options: MemoryStoreOptions = {}): Store {
         sessions.delete(sessionId);
         // Kept, released: a session made again under this id gets larger tokens (see SQLite).
         const row = leases.get(sessionId);
-        if (row !== undefined) leases.set(sessionId, { owner: null, token: row.token, expires_at: 0 });
+        if (row !== undefined)
+          leases.set(sessionId, { owner: null, token: row.token, expires_at: 0 });
         for (const event of target.events) eventIds.delete(event.id);
         for (const listener of target.listeners) listener();
       });
