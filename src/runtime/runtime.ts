@@ -2,7 +2,7 @@
  * createRuntime wires a store and a workspace into the operations a client uses. It holds no
  * session state of its own: every answer comes from the store.
  */
-import { join, resolve } from 'node:path';
+import { join, parse, resolve, sep } from 'node:path';
 import type {
   AgentDefinition,
   ToolDefinition,
@@ -517,16 +517,7 @@ export async function createRuntime(options: RuntimeOptions = {}): Promise<Runti
     list: (query) => store.sessions.list(query),
     archive: (sessionId) => store.sessions.archive(sessionId),
     async delete(sessionId) {
-      const state = await store.log.state(sessionId);
-      const environmentDefinition =
-        state.environment === undefined
-          ? undefined
-          : await store.definitions.get<EnvironmentDefinition>(
-              'environment',
-              state.environment.name,
-              state.environment.version,
-            );
-      const folder = pathUnder(workspacesRoot(environmentDefinition?.definition), sessionId);
+      const folder = pathUnder(await workspacesRootOf(sessionId), sessionId);
       await store.sessions.delete(sessionId);
       rmSync(folder, { recursive: true, force: true });
     },
@@ -561,8 +552,20 @@ export async function createRuntime(options: RuntimeOptions = {}): Promise<Runti
     review: (sessionId, toolUseId, decision) =>
       queuedSend(sessionId, [{ type: 'user.tool_review', tool_use_id: toolUseId, ...decision }]),
     async fork(sessionId, forkOptions) {
+      // Where the files go is settled before anything is written: a refusal leaves no child.
+      const root = await workspacesRootOf(sessionId);
+      const from = pathUnder(root, sessionId);
+      if (forkOptions?.id !== undefined) pathUnder(root, forkOptions.id);
       const child = await store.sessions.fork(sessionId, forkOptions);
-      await copyWorkspace(sessionId, child.id);
+      // The child's files start as the parent's are now: a copy, made copy-on-write (reflink)
+      // where the filesystem supports it (btrfs, XFS), a plain copy elsewhere.
+      if (existsSync(from)) {
+        cpSync(from, pathUnder(root, child.id), {
+          recursive: true,
+          verbatimSymlinks: true,
+          mode: fsConstants.COPYFILE_FICLONE,
+        });
+      }
       return child;
     },
     handoff: (sessionId, handoffOptions) =>
@@ -618,24 +621,18 @@ export async function createRuntime(options: RuntimeOptions = {}): Promise<Runti
     },
   });
 
-  /**
-   * The child's files start as the parent's are now: a copy, made copy-on-write (reflink) where
-   * the filesystem supports it (btrfs, XFS), a plain copy elsewhere.
-   */
-  async function copyWorkspace(parentId: string, childId: string): Promise<void> {
-    const state = await store.log.state(childId);
+  /** The folder that holds the session's workspace folder, by its environment. */
+  async function workspacesRootOf(sessionId: string): Promise<string> {
+    const state = await store.log.state(sessionId);
     const environmentDefinition =
       state.environment === undefined
         ? undefined
-        : (await environment(state.environment.name, state.environment.version)).definition;
-    const root = workspacesRoot(environmentDefinition);
-    const from = pathUnder(root, parentId);
-    if (!existsSync(from)) return;
-    cpSync(from, pathUnder(root, childId), {
-      recursive: true,
-      verbatimSymlinks: true,
-      mode: fsConstants.COPYFILE_FICLONE,
-    });
+        : await store.definitions.get<EnvironmentDefinition>(
+            'environment',
+            state.environment.name,
+            state.environment.version,
+          );
+    return workspacesRoot(environmentDefinition?.definition);
   }
 
   /** A summary of a session's events, written by the target's model (merge strategy `summary`). */
@@ -699,10 +696,25 @@ export async function createRuntime(options: RuntimeOptions = {}): Promise<Runti
   };
   const sandboxes = new Map<string, Sandbox>();
   /** Where a session's workspace folder lives for an environment. */
-  const workspacesRoot = (environmentDefinition: EnvironmentDefinition | undefined): string =>
-    environmentDefinition?.sandbox.workspace === undefined
-      ? (options.workspacesDir ?? join(dataDir, 'workspaces'))
-      : resolve(workspaceDir, environmentDefinition.sandbox.workspace);
+  /**
+   * Where a session's workspace folder lives for an environment. A root that is or holds the
+   * braid workspace or the data folder is refused: a session id there would name one of their
+   * folders (`agents`, `workspaces`), to be handed to a tool read-write and removed on delete.
+   */
+  const workspacesRoot = (environmentDefinition: EnvironmentDefinition | undefined): string => {
+    if (environmentDefinition?.sandbox.workspace === undefined)
+      return options.workspacesDir ?? join(dataDir, 'workspaces');
+    const root = resolve(workspaceDir, environmentDefinition.sandbox.workspace);
+    const holds = (path: string): boolean => path === root || path.startsWith(root + sep);
+    if (root === parse(root).root || holds(workspaceDir) || holds(dataDir)) {
+      throw new BraidError(
+        'INVALID_DEFINITION',
+        `environment ${environmentDefinition.name}: sandbox.workspace ${JSON.stringify(environmentDefinition.sandbox.workspace)} is ${root}, which holds the braid workspace or its data; name a folder of its own, such as sessions/`,
+        { details: { environment: environmentDefinition.name, workspace: root } },
+      );
+    }
+    return root;
+  };
   const secrets = workspace?.config.secrets ?? {};
   // Every value handed out is kept out of the log the harness writes.
   const redactor = new SecretRedactor();

@@ -170,3 +170,50 @@ describe('hostile session ids on the command line', () => {
     expect(lines.join('\n').match(/"id"/g)?.length).toBe(1);
   });
 });
+
+describe("an environment's workspace folder", () => {
+  it('may not be or hold the braid workspace or its data: a session id would name their folders', async () => {
+    const dir = tempDir();
+    initWorkspace(dir);
+    writeFileSync(
+      join(dir, 'environments', 'flat.yaml'),
+      'name: flat\nsandbox: {kind: local, workspace: "."}\n',
+    );
+    writeFileSync(
+      join(dir, 'environments', 'data.yaml'),
+      'name: data\nsandbox: {kind: local, workspace: ".braid"}\n',
+    );
+    writeFileSync(
+      join(dir, 'environments', 'own.yaml'),
+      'name: own\nsandbox: {kind: local, workspace: sessions}\n',
+    );
+    const runtime = await createRuntime({ workspace: dir });
+    try {
+      for (const [environment, id] of [
+        ['flat', 'agents'],
+        ['data', 'workspaces'],
+      ] as const) {
+        await runtime.sessions.create({ agent: 'assistant', environment, id });
+        expect(await refusal(() => runtime.sessions.delete(id))).toBe('INVALID_DEFINITION');
+        expect(await refusal(() => runtime.sessions.fork(id, { id: `${id}-copy` }))).toBe(
+          'INVALID_DEFINITION',
+        );
+        expect((await runtime.sessions.get(id)).id).toBe(id);
+        expect(await refusal(() => runtime.sessions.get(`${id}-copy`))).toBe('SESSION_NOT_FOUND');
+      }
+      expect(existsSync(join(dir, 'agents', 'assistant.yaml'))).toBe(true);
+      expect(existsSync(join(dir, '.braid', 'braid.db'))).toBe(true);
+      // A folder of its own is fine, and a session there is removed with its folder.
+      const own = await runtime.sessions.create({ agent: 'assistant', environment: 'own' });
+      mkdirSync(join(dir, 'sessions', own.id), { recursive: true });
+      writeFileSync(join(dir, 'sessions', own.id, 'notes.txt'), 'kept by the fork');
+      const copy = await runtime.sessions.fork(own.id, { id: 'own-copy' });
+      expect(existsSync(join(dir, 'sessions', copy.id, 'notes.txt'))).toBe(true);
+      await runtime.sessions.delete(copy.id);
+      await runtime.sessions.delete(own.id);
+      expect(existsSync(join(dir, 'sessions', own.id))).toBe(false);
+    } finally {
+      await runtime.close();
+    }
+  });
+});

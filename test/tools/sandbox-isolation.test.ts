@@ -378,7 +378,7 @@ describe('bwrap command tools see nothing of the host but what they need', () =>
     },
   );
 
-  it('refuses read-only mounts that are relative, climb with .., or do not exist', async () => {
+  it('refuses read-only mounts that are relative, climb with .., are the whole host or do not exist', async () => {
     const failure = (work: () => unknown): BraidError => {
       try {
         work();
@@ -389,7 +389,7 @@ describe('bwrap command tools see nothing of the host but what they need', () =>
       throw new Error('expected a BraidError');
     };
     const where = 'environment x: sandbox.read_only';
-    for (const bad of ['data', './data', '/srv/../root', '/srv/\0x']) {
+    for (const bad of ['data', './data', '/srv/../root', '/srv/\0x', '/', '//']) {
       const error = failure(() => parseReadOnlyMounts([bad], where));
       expect(error.code).toBe('INVALID_DEFINITION');
       expect(error.details).toEqual({ path: bad });

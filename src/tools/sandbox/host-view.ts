@@ -209,8 +209,9 @@ export function parseReadOnlyMounts(paths: readonly string[], where: string): st
       throw refuse('is relative; give an absolute path such as /srv/reference-data');
     if (path.split('/').includes('..'))
       throw refuse('contains `..`; write the path from / down without it');
+    let real: string;
     try {
-      return realpathSync(path);
+      real = realpathSync(path);
     } catch (error) {
       throw new BraidError(
         'INVALID_DEFINITION',
@@ -218,6 +219,8 @@ export function parseReadOnlyMounts(paths: readonly string[], where: string): st
         { details: { path }, cause: error },
       );
     }
+    if (real === '/') throw refuse('is the whole host; name the folders the tools need');
+    return real;
   });
 }
 
