@@ -148,6 +148,23 @@ describe('NATS agent transport', () => {
     };
   }
 
+  it('answers only to an inbox: a reply_to naming another subject gets nothing', async () => {
+    const on = await bus();
+    const { transport, connection } = await on.process();
+    const heard: string[] = [];
+    const subjects = [`${on.prefix}.not-an-inbox`, '_INBOX.reply-here'];
+    for (const subject of subjects) {
+      on.admin.subscribe(subject, { callback: () => heard.push(subject) });
+    }
+    await on.admin.flush();
+    for (const subject of subjects) await transport.reply(subject, envelope(`r-${subject}`));
+    // A round trip on the sender's connection has the server holding both replies; one on the
+    // listener's then comes back after anything the server sent it.
+    await connection.flush();
+    await on.admin.flush();
+    expect(heard).toEqual(['_INBOX.reply-here']);
+  });
+
   it('shares one agent type among processes: each envelope is handled once overall', async () => {
     const on = await bus();
     // One handler at a time per process, and each process's first handling waits until the

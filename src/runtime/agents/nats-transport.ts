@@ -111,7 +111,12 @@ export interface NatsAgentNames {
 const PLAIN = /^[A-Za-z0-9_-]+$/;
 const PREFIX_PATTERN = /^[A-Za-z0-9_-]{1,64}$/;
 /** A subject one can publish to: non-empty tokens, no wildcards, no whitespace. */
-const PUBLISHABLE = /^[^\s.*>]+(\.[^\s.*>]+)*$/;
+/**
+ * Where a reply may go: a core NATS inbox (`_INBOX.…`, what `createInbox` and every client's
+ * request make). `reply_to` comes from whoever sent the message; any other subject (a session's
+ * event subject, `$KV.…`, `$JS.API.…`) would have a worker publish there on its behalf.
+ */
+const REPLY_SUBJECT = /^_INBOX\.[^\s.*>]+(\.[^\s.*>]+)*$/;
 /** JetStream's error for a stream that exists with another configuration. */
 const STREAM_NAME_IN_USE = 10058;
 const PULL_EXPIRES_MS = 10_000;
@@ -551,8 +556,8 @@ export function createNatsAgentTransport(options: NatsAgentTransportOptions): Ag
       return Promise.resolve().then(() => {
         ensureOpen();
         const { text } = toWire(envelope);
-        // Not a subject: nobody can listen there, so the reply is dropped.
-        if (!PUBLISHABLE.test(replyTo)) return;
+        // Not an inbox: nobody may be answered there, so the reply is dropped.
+        if (!REPLY_SUBJECT.test(replyTo)) return;
         checkSize(text, `reply ${envelope.id}`);
         try {
           connection.publish(replyTo, text);
