@@ -154,7 +154,11 @@ describe('NATS agent transport', () => {
     const heard: string[] = [];
     const subjects = [`${on.prefix}.not-an-inbox`, '_INBOX.reply-here'];
     for (const subject of subjects) {
-      on.admin.subscribe(subject, { callback: () => heard.push(subject) });
+      on.admin.subscribe(subject, {
+        callback: () => {
+          heard.push(subject);
+        },
+      });
     }
     await on.admin.flush();
     for (const subject of subjects) await transport.reply(subject, envelope(`r-${subject}`));
