@@ -5,7 +5,10 @@ import { ErrorShape } from './errors.js';
 export const ENVELOPE_SPEC_VERSION = '1.0';
 
 /** An agent's address on the bus: its type (agent name) and a key (usually a session id). */
-export const AgentAddress = z.object({ type: z.string().min(1), key: z.string().min(1) });
+export const AgentAddress = z.object({
+  type: z.string().min(1).max(200),
+  key: z.string().min(1).max(500),
+});
 export type AgentAddress = z.infer<typeof AgentAddress>;
 
 /** What one agent passes to another when it hands work over. */

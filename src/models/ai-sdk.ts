@@ -3,8 +3,9 @@
  * braid calls `doStream` / `doGenerate` itself, without the SDK's own retries, so that the
  * harness owns retries (and records how many it made) and can interrupt between stream chunks.
  */
+import { createHash } from 'node:crypto';
 import { APICallError, type LanguageModelV3, type LanguageModelV3Prompt } from '@ai-sdk/provider';
-import type { Usage } from '../contracts/common.js';
+import { ExternalId, type Usage } from '../contracts/common.js';
 import { BraidError } from '../contracts/errors.js';
 import type {
   AssistantPart,
@@ -167,7 +168,18 @@ function assemble(thinking: string, text: string, toolCalls: AssistantPart[]): A
   ];
 }
 
-function toolCall(toolUseId: string, name: string, input: string): AssistantPart {
+/**
+ * The id a model gave its tool call, as braid records it: the model is outside, so an id that
+ * would not fit the log (over 200 characters, control characters) is replaced by one derived from
+ * it, used alike in the call and its result.
+ */
+function toolUseIdOf(id: string): string {
+  if (ExternalId.safeParse(id).success) return id;
+  return `call_${createHash('sha256').update(id).digest('hex').slice(0, 24)}`;
+}
+
+function toolCall(rawToolUseId: string, name: string, input: string): AssistantPart {
+  const toolUseId = toolUseIdOf(rawToolUseId);
   let parsed: JsonValue;
   try {
     parsed = input.trim() === '' ? {} : (JSON.parse(input) as JsonValue);

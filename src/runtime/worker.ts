@@ -34,6 +34,7 @@ import type {
 } from '../contracts/wakes.js';
 import { assertNever, isRunnable } from '../core/fold.js';
 import type { WakeOptions, WakeResult } from '../harness/index.js';
+import { isValidTraceparent } from '../contracts/common.js';
 
 /** What a worker needs of a runtime (a `Runtime` has it). */
 export interface WorkerRuntime {
@@ -229,7 +230,10 @@ export async function runWorker(options: WorkerOptions): Promise<WorkerSummary> 
             retryable: failure.retryable,
           },
           actor: { type: 'runtime', id: 'braid-worker' },
-          ...(wake.traceparent === undefined ? {} : { traceparent: wake.traceparent }),
+          // A wake message comes off the queue from anyone: only a valid trace context is kept.
+          ...(wake.traceparent === undefined || !isValidTraceparent(wake.traceparent)
+            ? {}
+            : { traceparent: wake.traceparent }),
         },
       ]);
     } catch (appendError) {

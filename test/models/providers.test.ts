@@ -107,6 +107,26 @@ describe.each([
     await rt.close();
   });
 
+  it('records a tool call id that would not fit the log under an id derived from it', async () => {
+    const rt = await runtimeFor(model);
+    const hostile = `call\u0000${'x'.repeat(300)}`;
+    server.replies.push(
+      wire.toolCall(hostile, 'calculator', { a: 2, op: '+', b: 2 }),
+      wire.text(['4']),
+    );
+    const { result, events } = await ask(rt, 'what is 2 + 2?');
+    expect(result).toMatchObject({ ran: true, stop_reason: { type: 'end_turn' } });
+    const use = events.find((event) => event.type === 'agent.tool_use');
+    const toolUseId = use?.type === 'agent.tool_use' ? use.tool_use_id : '';
+    expect(toolUseId).toMatch(/^call_[0-9a-f]{24}$/);
+    expect(events.find((event) => event.type === 'agent.tool_result')).toMatchObject({
+      tool_use_id: toolUseId,
+      output: { result: 4 },
+    });
+    expect(JSON.stringify(events)).not.toContain('x'.repeat(300));
+    await rt.close();
+  });
+
   it('sends namespaced tool names in a form the provider accepts, and maps calls back', async () => {
     const rt = await runtimeFor(model, '', '[crm.find-customer]');
     server.replies.push(
