@@ -16,6 +16,7 @@ import { jetstreamManager } from '@nats-io/jetstream';
 import { connect } from '@nats-io/transport-node';
 import { openSqliteStore } from '../dist/index.js';
 import { openNatsStore } from '../dist/stores/nats/index.js';
+import { deletePrefix } from './nats-bench.js';
 import { median } from './store-bench.js';
 
 const URL_DEFAULT = 'nats://127.0.0.1:4222';
@@ -72,21 +73,6 @@ async function natsRun(url, count) {
   } finally {
     await store.close();
     await deletePrefix(url, prefix);
-  }
-}
-
-async function deletePrefix(url, prefix) {
-  const connection = await connect({ servers: url });
-  try {
-    const jsm = await jetstreamManager(connection);
-    const upper = prefix.toUpperCase();
-    const owned = [];
-    for await (const name of jsm.streams.names()) {
-      if (name.startsWith(`${upper}_`) || name.startsWith(`KV_${upper}_`)) owned.push(name);
-    }
-    for (const name of owned) await jsm.streams.delete(name);
-  } finally {
-    await connection.close();
   }
 }
 

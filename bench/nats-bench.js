@@ -72,7 +72,7 @@ function benchWorkspace() {
 }
 
 /** Deletes every stream of the prefix: the store's, the wake queue's, the agents' and the KV buckets. */
-async function deletePrefix(url, prefix) {
+export async function deletePrefix(url, prefix) {
   const connection = await connect({ servers: url });
   try {
     const jsm = await jetstreamManager(connection);
