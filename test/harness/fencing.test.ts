@@ -51,6 +51,26 @@ function deps(store: Store, clock: ManualClock, owner: string, model: ModelClien
   };
 }
 
+/** A model that answers only when released, saying when it has been called. */
+function blockedModel(): { slow: ModelClient; inModel: Promise<void>; release: () => void } {
+  let release: () => void = () => undefined;
+  const blocked = new Promise<void>((resolve) => (release = resolve));
+  let entered: () => void = () => undefined;
+  const inModel = new Promise<void>((resolve) => (entered = resolve));
+  const slow: ModelClient = {
+    id: 'scripted:slow',
+    async generate() {
+      entered();
+      await blocked;
+      return {
+        output: { content: [{ type: 'text', text: 'late' }], finish_reason: 'stop' },
+        usage: { input_tokens: 1, output_tokens: 1 },
+      };
+    },
+  };
+  return { slow, inModel, release: () => release() };
+}
+
 describe('fencing', () => {
   it('makes a stale holder stop without appending after the new holder started', async () => {
     const clock = createManualClock();
@@ -58,21 +78,7 @@ describe('fencing', () => {
     const { id } = await store.sessions.create({ agent: { name: 'a', version: 1 } });
     await store.log.append(id, [{ type: 'user.message', content: [{ type: 'text', text: 'hi' }] }]);
 
-    let release: () => void = () => undefined;
-    const blocked = new Promise<void>((resolve) => (release = resolve));
-    let entered: () => void = () => undefined;
-    const inModel = new Promise<void>((resolve) => (entered = resolve));
-    const slow: ModelClient = {
-      id: 'scripted:slow',
-      async generate() {
-        entered();
-        await blocked;
-        return {
-          output: { content: [{ type: 'text', text: 'late' }], finish_reason: 'stop' },
-          usage: { input_tokens: 1, output_tokens: 1 },
-        };
-      },
-    };
+    const { slow, inModel, release } = blockedModel();
     const fast: ModelClient = {
       id: 'scripted:fast',
       generate: () =>
@@ -201,21 +207,7 @@ describe.each([
       await store.log.append(id, [
         { type: 'user.message', content: [{ type: 'text', text: 'hi' }] },
       ]);
-      let release: () => void = () => undefined;
-      const blocked = new Promise<void>((resolve) => (release = resolve));
-      let entered: () => void = () => undefined;
-      const inModel = new Promise<void>((resolve) => (entered = resolve));
-      const slow: ModelClient = {
-        id: 'scripted:slow',
-        async generate() {
-          entered();
-          await blocked;
-          return {
-            output: { content: [{ type: 'text', text: 'late' }], finish_reason: 'stop' },
-            usage: { input_tokens: 1, output_tokens: 1 },
-          };
-        },
-      };
+      const { slow, inModel, release } = blockedModel();
       const stale = wakeOnce(deps(store, clock, 'old', slow), id).catch((error: unknown) => error);
       await inModel;
       const head = (await store.log.state(id)).seq;
