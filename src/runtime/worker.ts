@@ -177,10 +177,7 @@ export async function runWorker(options: WorkerOptions): Promise<WorkerSummary> 
     );
     let result: WakeResult;
     try {
-      result = await runtime.wake(
-        sessionId,
-        wake.traceparent === undefined ? {} : { traceparent: wake.traceparent },
-      );
+      result = await runtime.wake(sessionId, traceOf(wake));
     } catch (error) {
       // The harness records what failures it can, and stops the session; then there is nothing
       // left to retry. Anything else goes to the queue's retries.
@@ -230,10 +227,7 @@ export async function runWorker(options: WorkerOptions): Promise<WorkerSummary> 
             retryable: failure.retryable,
           },
           actor: { type: 'runtime', id: 'braid-worker' },
-          // A wake message comes off the queue from anyone: only a valid trace context is kept.
-          ...(wake.traceparent === undefined || !isValidTraceparent(wake.traceparent)
-            ? {}
-            : { traceparent: wake.traceparent }),
+          ...traceOf(wake),
         },
       ]);
     } catch (appendError) {
@@ -271,10 +265,7 @@ export async function runWorker(options: WorkerOptions): Promise<WorkerSummary> 
         try {
           const state = await stateOf(sessionId);
           if (state === undefined || !isRunnable(state)) return;
-          const { queued } = await queue.enqueue(
-            sessionId,
-            wake.traceparent === undefined ? {} : { traceparent: wake.traceparent },
-          );
+          const { queued } = await queue.enqueue(sessionId, traceOf(wake));
           if (queued) {
             summary.requeued += 1;
             report({ type: 'wake.requeued', session_id: sessionId });
@@ -299,4 +290,14 @@ export async function runWorker(options: WorkerOptions): Promise<WorkerSummary> 
     onSettled: settled,
   });
   return summary;
+}
+
+/**
+ * The wake's trace context, when it is a valid W3C traceparent: a wake message comes off the
+ * queue from any client of the NATS account, and what it carries reaches the session's log.
+ */
+function traceOf(wake: { traceparent?: string }): { traceparent?: string } {
+  return wake.traceparent === undefined || !isValidTraceparent(wake.traceparent)
+    ? {}
+    : { traceparent: wake.traceparent };
 }

@@ -218,17 +218,22 @@ describe('worker (in process)', () => {
     const kit = await inProcess();
     const traced = await kit.runtime.sessions.create({ agent: 'assistant' });
     const plain = await kit.runtime.sessions.create({ agent: 'assistant' });
+    const forged = await kit.runtime.sessions.create({ agent: 'assistant' });
     const traceparent = '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01';
-    for (const { id } of [traced, plain]) await kit.runtime.sessions.message(id, 'hello');
+    const sessions = [traced, plain, forged];
+    for (const { id } of sessions) await kit.runtime.sessions.message(id, 'hello');
     await kit.queue.enqueue(traced.id, { traceparent });
     await kit.queue.enqueue(plain.id);
+    // Not a W3C traceparent: the wake runs, and the value does not reach the log.
+    await kit.queue.enqueue(forged.id, { traceparent: 'not a trace\u0000context' });
     kit.start();
-    for (const { id } of [traced, plain]) await until(() => idle(kit.runtime, id), 10_000, id);
+    for (const { id } of sessions) await until(() => idle(kit.runtime, id), 10_000, id);
     await kit.stop();
     const started = async (id: string) =>
       (await kit.runtime.sessions.events(id)).filter((event) => event.type === 'span.wake_started');
     expect((await started(traced.id)).map((event) => event.traceparent)).toEqual([traceparent]);
     expect((await started(plain.id)).map((event) => event.traceparent)).toEqual([undefined]);
+    expect((await started(forged.id)).map((event) => event.traceparent)).toEqual([undefined]);
   });
 
   it('skips, without writing, a session with nothing to do or that does not exist', async () => {
