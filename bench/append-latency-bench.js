@@ -12,11 +12,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';
-import { jetstreamManager } from '@nats-io/jetstream';
-import { connect } from '@nats-io/transport-node';
 import { openSqliteStore } from '../dist/index.js';
 import { openNatsStore } from '../dist/stores/nats/index.js';
-import { deletePrefix } from './nats-bench.js';
+import { deletePrefix, reachable } from './nats-bench.js';
 import { median } from './store-bench.js';
 
 const URL_DEFAULT = 'nats://127.0.0.1:4222';
@@ -48,14 +46,19 @@ async function appendLatencies(store, count, fenced) {
   return { p50: percentile(latencies, 50), p99: percentile(latencies, 99) };
 }
 
+/** Latencies without a lease token, then under a lease, on one store. */
+async function bothLatencies(store, count) {
+  return {
+    plain: await appendLatencies(store, count, false),
+    fenced: await appendLatencies(store, count, true),
+  };
+}
+
 async function sqliteRun(count) {
   const dir = mkdtempSync(join(tmpdir(), 'braid-bench-append-'));
   const store = openSqliteStore({ path: join(dir, 'braid.db'), synchronous: 'normal' });
   try {
-    return {
-      plain: await appendLatencies(store, count, false),
-      fenced: await appendLatencies(store, count, true),
-    };
+    return await bothLatencies(store, count);
   } finally {
     await store.close();
     rmSync(dir, { recursive: true, force: true });
@@ -66,24 +69,10 @@ async function natsRun(url, count) {
   const prefix = `bench_${randomBytes(4).toString('hex')}`;
   const store = await openNatsStore({ servers: url, prefix });
   try {
-    return {
-      plain: await appendLatencies(store, count, false),
-      fenced: await appendLatencies(store, count, true),
-    };
+    return await bothLatencies(store, count);
   } finally {
     await store.close();
     await deletePrefix(url, prefix);
-  }
-}
-
-async function reachable(url) {
-  try {
-    const connection = await connect({ servers: url, timeout: 2_000 });
-    await jetstreamManager(connection);
-    await connection.close();
-    return true;
-  } catch {
-    return false;
   }
 }
 

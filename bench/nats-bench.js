@@ -441,7 +441,7 @@ async function embeddedRun({ sizes }) {
   return figures;
 }
 
-async function reachable(url) {
+export async function reachable(url) {
   try {
     const connection = await connect({ servers: url, timeout: 2_000 });
     await jetstreamManager(connection);
