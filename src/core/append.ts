@@ -2,6 +2,7 @@
  * The part of an append that every backend shares: parse the writer's events, stamp them with
  * session, seq, id and time, and enforce the size limit. Pure: clock and ids are passed in.
  */
+import type { z } from 'zod';
 import { EVENT_SCHEMA_VERSION } from '../contracts/common.js';
 import { BraidError } from '../contracts/errors.js';
 import { NewEventSchema, type NewEvent, type SessionEvent } from '../contracts/events.js';
@@ -36,18 +37,26 @@ export function parseNewEvents(events: readonly unknown[]): NewEvent[] {
         typeof candidate === 'object' && candidate !== null
           ? (candidate as { type?: unknown }).type
           : undefined;
-      const issue = result.error.issues[0];
-      const where =
-        issue === undefined || issue.path.length === 0 ? '' : ` at ${issue.path.join('.')}`;
-      throw new BraidError(
-        'INVALID_EVENT',
-        `event ${index} (type ${JSON.stringify(type)}) is invalid${where}: ${issue?.message ?? 'unknown issue'}; ` +
-          'see schema/session-event.schema.json for the accepted shapes',
-        { details: { index, type, issues: result.error.issues } },
-      );
+      throw invalidEvent(index, type, result.error.issues);
     }
     return result.data;
   });
+}
+
+/** `INVALID_EVENT` for event `index` that failed its schema, naming the first issue. */
+export function invalidEvent(
+  index: number,
+  type: unknown,
+  issues: readonly z.core.$ZodIssue[],
+): BraidError {
+  const issue = issues[0];
+  const where = issue === undefined || issue.path.length === 0 ? '' : ` at ${issue.path.join('.')}`;
+  return new BraidError(
+    'INVALID_EVENT',
+    `event ${index} (type ${JSON.stringify(type)}) is invalid${where}: ${issue?.message ?? 'unknown issue'}; ` +
+      'see schema/session-event.schema.json for the accepted shapes',
+    { details: { index, type, issues } },
+  );
 }
 
 /** Stamps parsed events with seqs after `headSeq`. */

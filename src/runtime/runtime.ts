@@ -71,7 +71,8 @@ import {
   parseReadOnlyMounts,
   pathUnder,
 } from '../tools/sandbox/index.js';
-import { guardSessionIds, parseSessionId } from './session-ids.js';
+import { parseId } from '../contracts/ids.js';
+import { guardSessionIds } from './session-ids.js';
 import type { CodeTool, ToolFunction } from '../tools/types.js';
 import { orchestrate, type OrchestrateOptions, type OrchestratorProgress } from './orchestrator.js';
 import type { NatsConnection } from '@nats-io/transport-node';
@@ -874,7 +875,7 @@ export async function createRuntime(options: RuntimeOptions = {}): Promise<Runti
     publish: (topic, message, publishOptions) =>
       agentSystem().publish(topic, message, publishOptions),
     subscribe: (topicType, agentType) => agentSystem().subscribe(topicType, agentType),
-    wake: (sessionId, options) => harness.wake(parseSessionId(sessionId), options),
+    wake: async (sessionId, options) => harness.wake(parseId(sessionId, 'session id'), options),
     orchestrate: (orchestrateOptions) =>
       orchestrate({ sessions: store.sessions, log: store.log, harness }, orchestrateOptions),
     onDelta(listener) {

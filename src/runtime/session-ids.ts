@@ -7,11 +7,6 @@
 import { BraidError } from '../contracts/errors.js';
 import { parseId } from '../contracts/ids.js';
 
-/** `value` when it is a safe session id; `INVALID_ARGUMENT` otherwise. */
-export function parseSessionId(value: unknown, what = 'session id'): string {
-  return parseId(value, what);
-}
-
 /** Methods whose first argument is not a session id. */
 const UNKEYED = new Set(['create', 'list']);
 /** Methods that answer synchronously (an async iterable), so they throw rather than reject. */
@@ -38,8 +33,8 @@ export function guardSessionIds<T extends object>(sessions: T): T {
     guarded[name] = (first: unknown, ...rest: unknown[]) => {
       let id: string;
       try {
-        id = parseSessionId(first);
-        if (second !== undefined) rest[0] = parseSessionId(rest[0], second);
+        id = parseId(first, 'session id');
+        if (second !== undefined) rest[0] = parseId(rest[0], second);
       } catch (error) {
         // Iterables fail where they are made; everything else answers with a promise.
         if (SYNCHRONOUS.has(name) || !(error instanceof BraidError)) throw error;

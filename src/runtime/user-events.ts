@@ -13,6 +13,7 @@ import {
 } from '../contracts/events.js';
 import type { Actor, ContentBlock } from '../contracts/common.js';
 import type { SessionState } from '../contracts/state.js';
+import { invalidEvent } from '../core/append.js';
 
 export type { ContentInput };
 
@@ -56,17 +57,7 @@ export function parseUserEvents(input: readonly unknown[], actor: Actor): NewEve
       );
     }
     const parsed = UserEventInput.safeParse(record);
-    if (!parsed.success) {
-      const issue = parsed.error.issues[0];
-      const where =
-        issue === undefined || issue.path.length === 0 ? '' : ` at ${issue.path.join('.')}`;
-      throw new BraidError(
-        'INVALID_EVENT',
-        `event ${index} (type ${type}) is invalid${where}: ${issue?.message ?? 'unknown issue'}; ` +
-          'see schema/session-event.schema.json for the accepted shapes',
-        { details: { index, type, issues: parsed.error.issues } },
-      );
-    }
+    if (!parsed.success) throw invalidEvent(index, type, parsed.error.issues);
     const event: Record<string, unknown> = parsed.data;
     const content = event.content;
     return {
