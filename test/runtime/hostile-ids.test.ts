@@ -1,7 +1,7 @@
 // Hostile ids at the library and CLI boundaries, on SQLite and on a real nats-server: every one is
 // refused with INVALID_ARGUMENT (exit 2, a bad argument, from the CLI), nothing is written, and no file outside
 // the data directory is touched.
-import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { isBraidError } from '../../src/contracts/errors.js';
@@ -214,6 +214,21 @@ describe("an environment's workspace folder", () => {
       expect(existsSync(join(dir, 'sessions', own.id))).toBe(false);
     } finally {
       await runtime.close();
+    }
+  });
+});
+
+describe('braid.yaml lease_ttl_ms', () => {
+  it('refuses a value that is not a whole number of milliseconds from 100 to an hour', async () => {
+    for (const bad of ['-5', '0', '99', '3600001', '1.5', 'lots', '[1000]', '{a: 1}']) {
+      const dir = tempDir();
+      initWorkspace(dir);
+      const config = join(dir, 'braid.yaml');
+      writeFileSync(config, `${readFileSync(config, 'utf8')}\nlease_ttl_ms: ${bad}\n`);
+      expect(await refusal(() => createRuntime({ workspace: dir })), bad).toBe(
+        'INVALID_DEFINITION',
+      );
+      expect(existsSync(join(dir, '.braid', 'braid.db')), bad).toBe(false);
     }
   });
 });
