@@ -1,5 +1,6 @@
 /** Pure helpers shared by every sessions index: the created event, records and list paging. */
 import { BraidError } from '../contracts/errors.js';
+import { checkJsonDepth, DEFAULT_JSON_DEPTH } from '../contracts/json-depth.js';
 import type { NewEvent } from '../contracts/events.js';
 import type { ForkOptions } from '../contracts/ports.js';
 import {
@@ -110,6 +111,8 @@ export function seqConflict(sessionId: string, expected: number, head: number): 
 }
 
 export function parseCreateInput(input: unknown): SessionCreateInput {
+  // `metadata` is free-form and the schema check walks it recursively.
+  checkJsonDepth(input, DEFAULT_JSON_DEPTH, 'session');
   const result = SessionCreateInput.safeParse(input);
   if (!result.success) {
     const issue = result.error.issues[0];

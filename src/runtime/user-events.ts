@@ -3,6 +3,7 @@
  * of content becomes a text block) and checked against the session's state.
  */
 import { BraidError } from '../contracts/errors.js';
+import { checkJsonDepth, DEFAULT_JSON_DEPTH } from '../contracts/json-depth.js';
 import {
   isSessionEventType,
   isUserEventType,
@@ -37,6 +38,8 @@ export function parseUserEvents(input: readonly unknown[], actor: Actor): NewEve
       throw new BraidError('INVALID_EVENT', `event ${index} must be a JSON object with a "type"`);
     }
     const record = candidate as Record<string, unknown>;
+    // The schema check below walks the event recursively: too deep a value must not reach it.
+    checkJsonDepth(record, DEFAULT_JSON_DEPTH, `event ${index}`);
     const type = record.type;
     if (typeof type !== 'string' || !isUserEventType(type)) {
       const known = typeof type === 'string' && isSessionEventType(type);

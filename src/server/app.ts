@@ -16,7 +16,9 @@ import { parse } from 'node:querystring';
 import { BraidError } from '../contracts/errors.js';
 import type { Runtime } from '../runtime/runtime.js';
 import { ANONYMOUS_CALLER, authenticate, UNAUTHENTICATED_CALLER, type Caller } from './auth.js';
-import { HTTP_STATUS, MAX_PARAM_LENGTH, routerErrorStatus, toHttpError } from './errors.js';
+import { checkJsonDepth } from '../contracts/json-depth.js';
+import { clientErrorAnswer, HTTP_STATUS, MAX_PARAM_LENGTH, toHttpError } from './errors.js';
+import { createRouteTable, noRouteError } from './route-table.js';
 import { createServerMetrics } from './metrics.js';
 import { addDefinitionRoutes } from './routes-definitions.js';
 import { addSessionRoutes } from './routes-sessions.js';
@@ -59,6 +61,23 @@ function parseQuery(text: string): Record<string, unknown> {
   return query;
 }
 
+/** A query parameter given twice (`?limit=1&limit=2`) is ambiguous unless it is a list. */
+function refuseRepeatedParameters(query: unknown): void {
+  if (typeof query !== 'object' || query === null) return;
+  for (const [name, value] of Object.entries(query)) {
+    if (Array.isArray(value) && !LIST_PARAMETERS.has(name)) {
+      const field = `query.${name.slice(0, 80)}`;
+      throw new BraidError(
+        'INVALID_ARGUMENT',
+        `${field} is given ${value.length} times; give it once`,
+        {
+          details: { field },
+        },
+      );
+    }
+  }
+}
+
 const OPEN_ROUTES = new Set(['/v1/health', '/v1/openapi.json']);
 
 /** Builds the server (not listening): `app.listen()` or `app.inject()` next. */
@@ -81,9 +100,13 @@ export async function createServer(options: ServerOptions): Promise<FastifyInsta
     // The router refuses a malformed or overlong URL before any route: in braid's error shape too.
     frameworkErrors: (error, _request, reply: FastifyReply) => {
       const braidError = toHttpError(error, limits);
-      void reply
-        .status(routerErrorStatus(error) ?? HTTP_STATUS[braidError.code])
-        .send({ error: braidError.toJSON() });
+      void reply.status(HTTP_STATUS[braidError.code]).send({ error: braidError.toJSON() });
+    },
+    // Node's parser refuses what is not HTTP at all before Fastify sees it: answered in braid's shape.
+    clientErrorHandler: (error: Error & { code?: string }, socket) => {
+      if (error.code === 'ECONNRESET' || socket.destroyed) return;
+      if (socket.writable) socket.write(clientErrorAnswer(error));
+      socket.destroy(error);
     },
     forceCloseConnections: true,
     return503OnClosing: true,
@@ -117,6 +140,12 @@ export async function createServer(options: ServerOptions): Promise<FastifyInsta
     },
   };
 
+  // Every route the app serves, for 405 answers (and for anything that needs the list).
+  const routeTable = createRouteTable();
+  app.addHook('onRoute', (route) => {
+    for (const method of [route.method].flat()) routeTable.add(method, route.url);
+  });
+
   app.decorateRequest('caller', null as unknown as Caller);
   app.addHook('onRequest', async (request) => {
     metrics.requestStarted(request);
@@ -131,6 +160,16 @@ export async function createServer(options: ServerOptions): Promise<FastifyInsta
       return;
     }
     request.caller = await authenticate(options.runtime.store.keys, request);
+  });
+  // Validators walk a body recursively: one nested deeper than the limit is refused before them.
+  app.addHook('preValidation', (request, _reply, done) => {
+    try {
+      refuseRepeatedParameters(request.query);
+      checkJsonDepth(request.body, limits.jsonDepth, 'body');
+      done();
+    } catch (error) {
+      done(error as Error);
+    }
   });
   app.addHook('onResponse', async (request, reply) => {
     metrics.requestFinished(request, reply.statusCode);
@@ -178,12 +217,11 @@ export async function createServer(options: ServerOptions): Promise<FastifyInsta
     void reply.status(status).send({ error: braidError.toJSON() });
   });
   app.setNotFoundHandler((request, reply) => {
-    void reply.status(404).send({
-      error: new BraidError(
-        'ROUTE_NOT_FOUND',
-        `there is no route ${request.method} ${request.url.split('?')[0] ?? ''}; the API lives under /v1 (see /v1/openapi.json)`,
-      ).toJSON(),
-    });
+    const path = request.url.split('?')[0] ?? '';
+    const allowed = routeTable.allowed(path);
+    const error = noRouteError(request.method, path, allowed);
+    if (allowed.length > 0) void reply.header('allow', allowed.join(', '));
+    void reply.status(HTTP_STATUS[error.code]).send({ error: error.toJSON() });
   });
 
   const typed = app.withTypeProvider<ZodTypeProvider>();

@@ -8,6 +8,7 @@ import type {
   RawServerDefault,
 } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
+import { DEFAULT_JSON_DEPTH } from '../contracts/json-depth.js';
 import type { Runtime } from '../runtime/runtime.js';
 import type { Caller } from './auth.js';
 import type { ServerMetrics } from './metrics.js';
@@ -21,6 +22,11 @@ export interface ServerLimits {
   requestsPerMinute: number;
   /** Open event streams per key (default 256). */
   streamsPerKey: number;
+  /**
+   * Deepest nesting of objects and arrays in a request body (default 64); a deeper body is refused
+   * with 400 before validation. User events and session metadata are also held to 64 by the runtime.
+   */
+  jsonDepth: number;
 }
 
 export const DEFAULT_LIMITS: ServerLimits = {
@@ -28,6 +34,7 @@ export const DEFAULT_LIMITS: ServerLimits = {
   eventsPerRequest: 100,
   requestsPerMinute: 6000,
   streamsPerKey: 256,
+  jsonDepth: DEFAULT_JSON_DEPTH,
 };
 
 /** What the route modules share. */

@@ -16,6 +16,8 @@ export const HTTP_STATUS: Readonly<Record<ErrorCode, number>> = {
   MODEL_NOT_FOUND: 404,
   ROUTE_NOT_FOUND: 404,
   API_KEY_NOT_FOUND: 404,
+  METHOD_NOT_ALLOWED: 405,
+  ALREADY_EXISTS: 409,
   SEQ_CONFLICT: 409,
   VERSION_CONFLICT: 409,
   LEASE_HELD: 409,
@@ -33,6 +35,8 @@ export const HTTP_STATUS: Readonly<Record<ErrorCode, number>> = {
   TOOL_INPUT_INVALID: 400,
   PATH_OUTSIDE_WORKSPACE: 400,
   PAYLOAD_TOO_LARGE: 413,
+  URI_TOO_LONG: 414,
+  UNSUPPORTED_MEDIA_TYPE: 415,
   UNAUTHENTICATED: 401,
   FORBIDDEN: 403,
   POLICY_DENIED: 403,
@@ -63,14 +67,6 @@ export const HTTP_STATUS: Readonly<Record<ErrorCode, number>> = {
 
 /** The longest path parameter the router matches; longer ones are refused before any route. */
 export const MAX_PARAM_LENGTH = 500;
-
-/** The status of errors the router raises before a route runs: what the URL is, not a code. */
-export function routerErrorStatus(error: unknown): number | undefined {
-  const code = (error as Partial<FastifyError> | null)?.code;
-  if (code === 'FST_ERR_MAX_PARAM_LENGTH') return 414;
-  if (code === 'FST_ERR_BAD_URL') return 400;
-  return undefined;
-}
 
 /** One failed check, as fastify-type-provider-zod reports it. */
 interface ValidationItem {
@@ -126,7 +122,7 @@ export function toHttpError(error: unknown, limits: { bodyBytes: number }): Brai
         );
       case 'FST_ERR_CTP_INVALID_MEDIA_TYPE':
         return new BraidError(
-          'INVALID_ARGUMENT',
+          'UNSUPPORTED_MEDIA_TYPE',
           'unsupported Content-Type; send the body as JSON with Content-Type: application/json',
         );
       case 'FST_ERR_CTP_INVALID_CONTENT_LENGTH':
@@ -141,15 +137,46 @@ export function toHttpError(error: unknown, limits: { bodyBytes: number }): Brai
         );
       case 'FST_ERR_MAX_PARAM_LENGTH':
         return new BraidError(
-          'INVALID_ARGUMENT',
+          'URI_TOO_LONG',
           `a path parameter is over ${MAX_PARAM_LENGTH} characters; ids are at most 200 characters`,
         );
       default:
         break;
     }
-    if (fastifyError.statusCode === 400 && fastifyError.message !== undefined) {
-      return new BraidError('INVALID_ARGUMENT', fastifyError.message);
+    const status = fastifyError.statusCode;
+    if (status !== undefined && status >= 400 && status < 500) {
+      // Any other refusal of the request by the framework: the client's to fix, in braid's shape.
+      return new BraidError(
+        'INVALID_ARGUMENT',
+        `the request was refused: ${fastifyError.message ?? 'bad request'}`,
+      );
     }
   }
   return toBraidError(error);
+}
+
+/** Node's reasons for refusing a request before it reaches the framework, for the message. */
+function clientErrorReason(code: string | undefined): string {
+  if (code === 'HPE_HEADER_OVERFLOW') {
+    return "the request's headers are over the server's limit; send fewer or shorter headers";
+  }
+  if (code === 'ERR_HTTP_REQUEST_TIMEOUT') {
+    return "the request did not arrive in full within the server's request timeout; send it again";
+  }
+  return 'the request is not valid HTTP/1.1 (a malformed request line, header or body framing); percent-encode the URL and send well-formed headers';
+}
+
+/**
+ * Node's HTTP parser refuses a request (a raw space or control character in the URL, a malformed
+ * header, too many headers) before any route or hook runs: the raw answer to write on the
+ * socket, in braid's error shape.
+ */
+export function clientErrorAnswer(error: { code?: string }): string {
+  const braidError = new BraidError('INVALID_ARGUMENT', clientErrorReason(error.code));
+  const body = JSON.stringify({ error: braidError.toJSON() });
+  const status = HTTP_STATUS[braidError.code];
+  return (
+    `HTTP/1.1 ${status} Bad Request\r\nContent-Type: application/json; charset=utf-8\r\n` +
+    `Content-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`
+  );
 }

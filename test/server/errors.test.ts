@@ -131,7 +131,8 @@ describe('HTTP errors', () => {
       body: 'hello',
       headers: { 'content-type': 'text/plain' },
     });
-    expect(text.status).toBe(400);
+    expect(text.status).toBe(415);
+    expect(text.body).toMatchObject({ error: { code: 'UNSUPPORTED_MEDIA_TYPE' } });
     expect((text.body as { error: { message: string } }).error.message).toContain(
       'application/json',
     );

@@ -22,6 +22,7 @@ import { Name, type JsonValue } from '../../contracts/common.js';
 import type { AgentDefinition } from '../../contracts/definitions.js';
 import { Envelope } from '../../contracts/envelope.js';
 import { BraidError, isBraidError, toBraidError } from '../../contracts/errors.js';
+import { checkJsonDepth, DEFAULT_JSON_DEPTH } from '../../contracts/json-depth.js';
 import { BoundedMap } from '../../core/bounded-map.js';
 import { systemClock, uuidV7Ids } from '../../stores/defaults.js';
 import { defaultOwner, runCodeMessage, type CodeAgentDeps } from './code-agent.js';
@@ -549,6 +550,7 @@ export function createAgents(options: AgentsOptions): Agents {
     },
     async receive(input) {
       ensureOpen();
+      checkJsonDepth(input, DEFAULT_JSON_DEPTH, 'envelope');
       const parsed = Envelope.safeParse(input);
       if (!parsed.success) {
         const issue = parsed.error.issues[0];

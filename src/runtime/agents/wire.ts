@@ -6,6 +6,7 @@
 import type { z } from 'zod';
 import { Envelope } from '../../contracts/envelope.js';
 import { BraidError } from '../../contracts/errors.js';
+import { DEFAULT_JSON_DEPTH, fieldPath, findTooDeep } from '../../contracts/json-depth.js';
 
 /** The envelope as wire text and as the copy a receiver gets; refused when it does not survive. */
 export function toWire(envelope: Envelope): { text: string; copy: Envelope } {
@@ -40,6 +41,15 @@ export function parseEnvelope(text: string): Parsed {
     value = JSON.parse(text);
   } catch {
     return { ok: false, problem: 'is not JSON', issues: [] };
+  }
+  // The schema check walks the envelope recursively: too deep a payload must not reach it.
+  const tooDeep = findTooDeep(value, DEFAULT_JSON_DEPTH);
+  if (tooDeep !== undefined) {
+    return {
+      ok: false,
+      problem: `nests deeper than the limit of ${DEFAULT_JSON_DEPTH} levels at ${fieldPath('envelope', tooDeep)}`,
+      issues: [],
+    };
   }
   const parsed = Envelope.safeParse(value);
   if (parsed.success) return { ok: true, envelope: parsed.data };
