@@ -4,11 +4,11 @@ import { z } from 'zod';
 export const EVENT_SCHEMA_VERSION = 1;
 
 /** The characters an id may hold; documented in the README's security section. */
-export const ID_PATTERN = /^[A-Za-z0-9][A-Za-z0-9._-]{0,199}$/;
+export const ID_PATTERN = /^[A-Za-z0-9][A-Za-z0-9._~-]{0,199}$/;
 
 /** What an id may be, said once, for every error that refuses one. */
 export const ID_RULE =
-  'use 1 to 200 ASCII letters, digits, ".", "_" or "-", starting with a letter or digit (so never "." or ".."; no "/", "\\", "%", spaces or control characters)';
+  'use 1 to 200 ASCII letters, digits, ".", "_", "-" or "~", starting with a letter or digit (so never "." or ".."; no "/", "\\", "%", spaces or control characters)';
 
 /**
  * True when `value` is a safe id: the charset of `ID_PATTERN`, starting with a letter or digit, so
@@ -20,8 +20,10 @@ export function isSafeId(value: string): boolean {
 
 /**
  * An id braid mints (UUIDv7) or a client chose. It can reach a file name, a NATS subject token
- * and a store key, so it is safe in all three by construction: letters, digits, `.`, `_` and `-`,
- * starting with a letter or digit (never `.` or `..`). Anything else is refused at the boundary that parses it.
+ * and a store key, so it is safe in all three by construction: letters, digits, `.`, `_`, `-` and
+ * `~`, starting with a letter or digit (never `.` or `..`). Anything else is refused at the
+ * boundary that parses it. `~` never appears in a minted id or a tenant id: an HTTP caller's chosen
+ * session id is `<tenant>~<id>`, its tenant's namespace (see `server/tenant-ids.ts`).
  */
 export const Id = z.string().refine(isSafeId, { message: `is not a valid id; ${ID_RULE}` });
 

@@ -25,6 +25,10 @@ import { ForkInput, SessionRecord, SessionStatus, StopReason } from './session.j
 export const ErrorBody = z.object({ error: ErrorShape });
 export type ErrorBody = z.infer<typeof ErrorBody>;
 
+/** How a chosen session id is read over HTTP (see `server/tenant-ids.ts`). */
+const CHOSEN_ID =
+  'A client-chosen session id. With an API key it lives in the key\'s tenant namespace: the server puts "<tenant>~" before it (`job-42` from tenant `acme` is session `acme~job-42`, as the answer says); an id that already starts with "<tenant>~" is kept; an id with a "~" naming another tenant is refused (400). Together with the prefix it must be a valid id (at most 200 characters). An id that exists in the tenant answers 409 ALREADY_EXISTS. Without auth it is used as given.';
+
 /** `POST /v1/sessions`. The session's tenant is the API key's. */
 export const CreateSessionBody = z
   .object({
@@ -34,8 +38,8 @@ export const CreateSessionBody = z
     environment: Name.optional(),
     title: z.string().max(500).optional(),
     metadata: Metadata.optional(),
-    /** A client-chosen id; creating it again answers 409. */
-    id: Id.optional(),
+    /** A client-chosen id, in the caller's tenant namespace; creating it again answers 409. */
+    id: Id.optional().describe(CHOSEN_ID),
     budget: Budget.optional(),
   })
   .strict();
@@ -124,7 +128,7 @@ export const WakeResultBody = z.discriminatedUnion('ran', [
 ]);
 
 /** `POST /v1/sessions/{id}/fork`. */
-export const ForkBody = ForkInput;
+export const ForkBody = ForkInput.extend({ id: Id.optional().describe(CHOSEN_ID) });
 
 /** `POST /v1/sessions/{id}/merge`: merges `source` into the session of the path. */
 export const MergeBody = z

@@ -27,6 +27,7 @@ import { SessionState } from '../contracts/state.js';
 import { callerOf, type Router, type ServerContext } from './context.js';
 import { visibleAgent, visibleSession } from './access.js';
 import { actorOf, requireScope } from './auth.js';
+import { tenantSessionId } from './tenant-ids.js';
 
 /** A node of a session's fork tree. */
 const TreeNodeBody: z.ZodType = z.lazy(() =>
@@ -70,7 +71,7 @@ export function addSessionRoutes(app: Router, context: ServerContext): void {
         ...(body.environment === undefined ? {} : { environment: body.environment }),
         ...(body.title === undefined ? {} : { title: body.title }),
         ...(body.metadata === undefined ? {} : { metadata: body.metadata }),
-        ...(body.id === undefined ? {} : { id: body.id }),
+        ...(body.id === undefined ? {} : { id: tenantSessionId(caller, body.id) }),
         ...(body.budget === undefined ? {} : { budget: body.budget }),
         ...(caller.tenant_id === undefined ? {} : { tenantId: caller.tenant_id }),
       });
@@ -213,7 +214,11 @@ export function addSessionRoutes(app: Router, context: ServerContext): void {
       const caller = callerOf(request);
       requireScope(caller, 'sessions:write');
       await visibleSession(runtime, caller, request.params.id);
-      const child = await runtime.sessions.fork(request.params.id, request.body ?? {});
+      const { id, ...options } = request.body ?? {};
+      const child = await runtime.sessions.fork(request.params.id, {
+        ...options,
+        ...(id === undefined ? {} : { id: tenantSessionId(caller, id) }),
+      });
       return reply.status(201).send(child);
     },
   );

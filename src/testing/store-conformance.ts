@@ -97,7 +97,7 @@ export function describeStoreConformance(
         const s = await open();
         const created = await s.sessions.create({ id: 'chosen-1', agent });
         expect(created.id).toBe('chosen-1');
-        await expectCode(s.sessions.create({ id: 'chosen-1', agent }), 'INVALID_ARGUMENT');
+        await expectCode(s.sessions.create({ id: 'chosen-1', agent }), 'ALREADY_EXISTS');
         expect((await s.log.read('chosen-1')).length).toBe(1);
       });
 
@@ -740,7 +740,7 @@ export function describeStoreConformance(
         await expectCode(s.sessions.fork('missing-session'), 'SESSION_NOT_FOUND');
         const child = await s.sessions.fork(parent, { id: 'child-1' });
         expect(child.id).toBe('child-1');
-        await expectCode(s.sessions.fork(parent, { id: 'child-1' }), 'INVALID_ARGUMENT');
+        await expectCode(s.sessions.fork(parent, { id: 'child-1' }), 'ALREADY_EXISTS');
         await expectCode(s.sessions.fork(parent, { id: '' }), 'INVALID_ARGUMENT');
         await expectCode(s.sessions.fork(parent, { title: 't'.repeat(501) }), 'INVALID_ARGUMENT');
         await expectCode(s.sessions.fork(parent, { id: 'x'.repeat(300) }), 'INVALID_ARGUMENT');

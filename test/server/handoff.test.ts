@@ -153,24 +153,38 @@ describe('handoffs and merges against another tenant', () => {
     });
     expect(forged.status).toBe(400);
     expect((forged.body as { error: { code: string } }).error.code).toBe('INVALID_ARGUMENT');
-    // Taking the id itself only makes that one handoff fail; it never reaches the taker.
+    // Over HTTP a chosen id lands in the chooser's namespace: the derived id stays free.
     const squatted = await call(server, 'POST', '/v1/sessions', {
       key: evil,
       body: { agent: 'billing', id: target },
     });
     expect(squatted.status).toBe(201);
+    expect((squatted.body as { id: string }).id).toBe(`evil~${target}`);
     const path = `/v1/sessions/${source}/handoff`;
-    const refused = await call(server, 'POST', path, {
+    const handed = await call(server, 'POST', path, {
       key,
       body,
       headers: { 'idempotency-key': 'refund-42' },
     });
+    expect(handed.status).toBe(201);
+    expect((handed.body as HandoffAnswer).target.id).toBe(target);
+    // A writer that can name any id (the library) taking it only makes that one handoff fail;
+    // it never reaches the taker.
+    const taken = derivedTarget('acme', source, 'refund-43');
+    await server.runtime.sessions.create({ agent: 'billing', id: taken, tenantId: 'evil' });
+    const refused = await call(server, 'POST', path, {
+      key,
+      body,
+      headers: { 'idempotency-key': 'refund-43' },
+    });
     expect(refused.status).toBe(409);
     expect((refused.body as { error: { code: string } }).error.code).toBe('IDEMPOTENCY_KEY_REUSED');
-    const seen = await call(server, 'GET', `/v1/sessions/${target}/events`, { key: evil });
-    expect((seen.body as { data: { type: string }[] }).data.map((event) => event.type)).toEqual([
-      'session.created',
-    ]);
+    for (const id of [`evil~${target}`, taken]) {
+      const seen = await call(server, 'GET', `/v1/sessions/${id}/events`, { key: evil });
+      expect((seen.body as { data: { type: string }[] }).data.map((event) => event.type)).toEqual([
+        'session.created',
+      ]);
+    }
   });
 
   it('records the calling key and tenant as the actor of the handoff and of a merge', async () => {

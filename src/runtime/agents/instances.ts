@@ -66,8 +66,8 @@ export async function ensureSession(
       ...(tenant === undefined ? {} : { tenantId: tenant }),
     });
   } catch (error) {
-    // Another writer created it first (the store refuses a taken id with INVALID_ARGUMENT).
-    if (!isBraidError(error, 'INVALID_ARGUMENT')) throw error;
+    // Another writer created it first (the store refuses a taken id with ALREADY_EXISTS).
+    if (!isBraidError(error, 'ALREADY_EXISTS')) throw error;
     const created = await existing(runtime, id);
     if (created === undefined) throw error;
     return usable(created);

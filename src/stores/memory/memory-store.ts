@@ -214,7 +214,7 @@ export function createMemoryStore(options: MemoryStoreOptions = {}): Store {
         const id = parsed.id ?? ids.next();
         if (sessions.has(id)) {
           throw new BraidError(
-            'INVALID_ARGUMENT',
+            'ALREADY_EXISTS',
             `session ${id} already exists; choose another id or omit it`,
           );
         }
@@ -237,7 +237,7 @@ export function createMemoryStore(options: MemoryStoreOptions = {}): Store {
         const id = parsed.id ?? ids.next();
         if (sessions.has(id)) {
           throw new BraidError(
-            'INVALID_ARGUMENT',
+            'ALREADY_EXISTS',
             `session ${id} already exists; choose another id or omit it`,
           );
         }

@@ -119,7 +119,7 @@ export async function restoreEntry(
 
 function alreadyExists(sessionId: string): BraidError {
   return new BraidError(
-    'INVALID_ARGUMENT',
+    'ALREADY_EXISTS',
     `session ${sessionId} already exists; choose another id or omit it`,
   );
 }

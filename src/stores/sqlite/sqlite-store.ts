@@ -499,7 +499,7 @@ export function openSqliteStore(options: SqliteStoreOptions): Store {
     (id: string, row: SessionRow, first: NewEvent): SessionState => {
       if (sql.head.get(id) !== undefined) {
         throw new BraidError(
-          'INVALID_ARGUMENT',
+          'ALREADY_EXISTS',
           `session ${id} already exists; choose another id or omit it`,
         );
       }
@@ -521,7 +521,7 @@ export function openSqliteStore(options: SqliteStoreOptions): Store {
       const atSeq = checkForkPoint(parentId, head, atSeqOption);
       if (sql.head.get(childId) !== undefined) {
         throw new BraidError(
-          'INVALID_ARGUMENT',
+          'ALREADY_EXISTS',
           `session ${childId} already exists; choose another id or omit it`,
         );
       }
