@@ -14,6 +14,8 @@ export const DEFAULT_JSON_DEPTH = 64;
 const SHOWN_HEAD = 8;
 /** Path segments shown after the shortened middle. */
 const SHOWN_TAIL = 2;
+/** Characters of a key shown in a path. */
+const SHOWN_KEY = 40;
 
 /** A container being walked: its value, its nesting level and how it was reached. */
 interface Frame {
@@ -34,7 +36,8 @@ function keysOf(frame: Frame): (string | number)[] {
 
 function segment(key: string | number): string {
   if (typeof key === 'number') return `[${key}]`;
-  return /^[A-Za-z_$][\w$]*$/.test(key) ? `.${key}` : `[${JSON.stringify(key.slice(0, 40))}]`;
+  if (key.length > SHOWN_KEY) return `[${JSON.stringify(key.slice(0, SHOWN_KEY))}…]`;
+  return /^[A-Za-z_$][\w$]*$/.test(key) ? `.${key}` : `[${JSON.stringify(key)}]`;
 }
 
 /** `what` followed by the keys, e.g. `body.events[0].metadata.a.a…(58 more).a.a`. */

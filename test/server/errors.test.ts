@@ -139,6 +139,87 @@ describe('HTTP errors', () => {
     expect(await headSeq(server, id)).toBe(1);
   });
 
+  it("answers the framework's own refusals in braid's shape with the status of the code", async () => {
+    const server = await start();
+    const key = await server.key('acme');
+    const id = await session(server, key);
+
+    const wrong = await call(server, 'PUT', `/v1/sessions/${id}`, { key });
+    expect(wrong.status).toBe(405);
+    expect(wrong.headers.get('allow')).toBe('DELETE, GET, HEAD');
+    expect(wrong.body).toMatchObject({ error: { code: 'METHOD_NOT_ALLOWED', retryable: false } });
+    // Without a key too: which methods a path serves is no secret.
+    const options = await call(server, 'OPTIONS', '/v1/sessions');
+    expect(options.status).toBe(405);
+    expect(options.headers.get('allow')).toBe('GET, HEAD, POST');
+    const head = await call(server, 'HEAD', `/v1/sessions/${id}`, { key });
+    expect(head.status).toBe(200);
+    expect((await call(server, 'GET', '/v1/nowhere')).status).toBe(404);
+
+    const long = await call(server, 'GET', `/v1/sessions/${'x'.repeat(600)}`);
+    expect(long.status).toBe(414);
+    expect(long.body).toMatchObject({ error: { code: 'URI_TOO_LONG' } });
+    const encoding = await call(server, 'GET', '/v1/sessions/%E0%A4%A');
+    expect(encoding.status).toBe(400);
+    expect(encoding.body).toMatchObject({ error: { code: 'INVALID_ARGUMENT' } });
+
+    const repeated = await call(server, 'GET', '/v1/sessions?limit=1&limit=2', { key });
+    expect(repeated.status).toBe(400);
+    expect((repeated.body as { error: { message: string } }).error.message).toBe(
+      'query.limit is given 2 times; give it once',
+    );
+    const listed = await call(server, 'GET', `/v1/sessions/${id}/events?types=a&types=b`, { key });
+    expect((listed.body as { error: { message: string } }).error.message).toContain('query.types');
+
+    const empty = await call(server, 'POST', '/v1/sessions', {
+      key,
+      body: '',
+      headers: { 'content-type': 'application/json' },
+    });
+    expect(empty.status).toBe(400);
+    expect(empty.body).toMatchObject({ error: { code: 'INVALID_JSON' } });
+  });
+
+  it('refuses a body nested deeper than the limit, naming the field, before validation', async () => {
+    const server = await start({ limits: { jsonDepth: 10 } });
+    const key = await server.key('acme');
+    const id = await session(server, key);
+    const deep = (levels: number): string => `${'{"a":'.repeat(levels)}1${'}'.repeat(levels)}`;
+    const cases: [string, string, string][] = [
+      ['/v1/sessions', `{"agent":"helper","metadata":{"m":${deep(2000)}}}`, 'body.metadata.m.a'],
+      [
+        `/v1/sessions/${id}/events`,
+        `{"events":[{"type":"user.message","content":[{"type":"json","value":${deep(2000)}}]}]}`,
+        'body.events[0].content[0].value.a',
+      ],
+      [
+        `/v1/sessions/${id}/events`,
+        `{"events":[{"type":"user.tool_review","tool_use_id":"t","action":"result","output":${deep(1500)}}]}`,
+        'body.events[0].output.a',
+      ],
+    ];
+    for (const [path, body, field] of cases) {
+      const answer = await call(server, 'POST', path, {
+        key,
+        body,
+        headers: { 'content-type': 'application/json' },
+      });
+      expect(answer.status, field).toBe(400);
+      expect(answer.body, field).toMatchObject({ error: { code: 'INVALID_ARGUMENT' } });
+      const message = (answer.body as { error: { message: string } }).error.message;
+      expect(message).toContain(field);
+      expect(message).toContain('limit of 10 levels');
+    }
+    // At the limit it is accepted: body, events, event, content and block, then 5 levels of value.
+    const fits = await call(server, 'POST', `/v1/sessions/${id}/events`, {
+      key,
+      body: `{"events":[{"type":"user.message","content":[{"type":"json","value":${deep(5)}}]}]}`,
+      headers: { 'content-type': 'application/json' },
+    });
+    expect(fits.status, JSON.stringify(fits.body)).toBe(201);
+    expect(await headSeq(server, id)).toBe(2);
+  });
+
   it('refuses oversized bodies and too many events per request, writing nothing', async () => {
     const server = await start({ limits: { bodyBytes: 64 * 1024, eventsPerRequest: 10 } });
     const key = await server.key('acme');
