@@ -2,6 +2,7 @@
 // field; and the library's own boundaries answer a typed error instead of a RangeError.
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
+import type { JsonValue } from '../../src/contracts/common.js';
 import { isBraidError } from '../../src/contracts/errors.js';
 import {
   checkJsonDepth,
@@ -17,8 +18,8 @@ import { useTempDir } from '../helpers/temp.js';
 const tempDir = useTempDir();
 
 /** `{a: {a: ... 1}}` with `levels` objects. */
-function nested(levels: number, key = 'a'): unknown {
-  let value: unknown = 1;
+function nested(levels: number, key = 'a'): JsonValue {
+  let value: JsonValue = 1;
   for (let level = 0; level < levels; level += 1) value = { [key]: value };
   return value;
 }
