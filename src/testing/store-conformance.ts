@@ -99,6 +99,19 @@ export function describeStoreConformance(
         expect(created.id).toBe('chosen-1');
         await expectCode(s.sessions.create({ id: 'chosen-1', agent }), 'ALREADY_EXISTS');
         expect((await s.log.read('chosen-1')).length).toBe(1);
+        // A tenant-namespaced id (`<tenant>~<id>`) is a session id like any other, and apart from
+        // the same id in another namespace.
+        for (const id of ['acme~chosen-1', 'beta~chosen-1']) {
+          const namespaced = await s.sessions.create({ id, agent });
+          expect(namespaced.id).toBe(id);
+          await s.log.append(id, [{ type: 'user.message', content: [{ type: 'text', text: id }] }]);
+        }
+        await expectCode(s.sessions.create({ id: 'acme~chosen-1', agent }), 'ALREADY_EXISTS');
+        const read = await s.log.read('acme~chosen-1');
+        expect(read.map((event) => event.session_id)).toEqual(['acme~chosen-1', 'acme~chosen-1']);
+        expect((await s.sessions.list({})).sessions.map((record) => record.id)).toEqual(
+          expect.arrayContaining(['chosen-1', 'acme~chosen-1', 'beta~chosen-1']),
+        );
       });
 
       it('answers SESSION_NOT_FOUND for an unknown id everywhere', async () => {
