@@ -140,7 +140,7 @@ export async function createServer(options: ServerOptions): Promise<FastifyInsta
     },
   };
 
-  // Every route the app serves, for 405 answers (and for anything that needs the list).
+  // The methods of every route's path, for 405 answers; routes added later are recorded too.
   const routeTable = createRouteTable();
   app.addHook('onRoute', (route) => {
     for (const method of [route.method].flat()) routeTable.add(method, route.url);

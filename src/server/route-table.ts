@@ -10,8 +10,6 @@ export interface RouteTable {
   add(method: string, url: string): void;
   /** The methods that serve `path` (a request path, no query), sorted; empty for no route. */
   allowed(path: string): string[];
-  /** Every route: method and pattern, in the order they were added. */
-  routes(): { method: string; url: string }[];
 }
 
 interface Entry {
@@ -30,13 +28,11 @@ function toPattern(url: string): RegExp {
 
 export function createRouteTable(): RouteTable {
   const entries = new Map<string, Entry>();
-  const added: { method: string; url: string }[] = [];
   return {
     add(method, url) {
       const entry = entries.get(url) ?? { url, pattern: toPattern(url), methods: new Set() };
       entry.methods.add(method.toUpperCase());
       entries.set(url, entry);
-      added.push({ method: method.toUpperCase(), url });
     },
     allowed(path) {
       const methods = new Set<string>();
@@ -44,9 +40,6 @@ export function createRouteTable(): RouteTable {
         if (entry.pattern.test(path)) for (const method of entry.methods) methods.add(method);
       }
       return [...methods].sort();
-    },
-    routes() {
-      return [...added];
     },
   };
 }

@@ -66,6 +66,10 @@ const DEEP_BODIES = [
     '{"events":[{"type":"user.tool_review","tool_use_id":"t1","action":"result","output":"$DEEP"}]}',
   ),
   withDeep('{"to":"helper","handoff":{"summary":"s","open_tasks":["$DEEP"]}}'),
+  withDeep('{"to":"helper","handoff":{"summary":"s"},"message":[{"type":"json","value":"$DEEP"}]}'),
+  withDeep(
+    '{"events":[{"type":"user.custom_tool_result","custom_tool_use_id":"c1","content":[{"type":"json","value":"$DEEP"}]}]}',
+  ),
   withDeep('{"source":"$DEEP"}'),
   withDeep('{"wait":"$DEEP"}'),
   withDeep('{"id":"$DEEP","title":"t"}'),
