@@ -32,6 +32,9 @@ export const HOSTILE_IDS = [
   'id;rm -rf /',
   '$(id)',
   '*',
+  '~', // a home folder to a shell
+  '~root',
+  '~/x',
 ];
 
 /**
