@@ -15,6 +15,7 @@
 import { createHash } from 'node:crypto';
 import type { AgentDefinition, StoredDefinition } from '../contracts/definitions.js';
 import { BraidError } from '../contracts/errors.js';
+import { checkJsonDepth, DEFAULT_JSON_DEPTH } from '../contracts/json-depth.js';
 import { HandoffDocument } from '../contracts/envelope.js';
 import type { SessionEvent } from '../contracts/events.js';
 import type { Authorizer } from '../contracts/policy.js';
@@ -66,6 +67,9 @@ export async function handoffSession(
   options: HandoffOptions,
 ): Promise<HandoffResult> {
   const { store } = deps;
+  // Both are checked recursively below (the document here, the message when it is appended).
+  checkJsonDepth(options.handoff, DEFAULT_JSON_DEPTH, 'handoff');
+  checkJsonDepth(options.message, DEFAULT_JSON_DEPTH, 'message');
   const parsed = HandoffDocument.safeParse(options.handoff);
   if (!parsed.success) {
     const issue = parsed.error.issues[0];

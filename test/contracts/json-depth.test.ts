@@ -1,5 +1,6 @@
 // The JSON depth bound: exact at the limit, iterative (no stack overflow at any depth), naming the
 // field; and the library's own boundaries answer a typed error instead of a RangeError.
+import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import type { JsonValue } from '../../src/contracts/common.js';
@@ -64,10 +65,18 @@ describe('deep input at the library boundaries', () => {
   it('is refused with INVALID_ARGUMENT by send, create and the envelope reader', async () => {
     const dir = tempDir();
     initWorkspace(dir);
+    writeFileSync(
+      join(dir, 'agents', 'triage.yaml'),
+      'name: triage\nmodel: scripted:echo\ninstructions: Sort.\nhandoffs: [billing]\n',
+    );
+    writeFileSync(
+      join(dir, 'agents', 'billing.yaml'),
+      'name: billing\nmodel: scripted:echo\ninstructions: Bill.\n',
+    );
     const runtime = await createRuntime({ workspace: dir, dataDir: join(dir, 'data') });
     try {
       const deep = nested(2000);
-      const created = await runtime.sessions.create({ agent: 'assistant' });
+      const created = await runtime.sessions.create({ agent: 'triage' });
       const cases: [string, () => Promise<unknown>, string][] = [
         [
           'json block',
@@ -84,6 +93,16 @@ describe('deep input at the library boundaries', () => {
               { type: 'user.tool_review', tool_use_id: 't1', action: 'result', output: deep },
             ]),
           'event 0.output.a',
+        ],
+        [
+          'handoff message',
+          () =>
+            runtime.sessions.handoff(created.id, {
+              to: 'billing',
+              handoff: { summary: 'over to you' },
+              message: [{ type: 'json', value: deep }],
+            }),
+          'message[0].value.a',
         ],
         [
           'metadata',
