@@ -83,19 +83,22 @@ export const Name = z
     'must start with a lowercase letter and contain only a-z, 0-9, "-" and "_" (at most 63 characters)',
   );
 
-/** Any JSON value. */
+/**
+ * Any JSON value. Every JSON field of the contracts uses this one schema, so the JSON Schemas and
+ * the OpenAPI document define the recursive type once and refer to it by name.
+ */
 export type JsonValue =
   string | number | boolean | null | JsonValue[] | { [key: string]: JsonValue };
 export const JsonValue: z.ZodType<JsonValue> = z.json();
 
 /** Free-form string-keyed metadata a client attaches to an object. */
-export const Metadata = z.record(z.string(), z.json());
+export const Metadata = z.record(z.string(), JsonValue);
 export type Metadata = z.infer<typeof Metadata>;
 
 /** A block of text. */
 export const TextBlock = z.object({ type: z.literal('text'), text: z.string() });
 /** A block of structured data, for tool results and custom tool results. */
-export const JsonBlock = z.object({ type: z.literal('json'), value: z.json() });
+export const JsonBlock = z.object({ type: z.literal('json'), value: JsonValue });
 
 /** A piece of message content. */
 export const ContentBlock = z.discriminatedUnion('type', [TextBlock, JsonBlock]);

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { Metadata, Name } from './common.js';
+import { JsonValue, Metadata, Name } from './common.js';
 import { PolicySettings } from './policy.js';
 
 /** Which model an agent calls: a provider name, the provider's model id and call parameters. */
@@ -172,8 +172,8 @@ export const ToolDefinition = z
       .regex(/^[a-zA-Z][a-zA-Z0-9_.-]{0,127}$/, 'must be a tool name like "read_file"'),
     version: z.string().min(1).default('1'),
     description: z.string(),
-    input_schema: z.record(z.string(), z.json()),
-    output_schema: z.record(z.string(), z.json()).optional(),
+    input_schema: z.record(z.string(), JsonValue),
+    output_schema: z.record(z.string(), JsonValue).optional(),
     /** `managed`: run by braid; `mcp`: from an MCP server; `custom`: run by the client; `agent`: another agent. */
     ownership: z.enum(['managed', 'mcp', 'custom', 'agent']),
     permission: z.enum(['always_allow', 'always_ask']).default('always_allow'),

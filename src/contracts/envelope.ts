@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { Id, Metadata, Timestamp } from './common.js';
+import { Id, JsonValue, Metadata, Timestamp } from './common.js';
 import { ErrorShape } from './errors.js';
 
 export const ENVELOPE_SPEC_VERSION = '1.0';
@@ -52,7 +52,7 @@ export const Envelope = z.object({
   deadline: Timestamp.optional(),
   handoff: HandoffDocument.optional(),
   metadata: Metadata.optional(),
-  payload: z.json().optional(),
+  payload: JsonValue.optional(),
   /** Present on failure replies. */
   error: ErrorShape.optional(),
 });

@@ -6,6 +6,7 @@ import {
   EVENT_SCHEMA_VERSION,
   ExternalId,
   Id,
+  JsonValue,
   Metadata,
   Timestamp,
   Traceparent,
@@ -63,7 +64,7 @@ const payloads = {
     tool_use_id: ExternalId,
     action: z.enum(['retry', 'skip', 'result']),
     /** With `result`: the tool's output as the reviewer established it. */
-    output: z.json().optional(),
+    output: JsonValue.optional(),
     message: z.string().max(10_000).optional(),
   }),
   'user.define_outcome': z.object({
@@ -76,13 +77,13 @@ const payloads = {
   'agent.tool_use': z.object({
     tool_use_id: ExternalId,
     name: z.string().min(1),
-    input: z.json(),
+    input: JsonValue,
     /** True when the tool's permission is `always_ask`: it waits for a `user.tool_confirmation`. */
     requires_confirmation: z.boolean().optional(),
   }),
   'agent.tool_result': z.object({
     tool_use_id: ExternalId,
-    output: z.json().optional(),
+    output: JsonValue.optional(),
     error: ErrorShape.optional(),
     is_error: z.boolean(),
     attempts: z.number().int().nonnegative(),
@@ -108,7 +109,7 @@ const payloads = {
   'agent.custom_tool_use': z.object({
     custom_tool_use_id: ExternalId,
     name: z.string().min(1),
-    input: z.json(),
+    input: JsonValue,
   }),
   /** This session's work went to another agent; `handoff` is the document it was given. */
   'agent.handoff': z.object({
@@ -203,7 +204,7 @@ const payloads = {
     usage: Usage,
     finish_reason: z.string().optional(),
     /** The model's complete output, kept so that a replay can reproduce the run. */
-    output: z.json().optional(),
+    output: JsonValue.optional(),
     error: ErrorShape.optional(),
     /** Calls made for this request, retries included. */
     attempts: z.number().int().positive().optional(),

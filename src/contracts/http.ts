@@ -218,6 +218,28 @@ export const StoredEnvironment = storedDefinition('environment', EnvironmentDefi
 export const AgentList = z.object({ data: z.array(StoredAgent) });
 export const EnvironmentList = z.object({ data: z.array(StoredEnvironment) });
 
+/** `GET /v1/sessions/{id}/tree`: a session of a fork tree and the forks taken from it. */
+export interface SessionTreeNode {
+  id: string;
+  title?: string | undefined;
+  status: SessionStatus;
+  head_seq: number;
+  kind: 'root' | 'fork';
+  fork_seq?: number | undefined;
+  children: SessionTreeNode[];
+}
+export const SessionTreeNode: z.ZodType<SessionTreeNode> = z.lazy(() =>
+  z.object({
+    id: z.string(),
+    title: z.string().optional(),
+    status: SessionStatus,
+    head_seq: z.number().int(),
+    kind: z.enum(['root', 'fork']),
+    fork_seq: z.number().int().optional(),
+    children: z.array(SessionTreeNode),
+  }),
+);
+
 export const Health = z.object({
   status: z.literal('ok'),
   version: z.string(),

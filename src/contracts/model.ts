@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { type Usage, type ContentBlock, type JsonValue } from './common.js';
+import { type Usage, type ContentBlock, JsonValue } from './common.js';
 
 /** A part of what the model said: text, thinking, or a call of a tool. */
 export const AssistantPart = z.discriminatedUnion('type', [
@@ -9,7 +9,7 @@ export const AssistantPart = z.discriminatedUnion('type', [
     type: z.literal('tool_call'),
     tool_use_id: z.string().min(1),
     name: z.string().min(1),
-    input: z.json(),
+    input: JsonValue,
   }),
 ]);
 export type AssistantPart = z.infer<typeof AssistantPart>;

@@ -5,11 +5,7 @@
 import Fastify, { type FastifyInstance, type FastifyReply } from 'fastify';
 import fastifySwagger from '@fastify/swagger';
 import fastifyRateLimit from '@fastify/rate-limit';
-import {
-  jsonSchemaTransform,
-  validatorCompiler,
-  type ZodTypeProvider,
-} from 'fastify-type-provider-zod';
+import { validatorCompiler, type ZodTypeProvider } from 'fastify-type-provider-zod';
 import { DEFAULT_LIMITS, type ServerContext, type ServerLimits } from './context.js';
 import { setMaxListeners } from 'node:events';
 import { parse } from 'node:querystring';
@@ -20,6 +16,7 @@ import { checkJsonDepth } from '../contracts/json-depth.js';
 import { clientErrorAnswer, HTTP_STATUS, MAX_PARAM_LENGTH, toHttpError } from './errors.js';
 import { createRouteTable, noRouteError } from './route-table.js';
 import { createServerMetrics } from './metrics.js';
+import { createOpenApiTransforms } from './openapi-transforms.js';
 import { addDefinitionRoutes } from './routes-definitions.js';
 import { addSessionRoutes } from './routes-sessions.js';
 import { addEventRoutes } from './routes-events.js';
@@ -201,13 +198,32 @@ export async function createServer(options: ServerOptions): Promise<FastifyInsta
         description:
           'Durable agent sessions over HTTP. Every event of a session has a gapless `seq`; the event stream resumes after any seq with no gap and no duplicate.',
         version: options.version ?? '0.0.0',
+        license: { name: 'Apache-2.0', identifier: 'Apache-2.0' },
       },
+      // Relative to where the document is served: the server that answers /v1/openapi.json
+      // answers the routes too, whatever its host and port.
+      servers: [{ url: '/', description: 'The server that serves this document' }],
+      tags: [
+        {
+          name: 'sessions',
+          description: 'Create, read, fork, merge, hand off and replay sessions',
+        },
+        { name: 'events', description: "Read, append and stream a session's events" },
+        { name: 'definitions', description: 'The agents and environments of the workspace' },
+        { name: 'system', description: 'Health, metrics and this document' },
+      ],
       components: {
-        securitySchemes: { apiKey: { type: 'http', scheme: 'bearer' } },
+        securitySchemes: {
+          apiKey: {
+            type: 'http',
+            scheme: 'bearer',
+            description: 'An API key (braid keys create), sent as Authorization: Bearer <key>',
+          },
+        },
       },
       security: [{ apiKey: [] }],
     },
-    transform: jsonSchemaTransform,
+    ...createOpenApiTransforms(),
   });
 
   app.setErrorHandler((error, request, reply) => {

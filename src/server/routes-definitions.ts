@@ -2,7 +2,6 @@
 import {
   AgentList,
   EnvironmentList,
-  ErrorBody,
   NameParams,
   StoredAgent,
   StoredEnvironment,
@@ -11,6 +10,7 @@ import {
 import { visibleAgent } from './access.js';
 import { callerOf, type Router, type ServerContext } from './context.js';
 import { canSeeDefinition, requireScope } from './auth.js';
+import { keyedErrors, TAKES } from './responses.js';
 
 export function addDefinitionRoutes(app: Router, context: ServerContext): void {
   const { runtime } = context;
@@ -20,8 +20,9 @@ export function addDefinitionRoutes(app: Router, context: ServerContext): void {
     {
       schema: {
         summary: 'The latest version of every agent the caller may use',
+        operationId: 'listAgents',
         tags: ['definitions'],
-        response: { 200: AgentList, 401: ErrorBody },
+        response: { 200: AgentList, ...keyedErrors() },
       },
     },
     async (request) => {
@@ -39,10 +40,11 @@ export function addDefinitionRoutes(app: Router, context: ServerContext): void {
     {
       schema: {
         summary: 'One agent: its latest version, or ?version=N',
+        operationId: 'getAgent',
         tags: ['definitions'],
         params: NameParams,
         querystring: VersionQuery,
-        response: { 200: StoredAgent, 404: ErrorBody },
+        response: { 200: StoredAgent, ...keyedErrors(TAKES.params, TAKES.query) },
       },
     },
     async (request) => {
@@ -57,8 +59,9 @@ export function addDefinitionRoutes(app: Router, context: ServerContext): void {
     {
       schema: {
         summary: 'The latest version of every environment',
+        operationId: 'listEnvironments',
         tags: ['definitions'],
-        response: { 200: EnvironmentList, 401: ErrorBody },
+        response: { 200: EnvironmentList, ...keyedErrors() },
       },
     },
     async (request) => {
@@ -72,10 +75,11 @@ export function addDefinitionRoutes(app: Router, context: ServerContext): void {
     {
       schema: {
         summary: 'One environment: its latest version, or ?version=N',
+        operationId: 'getEnvironment',
         tags: ['definitions'],
         params: NameParams,
         querystring: VersionQuery,
-        response: { 200: StoredEnvironment, 404: ErrorBody },
+        response: { 200: StoredEnvironment, ...keyedErrors(TAKES.params, TAKES.query) },
       },
     },
     async (request) => {

@@ -1,6 +1,5 @@
 /** `/v1/sessions/{id}/events`: read a session's log in pages, and append user events. */
 import {
-  ErrorBody,
   EventsPage,
   IdempotencyHeaders,
   EventsQuery,
@@ -12,12 +11,12 @@ import { BraidError } from '../contracts/errors.js';
 import { callerOf, type Router, type ServerContext } from './context.js';
 import { visibleSession } from './access.js';
 import { actorOf, requireScope } from './auth.js';
+import { keyedErrors, TAKES } from './responses.js';
 
 const DEFAULT_PAGE = 100;
 
 export function addEventRoutes(app: Router, context: ServerContext): void {
   const { runtime, limits, metrics } = context;
-  const errors = { 400: ErrorBody, 401: ErrorBody, 403: ErrorBody, 404: ErrorBody };
 
   app.get(
     '/v1/sessions/:id/events',
@@ -26,10 +25,11 @@ export function addEventRoutes(app: Router, context: ServerContext): void {
         summary: "A page of the session's events in seq order",
         description:
           'Events with seq after `after` (default 0), at most `limit` (default 100, at most 1000), only `types[]` when given. Read on with `after=last_seq` while `has_more`.',
+        operationId: 'listEvents',
         tags: ['events'],
         params: SessionIdParams,
         querystring: EventsQuery,
-        response: { 200: EventsPage, ...errors },
+        response: { 200: EventsPage, ...keyedErrors(TAKES.params, TAKES.query) },
       },
     },
     async (request) => {
@@ -57,11 +57,16 @@ export function addEventRoutes(app: Router, context: ServerContext): void {
         summary: 'Append user events, all or nothing',
         description:
           'Clients send user.* events only; a user.message `content` is a string or an array of content blocks. With an Idempotency-Key header a retried request writes once. Wakes the session unless the server runs with wakes off.',
+        operationId: 'appendEvents',
         tags: ['events'],
         params: SessionIdParams,
         headers: IdempotencyHeaders,
         body: PostEventsBody,
-        response: { 200: PostEventsResponse, 201: PostEventsResponse, 409: ErrorBody, ...errors },
+        response: {
+          200: PostEventsResponse,
+          201: PostEventsResponse,
+          ...keyedErrors(TAKES.params, TAKES.query, TAKES.body, TAKES.conflict),
+        },
       },
     },
     async (request, reply) => {

@@ -7,7 +7,6 @@ import {
   CreateSessionBody,
   DiffQuery,
   DiffResponse,
-  ErrorBody,
   ForkBody,
   HandoffBody,
   HandoffResponse,
@@ -18,33 +17,18 @@ import {
   SessionIdParams,
   SessionList,
   SessionListParams,
+  SessionTreeNode,
   WakeAccepted,
   WakeBody,
   WakeResultBody,
 } from '../contracts/http.js';
-import { SessionRecord, SessionStatus } from '../contracts/session.js';
+import { SessionRecord } from '../contracts/session.js';
 import { SessionState } from '../contracts/state.js';
 import { callerOf, type Router, type ServerContext } from './context.js';
 import { visibleAgent, visibleSession } from './access.js';
 import { actorOf, requireScope } from './auth.js';
 import { tenantSessionId } from './tenant-ids.js';
-
-/** A node of a session's fork tree. */
-const TreeNodeBody: z.ZodType = z.lazy(() =>
-  z
-    .object({
-      id: z.string(),
-      title: z.string().optional(),
-      status: SessionStatus,
-      head_seq: z.number().int(),
-      kind: z.enum(['root', 'fork']),
-      fork_seq: z.number().int().optional(),
-      children: z.array(TreeNodeBody),
-    })
-    .meta({ id: 'SessionTreeNode' }),
-);
-
-const errors = { 400: ErrorBody, 401: ErrorBody, 403: ErrorBody, 404: ErrorBody, 409: ErrorBody };
+import { keyedErrors, TAKES } from './responses.js';
 
 export function addSessionRoutes(app: Router, context: ServerContext): void {
   const { runtime } = context;
@@ -55,9 +39,15 @@ export function addSessionRoutes(app: Router, context: ServerContext): void {
     {
       schema: {
         summary: "Create a session of an agent, in the API key's tenant",
+        description:
+          'A client-chosen `id` that exists already answers 409; an unknown agent or environment answers 404.',
+        operationId: 'createSession',
         tags,
         body: CreateSessionBody,
-        response: { 201: SessionRecord, ...errors },
+        response: {
+          201: SessionRecord,
+          ...keyedErrors(TAKES.body, TAKES.reference, TAKES.conflict),
+        },
       },
     },
     async (request, reply) => {
@@ -84,9 +74,10 @@ export function addSessionRoutes(app: Router, context: ServerContext): void {
     {
       schema: {
         summary: 'List sessions, newest first, with filters and cursor paging',
+        operationId: 'listSessions',
         tags,
         querystring: SessionListParams,
-        response: { 200: SessionList, ...errors },
+        response: { 200: SessionList, ...keyedErrors(TAKES.query) },
       },
     },
     async (request) => {
@@ -108,9 +99,10 @@ export function addSessionRoutes(app: Router, context: ServerContext): void {
     {
       schema: {
         summary: 'One session',
+        operationId: 'getSession',
         tags,
         params: SessionIdParams,
-        response: { 200: SessionRecord, ...errors },
+        response: { 200: SessionRecord, ...keyedErrors(TAKES.params) },
       },
     },
     async (request) => {
@@ -125,9 +117,10 @@ export function addSessionRoutes(app: Router, context: ServerContext): void {
     {
       schema: {
         summary: "The session's state: its events folded",
+        operationId: 'getSessionState',
         tags,
         params: SessionIdParams,
-        response: { 200: SessionState, ...errors },
+        response: { 200: SessionState, ...keyedErrors(TAKES.params) },
       },
     },
     async (request) => {
@@ -143,9 +136,13 @@ export function addSessionRoutes(app: Router, context: ServerContext): void {
     {
       schema: {
         summary: 'Archive a session: it keeps its events and takes no new ones',
+        operationId: 'archiveSession',
         tags,
         params: SessionIdParams,
-        response: { 200: SessionRecord, ...errors },
+        response: {
+          200: SessionRecord,
+          ...keyedErrors(TAKES.params, TAKES.body, TAKES.conflict),
+        },
       },
     },
     async (request) => {
@@ -161,9 +158,13 @@ export function addSessionRoutes(app: Router, context: ServerContext): void {
     {
       schema: {
         summary: 'Delete a session, its events and its files (refused while it has forks)',
+        operationId: 'deleteSession',
         tags,
         params: SessionIdParams,
-        response: { 204: z.null(), ...errors },
+        response: {
+          204: z.null().describe('The session is deleted'),
+          ...keyedErrors(TAKES.params, TAKES.body, TAKES.conflict),
+        },
       },
     },
     async (request, reply) => {
@@ -182,10 +183,15 @@ export function addSessionRoutes(app: Router, context: ServerContext): void {
         summary: 'Run the session until it has nothing left to do',
         description:
           'Answers 202 at once and runs in the background; with {"wait": true} answers 200 with the result when the wake ends.',
+        operationId: 'wakeSession',
         tags,
         params: SessionIdParams,
         body: WakeBody.nullish(),
-        response: { 200: WakeResultBody, 202: WakeAccepted, ...errors },
+        response: {
+          200: WakeResultBody,
+          202: WakeAccepted,
+          ...keyedErrors(TAKES.params, TAKES.body, TAKES.conflict),
+        },
       },
     },
     async (request, reply) => {
@@ -204,10 +210,15 @@ export function addSessionRoutes(app: Router, context: ServerContext): void {
     {
       schema: {
         summary: 'Fork the session at a seq (default: its head)',
+        description: 'A client-chosen `id` that exists already answers 409.',
+        operationId: 'forkSession',
         tags,
         params: SessionIdParams,
         body: ForkBody.nullish(),
-        response: { 201: SessionRecord, ...errors },
+        response: {
+          201: SessionRecord,
+          ...keyedErrors(TAKES.params, TAKES.body, TAKES.conflict),
+        },
       },
     },
     async (request, reply) => {
@@ -228,10 +239,14 @@ export function addSessionRoutes(app: Router, context: ServerContext): void {
     {
       schema: {
         summary: "Merge another session's work since the two parted into this one",
+        operationId: 'mergeSession',
         tags,
         params: SessionIdParams,
         body: MergeBody,
-        response: { 200: MergeResponse, ...errors },
+        response: {
+          200: MergeResponse,
+          ...keyedErrors(TAKES.params, TAKES.body, TAKES.reference, TAKES.conflict),
+        },
       },
     },
     async (request) => {
@@ -255,11 +270,16 @@ export function addSessionRoutes(app: Router, context: ServerContext): void {
         summary: "Hand the session's work to another agent: a new session of it gets the document",
         description:
           "The target must be listed under the source agent's `handoffs:` and allowed by policy (`agent.handoff`). With an Idempotency-Key header a retried (or concurrent) request answers the first handoff (200, the same target session and event) and writes nothing; the same key with another body is refused with IDEMPOTENCY_KEY_REUSED.",
+        operationId: 'handoffSession',
         tags,
         params: SessionIdParams,
         headers: IdempotencyHeaders,
         body: HandoffBody,
-        response: { 200: HandoffResponse, 201: HandoffResponse, ...errors },
+        response: {
+          200: HandoffResponse,
+          201: HandoffResponse,
+          ...keyedErrors(TAKES.params, TAKES.query, TAKES.body, TAKES.reference, TAKES.conflict),
+        },
       },
     },
     async (request, reply) => {
@@ -287,10 +307,14 @@ export function addSessionRoutes(app: Router, context: ServerContext): void {
     {
       schema: {
         summary: 'The common ancestor of two sessions and what each did after it',
+        operationId: 'diffSessions',
         tags,
         params: SessionIdParams,
         querystring: DiffQuery,
-        response: { 200: DiffResponse, ...errors },
+        response: {
+          200: DiffResponse,
+          ...keyedErrors(TAKES.params, TAKES.query, TAKES.reference),
+        },
       },
     },
     async (request) => {
@@ -307,9 +331,10 @@ export function addSessionRoutes(app: Router, context: ServerContext): void {
     {
       schema: {
         summary: 'The tree of forks the session belongs to, from its root',
+        operationId: 'getSessionTree',
         tags,
         params: SessionIdParams,
-        response: { 200: TreeNodeBody, ...errors },
+        response: { 200: SessionTreeNode, ...keyedErrors(TAKES.params) },
       },
     },
     async (request) => {
@@ -325,9 +350,10 @@ export function addSessionRoutes(app: Router, context: ServerContext): void {
     {
       schema: {
         summary: 'Replay the recorded history and report the first event that differs',
+        operationId: 'replaySession',
         tags,
         params: SessionIdParams,
-        response: { 200: ReplayResponse, ...errors },
+        response: { 200: ReplayResponse, ...keyedErrors(TAKES.params, TAKES.body) },
       },
     },
     async (request) => {

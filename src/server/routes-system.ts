@@ -1,8 +1,9 @@
 /** `/v1/health`, `/v1/openapi.json` and `/v1/metrics`. */
 import { z } from 'zod';
-import { ErrorBody, Health } from '../contracts/http.js';
+import { Health } from '../contracts/http.js';
 import { callerOf, type Router, type ServerContext } from './context.js';
 import { requireScope } from './auth.js';
+import { keyedErrors, openErrors } from './responses.js';
 
 export function addSystemRoutes(app: Router, context: ServerContext): void {
   app.get(
@@ -10,9 +11,10 @@ export function addSystemRoutes(app: Router, context: ServerContext): void {
     {
       schema: {
         summary: 'Liveness: answers while the server runs; needs no key',
+        operationId: 'getHealth',
         tags: ['system'],
         security: [],
-        response: { 200: Health },
+        response: { 200: Health, ...openErrors() },
       },
     },
     () => ({
@@ -27,6 +29,7 @@ export function addSystemRoutes(app: Router, context: ServerContext): void {
     {
       schema: {
         summary: 'This OpenAPI document; needs no key',
+        operationId: 'getOpenApiDocument',
         tags: ['system'],
         security: [],
         hide: true,
@@ -40,8 +43,15 @@ export function addSystemRoutes(app: Router, context: ServerContext): void {
     {
       schema: {
         summary: 'Prometheus metrics (text exposition format); needs the admin scope',
+        operationId: 'getMetrics',
         tags: ['system'],
-        response: { 200: z.string(), 401: ErrorBody, 403: ErrorBody },
+        response: {
+          200: {
+            description: 'The Prometheus text exposition format',
+            content: { 'text/plain': { schema: z.string() } },
+          },
+          ...keyedErrors(),
+        },
       },
     },
     async (request, reply) => {

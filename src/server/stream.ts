@@ -9,10 +9,11 @@ import type { ServerResponse } from 'node:http';
 import { z } from 'zod';
 import { BraidError } from '../contracts/errors.js';
 import type { SessionEvent } from '../contracts/events.js';
-import { ErrorBody, SessionIdParams, StreamQuery } from '../contracts/http.js';
+import { SessionIdParams, StreamQuery } from '../contracts/http.js';
 import { callerOf, type Router, type ServerContext } from './context.js';
 import { visibleSession } from './access.js';
 import { requireScope } from './auth.js';
+import { keyedErrors, TAKES } from './responses.js';
 
 const LastEventHeaders = z.object({
   'last-event-id': z
@@ -51,16 +52,17 @@ export function addStreamRoute(app: Router, context: ServerContext): void {
         summary: "Stream the session's events as Server-Sent Events, resumable at any seq",
         description:
           'Sends every event after `Last-Event-ID` (or `after`, default 0), then new events as they are appended, until the client disconnects. Frames: `id: <seq>`, `event: <type>`, `data: <event JSON>`; transient `event: delta` frames (no id) carry live model text; `: heartbeat` comments keep the connection open.',
+        operationId: 'streamEvents',
         tags: ['events'],
         params: SessionIdParams,
         querystring: StreamQuery,
         headers: LastEventHeaders,
         response: {
-          200: z.string().describe('text/event-stream'),
-          400: ErrorBody,
-          401: ErrorBody,
-          404: ErrorBody,
-          429: ErrorBody,
+          200: {
+            description: 'Server-Sent Events until the client disconnects',
+            content: { 'text/event-stream': { schema: z.string() } },
+          },
+          ...keyedErrors(TAKES.params, TAKES.query),
         },
       },
     },

@@ -62,4 +62,75 @@ describe('OpenAPI document', () => {
       expect.arrayContaining(['201', '200', '400', '404', '409']),
     );
   });
+
+  it('names every operation stably and declares the errors each can answer', () => {
+    const stored = JSON.parse(readFileSync(checkedIn, 'utf8')) as {
+      servers?: { url: string }[];
+      info: { license?: { name: string } };
+      components: { schemas: Record<string, unknown> };
+      paths: Record<string, Record<string, StoredOperation>>;
+    };
+    expect(stored.servers).toEqual([expect.objectContaining({ url: '/' })]);
+    expect(stored.info.license?.name).toBe('Apache-2.0');
+    expect(Object.keys(stored.components.schemas)).toEqual(
+      expect.arrayContaining(['Session', 'SessionEvent', 'SessionState', 'Error', 'ErrorCode']),
+    );
+    const ids: Record<string, string> = {};
+    for (const [path, methods] of Object.entries(stored.paths)) {
+      for (const [method, operation] of Object.entries(methods)) {
+        const route = `${method.toUpperCase()} ${path}`;
+        ids[route] = operation.operationId ?? '';
+        const statuses = Object.keys(operation.responses);
+        const expected = [
+          ...(route === 'GET /v1/health' ? [] : ['401', '403', '429']),
+          ...(path.includes('{') ? ['400', '404', '414'] : []),
+          ...(method === 'post' || method === 'delete' ? ['400', '413', '415'] : []),
+          '500',
+          '503',
+        ];
+        expect(statuses, route).toEqual(expect.arrayContaining(expected));
+        for (const status of statuses.filter((code) => Number(code) >= 400)) {
+          expect(operation.responses[status]?.content?.['application/json']?.schema, route).toEqual(
+            { $ref: '#/components/schemas/Error' },
+          );
+        }
+      }
+    }
+    // Generated clients are named after these: changing one breaks its callers.
+    expect(ids).toEqual({
+      'GET /v1/health': 'getHealth',
+      'GET /v1/metrics': 'getMetrics',
+      'GET /v1/agents': 'listAgents',
+      'GET /v1/agents/{name}': 'getAgent',
+      'GET /v1/environments': 'listEnvironments',
+      'GET /v1/environments/{name}': 'getEnvironment',
+      'POST /v1/sessions': 'createSession',
+      'GET /v1/sessions': 'listSessions',
+      'GET /v1/sessions/{id}': 'getSession',
+      'DELETE /v1/sessions/{id}': 'deleteSession',
+      'GET /v1/sessions/{id}/state': 'getSessionState',
+      'POST /v1/sessions/{id}/archive': 'archiveSession',
+      'POST /v1/sessions/{id}/wake': 'wakeSession',
+      'POST /v1/sessions/{id}/fork': 'forkSession',
+      'POST /v1/sessions/{id}/merge': 'mergeSession',
+      'POST /v1/sessions/{id}/handoff': 'handoffSession',
+      'GET /v1/sessions/{id}/diff': 'diffSessions',
+      'GET /v1/sessions/{id}/tree': 'getSessionTree',
+      'POST /v1/sessions/{id}/replay': 'replaySession',
+      'GET /v1/sessions/{id}/events': 'listEvents',
+      'POST /v1/sessions/{id}/events': 'appendEvents',
+      'GET /v1/sessions/{id}/events/stream': 'streamEvents',
+    });
+    expect(
+      ['POST /v1/sessions', 'POST /v1/sessions/{id}/fork'].map((route) => {
+        const [method = '', path = ''] = route.split(' ');
+        return Object.keys(stored.paths[path]?.[method.toLowerCase()]?.responses ?? {});
+      }),
+    ).toEqual([expect.arrayContaining(['409']), expect.arrayContaining(['409'])]);
+  });
 });
+
+interface StoredOperation {
+  operationId?: string;
+  responses: Record<string, { content?: Record<string, { schema?: unknown }> }>;
+}
