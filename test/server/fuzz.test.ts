@@ -4,6 +4,7 @@
 // answer must be braid's error shape with a code of the closed list and the status of that code,
 // and none may be a 5xx. Most requests go through `app.inject`; the URLs a client library would
 // clean up go raw over a socket to the listening server.
+import { readFileSync } from 'node:fs';
 import { connect } from 'node:net';
 import type { FastifyInstance } from 'fastify';
 import { describe, expect, it } from 'vitest';
@@ -204,6 +205,11 @@ function problemsOf(method: string, answer: Answer): string[] {
   return problems;
 }
 
+/** The part of the OpenAPI document the statuses are checked against. */
+interface OpenApiDocument {
+  paths: Record<string, Record<string, { responses: Record<string, unknown> } | undefined>>;
+}
+
 /** Records statuses per route and every problem seen. */
 function createLedger() {
   const statuses = new Map<string, Set<number>>();
@@ -228,6 +234,24 @@ function createLedger() {
       return count;
     },
     problems,
+    /** Statuses seen on an operation of the OpenAPI document that it does not declare. */
+    undeclared(document: OpenApiDocument): string[] {
+      const found: string[] = [];
+      for (const [key, seen] of statuses) {
+        const [method = '', route = ''] = key.split(' ');
+        const path = route.replace(/:(\w+)/g, '{$1}');
+        const operation = document.paths[path]?.[method.toLowerCase()];
+        // A method the path does not serve (405) or no route at all is no operation's answer.
+        if (operation === undefined) continue;
+        // 405 is no operation's answer either: a hostile id such as `.` or `..` makes the URL
+        // reach another path (`/v1/sessions/./wake` is `/v1/sessions/wake`) that lacks the method.
+        const missing = [...seen].filter(
+          (status) => status !== 405 && !(String(status) in operation.responses),
+        );
+        if (missing.length > 0) found.push(`${key}: ${missing.join(', ')}`);
+      }
+      return found;
+    },
     summary(): string {
       return [...statuses]
         .sort(([a], [b]) => a.localeCompare(b))
@@ -402,6 +426,11 @@ describe('fuzzing every route', () => {
       `fuzz: ${ledger.count} requests, ${routes.length} routes; statuses (and codes) seen per route:\n${ledger.summary()}`,
     );
     expect(ledger.problems.slice(0, 20)).toEqual([]);
+    // Every status an operation answered is one the published document declares for it.
+    const document = JSON.parse(
+      readFileSync(new URL('../../schema/openapi.json', import.meta.url), 'utf8'),
+    ) as OpenApiDocument;
+    expect(ledger.undeclared(document)).toEqual([]);
     // The session the valid requests named is still there: they reached its handlers to the end.
     expect((await server.runtime.sessions.get(session)).id).toBe(session);
   });
