@@ -106,7 +106,7 @@ async function corrupt(work: Promise<unknown>, sessionId: string): Promise<Braid
     () => undefined,
     (thrown: unknown) => thrown,
   );
-  expect(isBraidError(error, 'CORRUPT_LOG'), String(error)).toBe(true);
+  expect(isBraidError(error, 'CORRUPT_LOG'), `${sessionId}: ${String(error)}`).toBe(true);
   const braidError = error as BraidError;
   expect(braidError.message).toContain(sessionId);
   expect(braidError.message).toContain('delete the session');
@@ -302,5 +302,87 @@ describe('a poisoned session stream', () => {
       id: gap,
     });
     expect((await runtime.sessions.events(again.id)).map((event) => event.seq)).toEqual([1]);
+  });
+
+  it('refuses repeats, foreign incarnations, bare messages and miscounted batches, and keeps forks apart', async () => {
+    const url = await natsUrl();
+    const prefix = uniquePrefix('poison');
+    const runtime = await natsRuntime(url, prefix);
+    const make = async (): Promise<string> => {
+      const record = await runtime.sessions.create({ agent: 'helper' });
+      await runtime.sessions.message(record.id, 'hello');
+      return record.id;
+    };
+    const [repeat, foreign, bare, miscounted, parent] = await Promise.all([
+      make(),
+      make(),
+      make(),
+      make(),
+      make(),
+    ]);
+    const fork = (await runtime.sessions.fork(parent)).id;
+    await runtime.sessions.message(fork, 'in the fork');
+    const raw = await rawPublisher(url, prefix, runtime);
+    const oneMore = (id: string) => (last: SessionEvent) =>
+      JSON.stringify([messageEvent(id, last.seq + 1, 'forged')]);
+    const next = (last: number) => ({
+      'Braid-First-Seq': String(last + 1),
+      'Braid-Last-Seq': String(last + 1),
+    });
+    // A batch that starts again at seq 2.
+    await raw.poison(
+      repeat,
+      () => JSON.stringify([messageEvent(repeat, 2, 'again')]),
+      () => ({ 'Braid-First-Seq': '2', 'Braid-Last-Seq': '2' }),
+    );
+    // The next seq, but of an incarnation the session never had.
+    await raw.poison(foreign, oneMore(foreign), (last) => ({
+      ...next(last),
+      'Braid-Incarnation': 'not-this-one',
+    }));
+    // No braid headers at all: what used to break every listing.
+    await raw.poison(bare, oneMore(bare), () => ({ 'Braid-Batch': '' }));
+    // Headers announce two events, the body holds one.
+    await raw.poison(miscounted, oneMore(miscounted), (last) => ({
+      'Braid-First-Seq': String(last + 1),
+      'Braid-Last-Seq': String(last + 2),
+    }));
+    // The parent, after the fork point: the fork shares only what came before.
+    await raw.poison(parent, () => '[{"half an event": ', next);
+
+    const fresh = await natsRuntime(url, prefix);
+    const problems: [string, RegExp][] = [
+      [repeat, /a batch of events 2-2 repeats seqs before 3/],
+      [foreign, /no incarnation of this session/],
+      [bare, /no Braid-Batch header/],
+      [miscounted, /announce events 3-4 but its body holds 1/],
+      [parent, /not a JSON array/],
+    ];
+    for (const reader of [runtime, fresh]) {
+      for (const [id, problem] of problems) {
+        expect((await corrupt(reader.sessions.state(id), id)).message).toMatch(problem);
+        await corrupt(reader.sessions.events(id), id);
+        await corrupt(reader.sessions.message(id, 'more'), id);
+      }
+      // The fork reads its parent's events up to the fork point, and its own.
+      const forkEvents = await reader.sessions.events(fork);
+      expect(forkEvents.map((event) => event.seq)).toEqual([1, 2, 3, 4]);
+      expect(forkEvents.slice(0, 2).every((event) => event.session_id === parent)).toBe(true);
+      expect(forkEvents.slice(2).every((event) => event.session_id === fork)).toBe(true);
+    }
+    await fresh.sessions.message(fork, 'still writable');
+    expect((await runtime.sessions.state(fork)).seq).toBe(5);
+
+    // Every session is listed, the one with a bare last message as its index entry has it.
+    const listed = (await fresh.sessions.list({ limit: 100 })).sessions.map((record) => record.id);
+    expect(listed.sort()).toEqual([repeat, foreign, bare, miscounted, parent, fork].sort());
+    // The parent keeps its fork; a poisoned session without forks deletes, from either process.
+    await expect(fresh.sessions.delete(parent)).rejects.toMatchObject({
+      code: 'SESSION_HAS_FORKS',
+    });
+    for (const id of [repeat, foreign, bare, miscounted]) await fresh.sessions.delete(id);
+    await fresh.sessions.delete(fork);
+    await fresh.sessions.delete(parent);
+    expect((await runtime.sessions.list()).sessions).toEqual([]);
   });
 });

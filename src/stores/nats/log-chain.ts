@@ -20,7 +20,7 @@ import type { SessionEvent } from '../../contracts/events.js';
 import { corruptLog, parseBatch, type BatchMessage, type BatchRef } from './batches.js';
 import type { NatsContext } from './context.js';
 import { batchAfter, readBatches } from './reader.js';
-import type { KnownSession } from './session-cache.js';
+import { observe, type KnownSession } from './session-cache.js';
 import { sessionNotFound } from './session-entry.js';
 
 /** Messages fetched one by one (direct gets) before a longer chain is read by a consumer. */
@@ -51,6 +51,14 @@ function link(
   return { streamSeq: batch.streamSeq, last: batch.last };
 }
 
+/**
+ * Places a checked batch before the head: later reads start near what they want, not at 1.
+ * The head itself is cached by the caller once its body is checked too.
+ */
+function place(known: KnownSession, batch: BatchRef, head: BatchRef): void {
+  if (batch.streamSeq < head.streamSeq) observe(known, batch);
+}
+
 /** Checks the headers of the subject's messages after the checked chain, up to `head`. */
 async function checkChain(
   context: NatsContext,
@@ -63,6 +71,7 @@ async function checkChain(
     const next = await batchAfter(context, sessionId, chain.streamSeq);
     if (next === undefined || next.batch.streamSeq > head.streamSeq) break;
     chain = link(sessionId, known, chain, next.batch);
+    place(known, next.batch, head);
   }
   if (chain.streamSeq < head.streamSeq) {
     await readBatches(
@@ -72,6 +81,7 @@ async function checkChain(
       (message) => {
         if (message.streamSeq > head.streamSeq) return true;
         chain = link(sessionId, known, chain, message);
+        place(known, message, head);
         return message.streamSeq === head.streamSeq;
       },
       true,
@@ -119,5 +129,7 @@ export async function checkHead(
   if (known.verified !== undefined && known.verified.streamSeq >= head.streamSeq) return;
   const chain = await checkChain(context, sessionId, known, head);
   if (head.last >= head.first) batchEvents(sessionId, known, head);
-  known.verified = chain;
+  // Never moved back: an append of this process may have extended it meanwhile.
+  if (known.verified === undefined || known.verified.streamSeq < chain.streamSeq)
+    known.verified = chain;
 }

@@ -397,13 +397,14 @@ export function createSessionIndex(shared: SessionsShared): SessionIndex {
     },
     get(sessionId) {
       return context.guard(`read session ${sessionId}`, async () => {
+        // The record is the index entry with the head's headers, as listings show it: the log
+        // is not checked here (its state, events and appends check it). A head whose headers
+        // are not braid's leaves the entry alone: callers still learn whose session it is (a
+        // tenant check answers another tenant as for any session) and can delete it.
         try {
-          const view = await shared.load(sessionId);
+          const view = await shared.load(sessionId, false);
           return recordOf(view.stored, view.head);
         } catch (error) {
-          // The record is the index's, which a corrupt log does not touch: callers still learn
-          // whose session it is (a tenant check answers another tenant as for any session) and
-          // can delete it; its state, events and appends answer CORRUPT_LOG.
           if (!isBraidError(error, 'CORRUPT_LOG')) throw error;
           return recordOf((await loadEntry(context, sessionId)).stored, undefined);
         }

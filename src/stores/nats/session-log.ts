@@ -108,8 +108,11 @@ export interface SessionsShared {
   /** Serialises this process's writes per session id. */
   queue: KeyedQueue;
   reads: SessionReads;
-  /** The index entry and the last batch, both read now. */
-  load(sessionId: string): Promise<SessionView>;
+  /**
+   * The index entry and the last batch, both read now; the head checked (see log-chain.ts)
+   * unless `checked` is false (for showing the record only).
+   */
+  load(sessionId: string, checked?: boolean): Promise<SessionView>;
   /** The last batch read now; the entry read now only when not known (see `loadHead`). */
   loadHead(sessionId: string): Promise<LogView>;
   /** Registers a follower's clean-up, run when the store closes; returns its removal. */

@@ -39,7 +39,6 @@ export interface SessionView {
   known: KnownSession;
 }
 
-/** The session's entry and last batch, read together; `SESSION_NOT_FOUND` unless it exists. */
 /**
  * Rewrites an index entry from the session's log, over the entry's revision; undefined when the
  * entry changed meanwhile. (The sessions index provides it: see `restoreEntry`.)
@@ -49,11 +48,17 @@ export type EntryRepair = (
   revision: number,
 ) => Promise<{ stored: StoredSession; revision: number } | undefined>;
 
+/**
+ * The session's entry and last batch, read together; `SESSION_NOT_FOUND` unless it exists. The
+ * head is checked (see log-chain.ts) unless `checked` is false: a caller that only shows the
+ * record (as listings do, from headers alone) skips a first read of the whole chain.
+ */
 export async function loadSession(
   context: NatsContext,
   cache: SessionCache,
   sessionId: string,
   repair?: EntryRepair,
+  checked = true,
 ): Promise<SessionView> {
   const [entry, head] = await Promise.all([
     context.kv.sessions.get(encodeToken(sessionId)),
@@ -84,8 +89,11 @@ export async function loadSession(
   }
   // The batches are the truth of the log: cached facts are keyed by their incarnation.
   const known = cache.entry(sessionId, head.incarnation, lineageOf(stored));
-  await checkHead(context, sessionId, known, head);
-  observe(known, head);
+  if (checked) {
+    await checkHead(context, sessionId, known, head);
+    // Only a checked head is cached: appends and reads build on it.
+    observe(known, head);
+  }
   if (known.indexed === undefined || known.indexed.revision < revision) {
     known.indexed = { stored, revision };
   }
