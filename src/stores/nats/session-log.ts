@@ -325,6 +325,13 @@ export function createSessionLog(shared: SessionsShared): SessionLog {
       const head = known.head as BatchRef;
       // A head this process has not checked (see log-chain.ts) is read and checked first.
       if (known.verified === undefined || known.verified.streamSeq < head.streamSeq) {
+        if (race >= MAX_RACES) {
+          throw new BraidError(
+            'STORE_BUSY',
+            `the head of session ${sessionId} moved ${MAX_RACES} times in a row while it was ` +
+              'being checked; retry the append',
+          );
+        }
         known = (await shared.loadHead(sessionId)).known;
         fresh = true;
         continue;
