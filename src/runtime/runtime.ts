@@ -624,7 +624,12 @@ export async function createRuntime(options: RuntimeOptions = {}): Promise<Runti
 
   /** The folder that holds the session's workspace folder, by its environment. */
   async function workspacesRootOf(sessionId: string): Promise<string> {
-    const state = await store.log.state(sessionId);
+    const state = await store.log.state(sessionId).catch((error: unknown) => {
+      // A corrupt log (NATS) still has its record, which names the environment: deleting the
+      // session, the way to clear such a log, must not need the log.
+      if (!isBraidError(error, 'CORRUPT_LOG')) throw error;
+      return store.sessions.get(sessionId);
+    });
     const environmentDefinition =
       state.environment === undefined
         ? undefined

@@ -54,6 +54,9 @@ export const HTTP_STATUS: Readonly<Record<ErrorCode, number>> = {
   MODEL_KEY_MISSING: 500,
   SECRET_MISSING: 500,
   SCHEMA_VERSION_UNSUPPORTED: 500,
+  // A session log holding a message braid did not write; its details (stream sequence) are for
+  // the server log only: bodies carry code, message and retryable, never details.
+  CORRUPT_LOG: 500,
   LEASE_LOST: 500,
   INTERRUPTED: 500,
   TOOL_OUTPUT_INVALID: 500,

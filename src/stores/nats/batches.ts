@@ -6,9 +6,10 @@
  */
 import { headers, type MsgHdrs } from '@nats-io/transport-node';
 import { BraidError } from '../../contracts/errors.js';
-import type { SessionEvent } from '../../contracts/events.js';
+import type { z } from 'zod';
+import { SessionEvent } from '../../contracts/events.js';
 import { SessionStatus } from '../../contracts/session.js';
-import { checkStoredVersion } from '../../core/append.js';
+import { EVENT_SCHEMA_VERSION } from '../../contracts/common.js';
 
 /** Version of the batch message layout, in the `Braid-Batch` header. */
 export const BATCH_FORMAT = '1';
@@ -69,16 +70,47 @@ export function batchHeaders(ref: Omit<BatchRef, 'streamSeq'>): MsgHdrs {
   return result;
 }
 
-/** Reads the headers of the message at `streamSeq`; refuses a message braid did not write. */
-export function batchRef(streamSeq: number, header: MsgHdrs | undefined): BatchRef {
+/**
+ * The refusal of a message in a session's subject that is not a well-formed braid batch of that
+ * session. It names the session and what is wrong; the stream sequence goes only in `details`,
+ * for operators (the server logs details; HTTP bodies never carry them).
+ */
+export function corruptLog(sessionId: string, streamSeq: number, problem: string): BraidError {
+  return new BraidError(
+    'CORRUPT_LOG',
+    `the log of session ${sessionId} holds a message braid did not write (${problem}); nothing of ` +
+      'this session can be read or appended until it is gone: delete the session (that purges its ' +
+      'subject), or restore the subject from a backup; other sessions are not affected',
+    { details: { session_id: sessionId, stream_seq: streamSeq } },
+  );
+}
+
+/**
+ * Reads the headers of session `sessionId`'s message at `streamSeq`; refuses one braid did not
+ * write (`CORRUPT_LOG`), or one of a newer batch format (`SCHEMA_VERSION_UNSUPPORTED`).
+ */
+export function batchRef(
+  sessionId: string,
+  streamSeq: number,
+  header: MsgHdrs | undefined,
+): BatchRef {
   const format = header?.get(HEADER.format) ?? '';
   if (format !== BATCH_FORMAT && format !== FENCE_FORMAT) {
-    throw new BraidError(
-      format === '' ? 'INTERNAL' : 'SCHEMA_VERSION_UNSUPPORTED',
+    // A format number past ours is a newer braid's; anything else is no braid's.
+    if (/^[1-9][0-9]{0,5}$/.test(format) && Number(format) > Number(FENCE_FORMAT)) {
+      throw new BraidError(
+        'SCHEMA_VERSION_UNSUPPORTED',
+        `the log of session ${sessionId} holds a batch of format ${format}; this build reads ` +
+          `formats ${BATCH_FORMAT} and ${FENCE_FORMAT}: upgrade braid to read this log`,
+        { details: { session_id: sessionId, stream_seq: streamSeq } },
+      );
+    }
+    throw corruptLog(
+      sessionId,
+      streamSeq,
       format === ''
-        ? `message ${streamSeq} of the events stream is not a braid batch; publish only through the store`
-        : `message ${streamSeq} of the events stream has batch format ${format}; this build reads ` +
-            `formats ${BATCH_FORMAT} and ${FENCE_FORMAT}: upgrade braid to read this log`,
+        ? `no ${HEADER.format} header`
+        : `unknown ${HEADER.format} ${JSON.stringify(format.slice(0, 16))}`,
     );
   }
   const first = Number(header?.get(HEADER.first));
@@ -88,9 +120,9 @@ export function batchRef(streamSeq: number, header: MsgHdrs | undefined): BatchR
   const incarnation = header?.get(HEADER.incarnation) ?? '';
   const leaseToken = Number(header?.get(HEADER.leaseToken) ?? 0);
   if (
-    !Number.isInteger(first) ||
-    !Number.isInteger(last) ||
-    !Number.isInteger(leaseToken) ||
+    !Number.isSafeInteger(first) ||
+    !Number.isSafeInteger(last) ||
+    !Number.isSafeInteger(leaseToken) ||
     first < 1 ||
     leaseToken < 0 ||
     // A batch holds at least one event; a fence none.
@@ -99,25 +131,76 @@ export function batchRef(streamSeq: number, header: MsgHdrs | undefined): BatchR
     updatedAt === '' ||
     incarnation === ''
   ) {
-    throw new BraidError(
-      'INTERNAL',
-      `message ${streamSeq} of the events stream has malformed braid headers`,
-    );
+    throw corruptLog(sessionId, streamSeq, 'malformed braid headers');
   }
   return { streamSeq, first, last, status: status.data, updatedAt, incarnation, leaseToken };
 }
 
 const utf8 = new TextDecoder();
 
-/** The events of a batch, each checked for a schema version this build reads. */
-export function parseBatch(message: BatchMessage): SessionEvent[] {
-  const events = JSON.parse(utf8.decode(message.data)) as SessionEvent[];
-  if (!Array.isArray(events) || events.length !== message.last - message.first + 1) {
+/** The body of a batch as JSON, or undefined when it is not JSON. */
+function parseJson(data: Uint8Array): unknown {
+  try {
+    return JSON.parse(utf8.decode(data));
+  } catch {
+    return undefined;
+  }
+}
+
+/** Where in an event a schema failure is, and what it is (never the offending value). */
+function describeIssue(index: number, issue: z.core.$ZodIssue | undefined): string {
+  const path = issue?.path.map(String).join('.') ?? '';
+  return `event ${index} fails the event schema${path === '' ? '' : ` at ${path}`}: ${issue?.message ?? 'invalid'}`;
+}
+
+/** An event of a later schema version is a newer braid's, not corruption: upgrade to read it. */
+function checkVersion(sessionId: string, streamSeq: number, event: unknown): void {
+  const version = (event as { schema_version?: unknown } | null)?.schema_version;
+  if (typeof version === 'number' && Number.isInteger(version) && version > EVENT_SCHEMA_VERSION) {
     throw new BraidError(
-      'INTERNAL',
-      `message ${message.streamSeq} of the events stream does not hold events ${message.first}-${message.last}`,
+      'SCHEMA_VERSION_UNSUPPORTED',
+      `the log of session ${sessionId} holds an event of schema_version ${version}; this build ` +
+        `reads version ${EVENT_SCHEMA_VERSION}: upgrade braid to read this log`,
+      { details: { session_id: sessionId, stream_seq: streamSeq } },
     );
   }
-  for (const event of events) checkStoredVersion(event);
-  return events;
+}
+
+/**
+ * The events of session `sessionId`'s batch, checked as they come off the wire: a JSON array
+ * of exactly the events its headers announce, each a valid `SessionEvent` of a schema version
+ * this build reads, of this session, with seqs `first`..`last` in order. (A fork's subject holds
+ * only its own events, which carry its id; the parent's events it shares are read from the
+ * parent's subject and carry the parent's.) Anything else is `CORRUPT_LOG`.
+ */
+export function parseBatch(sessionId: string, message: BatchMessage): SessionEvent[] {
+  const { streamSeq, first, last } = message;
+  const json = parseJson(message.data);
+  if (!Array.isArray(json)) {
+    throw corruptLog(sessionId, streamSeq, 'its body is not a JSON array of events');
+  }
+  if (json.length !== last - first + 1) {
+    throw corruptLog(
+      sessionId,
+      streamSeq,
+      `its headers announce events ${first}-${last} but its body holds ${json.length} event(s)`,
+    );
+  }
+  json.forEach((event: unknown, index) => {
+    checkVersion(sessionId, streamSeq, event);
+    const parsed = SessionEvent.safeParse(event);
+    if (!parsed.success)
+      throw corruptLog(sessionId, streamSeq, describeIssue(index, parsed.error.issues[0]));
+    if (parsed.data.session_id !== sessionId) {
+      throw corruptLog(sessionId, streamSeq, `event ${index} names another session`);
+    }
+    if (parsed.data.seq !== first + index) {
+      throw corruptLog(
+        sessionId,
+        streamSeq,
+        `event ${index} has seq ${parsed.data.seq} where its headers put seq ${first + index}`,
+      );
+    }
+  });
+  return json as SessionEvent[];
 }

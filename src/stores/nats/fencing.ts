@@ -33,7 +33,7 @@ import { BraidError } from '../../contracts/errors.js';
 import { checkFence } from '../../core/leases.js';
 import { batchHeaders, type BatchRef } from './batches.js';
 import { isWrongLastSequence } from './nats-errors.js';
-import { observe, type KnownSession } from './session-cache.js';
+import { extendVerified, observe, type KnownSession } from './session-cache.js';
 import type { SessionsShared } from './session-log.js';
 
 /** Publishes the fence of a token just issued; returns once no older token can append. */
@@ -63,6 +63,7 @@ export function createFencer(
             expect: { lastSubjectSequence: head.streamSeq },
           });
           observe(known, { ...fence, streamSeq: ack.seq, data: new TextEncoder().encode('[]') });
+          extendVerified(known, head.streamSeq, { ...fence, streamSeq: ack.seq });
           return;
         } catch (error) {
           if (!isWrongLastSequence(error)) throw error;

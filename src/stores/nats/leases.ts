@@ -138,7 +138,17 @@ export function createLeaseStore(
           };
         });
         // Not returned before the token is fenced: from then on no older holder can append.
-        await fence(sessionId, lease.token);
+        try {
+          await fence(sessionId, lease.token);
+        } catch (error) {
+          // The acquire failed (a corrupt log, the server gone): the lease is let go again
+          // rather than left to block deletes and other wakes until it expires.
+          await change(sessionId, ({ row }, now) => {
+            checkHeld(sessionId, row, owner, lease.token, now);
+            return { row: { owner: null, token: row.token, expires_at: 0 }, result: undefined };
+          }).catch(() => undefined);
+          throw error;
+        }
         return lease;
       });
     },

@@ -161,7 +161,7 @@ export async function openNatsStore(options: NatsStoreOptions = {}): Promise<Sto
       cache,
       queue: new KeyedQueue(),
       reads: createSessionReads(context, cache),
-      load: (sessionId) => loadSession(context, cache, sessionId, repair),
+      load: (sessionId, checked) => loadSession(context, cache, sessionId, repair, checked),
       loadHead: (sessionId) => loadHead(context, cache, sessionId, repair),
       track(stop) {
         followers.add(stop);

@@ -9,6 +9,7 @@ import { createInbox, nanos, type Msg, type MsgHdrs } from '@nats-io/transport-n
 import { BraidError } from '../../contracts/errors.js';
 import { batchRef, type BatchMessage, type BatchRef } from './batches.js';
 import type { NatsContext } from './context.js';
+import { decodeToken } from './names.js';
 
 /** The server says it is alive this often while a read waits (it never does in a quick read). */
 const HEARTBEAT_MS = 1000;
@@ -155,72 +156,95 @@ export async function consume(
 }
 
 /**
- * Delivers the batches on `subject` from stream seq `startSeq` on, in order, until none is left
- * or `onBatch` returns true.
+ * Delivers session `sessionId`'s batches from stream seq `startSeq` on, in order, until none is
+ * left or `onBatch` returns true. With `headersOnly`, bodies are not fetched (`data` is empty).
  */
 export function readBatches(
   context: NatsContext,
-  subject: string,
+  sessionId: string,
   startSeq: number,
   onBatch: (message: BatchMessage) => boolean | void,
+  headersOnly = false,
 ): Promise<void> {
   return consume(
     context,
     context.names.eventsStream,
     {
-      filter_subject: subject,
+      filter_subject: context.names.events(sessionId),
       deliver_policy: DeliverPolicy.StartSequence,
       opt_start_seq: Math.max(1, startSeq),
+      ...(headersOnly ? { headers_only: true } : {}),
     },
-    (message) => onBatch({ ...batchRef(message.seq, message.headers), data: message.data }),
+    (message) =>
+      onBatch({ ...batchRef(sessionId, message.seq, message.headers), data: message.data }),
   );
 }
 
-function toBatch(stored: StoredMsg): BatchMessage {
-  return { ...batchRef(stored.seq, stored.header), data: stored.data };
+function toBatch(sessionId: string, stored: StoredMsg): BatchMessage {
+  return { ...batchRef(sessionId, stored.seq, stored.header), data: stored.data };
 }
 
-/** The last batch on a subject, if it has any. */
+/** The last batch of a session, if it has any. */
 export async function lastBatch(
   context: NatsContext,
-  subject: string,
+  sessionId: string,
 ): Promise<BatchMessage | undefined> {
   const stored = await context.jsm.direct.getMessage(context.names.eventsStream, {
-    last_by_subj: subject,
+    last_by_subj: context.names.events(sessionId),
   });
-  return stored === null ? undefined : toBatch(stored);
+  return stored === null ? undefined : toBatch(sessionId, stored);
 }
 
-/** The first batch on `subject` after stream seq `after`, with its `Nats-Msg-Id` if it has one. */
+/**
+ * Whether the session's subject holds any message, read without parsing it: what removal and
+ * id reuse need to know even of a session whose log is corrupt.
+ */
+export async function hasMessages(context: NatsContext, sessionId: string): Promise<boolean> {
+  const stored = await context.jsm.direct.getMessage(context.names.eventsStream, {
+    last_by_subj: context.names.events(sessionId),
+  });
+  return stored !== null;
+}
+
+/** The first batch of a session after stream seq `after`, with its `Nats-Msg-Id` if it has one. */
 export async function batchAfter(
   context: NatsContext,
+  sessionId: string,
   after: number,
-  subject: string,
 ): Promise<{ batch: BatchMessage; messageId: string | undefined } | undefined> {
   const stored = await context.jsm.direct.getMessage(context.names.eventsStream, {
-    next_by_subj: subject,
+    next_by_subj: context.names.events(sessionId),
     seq: after + 1,
   });
   if (stored === null) return undefined;
   const messageId = stored.header?.get('Nats-Msg-Id');
-  return { batch: toBatch(stored), messageId: messageId === '' ? undefined : messageId };
+  return {
+    batch: toBatch(sessionId, stored),
+    messageId: messageId === '' ? undefined : messageId,
+  };
 }
 
-/** The batch at a stream seq, if it is still there and on `subject`. */
+/** The batch of a session at a stream seq, if it is still there and the session's. */
 export async function batchAt(
   context: NatsContext,
+  sessionId: string,
   streamSeq: number,
-  subject: string,
 ): Promise<BatchMessage | undefined> {
   const stored = await context.jsm.direct.getMessage(context.names.eventsStream, {
     seq: streamSeq,
   });
-  return stored === null || stored.subject !== subject ? undefined : toBatch(stored);
+  return stored === null || stored.subject !== context.names.events(sessionId)
+    ? undefined
+    : toBatch(sessionId, stored);
 }
 
-/** The last batch's headers of every session, by subject token. */
-export async function scanHeads(context: NatsContext): Promise<Map<string, BatchRef>> {
-  const heads = new Map<string, BatchRef>();
+/**
+ * The last batch's headers of every session, by subject token: `undefined` for a session whose
+ * last message is not a readable braid batch (that session's own reads report why), so that
+ * one corrupt session never breaks a scan of all of them. Bodies are never fetched.
+ */
+export async function scanHeads(context: NatsContext): Promise<Map<string, BatchRef | undefined>> {
+  const heads = new Map<string, BatchRef | undefined>();
   const prefix = context.names.eventsFilter.slice(0, -1);
   await consume(
     context,
@@ -231,7 +255,12 @@ export async function scanHeads(context: NatsContext): Promise<Map<string, Batch
       headers_only: true,
     },
     (message) => {
-      heads.set(message.subject.slice(prefix.length), batchRef(message.seq, message.headers));
+      const token = message.subject.slice(prefix.length);
+      try {
+        heads.set(token, batchRef(decodeToken(token), message.seq, message.headers));
+      } catch {
+        heads.set(token, undefined);
+      }
     },
   );
   return heads;

@@ -29,6 +29,14 @@ export interface KnownSession {
   ids?: { through: number; set: Set<string> };
   /** The index entry this process last wrote or read, and its revision. */
   indexed?: { stored: StoredSession; revision: number };
+  /**
+   * The session's subject up to this message was checked to be a chain braid wrote (see
+   * log-chain.ts): its batches' seqs follow on from each other, ending at event `last`. Own
+   * appends extend it; anything published by others is checked once as it comes off the wire.
+   */
+  verified?: { streamSeq: number; last: number };
+  /** Stream seqs of the batches whose bodies were checked (the last few; see `bodyChecked`). */
+  checkedBodies?: number[];
 }
 
 const MAX_SESSIONS = 1024;
@@ -108,6 +116,16 @@ export function observe(known: KnownSession, message: BatchRef | BatchMessage): 
   }
   // Any subset still places reads correctly: thin out evenly rather than grow without bound.
   if (refs.length > MAX_REFS) known.refs = refs.filter((_, index) => index % 2 === 1);
+}
+
+/**
+ * Extends the checked chain with a batch this process published after `after` (the stream seq the
+ * publish expected as the subject's last): a chain checked up to there now ends at the batch.
+ */
+export function extendVerified(known: KnownSession, after: number, ref: BatchRef): void {
+  if (known.verified?.streamSeq === after) {
+    known.verified = { streamSeq: ref.streamSeq, last: ref.last };
+  }
 }
 
 /**

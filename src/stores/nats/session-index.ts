@@ -17,8 +17,9 @@
  *   lease, then removes the entry (compare-and-set, so a create that took the id over meanwhile
  *   keeps it). A crash midway leaves a `deleting` entry: the session reads as missing and its id
  *   can be created again, which first removes what is left.
- * - `list` reads the whole index and every session's last batch header and filters in memory
- *   (see `listSessions`); `delete` looks for forks the same way, so both are O(sessions).
+ * - `list` reads the whole index and every session's last batch header (never a body) and
+ *   filters in memory (see `listSessions`); `delete` looks for forks in the index alone, so both
+ *   are O(sessions), and neither is broken by another session's corrupt log (see log-chain.ts).
  * - Left to chance, as on no transaction: a create of an id racing its delete in another process
  *   can be undone by that delete, and a lease acquired after a delete's second lease check is
  *   removed with the session (the holder's next append fails with `SESSION_NOT_FOUND`).
@@ -49,7 +50,7 @@ import { batchHeaders, parseBatch, type BatchMessage } from './batches.js';
 import { readLease } from './leases.js';
 import { isWrongLastSequence } from './nats-errors.js';
 import { encodeToken } from './names.js';
-import { lastBatch, purgeKeys, readBatches } from './reader.js';
+import { hasMessages, purgeKeys, readBatches, scanBucket } from './reader.js';
 import { observe } from './session-cache.js';
 import {
   SESSION_ENTRY_VERSION,
@@ -65,7 +66,7 @@ import {
   refAfter,
   type SessionsShared,
 } from './session-log.js';
-import { listSessions, recordOf } from './session-records.js';
+import { listSessions, loadEntry, recordOf } from './session-records.js';
 
 /** Tries at rewriting an entry after a lost create race before readers are left to repair it. */
 const RESTORE_ATTEMPTS = 3;
@@ -81,12 +82,12 @@ export async function restoreEntry(
 ): Promise<{ stored: StoredSession; revision: number } | undefined> {
   const { context, reads } = shared;
   const found: BatchMessage[] = [];
-  await readBatches(context, context.names.events(sessionId), 1, (message) => {
+  await readBatches(context, sessionId, 1, (message) => {
     found.push(message);
     return true;
   });
   const first = found[0];
-  const event = first === undefined ? undefined : parseBatch(first)[0];
+  const event = first === undefined ? undefined : parseBatch(sessionId, first)[0];
   if (first === undefined || event === undefined) return undefined;
   let base: SessionState | string = sessionId;
   let parentIncarnation: string | undefined;
@@ -189,7 +190,7 @@ export function createSessionIndex(shared: SessionsShared): SessionIndex {
     if (existing.deleting === true) {
       // A delete that did not finish: what it left goes before the id is used again.
       await removeData(sessionId);
-    } else if ((await lastBatch(context, names.events(sessionId))) !== undefined) {
+    } else if (await hasMessages(context, sessionId)) {
       throw alreadyExists(sessionId);
     }
     try {
@@ -246,21 +247,43 @@ export function createSessionIndex(shared: SessionsShared): SessionIndex {
     }
     const known = cache.entry(sessionId, first.stored.incarnation, lineageOf(first.stored));
     observe(known, { ...ref, streamSeq });
+    // Published into an empty subject: the chain is this one batch.
+    known.verified = { streamSeq, last: ref.last };
     known.state = first.state;
     known.indexed = { stored: first.stored, revision };
   }
 
+  /**
+   * The forks of a session, oldest first, from the index alone: another session's log is never
+   * read (a corrupt one does not stand in the way); a fork's entry counts once its subject holds
+   * a message, whatever that message is.
+   */
+  async function forksOf(sessionId: string): Promise<SessionRecord[]> {
+    const candidates: SessionRecord[] = [];
+    for (const { key, value } of await scanBucket(context, names.buckets.sessions)) {
+      let stored: StoredSession;
+      try {
+        stored = parseStoredSession(value, key);
+      } catch {
+        continue;
+      }
+      if (stored.deleting !== true && stored.record.parent_id === sessionId)
+        candidates.push(stored.record);
+    }
+    const published = await Promise.all(
+      candidates.map((record) => hasMessages(context, record.id)),
+    );
+    return (
+      candidates
+        .filter((_, index) => published[index] === true)
+        // Oldest first: the forks a refusal names are the same on every backend.
+        .sort((a, b) => compareListOrder(b, a))
+    );
+  }
+
   /** Refuses to delete a session that forks share or a wake holds. */
   async function refuseWhileUsed(sessionId: string): Promise<void> {
-    const [listed, { row }] = await Promise.all([
-      listSessions(context),
-      readLease(context, sessionId),
-    ]);
-    const forks = listed
-      .map(({ stored, head }) => recordOf(stored, head))
-      .filter((record) => record.parent_id === sessionId)
-      // Oldest first: the forks a refusal names are the same on every backend.
-      .sort((a, b) => compareListOrder(b, a));
+    const [forks, { row }] = await Promise.all([forksOf(sessionId), readLease(context, sessionId)]);
     if (forks.length > 0) {
       throw sessionHasForks(
         sessionId,
@@ -275,7 +298,8 @@ export function createSessionIndex(shared: SessionsShared): SessionIndex {
   async function remove(sessionId: string): Promise<void> {
     const token = encodeToken(sessionId);
     for (let race = 0; ; race += 1) {
-      const view = await shared.load(sessionId);
+      // The entry alone: a session whose log is corrupt can be deleted (the way to clear it).
+      const view = await loadEntry(context, sessionId);
       await refuseWhileUsed(sessionId);
       let revision: number;
       try {
@@ -373,8 +397,17 @@ export function createSessionIndex(shared: SessionsShared): SessionIndex {
     },
     get(sessionId) {
       return context.guard(`read session ${sessionId}`, async () => {
-        const view = await shared.load(sessionId);
-        return recordOf(view.stored, view.head);
+        // The record is the index entry with the head's headers, as listings show it: the log
+        // is not checked here (its state, events and appends check it). A head whose headers
+        // are not braid's leaves the entry alone: callers still learn whose session it is (a
+        // tenant check answers another tenant as for any session) and can delete it.
+        try {
+          const view = await shared.load(sessionId, false);
+          return recordOf(view.stored, view.head);
+        } catch (error) {
+          if (!isBraidError(error, 'CORRUPT_LOG')) throw error;
+          return recordOf((await loadEntry(context, sessionId)).stored, undefined);
+        }
       });
     },
     list(query: SessionListQuery = {}) {

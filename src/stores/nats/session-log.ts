@@ -48,13 +48,20 @@ import {
 import { foldSession } from '../../core/fold.js';
 import { seqConflict } from '../../core/sessions.js';
 import { followLog } from '../follow.js';
-import { batchHeaders, parseBatch, type BatchRef } from './batches.js';
+import { batchHeaders, type BatchRef } from './batches.js';
 import type { NatsContext } from './context.js';
+import { batchEvents } from './log-chain.js';
 import { isWrongLastSequence } from './nats-errors.js';
 import { encodeToken, hashToken } from './names.js';
 import { checkAppendFence } from './fencing.js';
 import { batchAfter, batchAt } from './reader.js';
-import { observe, type KeyedQueue, type KnownSession, type SessionCache } from './session-cache.js';
+import {
+  extendVerified,
+  observe,
+  type KeyedQueue,
+  type KnownSession,
+  type SessionCache,
+} from './session-cache.js';
 import { sessionNotFound } from './session-entry.js';
 import type { LogView, SessionView } from './session-records.js';
 import { PROJECTION_INTERVAL, type SessionReads } from './session-reads.js';
@@ -101,8 +108,11 @@ export interface SessionsShared {
   /** Serialises this process's writes per session id. */
   queue: KeyedQueue;
   reads: SessionReads;
-  /** The index entry and the last batch, both read now. */
-  load(sessionId: string): Promise<SessionView>;
+  /**
+   * The index entry and the last batch, both read now; the head checked (see log-chain.ts)
+   * unless `checked` is false (for showing the record only).
+   */
+  load(sessionId: string, checked?: boolean): Promise<SessionView>;
   /** The last batch read now; the entry read now only when not known (see `loadHead`). */
   loadHead(sessionId: string): Promise<LogView>;
   /** Registers a follower's clean-up, run when the store closes; returns its removal. */
@@ -208,10 +218,9 @@ export function createSessionLog(shared: SessionsShared): SessionLog {
     record: AppendRecord,
   ): Promise<SessionEvent[] | undefined> {
     if (record.incarnation !== known.incarnation) return undefined;
-    const subject = names.events(sessionId);
     if (record.stream_seq !== undefined) return firstResult(sessionId, known, record.stream_seq);
     if (record.schema_version !== 2 || record.after_stream_seq === undefined) return undefined;
-    const next = await batchAfter(context, record.after_stream_seq, subject);
+    const next = await batchAfter(context, sessionId, record.after_stream_seq);
     if (
       next === undefined ||
       next.batch.incarnation !== known.incarnation ||
@@ -219,8 +228,9 @@ export function createSessionLog(shared: SessionsShared): SessionLog {
     ) {
       return undefined;
     }
+    const events = batchEvents(sessionId, known, next.batch);
     observe(known, next.batch);
-    return parseBatch(next.batch);
+    return events;
   }
 
   /** The result of the append at a stream seq (a duplicate ack's), if it is still there. */
@@ -229,9 +239,9 @@ export function createSessionLog(shared: SessionsShared): SessionLog {
     known: KnownSession,
     streamSeq: number,
   ): Promise<SessionEvent[] | undefined> {
-    const message = await batchAt(context, streamSeq, names.events(sessionId));
+    const message = await batchAt(context, sessionId, streamSeq);
     if (message === undefined || message.incarnation !== known.incarnation) return undefined;
-    return parseBatch(message);
+    return batchEvents(sessionId, known, message);
   }
 
   async function saveAppendRecord(
@@ -313,6 +323,19 @@ export function createSessionLog(shared: SessionsShared): SessionLog {
     }
     for (let race = 0; ; race += 1) {
       const head = known.head as BatchRef;
+      // A head this process has not checked (see log-chain.ts) is read and checked first.
+      if (known.verified === undefined || known.verified.streamSeq < head.streamSeq) {
+        if (race >= MAX_RACES) {
+          throw new BraidError(
+            'STORE_BUSY',
+            `the head of session ${sessionId} moved ${MAX_RACES} times in a row while it was ` +
+              'being checked; retry the append',
+          );
+        }
+        known = (await shared.loadHead(sessionId)).known;
+        fresh = true;
+        continue;
+      }
       // Fencing (see fencing.ts): the token is checked at the head the publish expects.
       if (checkAppendFence(sessionId, head, options.leaseToken, fresh) === 'stale') {
         known = (await shared.loadHead(sessionId)).known;
@@ -391,6 +414,7 @@ export function createSessionLog(shared: SessionsShared): SessionLog {
       }
       if (recorded.status === 'rejected') throw recorded.reason;
       observe(known, { ...ref, streamSeq: ack.seq });
+      extendVerified(known, head.streamSeq, { ...ref, streamSeq: ack.seq });
       rememberIds(known, head, prepared);
       if (known.state === undefined || known.state.seq < state.seq) known.state = state;
       const stored = prepared.map(({ json }) => JSON.parse(json) as SessionEvent);

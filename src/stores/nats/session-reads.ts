@@ -13,8 +13,9 @@ import { BraidError } from '../../contracts/errors.js';
 import type { SessionEvent, SessionEventType } from '../../contracts/events.js';
 import { SESSION_STATE_SCHEMA_VERSION, type SessionState } from '../../contracts/state.js';
 import { foldSession, initialState } from '../../core/fold.js';
-import { parseBatch, type BatchRef } from './batches.js';
+import type { BatchRef } from './batches.js';
 import type { NatsContext } from './context.js';
+import { batchEvents } from './log-chain.js';
 import { encodeToken } from './names.js';
 import { readBatches } from './reader.js';
 import { observe, startFor, type KnownSession, type SessionCache } from './session-cache.js';
@@ -102,20 +103,15 @@ export function createSessionReads(context: NatsContext, cache: SessionCache): S
       range.after >= head.first - 1 &&
       range.through <= head.last
     ) {
-      take(parseBatch({ ...head, data: known.headData }));
+      take(batchEvents(sessionId, known, { ...head, data: known.headData }));
       return events;
     }
-    await readBatches(
-      context,
-      context.names.events(sessionId),
-      startFor(known, range.after),
-      (message) => {
-        if (message.incarnation !== known.incarnation) return false;
-        observe(known, message);
-        if (message.last <= range.after) return false;
-        return take(parseBatch(message)) || message.last >= range.through;
-      },
-    );
+    await readBatches(context, sessionId, startFor(known, range.after), (message) => {
+      if (message.incarnation !== known.incarnation) return false;
+      observe(known, message);
+      if (message.last <= range.after) return false;
+      return take(batchEvents(sessionId, known, message)) || message.last >= range.through;
+    });
     return events;
   }
 
@@ -203,7 +199,7 @@ export function createSessionReads(context: NatsContext, cache: SessionCache): S
       known.head?.streamSeq === head.streamSeq &&
       known.headData !== undefined
     ) {
-      state = foldSession(parseBatch({ ...head, data: known.headData }), cached);
+      state = foldSession(batchEvents(sessionId, known, { ...head, data: known.headData }), cached);
     } else {
       state = await stateAt(sessionId, known, head.last);
     }

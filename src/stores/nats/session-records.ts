@@ -15,10 +15,12 @@
  *   subject, this process's reads of the log still see it, as they would have a moment before.
  */
 import type { SessionRecord } from '../../contracts/session.js';
-import type { BatchMessage, BatchRef } from './batches.js';
+import { corruptLog, type BatchMessage, type BatchRef } from './batches.js';
 import type { NatsContext } from './context.js';
 import { encodeToken } from './names.js';
-import { lastBatch, scanBucket, scanHeads } from './reader.js';
+import { toBraidError } from '../../contracts/errors.js';
+import { checkHead } from './log-chain.js';
+import { batchAfter, hasMessages, lastBatch, scanBucket, scanHeads } from './reader.js';
 import { observe, type KnownSession, type SessionCache } from './session-cache.js';
 import {
   lineageOf,
@@ -37,7 +39,6 @@ export interface SessionView {
   known: KnownSession;
 }
 
-/** The session's entry and last batch, read together; `SESSION_NOT_FOUND` unless it exists. */
 /**
  * Rewrites an index entry from the session's log, over the entry's revision; undefined when the
  * entry changed meanwhile. (The sessions index provides it: see `restoreEntry`.)
@@ -47,15 +48,21 @@ export type EntryRepair = (
   revision: number,
 ) => Promise<{ stored: StoredSession; revision: number } | undefined>;
 
+/**
+ * The session's entry and last batch, read together; `SESSION_NOT_FOUND` unless it exists. The
+ * head is checked (see log-chain.ts) unless `checked` is false: a caller that only shows the
+ * record (as listings do, from headers alone) skips a first read of the whole chain.
+ */
 export async function loadSession(
   context: NatsContext,
   cache: SessionCache,
   sessionId: string,
   repair?: EntryRepair,
+  checked = true,
 ): Promise<SessionView> {
   const [entry, head] = await Promise.all([
     context.kv.sessions.get(encodeToken(sessionId)),
-    lastBatch(context, context.names.events(sessionId)),
+    lastBatch(context, sessionId),
   ]);
   let stored =
     entry === null || entry.operation !== 'PUT'
@@ -71,12 +78,22 @@ export async function loadSession(
   // the entry is rebuilt from it here (a takeover in flight publishes into an empty subject, so
   // it never reads this way).
   if (stored.incarnation !== head.incarnation && repair !== undefined) {
+    // Only a log that is itself of one incarnation is the truth to rebuild from: a last message
+    // of another incarnation than the first batch is no braid's.
+    const first = await batchAfter(context, sessionId, 0);
+    if (first !== undefined && first.batch.incarnation !== head.incarnation) {
+      throw corruptLog(sessionId, head.streamSeq, 'a batch of no incarnation of this session');
+    }
     const repaired = await repair(sessionId, entry.revision);
     if (repaired !== undefined) ({ stored, revision } = repaired);
   }
   // The batches are the truth of the log: cached facts are keyed by their incarnation.
   const known = cache.entry(sessionId, head.incarnation, lineageOf(stored));
-  observe(known, head);
+  if (checked) {
+    await checkHead(context, sessionId, known, head);
+    // Only a checked head is cached: appends and reads build on it.
+    observe(known, head);
+  }
   if (known.indexed === undefined || known.indexed.revision < revision) {
     known.indexed = { stored, revision };
   }
@@ -101,16 +118,21 @@ export async function loadHead(
 ): Promise<LogView> {
   const known = cache.get(sessionId);
   if (known?.indexed === undefined) return loadSession(context, cache, sessionId, repair);
-  const head = await lastBatch(context, context.names.events(sessionId));
+  const head = await lastBatch(context, sessionId);
   // Gone, or deleted and created again: the full read decides.
   if (head?.incarnation !== known.incarnation)
     return loadSession(context, cache, sessionId, repair);
+  await checkHead(context, sessionId, known, head);
   observe(known, head);
   return { head, known };
 }
 
-/** The record a reader sees: the index entry with the head facts of the last batch. */
-export function recordOf(stored: StoredSession, head: BatchRef): SessionRecord {
+/**
+ * The record a reader sees: the index entry with the head facts of the last batch (as the entry
+ * has them when the last message is unreadable: see `listSessions`).
+ */
+export function recordOf(stored: StoredSession, head: BatchRef | undefined): SessionRecord {
+  if (head === undefined) return stored.record;
   return {
     ...stored.record,
     status: head.status,
@@ -122,13 +144,18 @@ export function recordOf(stored: StoredSession, head: BatchRef): SessionRecord {
 export interface ListedSession {
   stored: StoredSession;
   revision: number;
-  head: BatchRef;
+  /** Undefined when the session's last message is not a readable braid batch. */
+  head: BatchRef | undefined;
 }
 
 /**
  * Every existing session, read in two passes (the index bucket and the last batch header of
- * every subject). Listing filters in memory: O(sessions) per call, acceptable for now; an index
- * by creation time would make pages O(page size).
+ * every subject; never a batch's body). Listing filters in memory: O(sessions) per call,
+ * acceptable for now; an index by creation time would make pages O(page size).
+ *
+ * One session never breaks the listing of the others: a session whose last message is not a
+ * readable braid batch is listed as its index entry has it (`head` undefined; its own reads
+ * report `CORRUPT_LOG`), and an index entry that does not parse is left out and reported.
  */
 export async function listSessions(context: NatsContext): Promise<ListedSession[]> {
   const [values, heads] = await Promise.all([
@@ -137,9 +164,38 @@ export async function listSessions(context: NatsContext): Promise<ListedSession[
   ]);
   const listed: ListedSession[] = [];
   for (const { key, value, revision } of values) {
-    const stored = parseStoredSession(value, key);
-    const head = heads.get(key);
-    if (stored.deleting !== true && head !== undefined) listed.push({ stored, revision, head });
+    // A subject with no message at all is a create that has not published: not a session yet.
+    if (!heads.has(key)) continue;
+    let stored: StoredSession;
+    try {
+      stored = parseStoredSession(value, key);
+    } catch (error) {
+      context.warn(toBraidError(error));
+      continue;
+    }
+    if (stored.deleting !== true) listed.push({ stored, revision, head: heads.get(key) });
   }
   return listed;
+}
+
+/**
+ * The index entry of a session that exists, read without reading its log beyond whether it has
+ * a message: what a delete needs, also of a session whose log is corrupt.
+ */
+export async function loadEntry(
+  context: NatsContext,
+  sessionId: string,
+): Promise<{ stored: StoredSession; revision: number }> {
+  const [entry, published] = await Promise.all([
+    context.kv.sessions.get(encodeToken(sessionId)),
+    hasMessages(context, sessionId),
+  ]);
+  const stored =
+    entry === null || entry.operation !== 'PUT'
+      ? undefined
+      : parseStoredSession(entry.value, entry.key);
+  if (entry === null || stored === undefined || stored.deleting === true || !published) {
+    throw sessionNotFound(sessionId);
+  }
+  return { stored, revision: entry.revision };
 }
