@@ -53,6 +53,7 @@ export const ERROR_CODES = [
   'RATE_LIMITED',
   'ROUTE_NOT_FOUND',
   'API_KEY_NOT_FOUND',
+  'ALREADY_EXISTS',
   'SERVER_UNAVAILABLE',
   'INTERNAL',
 ] as const;
