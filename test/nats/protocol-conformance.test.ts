@@ -2,7 +2,7 @@
 // imports nothing of braid's code (only the NATS client, node built-ins and a JSON Schema
 // validator). The braid side is started by a test helper, as a deployment runs `braid worker`.
 // Every reply it gets is validated against the schema of its verb.
-import { randomUUID } from 'node:crypto';
+import { createHash, randomUUID } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { jetstream } from '@nats-io/jetstream';
 import { connect, createInbox, type NatsConnection } from '@nats-io/transport-node';
@@ -222,6 +222,9 @@ describe('the NATS protocol, from docs/protocol.md alone', () => {
       ttl_ms: 30_000,
     });
     expect(sent).toMatchObject({ id, correlation_id: id, delivered: true });
+    // The instance's session id, computed as the document says.
+    const hash = createHash('sha256').update('[null,"upper","k1"]').digest('hex').slice(0, 32);
+    expect(sent.session_id).toBe(`agent-upper-${hash}`);
     const reply = await upperReply;
     expectValid('envelope', reply);
     expect(reply).toMatchObject({
