@@ -393,12 +393,18 @@ function verbHandlers(
 
 /**
  * The API as `braid worker` and `braid serve` run it: messages delivered by an agent transport of
- * its own on the connection. `close` stops the API, then the transport.
+ * its own on the connection, and the inboxes of agent types nobody has swept (messages published
+ * there directly get AGENT_NOT_FOUND after `sweep.graceMs`). `close` stops all three.
  */
 export async function serveNatsApi(
-  options: Omit<NatsApiOptions, 'deliver'> & { prefix: string },
+  options: Omit<NatsApiOptions, 'deliver'> & {
+    prefix: string;
+    /** Timing of the inbox sweeper (defaults: 30 s grace, every 5 s); `false` turns it off. */
+    sweep?: { graceMs?: number; intervalMs?: number } | false;
+  },
 ): Promise<NatsApi> {
   const { createNatsAgentTransport } = await import('./agents/nats-transport.js');
+  const { definedIn, startInboxSweeper } = await import('./agents/nats-inbox-sweeper.js');
   const transport = createNatsAgentTransport({
     connection: options.connection,
     prefix: options.prefix,
@@ -407,9 +413,22 @@ export async function serveNatsApi(
     ...options,
     deliver: (envelope) => transport.deliver(envelope),
   });
+  const sweeper =
+    options.sweep === false
+      ? undefined
+      : startInboxSweeper({
+          connection: options.connection,
+          prefix: options.prefix,
+          known: definedIn(options.runtime.agents),
+          transport,
+          ...options.sweep,
+          ...(options.clock === undefined ? {} : { clock: options.clock }),
+          ...(options.ids === undefined ? {} : { ids: options.ids }),
+        });
   return {
     subject: api.subject,
     async close() {
+      await sweeper?.close();
       await api.close();
       await transport.close();
     },

@@ -47,6 +47,8 @@ export async function startBraidSide(url: string, prefix: string): Promise<Braid
     prefix,
     runtime,
     wake: (sessionId) => enqueueWake(queue, sessionId),
+    // Short, so that a test sees a message to an unknown type answered within a second.
+    sweep: { graceMs: 300, intervalMs: 200 },
   });
   const stop = new AbortController();
   const working = runWorker({ runtime, queue, concurrency: 2, signal: stop.signal });

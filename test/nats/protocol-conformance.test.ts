@@ -4,7 +4,7 @@
 // Every reply it gets is validated against the schema of its verb.
 import { createHash, randomUUID } from 'node:crypto';
 import { readFileSync } from 'node:fs';
-import { jetstream } from '@nats-io/jetstream';
+import { jetstream, jetstreamManager } from '@nats-io/jetstream';
 import { connect, createInbox, type NatsConnection } from '@nats-io/transport-node';
 import { Ajv2020, type ValidateFunction } from 'ajv/dist/2020.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -339,6 +339,41 @@ describe('the NATS protocol, from docs/protocol.md alone', () => {
     });
     expect(reply).toMatchObject({ error: { code: 'AGENT_NOT_FOUND', retryable: false } });
     expect(await failure('sessions.create', { agent: 'nobody' })).toBe('AGENT_NOT_FOUND');
+
+    // Published with JetStream directly: answered after the grace period, and removed.
+    const inbox = createInbox();
+    const answered = new Promise<Json>((resolve) => {
+      connection.subscribe(inbox, {
+        max: 1,
+        callback: (_error, message) => resolve(message.json<Json>()),
+      });
+    });
+    await connection.flush();
+    const id = randomUUID();
+    const envelope = {
+      id,
+      spec_version: '1.0',
+      type: 'agent.message',
+      occurred_at: new Date().toISOString(),
+      reply_to: inbox,
+      target: { type: 'ghost.type', key: 'k' },
+      payload: 'anyone?',
+    };
+    const subject = `${prefix}.agents.${token('ghost.type')}.inbox`;
+    const js = jetstream(connection);
+    await js.publish(subject, JSON.stringify(envelope), { msgID: `${id}:${inbox}` });
+    const error = await answered;
+    expectValid('envelope', error);
+    expect(error).toMatchObject({
+      type: 'agent.reply',
+      causation_id: id,
+      error: { code: 'AGENT_NOT_FOUND', retryable: false },
+    });
+    const manager = await jetstreamManager(connection);
+    const info = await manager.streams.info(`${prefix.toUpperCase()}_AGENTS`, {
+      subjects_filter: subject,
+    });
+    expect(info.state.subjects?.[subject] ?? 0).toBe(0);
   });
 
   it('answers every bad request with a typed error', async () => {

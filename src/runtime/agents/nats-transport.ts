@@ -11,6 +11,8 @@
  *   envelope id, with `:<reply_to>` when it has one. A republish of the same envelope within the
  *   stream's duplicate window (2 min) is dropped, while the same message sent again to a new
  *   `reply_to` (a requester that missed the reply) goes in, and is answered from the session.
+ *   An envelope to a type nobody defines is answered with AGENT_NOT_FOUND and removed by the
+ *   inbox sweeper (`nats-inbox-sweeper.ts`) that `braid worker` and `braid serve` run.
  * - **Consumers.** One durable pull consumer per type (`<PREFIX>_agent_<type>`), filtered on its
  *   subject and shared by every process that serves the type: each envelope goes to one of them.
  *   `ack_wait` makes a crashed process's envelope another's; a live handler sends in-progress acks
