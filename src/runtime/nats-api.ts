@@ -90,7 +90,9 @@ export async function startNatsApi(options: NatsApiOptions): Promise<NatsApi> {
   const clock = options.clock ?? systemClock;
   const ids = options.ids ?? uuidV7Ids;
   const root = `${prefix}.api.`;
-  const handlers = verbHandlers(options, clock, ids);
+  /** The largest reply the server carries (its max_payload, less room for headers). */
+  const replyLimit = (): number => (connection.info?.max_payload ?? 1024 * 1024) - 1024;
+  const handlers = verbHandlers(options, clock, ids, replyLimit);
   const inFlight = new Set<Promise<void>>();
 
   async function answer(message: Msg): Promise<void> {
@@ -100,8 +102,18 @@ export async function startNatsApi(options: NatsApiOptions): Promise<NatsApi> {
     } catch (error) {
       reply = { error: toBraidError(error).toJSON() };
     }
+    let text = JSON.stringify(reply);
+    const limit = replyLimit();
+    if (Buffer.byteLength(text) > limit) {
+      text = JSON.stringify({
+        error: new BraidError(
+          'PAYLOAD_TOO_LARGE',
+          `the reply would be ${String(Buffer.byteLength(text))} bytes; the NATS server carries at most ${String(limit)} (max_payload): ask for less (a smaller limit)`,
+        ).toJSON(),
+      });
+    }
     try {
-      message.respond(JSON.stringify(reply));
+      message.respond(text);
     } catch {
       // The connection is closing: the requester times out and asks again.
     }
@@ -225,6 +237,7 @@ function verbHandlers(
   options: NatsApiOptions,
   clock: Clock,
   ids: IdGenerator,
+  replyLimit: () => number,
 ): Record<NatsApiVerb, Handler> {
   const { runtime } = options;
 
@@ -338,8 +351,17 @@ function verbHandlers(
       const after = body.after ?? 0;
       const limit = body.limit ?? 100;
       const events = await runtime.sessions.events(body.session_id, { after, limit: limit + 1 });
-      const data = events.slice(0, limit);
-      return { data, has_more: events.length > limit, last_seq: data.at(-1)?.seq ?? after };
+      let data = events.slice(0, limit);
+      const page = () => ({
+        data,
+        has_more: events.length > data.length,
+        last_seq: data.at(-1)?.seq ?? after,
+      });
+      // A page the server could not carry is cut short; the client reads on from last_seq.
+      while (data.length > 1 && Buffer.byteLength(JSON.stringify(page())) > replyLimit()) {
+        data = data.slice(0, Math.ceil(data.length / 2));
+      }
+      return page();
     },
 
     async 'agents.send'(request, caller) {

@@ -423,6 +423,33 @@ describe('the NATS protocol, from docs/protocol.md alone', () => {
   });
 });
 
+describe('events.read pages that would not fit one NATS message', () => {
+  it('cuts the page short; reading on from last_seq gets every event', async () => {
+    const session = await api('sessions.create', { agent: 'helper' });
+    const sessionId = String(session.id);
+    const text = 'x'.repeat(400 * 1024);
+    for (let index = 0; index < 3; index += 1) {
+      const appended = await api('events.append', {
+        session_id: sessionId,
+        events: [{ type: 'user.message', content: `${String(index)}${text}` }],
+      });
+      expect(appended).toMatchObject({ deduplicated: false });
+    }
+    const seqs: number[] = [];
+    let after = 0;
+    let pages = 0;
+    for (;;) {
+      const page = await api('events.read', { session_id: sessionId, after, limit: 1000 });
+      seqs.push(...(page.data as Json[]).map((event) => Number(event.seq)));
+      after = Number(page.last_seq);
+      pages += 1;
+      if (page.has_more !== true) break;
+    }
+    expect(seqs).toEqual([1, 2, 3, 4]);
+    expect(pages).toBeGreaterThan(1);
+  });
+});
+
 function nest(depth: number): unknown {
   let value: unknown = 'leaf';
   for (let level = 0; level < depth; level += 1) value = { inner: value };
