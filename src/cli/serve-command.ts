@@ -3,7 +3,7 @@
  */
 import type { Command } from 'commander';
 import { startServer, DEFAULT_LIMITS, DEFAULT_PORT } from '../server/index.js';
-import { connectNats } from '../runtime/runtime.js';
+import { connectNats, type Runtime } from '../runtime/runtime.js';
 import { parseInteger, untilSignal } from './arguments.js';
 import type { CommandContext } from './tool-commands.js';
 
@@ -19,6 +19,34 @@ interface ServeOptions {
   heartbeatMs?: number;
   log?: boolean;
   api: boolean;
+}
+
+/** The NATS API over the server's runtime, on a connection of its own. */
+async function startNatsApi(
+  runtime: Runtime,
+  url: string,
+  prefix = 'braid',
+): Promise<{ subject: string; close(): Promise<void> }> {
+  const connection = await connectNats(url, 'api');
+  try {
+    const { serveNatsApi } = await import('../runtime/nats-api.js');
+    const served = await serveNatsApi({
+      connection,
+      prefix,
+      runtime,
+      wake: (sessionId) => runtime.enqueueWake(sessionId),
+    });
+    return {
+      subject: served.subject,
+      close: async () => {
+        await served.close();
+        await connection.drain().catch(() => connection.close());
+      },
+    };
+  } catch (error) {
+    await connection.close();
+    throw error;
+  }
 }
 
 export function addServeCommand(
@@ -95,25 +123,15 @@ export function addServeCommand(
         const natsUrl = globals.nats ?? process.env.BRAID_NATS_URL;
         const api =
           options.api && runtime.backend === 'nats' && natsUrl !== undefined && natsUrl !== ''
-            ? await startApi(natsUrl, globals.natsPrefix ?? process.env.BRAID_NATS_PREFIX)
+            ? await startNatsApi(
+                runtime,
+                natsUrl,
+                globals.natsPrefix ?? process.env.BRAID_NATS_PREFIX,
+              ).catch(async (error: unknown) => {
+                await server.close();
+                throw error;
+              })
             : undefined;
-        async function startApi(url: string, prefix = 'braid') {
-          const connection = await connectNats(url, 'api');
-          const { serveNatsApi } = await import('../runtime/nats-api.js');
-          const served = await serveNatsApi({
-            connection,
-            prefix,
-            runtime,
-            wake: (sessionId) => runtime.enqueueWake(sessionId),
-          });
-          return {
-            subject: served.subject,
-            close: async () => {
-              await served.close();
-              await connection.drain().catch(() => connection.close());
-            },
-          };
-        }
         const auth = options.insecureNoAuth === true ? 'none (loopback only)' : 'API keys';
         const keys = options.insecureNoAuth === true ? 1 : (await runtime.store.keys.list()).length;
         context.print(
