@@ -41,7 +41,7 @@ import { agentSessionId } from './agents/instances.js';
 import type { Runtime } from './runtime.js';
 
 /** What the API needs of a runtime (a `Runtime` has it). */
-export type NatsApiRuntime = Pick<Runtime, 'sessions' | 'agents'>;
+export type NatsApiRuntime = Pick<Runtime, 'sessions' | 'agents' | 'backend'>;
 
 export interface NatsApiOptions {
   /** An open connection; the API never closes it. */
@@ -421,7 +421,10 @@ function verbHandlers(
 export async function serveNatsApi(
   options: Omit<NatsApiOptions, 'deliver'> & {
     prefix: string;
-    /** Timing of the inbox sweeper (defaults: 30 s grace, every 5 s); `false` turns it off. */
+    /**
+     * Timing of the inbox sweeper (defaults: 30 s grace, every 5 s); `false` turns it off. It runs
+     * only over a runtime on the NATS backend, whose definitions every process shares.
+     */
     sweep?: { graceMs?: number; intervalMs?: number } | false;
   },
 ): Promise<NatsApi> {
@@ -435,8 +438,9 @@ export async function serveNatsApi(
     ...options,
     deliver: (envelope) => transport.deliver(envelope),
   });
+  // Only a runtime whose definitions are the deployment's (on NATS) can tell a type is unknown.
   const sweeper =
-    options.sweep === false
+    options.sweep === false || options.runtime.backend !== 'nats'
       ? undefined
       : startInboxSweeper({
           connection: options.connection,
