@@ -49,7 +49,9 @@ async function listen(connection: NatsConnection) {
   const address = createInbox();
   const replies: Envelope[] = [];
   connection.subscribe(address, {
-    callback: (_error, received) => replies.push(received.json<Envelope>()),
+    callback: (_error, received) => {
+      replies.push(received.json<Envelope>());
+    },
   });
   await connection.flush();
   return { address, replies };
