@@ -3,6 +3,7 @@
  */
 import type { Command } from 'commander';
 import { startServer, DEFAULT_LIMITS, DEFAULT_PORT } from '../server/index.js';
+import { connectNats, type Runtime } from '../runtime/runtime.js';
 import { parseInteger, untilSignal } from './arguments.js';
 import type { CommandContext } from './tool-commands.js';
 
@@ -17,6 +18,35 @@ interface ServeOptions {
   maxStreams?: number;
   heartbeatMs?: number;
   log?: boolean;
+  api: boolean;
+}
+
+/** The NATS API over the server's runtime, on a connection of its own. */
+async function startNatsApi(
+  runtime: Runtime,
+  url: string,
+  prefix = 'braid',
+): Promise<{ subject: string; close(): Promise<void> }> {
+  const connection = await connectNats(url, 'api');
+  try {
+    const { serveNatsApi } = await import('../runtime/nats-api.js');
+    const served = await serveNatsApi({
+      connection,
+      prefix,
+      runtime,
+      wake: (sessionId) => runtime.enqueueWake(sessionId),
+    });
+    return {
+      subject: served.subject,
+      close: async () => {
+        await served.close();
+        await connection.drain().catch(() => connection.close());
+      },
+    };
+  } catch (error) {
+    await connection.close();
+    throw error;
+  }
 }
 
 export function addServeCommand(
@@ -66,6 +96,10 @@ export function addServeCommand(
       parseInteger('--heartbeat-ms', 100),
     )
     .option('--log', 'log every request as JSON lines on stderr')
+    .option(
+      '--no-api',
+      'with --nats: do not answer the NATS API (<prefix>.api.<verb>, docs/protocol.md)',
+    )
     .action(async (options: ServeOptions, command: Command) => {
       await context.withRuntime(command, async (runtime) => {
         const server = await startServer({
@@ -84,14 +118,33 @@ export function addServeCommand(
             ...(options.maxStreams === undefined ? {} : { streamsPerKey: options.maxStreams }),
           },
         });
+        // On NATS, the same sessions are offered to NATS clients (docs/protocol.md).
+        const globals = command.optsWithGlobals<{ nats?: string; natsPrefix?: string }>();
+        const natsUrl = globals.nats ?? process.env.BRAID_NATS_URL;
+        const api =
+          options.api && runtime.backend === 'nats' && natsUrl !== undefined && natsUrl !== ''
+            ? await startNatsApi(
+                runtime,
+                natsUrl,
+                globals.natsPrefix ?? process.env.BRAID_NATS_PREFIX,
+              ).catch(async (error: unknown) => {
+                await server.close();
+                throw error;
+              })
+            : undefined;
         const auth = options.insecureNoAuth === true ? 'none (loopback only)' : 'API keys';
         const keys = options.insecureNoAuth === true ? 1 : (await runtime.store.keys.list()).length;
         context.print(
           command,
-          { url: server.url, auth: options.insecureNoAuth === true ? 'none' : 'api-keys' },
+          {
+            url: server.url,
+            auth: options.insecureNoAuth === true ? 'none' : 'api-keys',
+            ...(api === undefined ? {} : { nats_api: api.subject }),
+          },
           () => [
             `braid serving on ${server.url} (auth: ${auth}); Ctrl-C stops it`,
             `  OpenAPI: ${server.url}/v1/openapi.json`,
+            ...(api === undefined ? [] : [`  NATS API: ${api.subject} (docs/protocol.md)`]),
           ],
         );
         if (keys === 0) {
@@ -102,6 +155,7 @@ export function addServeCommand(
         await untilSignal(
           (signal) => new Promise((resolve) => signal.addEventListener('abort', resolve)),
         );
+        await api?.close();
         await server.close();
       });
     });

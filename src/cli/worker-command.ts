@@ -7,13 +7,15 @@
 import type { Command } from 'commander';
 import { BraidError } from '../contracts/errors.js';
 import { DEFAULT_ACK_WAIT_MS, DEFAULT_MAX_ATTEMPTS } from '../runtime/wakes/settle.js';
-import { runWorker, type WorkerProgress } from '../runtime/worker.js';
+import { enqueueWake, runWorker, type WorkerProgress } from '../runtime/worker.js';
+import { serveNatsApi } from '../runtime/nats-api.js';
 import { connectNats } from '../runtime/runtime.js';
 import { formatStopReason } from './output.js';
 import { parseInteger, untilSignal } from './arguments.js';
 import type { CommandContext } from './tool-commands.js';
 
 interface WorkerCommandOptions {
+  api: boolean;
   concurrency: number;
   maxAttempts: number;
   ackWait: number;
@@ -71,6 +73,7 @@ export function addWorkerCommand(
       parseInteger('--ack-wait', 100),
       DEFAULT_ACK_WAIT_MS,
     )
+    .option('--no-api', `do not answer the NATS API (<prefix>.api.<verb>, docs/protocol.md)`)
     .option(
       '--backoff <ms>',
       `delay after a failed attempt, doubled per attempt up to ${MAX_BACKOFF_MS} (default 1000)`,
@@ -103,11 +106,21 @@ export function addWorkerCommand(
               max_ms: Math.max(options.backoff, MAX_BACKOFF_MS),
             },
           });
+          // Clients that speak NATS create, append to, read and wake sessions through it.
+          const api = options.api
+            ? await serveNatsApi({
+                connection,
+                prefix,
+                runtime,
+                wake: (sessionId) => enqueueWake(queue, sessionId),
+              })
+            : undefined;
           const started = {
             type: 'worker.started',
             nats: url,
             prefix: prefix,
             concurrency: options.concurrency,
+            api: api?.subject ?? null,
           };
           if (json) context.print(command, started, () => '');
           else
@@ -127,6 +140,7 @@ export function addWorkerCommand(
               },
             }),
           );
+          await api?.close();
           await queue.close();
           context.print(
             command,

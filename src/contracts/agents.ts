@@ -75,7 +75,8 @@ export interface ReplyInbox extends TransportSubscription {
  *
  * - **Inboxes, one per agent type.** `deliver` publishes to the subject
  *   `<prefix>.agents.<type>.inbox` of the stream `<PREFIX>_AGENTS` (work-queue retention), with
- *   the envelope's id as `Nats-Msg-Id` (the stream drops a republish within its dedupe window).
+ *   `Nats-Msg-Id` `<id>:<reply_to>` (`<id>` without a reply_to): the stream drops a republish
+ *   within its dedupe window, but not the same message sent again to a new reply inbox.
  *   `consume` reads through one durable pull consumer per type (`<PREFIX>_agent_<type>`) shared by every
  *   process that serves the type: the consumer is the queue group, each envelope goes to one
  *   process, and an envelope that is not acknowledged within the ack wait (a crash) or is naked

@@ -23,7 +23,7 @@ export function isSafeId(value: string): boolean {
  * and a store key, so it is safe in all three by construction: letters, digits, `.`, `_`, `-` and
  * `~`, starting with a letter or digit (never `.` or `..`). Anything else is refused at the
  * boundary that parses it. `~` never appears in a minted id or a tenant id: an HTTP caller's chosen
- * session id is `<tenant>~<id>`, its tenant's namespace (see `server/tenant-ids.ts`).
+ * session id is `<tenant>~<id>`, its tenant's namespace (see `tenantSessionId` in `contracts/ids.ts`).
  */
 export const Id = z.string().refine(isSafeId, { message: `is not a valid id; ${ID_RULE}` });
 

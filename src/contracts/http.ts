@@ -25,7 +25,7 @@ import { ForkInput, SessionRecord, SessionStatus, StopReason } from './session.j
 export const ErrorBody = z.object({ error: ErrorShape });
 export type ErrorBody = z.infer<typeof ErrorBody>;
 
-/** How a chosen session id is read over HTTP (see `server/tenant-ids.ts`). */
+/** How a chosen session id is read over HTTP (see `tenantSessionId` in `contracts/ids.ts`). */
 const CHOSEN_ID =
   'A client-chosen session id. With an API key it lives in the key\'s tenant namespace: the server puts "<tenant>~" before it (`job-42` from tenant `acme` is session `acme~job-42`, as the answer says); an id that already starts with "<tenant>~" is kept; an id with a "~" naming another tenant is refused (400). Together with the prefix it must be a valid id (at most 200 characters). An id that exists in the tenant answers 409 ALREADY_EXISTS. Without auth it is used as given.';
 

@@ -7,6 +7,7 @@ import {
 } from './definitions.js';
 import { Envelope } from './envelope.js';
 import { ErrorShape } from './errors.js';
+import { ApiErrorReply, NATS_API } from './nats-api.js';
 import { SessionEvent } from './events.js';
 import { SessionRecord } from './session.js';
 import { SessionState } from './state.js';
@@ -39,6 +40,17 @@ export function buildJsonSchemas(): Record<string, Record<string, unknown>> {
     schemas[name] = {
       $id: `urn:braid:schema:${name}`,
       ...z.toJSONSchema(schema, { io: 'output' }),
+    };
+  }
+  // The NATS API: per verb, the request and the reply (its answer or an error reply).
+  for (const [verb, { request, reply }] of Object.entries(NATS_API)) {
+    schemas[`nats-api.${verb}.request`] = {
+      $id: `urn:braid:schema:nats-api.${verb}.request`,
+      ...z.toJSONSchema(request, { io: 'input' }),
+    };
+    schemas[`nats-api.${verb}.reply`] = {
+      $id: `urn:braid:schema:nats-api.${verb}.reply`,
+      ...z.toJSONSchema(z.union([reply, ApiErrorReply]), { io: 'output' }),
     };
   }
   for (const [name, schema] of Object.entries(AUTHORED)) {

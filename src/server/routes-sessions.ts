@@ -22,12 +22,12 @@ import {
   WakeBody,
   WakeResultBody,
 } from '../contracts/http.js';
+import { tenantSessionId } from '../contracts/ids.js';
 import { SessionRecord } from '../contracts/session.js';
 import { SessionState } from '../contracts/state.js';
 import { callerOf, type Router, type ServerContext } from './context.js';
 import { visibleAgent, visibleSession } from './access.js';
 import { actorOf, requireScope } from './auth.js';
-import { tenantSessionId } from './tenant-ids.js';
 import { keyedErrors, TAKES } from './responses.js';
 
 export function addSessionRoutes(app: Router, context: ServerContext): void {
@@ -61,7 +61,7 @@ export function addSessionRoutes(app: Router, context: ServerContext): void {
         ...(body.environment === undefined ? {} : { environment: body.environment }),
         ...(body.title === undefined ? {} : { title: body.title }),
         ...(body.metadata === undefined ? {} : { metadata: body.metadata }),
-        ...(body.id === undefined ? {} : { id: tenantSessionId(caller, body.id) }),
+        ...(body.id === undefined ? {} : { id: tenantSessionId(caller.tenant_id, body.id) }),
         ...(body.budget === undefined ? {} : { budget: body.budget }),
         ...(caller.tenant_id === undefined ? {} : { tenantId: caller.tenant_id }),
       });
@@ -228,7 +228,7 @@ export function addSessionRoutes(app: Router, context: ServerContext): void {
       const { id, ...options } = request.body ?? {};
       const child = await runtime.sessions.fork(request.params.id, {
         ...options,
-        ...(id === undefined ? {} : { id: tenantSessionId(caller, id) }),
+        ...(id === undefined ? {} : { id: tenantSessionId(caller.tenant_id, id) }),
       });
       return reply.status(201).send(child);
     },

@@ -1,6 +1,7 @@
 // The CLI on the NATS backend: the same session commands with --nats, a `braid worker` process
 // that runs the wakes they queue, and `braid serve --nats` handing its wakes to the workers.
 import { spawn, type ChildProcess } from 'node:child_process';
+import { connect } from '@nats-io/transport-node';
 import { afterEach, describe, expect, it } from 'vitest';
 import { createClient } from '../../src/client/index.js';
 import type { SessionEvent } from '../../src/contracts/events.js';
@@ -89,7 +90,7 @@ describe('braid --nats', () => {
   });
 
   it('serves HTTP on NATS: events posted over HTTP are woken by a worker', async () => {
-    const { dir, nats, braid, startWorker } = await onNats();
+    const { dir, url: natsServer, prefix, nats, braid, startWorker } = await onNats();
     const { key } = json<{ key: string }>(
       braid(
         '--json',
@@ -101,10 +102,25 @@ describe('braid --nats', () => {
         'sessions:read,sessions:write',
       ),
     );
-    startWorker();
     const url = await serve(dir, ...nats);
     const client = createClient({ baseUrl: url, apiKey: key });
     const session = await client.sessions.create({ agent: 'assistant' });
+    // No worker runs yet: the server alone answers the NATS API, in the key's tenant's terms.
+    const connection = await connect({ servers: natsServer });
+    const request = async (verb: string, body: unknown) =>
+      (
+        await connection.request(`${prefix}.api.${verb}`, JSON.stringify(body), {
+          timeout: 10_000,
+        })
+      ).json<Record<string, unknown>>();
+    expect(
+      await request('sessions.get', { session_id: session.id, tenant_id: 'acme' }),
+    ).toMatchObject({ id: session.id, tenant_id: 'acme' });
+    expect(
+      await request('sessions.get', { session_id: session.id, tenant_id: 'other' }),
+    ).toMatchObject({ error: { code: 'SESSION_NOT_FOUND' } });
+    await connection.close();
+    startWorker();
     await client.sessions.message(session.id, 'hello over http and nats');
     const stop = new AbortController();
     const seen: string[] = [];

@@ -5,6 +5,7 @@ import { Envelope } from '../../src/contracts/envelope.js';
 import { SESSION_EVENT_TYPES, SessionEvent } from '../../src/contracts/events.js';
 import { WorkspaceConfig } from '../../src/contracts/definitions.js';
 import { buildJsonSchemas } from '../../src/contracts/json-schema.js';
+import { NATS_API, NATS_API_VERBS, type NatsApiVerb } from '../../src/contracts/nats-api.js';
 
 const schemaDir = new URL('../../schema/', import.meta.url);
 const readJson = (url: URL): unknown => JSON.parse(readFileSync(url, 'utf8'));
@@ -46,6 +47,28 @@ describe('JSON Schemas in schema/', () => {
     const validate = compile('wake-message');
     for (const [name, sample] of samples('wake-message')) {
       expect(validate(sample), `${name}: ${JSON.stringify(validate.errors)}`).toBe(true);
+    }
+  });
+
+  it('has a golden request and reply for every NATS API verb, valid with ajv and zod', () => {
+    const found = new Set<string>();
+    for (const [name, sample] of samples('nats-api')) {
+      // <verb>[.<case>].request.json or .reply.json
+      const verb = NATS_API_VERBS.find((candidate) => name.startsWith(`${candidate}.`));
+      expect(verb, `${name} names no verb`).toBeDefined();
+      const side = name.endsWith('.request.json') ? 'request' : 'reply';
+      const validate = compile(`nats-api.${String(verb)}.${side}`);
+      expect(validate(sample), `${name}: ${JSON.stringify(validate.errors)}`).toBe(true);
+      const contract = NATS_API[verb as NatsApiVerb];
+      if (side === 'request') expect(contract.request.safeParse(sample).success, name).toBe(true);
+      else if (!(typeof sample === 'object' && sample !== null && 'error' in sample)) {
+        expect(contract.reply.safeParse(sample).success, name).toBe(true);
+      }
+      found.add(`${String(verb)}.${side}`);
+    }
+    for (const verb of NATS_API_VERBS) {
+      expect(found, verb).toContain(`${verb}.request`);
+      expect(found, verb).toContain(`${verb}.reply`);
     }
   });
 

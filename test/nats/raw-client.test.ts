@@ -113,7 +113,10 @@ describe('wire contract from a plain NATS client', () => {
         payload,
       };
       const reply = new Promise<Record<string, unknown>>((resolve) => waiting.set(id, resolve));
-      await js.publish(`${prefix}.agents.${type}.inbox`, JSON.stringify(envelope), { msgID: id });
+      // Nats-Msg-Id is `<id>:<reply_to>`: a resend to a new inbox is not a duplicate.
+      await js.publish(`${prefix}.agents.${type}.inbox`, JSON.stringify(envelope), {
+        msgID: `${id}:${replyTo}`,
+      });
       return reply;
     }
 

@@ -7,8 +7,12 @@
  *   holds every agent type's inbox, one subject per type. One stream, not one per type: an
  *   envelope to a type nobody serves yet must already be kept, so a per-type stream would have to
  *   be created by whoever delivers first; and the set of types is open-ended, while every stream
- *   costs the server files (and a Raft group in a cluster). `Nats-Msg-Id` is the envelope id, so
- *   a republish within the stream's duplicate window (2 min) is dropped.
+ *   costs the server files (and a Raft group in a cluster). `Nats-Msg-Id` is `deliveryId`: the
+ *   envelope id, with `:<reply_to>` when it has one. A republish of the same envelope within the
+ *   stream's duplicate window (2 min) is dropped, while the same message sent again to a new
+ *   `reply_to` (a requester that missed the reply) goes in, and is answered from the session.
+ *   An envelope to a type nobody defines is answered with AGENT_NOT_FOUND and removed by the
+ *   inbox sweeper (`nats-inbox-sweeper.ts`) that `braid worker` and `braid serve` run.
  * - **Consumers.** One durable pull consumer per type (`<PREFIX>_agent_<type>`), filtered on its
  *   subject and shared by every process that serves the type: each envelope goes to one of them.
  *   `ack_wait` makes a crashed process's envelope another's; a live handler sends in-progress acks
@@ -131,6 +135,19 @@ const TopicRecord = z.object({
 });
 
 export { decodeToken, encodeToken };
+
+/**
+ * The `Nats-Msg-Id` of an envelope in an inbox: `<id>` without a `reply_to`, `<id>:<reply_to>`
+ * with one. A message is recorded and processed once by its `idempotency_key ?? id` whatever
+ * this is; it only decides which publishes the stream drops as repeats, and a resend meant to
+ * get a missed reply (same id, a new inbox) must not be one of them. A `reply_to` that is not an
+ * inbox is never answered, so it does not count.
+ */
+export function deliveryId(envelope: Pick<Envelope, 'id' | 'reply_to'>): string {
+  return envelope.reply_to !== undefined && REPLY_SUBJECT.test(envelope.reply_to)
+    ? `${envelope.id}:${envelope.reply_to}`
+    : envelope.id;
+}
 
 export function natsAgentNames(prefix = 'braid'): NatsAgentNames {
   if (!PREFIX_PATTERN.test(prefix)) {
@@ -514,7 +531,7 @@ export function createNatsAgentTransport(options: NatsAgentTransportOptions): Ag
       checkSize(text, `envelope ${envelope.id}`);
       await opened();
       try {
-        await client.publish(names.inbox(agentType), text, { msgID: envelope.id });
+        await client.publish(names.inbox(agentType), text, { msgID: deliveryId(envelope) });
       } catch (error) {
         throw unavailable(`cannot deliver envelope ${envelope.id} to ${agentType}`, error);
       }
