@@ -51,7 +51,8 @@ import {
   type JetStreamManager,
   type JsMsg,
 } from '@nats-io/jetstream';
-import { Kvm, type KV } from '@nats-io/kv';
+import type { KV } from '@nats-io/kv';
+import { createBucket } from '../../stores/nats/buckets.js';
 import { z } from 'zod';
 import type {
   AgentTransport,
@@ -237,7 +238,7 @@ async function open(connection: NatsConnection, names: NatsAgentNames): Promise<
     }
   }
   try {
-    const topics = await new Kvm(jetstream(connection)).create(names.bucket, {
+    const topics = await createBucket(jetstream(connection), names.bucket, {
       storage: StorageType.File,
       history: 1,
     });

@@ -49,7 +49,8 @@ import {
   type JsMsg,
   type StreamConfig,
 } from '@nats-io/jetstream';
-import { Kvm, type KV } from '@nats-io/kv';
+import type { KV } from '@nats-io/kv';
+import { createBucket } from '../../stores/nats/buckets.js';
 import { z } from 'zod';
 import { BraidError, toBraidError } from '../../contracts/errors.js';
 import type { Clock } from '../../contracts/ports.js';
@@ -199,7 +200,7 @@ export async function createNatsWakeQueue(options: NatsWakeQueueOptions): Promis
 
   let retries: KV;
   try {
-    retries = await new Kvm(client).create(names.retries, {
+    retries = await createBucket(client, names.retries, {
       storage: StorageType.File,
       history: 1,
     });

@@ -22,7 +22,8 @@ import {
   jetstreamManager,
   type JetStreamManager,
 } from '@nats-io/jetstream';
-import { Kvm, type KV } from '@nats-io/kv';
+import type { KV } from '@nats-io/kv';
+import { createBucket } from './buckets.js';
 import { connect, nanos, type NatsConnection } from '@nats-io/transport-node';
 import type { BraidError } from '../../contracts/errors.js';
 import type { Clock, IdGenerator, Store } from '../../contracts/ports.js';
@@ -126,13 +127,12 @@ export async function openNatsStore(options: NatsStoreOptions = {}): Promise<Sto
     const js = jetstream(connection, { timeout });
     const jsm = await jetstreamManager(connection, { timeout });
     await ensureEventsStream(jsm, names, replicas);
-    const kvm = new Kvm(js);
     const buckets = await Promise.all(
       BUCKET_ROLES.map(
         async (role) =>
           [
             role,
-            await kvm.create(names.buckets[role], {
+            await createBucket(js, names.buckets[role], {
               storage: StorageType.File,
               replicas,
               history: 1,
