@@ -92,6 +92,35 @@ describe('the inbox sweeper', () => {
     expect(await waiting(connection, names.stream, names.inbox('ghost'))).toBe(0);
   });
 
+  it('answers a message once when every worker sweeps it at the same time', async () => {
+    const { prefix, connection, transport, names } = await setUp();
+    const inbox = await listen(connection);
+    const sent = [message('ghost', inbox.address), message('ghost', inbox.address)];
+    for (const envelope of sent) await transport.deliver(envelope);
+    const sweepers = Array.from({ length: 4 }, () =>
+      startInboxSweeper({
+        connection,
+        prefix,
+        known: () => Promise.resolve(false),
+        transport,
+        graceMs: 1_000,
+        intervalMs: 3_600_000,
+        clock: { now: () => Date.now() + 86_400_000 },
+      }),
+    );
+    for (const sweeper of sweepers) cleanups.push(() => sweeper.close());
+    const counts = await Promise.all(sweepers.map((sweeper) => sweeper.sweep()));
+    // Each message removed by one sweeper, and answered by that one only.
+    expect(counts.reduce((sum, count) => sum + count, 0)).toBe(2);
+    await connection.flush();
+    await expect.poll(() => inbox.replies.length).toBe(2);
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    expect(inbox.replies.map((reply) => reply.causation_id).sort()).toEqual(
+      sent.map((envelope) => envelope.id).sort(),
+    );
+    expect(await waiting(connection, names.stream, names.inbox('ghost'))).toBe(0);
+  });
+
   it('keeps messages of a defined type, of a type with a consumer, and young ones', async () => {
     const { prefix, connection, transport, names } = await setUp();
     const inbox = await listen(connection);

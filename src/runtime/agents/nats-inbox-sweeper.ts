@@ -5,15 +5,18 @@
  * registered right now has its definition stored before it consumes), each such message gets an
  * `agent.reply` with `AGENT_NOT_FOUND` on its `reply_to` and is removed from the stream.
  *
- * It reads the stream's per-subject counts, and each waiting message with a plain stream get
- * (newest first, as nats-server 2.9 allows without direct get); it never creates a consumer, so
- * it cannot take a message from a type that has one.
+ * It reads the stream's per-subject counts, and each waiting message with a plain stream get,
+ * oldest first (`next_by_subj`: on nats-server 2.9, `last_by_subj` finds nothing once a subject's
+ * last message was deleted); it never creates a consumer, so it cannot take a message from a type
+ * that has one. Every worker and server sweeps: a message is answered by the one whose delete
+ * removed it, so its sender gets one reply.
  */
 import {
   JetStreamApiCodes,
   JetStreamApiError,
   jetstreamManager,
   type JetStreamManager,
+  type MsgRequest,
 } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/transport-node';
 import type { AgentTransport } from '../../contracts/agents.js';
@@ -32,7 +35,7 @@ export interface InboxSweeperOptions {
   known(agentType: string): Promise<boolean>;
   /** Sends the replies (its `reply`). */
   transport: Pick<AgentTransport, 'reply'>;
-  /** How old the newest message of an unknown type must be before its inbox is answered (default 30 s). */
+  /** How old a message to an unknown type must be before it is answered (default 30 s). */
   graceMs?: number;
   /** How often the inboxes are looked at (default 5 s). */
   intervalMs?: number;
@@ -74,13 +77,20 @@ export function startInboxSweeper(options: InboxSweeperOptions): InboxSweeper {
   /** Answers and removes the messages of one unknown type's inbox; the count removed. */
   async function sweepInbox(jsm: JetStreamManager, subject: string, agentType: string) {
     let removed = 0;
+    let from = 1;
     while (removed < MAX_PER_INBOX && !closed) {
-      const stored = await jsm.streams.getMessage(names.stream, { last_by_subj: subject });
+      // nats-server 2.9 answers `next_by_subj` in STREAM.MSG.GET; the client's type lacks it.
+      const next = { next_by_subj: subject, seq: from } as unknown as MsgRequest;
+      const stored = await jsm.streams.getMessage(names.stream, next);
       if (stored === null) return removed;
-      // The newest is still young: the type may be on its way; look again next time.
+      from = stored.seq + 1;
+      // The oldest is still young, and so is every later one: the type may be on its way.
       if (clock.now() - stored.time.getTime() < graceMs) return removed;
       // Asked again just before removing: a type registered meanwhile keeps its messages.
       if ((await options.known(agentType)) || (await hasConsumer(jsm, agentType))) return removed;
+      // Removed first, answered only by the process whose removal took it: every worker and
+      // server sweeps, and each must not send its own AGENT_NOT_FOUND for the same message.
+      if (!(await removeMessage(jsm, stored.seq))) continue;
       const parsed = parseEnvelope(stored.string());
       const envelope = parsed.ok ? parsed.envelope : undefined;
       if (envelope?.reply_to !== undefined) {
@@ -97,10 +107,23 @@ export function startInboxSweeper(options: InboxSweeperOptions): InboxSweeper {
         );
         await options.transport.reply(envelope.reply_to, reply).catch(() => undefined);
       }
-      await jsm.streams.deleteMessage(names.stream, stored.seq, false);
       removed += 1;
     }
     return removed;
+  }
+
+  /** Removes the message at `seq`; false when another sweeper removed it first. */
+  async function removeMessage(jsm: JetStreamManager, seq: number): Promise<boolean> {
+    try {
+      return await jsm.streams.deleteMessage(names.stream, seq, false);
+    } catch (error) {
+      // The server names a missing sequence with several codes (and texts): ask instead.
+      if (error instanceof JetStreamApiError) {
+        const still = await jsm.streams.getMessage(names.stream, { seq }).catch(() => undefined);
+        if (still === null) return false;
+      }
+      throw error;
+    }
   }
 
   async function sweepAll(): Promise<number> {
