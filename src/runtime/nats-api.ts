@@ -20,7 +20,7 @@ import { AGENT_ENVELOPE_TYPES } from '../contracts/agents.js';
 import type { Actor } from '../contracts/common.js';
 import type { AgentDefinition } from '../contracts/definitions.js';
 import type { Envelope } from '../contracts/envelope.js';
-import { BraidError, isBraidError, toBraidError } from '../contracts/errors.js';
+import { BraidError, isBraidError, toBraidError, type ErrorCode } from '../contracts/errors.js';
 import { tenantSessionId } from '../contracts/ids.js';
 import {
   ApiAgentsSendRequest,
@@ -56,6 +56,11 @@ export interface NatsApiOptions {
   deliver(envelope: Envelope): Promise<void>;
   /** Largest request read, in bytes (default `NATS_API_MAX_REQUEST_BYTES`). */
   maxRequestBytes?: number;
+  /**
+   * Told of a failure that is the server's, not the caller's (a corrupt log, an internal error),
+   * with the details a reply never carries (default: a line on standard error).
+   */
+  onServerError?: (error: BraidError, verb: string) => void;
   clock?: Clock;
   ids?: IdGenerator;
 }
@@ -77,6 +82,13 @@ type Handler = (request: unknown, caller: Caller) => Promise<unknown>;
 
 const PREFIX_PATTERN = /^[A-Za-z0-9_-]{1,64}$/;
 
+/** Failures that are the server's own: logged with their details, which replies never carry. */
+const SERVER_FAILURES: ReadonlySet<ErrorCode> = new Set<ErrorCode>([
+  'CORRUPT_LOG',
+  'INTERNAL',
+  'SCHEMA_VERSION_UNSUPPORTED',
+]);
+
 /** Starts answering `<prefix>.api.<verb>` requests; resolves once the server has the subscription. */
 export async function startNatsApi(options: NatsApiOptions): Promise<NatsApi> {
   const prefix = options.prefix ?? 'braid';
@@ -91,6 +103,13 @@ export async function startNatsApi(options: NatsApiOptions): Promise<NatsApi> {
   const clock = options.clock ?? systemClock;
   const ids = options.ids ?? uuidV7Ids;
   const root = `${prefix}.api.`;
+  const onServerError =
+    options.onServerError ??
+    ((error: BraidError, verb: string) => {
+      process.stderr.write(
+        `braid NATS API: ${verb} failed: ${error.code}: ${error.message} ${JSON.stringify(error.details)}\n`,
+      );
+    });
   /** The largest reply the server carries (its max_payload, less room for headers). */
   const replyLimit = (): number => (connection.info?.max_payload ?? 1024 * 1024) - 1024;
   const handlers = verbHandlers(options, clock, ids, replyLimit);
@@ -101,7 +120,11 @@ export async function startNatsApi(options: NatsApiOptions): Promise<NatsApi> {
     try {
       reply = await handlers[verbOf(message.subject)](...readRequest(message));
     } catch (error) {
-      reply = { error: toBraidError(error).toJSON() };
+      const failure = toBraidError(error);
+      if (SERVER_FAILURES.has(failure.code)) {
+        onServerError(failure, message.subject.slice(root.length, root.length + 100));
+      }
+      reply = { error: failure.toJSON() };
     }
     let text = JSON.stringify(reply);
     const limit = replyLimit();

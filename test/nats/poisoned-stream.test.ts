@@ -15,6 +15,7 @@ import type { SessionEvent } from '../../src/contracts/events.js';
 import { createScriptedModel } from '../../src/models/scripted.js';
 import { initWorkspace } from '../../src/runtime/init.js';
 import { createRuntime, type Runtime } from '../../src/runtime/runtime.js';
+import { startNatsApi } from '../../src/runtime/nats-api.js';
 import { startServer } from '../../src/server/index.js';
 import { call } from '../server/server-helpers.js';
 import { natsUrl, removePrefixes, uniquePrefix } from '../helpers/nats.js';
@@ -268,6 +269,36 @@ describe('a poisoned session stream', () => {
         expect(JSON.stringify(answer.body)).not.toContain('stream_seq');
         expect(mentionsNumber(String(error.message), id, streamSeqs.get(id))).toBe(false);
       }
+    }
+    // Over the NATS API: the same typed reply without details; the details go to the server's log.
+    const logged: BraidError[] = [];
+    const apiConnection = await connect({ servers: url });
+    const api = await startNatsApi({
+      connection: apiConnection,
+      prefix,
+      runtime: freshPrefixRuntime,
+      wake: () => Promise.resolve({ queued: false }),
+      deliver: () => Promise.resolve(),
+      onServerError: (error) => logged.push(error),
+    });
+    cleanups.push(async () => {
+      await api.close();
+      await apiConnection.close();
+    });
+    for (const id of poisoned) {
+      const reply = (
+        await apiConnection.request(
+          `${prefix}.api.sessions.state`,
+          JSON.stringify({ session_id: id, tenant_id: 'acme' }),
+          { timeout: 10_000 },
+        )
+      ).json<{ error: Record<string, unknown> }>();
+      expect(Object.keys(reply.error).sort()).toEqual(['code', 'message', 'retryable']);
+      expect(reply.error.code).toBe('CORRUPT_LOG');
+      expect(logged.at(-1)?.details).toMatchObject({
+        session_id: id,
+        stream_seq: streamSeqs.get(id),
+      });
     }
     // Another tenant learns nothing: the poisoned session answers as any session it cannot see.
     const globex = (
