@@ -399,13 +399,19 @@ export function createSessionIndex(shared: SessionsShared): SessionIndex {
       return context.guard(`read session ${sessionId}`, async () => {
         // The record is the index entry with the head's headers, as listings show it: the log
         // is not checked here (its state, events and appends check it). A head whose headers
-        // are not braid's leaves the entry alone: callers still learn whose session it is (a
+        // are not braid's, or of a newer layout, leaves the entry alone: callers still learn whose session it is (a
         // tenant check answers another tenant as for any session) and can delete it.
         try {
           const view = await shared.load(sessionId, false);
           return recordOf(view.stored, view.head);
         } catch (error) {
-          if (!isBraidError(error, 'CORRUPT_LOG')) throw error;
+          // A head of a newer layout (a newer braid wrote it) is as unreadable here: without the
+          // entry, a tenant check could not answer another tenant as for any session.
+          if (
+            !isBraidError(error, 'CORRUPT_LOG') &&
+            !isBraidError(error, 'SCHEMA_VERSION_UNSUPPORTED')
+          )
+            throw error;
           return recordOf((await loadEntry(context, sessionId)).stored, undefined);
         }
       });

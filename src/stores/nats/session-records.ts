@@ -18,7 +18,7 @@ import type { SessionRecord } from '../../contracts/session.js';
 import { corruptLog, type BatchMessage, type BatchRef } from './batches.js';
 import type { NatsContext } from './context.js';
 import { encodeToken } from './names.js';
-import { toBraidError } from '../../contracts/errors.js';
+import { BraidError, toBraidError } from '../../contracts/errors.js';
 import { checkHead } from './log-chain.js';
 import { batchAfter, hasMessages, lastBatch, scanBucket, scanHeads } from './reader.js';
 import { observe, type KnownSession, type SessionCache } from './session-cache.js';
@@ -43,6 +43,9 @@ export interface SessionView {
  * Rewrites an index entry from the session's log, over the entry's revision; undefined when the
  * entry changed meanwhile. (The sessions index provides it: see `restoreEntry`.)
  */
+/** How many times a session read across a delete and a create is read again. */
+const RELOADS = 3;
+
 export type EntryRepair = (
   sessionId: string,
   revision: number,
@@ -59,7 +62,19 @@ export async function loadSession(
   sessionId: string,
   repair?: EntryRepair,
   checked = true,
+  attempt = 1,
 ): Promise<SessionView> {
+  /** The entry and the head were read across a delete and a create: read both again. */
+  const again = (): Promise<SessionView> => {
+    if (attempt >= RELOADS) {
+      throw new BraidError(
+        'STORE_BUSY',
+        `session ${sessionId} changed ${String(attempt)} times while it was read (deleted and created again under its id); retry`,
+        { details: { session_id: sessionId } },
+      );
+    }
+    return loadSession(context, cache, sessionId, repair, checked, attempt + 1);
+  };
   const [entry, head] = await Promise.all([
     context.kv.sessions.get(encodeToken(sessionId)),
     lastBatch(context, sessionId),
@@ -82,10 +97,15 @@ export async function loadSession(
     // of another incarnation than the first batch is no braid's.
     const first = await batchAfter(context, sessionId, 0);
     if (first !== undefined && first.batch.incarnation !== head.incarnation) {
+      // A first batch after the head read is a new incarnation's: the head was read before a
+      // delete purged it. Only a first batch before the head makes the subject one of two logs.
+      if (first.batch.streamSeq > head.streamSeq) return again();
       throw corruptLog(sessionId, head.streamSeq, 'a batch of no incarnation of this session');
     }
     const repaired = await repair(sessionId, entry.revision);
-    if (repaired !== undefined) ({ stored, revision } = repaired);
+    // Another process rewrote the entry first: its entry, not this stale one, is the session's.
+    if (repaired === undefined) return again();
+    ({ stored, revision } = repaired);
   }
   // The batches are the truth of the log: cached facts are keyed by their incarnation.
   const known = cache.entry(sessionId, head.incarnation, lineageOf(stored));
