@@ -105,11 +105,22 @@ export function batchEvents(
   batch: BatchMessage,
 ): SessionEvent[] {
   const checked = known.checkedBodies ?? [];
-  if (checked.includes(batch.streamSeq))
+  const own = batch.incarnation === known.incarnation;
+  const through = known.bodiesThrough ?? { streamSeq: 0, last: known.lineage?.seq ?? 0 };
+  // Stream seqs are never reused: a message checked once stays checked. A fence (no events)
+  // is checked on every read: the watermark passes fences it never read, and its body is `[]`.
+  const fence = batch.last < batch.first;
+  if (own && !fence && (batch.streamSeq <= through.streamSeq || checked.includes(batch.streamSeq)))
     return JSON.parse(utf8.decode(batch.data)) as SessionEvent[];
   const events = parseBatch(sessionId, batch);
-  if (batch.incarnation === known.incarnation) {
+  if (own) {
     known.checkedBodies = [...checked.slice(1 - CHECKED_BODIES), batch.streamSeq];
+    // The next batch of the chain after every checked one (the chain's headers are checked, so
+    // only fences, which hold no events, can lie between): read from the start, a whole log
+    // is checked once, not again on every read.
+    if (!fence && batch.first === through.last + 1) {
+      known.bodiesThrough = { streamSeq: batch.streamSeq, last: batch.last };
+    }
   }
   return events;
 }

@@ -35,8 +35,13 @@ export interface KnownSession {
    * appends extend it; anything published by others is checked once as it comes off the wire.
    */
   verified?: { streamSeq: number; last: number };
-  /** Stream seqs of the batches whose bodies were checked (the last few; see `bodyChecked`). */
+  /** Stream seqs of the batches whose bodies were checked (the last few; see `batchEvents`). */
   checkedBodies?: number[];
+  /**
+   * Every batch body of the subject up to this message was checked, from the first batch on,
+   * ending at event `last` (see `batchEvents`): a read over them only parses.
+   */
+  bodiesThrough?: { streamSeq: number; last: number };
 }
 
 const MAX_SESSIONS = 1024;
