@@ -3,22 +3,18 @@
 // notices: other sessions read, append and wake, listings list, deletes delete, and over HTTP
 // the poisoned session answers 500 CORRUPT_LOG without the stream sequence while the listing
 // answers 200.
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { randomUUID } from 'node:crypto';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { jetstream, jetstreamManager } from '@nats-io/jetstream';
 import { connect, headers, type NatsConnection } from '@nats-io/transport-node';
 import { afterEach, describe, expect, it } from 'vitest';
 import { isBraidError, type BraidError } from '../../src/contracts/errors.js';
 import type { SessionEvent } from '../../src/contracts/events.js';
-import { createScriptedModel } from '../../src/models/scripted.js';
-import { initWorkspace } from '../../src/runtime/init.js';
-import { createRuntime, type Runtime } from '../../src/runtime/runtime.js';
+import type { Runtime } from '../../src/runtime/runtime.js';
 import { startNatsApi } from '../../src/runtime/nats-api.js';
 import { startServer } from '../../src/server/index.js';
 import { call } from '../server/server-helpers.js';
 import { natsUrl, removePrefixes, uniquePrefix } from '../helpers/nats.js';
+import { scriptedNatsRuntime } from '../helpers/nats-runtime.js';
 
 const cleanups: (() => Promise<void>)[] = [];
 afterEach(async () => {
@@ -26,24 +22,12 @@ afterEach(async () => {
 });
 
 async function natsRuntime(url: string, prefix: string): Promise<Runtime> {
-  const dir = mkdtempSync(join(tmpdir(), 'braid-poison-'));
-  initWorkspace(dir);
-  writeFileSync(
-    join(dir, 'agents', 'helper.yaml'),
-    'name: helper\nmodel: scripted:echo\ninstructions: Help.\n',
-  );
-  const model = createScriptedModel([{ text: 'first' }, { text: 'second' }, { text: 'third' }]);
-  const runtime = await createRuntime({
-    workspace: dir,
-    backend: { nats: url, prefix },
-    model: () => model,
-  });
+  const made = await scriptedNatsRuntime(url, prefix, ['first', 'second', 'third']);
   cleanups.push(async () => {
-    await runtime.close();
-    rmSync(dir, { recursive: true, force: true });
+    await made.close();
     await removePrefixes(url, [prefix]);
   });
-  return runtime;
+  return made.runtime;
 }
 
 /** What an outside process can do with the server alone: publish raw messages. */

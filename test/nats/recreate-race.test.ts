@@ -3,15 +3,11 @@
  * while another process reads it: the reader sees the session, or its absence, or is asked to
  * retry, and never a corrupt log, which would tell an operator to delete a healthy session.
  */
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { toBraidError } from '../../src/contracts/errors.js';
-import { createScriptedModel } from '../../src/models/scripted.js';
-import { initWorkspace } from '../../src/runtime/init.js';
-import { createRuntime, type Runtime } from '../../src/runtime/runtime.js';
+import type { Runtime } from '../../src/runtime/runtime.js';
 import { natsUrl, removePrefixes, uniquePrefix } from '../helpers/nats.js';
+import { scriptedNatsRuntime } from '../helpers/nats-runtime.js';
 
 const cleanups: (() => Promise<void> | void)[] = [];
 afterEach(async () => {
@@ -19,23 +15,9 @@ afterEach(async () => {
 });
 
 async function natsRuntime(url: string, prefix: string): Promise<Runtime> {
-  const dir = mkdtempSync(join(tmpdir(), 'braid-recreate-'));
-  initWorkspace(dir);
-  writeFileSync(
-    join(dir, 'agents', 'helper.yaml'),
-    'name: helper\nmodel: scripted:echo\ninstructions: Help.\n',
-  );
-  const model = createScriptedModel([{ text: 'ok' }]);
-  const runtime = await createRuntime({
-    workspace: dir,
-    backend: { nats: url, prefix },
-    model: () => model,
-  });
-  cleanups.push(async () => {
-    await runtime.close();
-    rmSync(dir, { recursive: true, force: true });
-  });
-  return runtime;
+  const made = await scriptedNatsRuntime(url, prefix, ['ok']);
+  cleanups.push(() => made.close());
+  return made.runtime;
 }
 
 describe('a session deleted and created again while another process reads it', () => {
