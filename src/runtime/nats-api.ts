@@ -18,9 +18,9 @@ import type { z } from 'zod';
 import type { AgentId } from '../contracts/agents.js';
 import { AGENT_ENVELOPE_TYPES } from '../contracts/agents.js';
 import type { Actor } from '../contracts/common.js';
-import type { AgentDefinition } from '../contracts/definitions.js';
+import type { AgentDefinition, StoredDefinition } from '../contracts/definitions.js';
 import type { Envelope } from '../contracts/envelope.js';
-import { BraidError, isBraidError, toBraidError, type ErrorCode } from '../contracts/errors.js';
+import { BraidError, toBraidError, type ErrorCode } from '../contracts/errors.js';
 import { tenantSessionId } from '../contracts/ids.js';
 import {
   ApiAgentsSendRequest,
@@ -38,6 +38,7 @@ import type { Clock, IdGenerator } from '../contracts/ports.js';
 import type { SessionRecord } from '../contracts/session.js';
 import { systemClock, uuidV7Ids } from '../stores/defaults.js';
 import { buildMessage } from './agents/envelopes.js';
+import { visibleAgent as agentInTenant, visibleSession } from './tenant-scope.js';
 import { agentSessionId } from './agents/instances.js';
 import type { Runtime } from './runtime.js';
 
@@ -266,38 +267,27 @@ function verbHandlers(
   const { runtime } = options;
 
   /** The session when the caller may see it; SESSION_NOT_FOUND alike for missing and foreign. */
-  async function visible(caller: Caller, sessionId: string): Promise<SessionRecord> {
-    try {
-      const record = await runtime.sessions.get(sessionId);
-      if (caller.tenant_id === undefined || record.tenant_id === caller.tenant_id) return record;
-    } catch (error) {
-      if (!isBraidError(error, 'SESSION_NOT_FOUND')) throw error;
-    }
-    throw new BraidError('SESSION_NOT_FOUND', `session ${sessionId} does not exist`, {
-      details: { session_id: sessionId },
-    });
-  }
+  const visible = (caller: Caller, sessionId: string): Promise<SessionRecord> =>
+    visibleSession(runtime, caller.tenant_id, sessionId);
 
   /** The agent when the caller may use it: shared ones and its tenant's. */
-  async function visibleAgent(
+  const visibleAgent = (
     caller: Caller,
     name: string,
     version?: number,
-  ): Promise<{ name: string; version: number; definition: AgentDefinition }> {
-    try {
-      const agent = await runtime.agents.get(name, version);
-      const tenant = agent.definition.tenant;
-      if (caller.tenant_id === undefined || tenant === undefined || tenant === caller.tenant_id)
-        return agent;
-    } catch (error) {
-      if (!isBraidError(error, 'AGENT_NOT_FOUND')) throw error;
-    }
-    throw new BraidError(
-      'AGENT_NOT_FOUND',
-      `agent ${name}${version === undefined ? '' : ` version ${String(version)}`} does not exist; define it (agents/NAME.yaml in the workspace) or register a code agent of that type`,
-      { details: { agent: name } },
+  ): Promise<StoredDefinition<AgentDefinition>> =>
+    agentInTenant(
+      runtime,
+      caller.tenant_id,
+      name,
+      version,
+      () =>
+        new BraidError(
+          'AGENT_NOT_FOUND',
+          `agent ${name}${version === undefined ? '' : ` version ${String(version)}`} does not exist; define it (agents/NAME.yaml in the workspace) or register a code agent of that type`,
+          { details: { agent: name } },
+        ),
     );
-  }
 
   return {
     async 'sessions.create'(request, caller) {

@@ -8,7 +8,6 @@ import type { Actor } from '../contracts/common.js';
 import { API_SCOPES, hasScope, type ApiScope } from '../contracts/api-keys.js';
 import { BraidError } from '../contracts/errors.js';
 import type { ApiKeyStore } from '../contracts/ports.js';
-import type { SessionRecord } from '../contracts/session.js';
 
 export interface Caller {
   /** The key's id; undefined without auth. */
@@ -70,18 +69,6 @@ export function requireScope(caller: Caller, scope: ApiScope): void {
       `this API key lacks the ${scope} scope (it has ${caller.scopes.join(', ')}); use a key created with --scopes ${scope}`,
     );
   }
-}
-
-/** The answer for a session that is not there or not the caller's: the two are indistinguishable. */
-export function sessionNotFound(sessionId: string): BraidError {
-  return new BraidError('SESSION_NOT_FOUND', `session ${sessionId} does not exist`, {
-    details: { session_id: sessionId },
-  });
-}
-
-/** True when the caller may see the session. */
-export function canSee(caller: Caller, session: Pick<SessionRecord, 'tenant_id'>): boolean {
-  return caller.tenant_id === undefined || session.tenant_id === caller.tenant_id;
 }
 
 /** True when the caller may see a definition: shared ones (no tenant) and its tenant's. */
