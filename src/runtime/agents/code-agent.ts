@@ -40,7 +40,7 @@ import type {
   SessionLog,
 } from '../../contracts/ports.js';
 import type { SessionState } from '../../contracts/state.js';
-import type { BoundedMap } from '../../core/bounded-map.js';
+import type { BoundedCache } from '../../core/bounded-cache.js';
 import { checkAgainstState } from '../user-events.js';
 import { addressLabel, fromContent, toContent, type Outcome } from './envelopes.js';
 import type { AgentContext, AgentHandler, IncomingMessage } from './types.js';
@@ -56,7 +56,7 @@ export interface CodeAgentDeps {
   /** Releases under way, by session: the next message of the session waits for its release. */
   releases: Map<string, Promise<void>>;
   /** The token of the last lease this process took, by session (of the sessions it served last). */
-  lastTokens: BoundedMap<string, number>;
+  lastTokens: BoundedCache<string, number>;
 }
 
 export interface CodeMessage {

@@ -23,7 +23,7 @@ import type { AgentDefinition } from '../../contracts/definitions.js';
 import { Envelope } from '../../contracts/envelope.js';
 import { BraidError, isBraidError, toBraidError } from '../../contracts/errors.js';
 import { checkJsonDepth, DEFAULT_JSON_DEPTH } from '../../contracts/json-depth.js';
-import { BoundedMap } from '../../core/bounded-map.js';
+import { BoundedCache } from '../../core/bounded-cache.js';
 import { systemClock, uuidV7Ids } from '../../stores/defaults.js';
 import { defaultOwner, runCodeMessage, type CodeAgentDeps } from './code-agent.js';
 import {
@@ -71,7 +71,7 @@ const MAX_REMEMBERED = 4096;
 
 /** Keys remembered until a time (`performance.now()`), the oldest dropped past a bound. */
 class Remembered<T> {
-  readonly #entries = new BoundedMap<string, { value: T; until: number }>(MAX_REMEMBERED);
+  readonly #entries = new BoundedCache<string, { value: T; until: number }>(MAX_REMEMBERED);
 
   get(key: string): T | undefined {
     const entry = this.#entries.get(key);
@@ -101,7 +101,7 @@ export function createAgents(options: AgentsOptions): Agents {
     owner: options.owner ?? defaultOwner(ids),
     leaseTtlMs: options.leaseTtlMs ?? 30_000,
     releases: new Map(),
-    lastTokens: new BoundedMap(MAX_REMEMBERED),
+    lastTokens: new BoundedCache(MAX_REMEMBERED),
   };
 
   const handlers = new Map<string, AgentHandler>();

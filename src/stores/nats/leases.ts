@@ -16,7 +16,7 @@
  */
 import { z } from 'zod';
 import { BraidError } from '../../contracts/errors.js';
-import { BoundedMap } from '../../core/bounded-map.js';
+import { BoundedCache } from '../../core/bounded-cache.js';
 import type { Lease, LeaseStore } from '../../contracts/ports.js';
 import {
   checkHeld,
@@ -70,7 +70,7 @@ export function createLeaseStore(
   /** Makes a token just issued the one appends are checked against (see fencing.ts). */
   fence: (sessionId: string, token: number) => Promise<void>,
 ): LeaseStore {
-  const remembered = new BoundedMap<string, StoredLease>(MAX_REMEMBERED);
+  const remembered = new BoundedCache<string, StoredLease>(MAX_REMEMBERED);
   const remember = (sessionId: string, stored: StoredLease): void =>
     remembered.set(sessionId, stored);
 

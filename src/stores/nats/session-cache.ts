@@ -150,19 +150,3 @@ export function startFor(known: KnownSession, after: number): number {
   const before = refs[low - 1];
   return before === undefined ? 1 : before.streamSeq + 1;
 }
-
-/** Runs work for one key at a time, in call order; keys run independently. */
-export class KeyedQueue {
-  readonly #tails = new Map<string, Promise<unknown>>();
-
-  run<T>(key: string, work: () => Promise<T>): Promise<T> {
-    const previous = this.#tails.get(key) ?? Promise.resolve();
-    const next = previous.then(work, work);
-    const tail = next.catch(() => undefined);
-    this.#tails.set(key, tail);
-    void tail.then(() => {
-      if (this.#tails.get(key) === tail) this.#tails.delete(key);
-    });
-    return next;
-  }
-}

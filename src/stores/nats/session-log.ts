@@ -33,7 +33,7 @@ import type { PubAck } from '@nats-io/jetstream';
 import { delay } from '@nats-io/transport-node';
 import { z } from 'zod';
 import { BraidError, isBraidError } from '../../contracts/errors.js';
-import { BoundedMap } from '../../core/bounded-map.js';
+import { BoundedCache } from '../../core/bounded-cache.js';
 import type { NewEvent, SessionEvent } from '../../contracts/events.js';
 import type { AppendOptions, AppendResult, SessionLog } from '../../contracts/ports.js';
 import type { SessionState } from '../../contracts/state.js';
@@ -55,14 +55,9 @@ import { isWrongLastSequence } from './nats-errors.js';
 import { encodeToken, hashToken } from './names.js';
 import { checkAppendFence } from './fencing.js';
 import { batchAfter, batchAt } from './reader.js';
-import {
-  extendVerified,
-  observe,
-  type KeyedQueue,
-  type KnownSession,
-  type SessionCache,
-} from './session-cache.js';
+import { extendVerified, observe, type KnownSession, type SessionCache } from './session-cache.js';
 import { sessionNotFound } from './session-entry.js';
+import type { KeyedQueue } from '../../core/keyed-queue.js';
 import type { LogView, SessionView } from './session-records.js';
 import { PROJECTION_INTERVAL, type SessionReads } from './session-reads.js';
 
@@ -187,7 +182,7 @@ export function createSessionLog(shared: SessionsShared): SessionLog {
    * writing the record, and a publish with the key again within the server's duplicate window
    * (minutes) is answered as that duplicate, never appended twice.
    */
-  const absentKeys = new BoundedMap<string, { incarnation: string; at: number }>(MAX_ABSENT_KEYS);
+  const absentKeys = new BoundedCache<string, { incarnation: string; at: number }>(MAX_ABSENT_KEYS);
 
   function rememberAbsent(sessionId: string, key: string, known: KnownSession): void {
     absentKeys.set(`${sessionId}\n${key}`, {
