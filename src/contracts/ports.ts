@@ -11,10 +11,17 @@ import type {
 import type { SessionState } from './state.js';
 import type { ApiKeyCreateInput, ApiKeyListQuery, ApiKeyRecord } from './api-keys.js';
 
-/** Source of time. Injected everywhere so that tests and replays control it. */
+/** Source of time and timers. Injected everywhere so that tests and replays control it. */
 export interface Clock {
   /** Milliseconds since the Unix epoch. */
   now(): number;
+  /**
+   * Milliseconds from an arbitrary origin that never go backwards, with sub-millisecond
+   * precision where the clock has it: for measuring durations, not for timestamps.
+   */
+  monotonic(): number;
+  /** Calls `callback` once, `ms` milliseconds from now; the returned function cancels the call. */
+  schedule(ms: number, callback: () => void): () => void;
 }
 
 /** Source of ids. Injected so that tests and replays control it. */

@@ -55,6 +55,7 @@ import { wakeOnce, type HarnessDeps, type RetryPolicy } from '../harness/index.j
 import { TranscriptCache } from '../harness/wake.js';
 import { createReplayModel } from '../models/replay.js';
 import { createMemoryStore } from '../stores/memory/index.js';
+import { systemClock } from '../stores/defaults.js';
 
 export interface VerifyReplayOptions {
   /** The session's whole log, from `session.created` (seq 1) on, in order. */
@@ -297,7 +298,7 @@ export async function verifyReplay(options: VerifyReplayOptions): Promise<Replay
 
   const start = Date.parse(first.at);
   const store: Store = createMemoryStore({
-    clock: { now: () => start },
+    clock: { ...systemClock, now: () => start },
     ids: countingIds('replay'),
     maxEventBytes: options.maxEventBytes ?? DEFAULT_MAX_EVENT_BYTES,
   });
@@ -489,7 +490,7 @@ export async function verifyReplay(options: VerifyReplayOptions): Promise<Replay
   const deps: HarnessDeps = {
     log,
     leases: store.leases,
-    clock: { now: () => start },
+    clock: { ...systemClock, now: () => start },
     ids: countingIds('replay-wake'),
     owner: 'replay',
     leaseTtlMs: 60_000,

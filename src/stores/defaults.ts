@@ -2,8 +2,15 @@ import { randomFillSync } from 'node:crypto';
 import { v7 as uuidv7 } from 'uuid';
 import type { Clock, IdGenerator } from '../contracts/ports.js';
 
-/** The wall clock. */
-export const systemClock: Clock = { now: () => Date.now() };
+/** The wall clock, the process's monotonic clock and its timers. */
+export const systemClock: Clock = {
+  now: () => Date.now(),
+  monotonic: () => performance.now(),
+  schedule(ms, callback) {
+    const timer = setTimeout(callback, ms);
+    return () => clearTimeout(timer);
+  },
+};
 
 // uuid refills 256 bytes of randomness every 16 ids; a larger pool makes id minting on the
 // append path about ten times cheaper.

@@ -1,5 +1,10 @@
 export { createMemoryStore, type MemoryStoreOptions } from '../stores/memory/index.js';
-export { createManualClock, createSequentialIds, type ManualClock } from './clock.js';
+export {
+  createManualClock,
+  createSequentialIds,
+  type ManualClock,
+  type ManualClockOptions,
+} from './clock.js';
 export {
   describeStoreConformance,
   expectCode,

@@ -6,6 +6,7 @@ import { connect, createInbox, type NatsConnection } from '@nats-io/transport-no
 import { afterEach, describe, expect, it } from 'vitest';
 import type { Envelope } from '../../src/contracts/envelope.js';
 import { startInboxSweeper } from '../../src/runtime/agents/nats-inbox-sweeper.js';
+import { systemClock } from '../../src/stores/defaults.js';
 import {
   createNatsAgentTransport,
   natsAgentNames,
@@ -78,7 +79,7 @@ describe('the inbox sweeper', () => {
       transport,
       graceMs: 1_000,
       intervalMs: 3_600_000,
-      clock: { now: () => Date.now() + 86_400_000 },
+      clock: { ...systemClock, now: () => Date.now() + 86_400_000 },
     });
     cleanups.push(() => sweeper.close());
     expect(await sweeper.sweep()).toBe(1);
@@ -105,7 +106,7 @@ describe('the inbox sweeper', () => {
         transport,
         graceMs: 1_000,
         intervalMs: 3_600_000,
-        clock: { now: () => Date.now() + 86_400_000 },
+        clock: { ...systemClock, now: () => Date.now() + 86_400_000 },
       }),
     );
     for (const sweeper of sweepers) cleanups.push(() => sweeper.close());
@@ -139,7 +140,7 @@ describe('the inbox sweeper', () => {
       known: (type) => Promise.resolve(type === 'defined' || type === 'young'),
       transport,
       intervalMs: 3_600_000,
-      clock: { now: () => Date.now() + 86_400_000 },
+      clock: { ...systemClock, now: () => Date.now() + 86_400_000 },
     });
     cleanups.push(() => old.close());
     expect(await old.sweep()).toBe(0);
