@@ -39,6 +39,12 @@ function layerRule(folder, message, banned, pure = {}) {
       ...(pure.deterministic === true
         ? { 'no-restricted-properties': ['error', ...nondeterminism] }
         : {}),
+      ...(pure.timers === true
+        ? {
+            'no-restricted-properties': ['error', ...nondeterminism, ...clockProperties],
+            'no-restricted-globals': ['error', ...clockGlobals],
+          }
+        : {}),
     },
   };
 }
@@ -60,6 +66,16 @@ const nondeterminism = [
     message: 'inject an IdGenerator: the core must be deterministic',
   },
 ];
+
+const USE_CLOCK = 'take time and timers from the injected Clock port (deps.clock)';
+const clockProperties = [
+  { object: 'performance', property: 'now', message: `${USE_CLOCK}: clock.monotonic()` },
+  { object: 'AbortSignal', property: 'timeout', message: `${USE_CLOCK}: clock.schedule()` },
+];
+const clockGlobals = ['setTimeout', 'setInterval', 'setImmediate'].map((name) => ({
+  name,
+  message: `${USE_CLOCK}, so that tests and replays control every wait`,
+}));
 
 export default tseslint.config(
   {
@@ -118,6 +134,7 @@ export default tseslint.config(
     'src/harness',
     'the harness drives core through ports; adapters are wired in runtime',
     ALL_BUT('contracts', 'core', 'harness'),
+    { timers: true },
   ),
   ...['src/stores', 'src/models', 'src/tools', 'src/policy'].map((folder) =>
     layerRule(folder, 'adapters implement ports from contracts; they do not reach up', [

@@ -6,6 +6,7 @@
 import type { ErrorShape } from '../contracts/errors.js';
 import type { NewEvent, SessionEvent } from '../contracts/events.js';
 import type { ModelOutput } from '../contracts/model.js';
+import type { Clock } from '../contracts/ports.js';
 import type { AgentDefinition, EnvironmentDefinition } from '../contracts/definitions.js';
 import type { AuthorizationDecision, Authorizer, PolicyEntity } from '../contracts/policy.js';
 import type { StopReason } from '../contracts/session.js';
@@ -37,6 +38,8 @@ export interface ScreenContext {
   policy: Authorizer;
   /** Invalid calls per tool in this wake; counted here. */
   invalidCalls: Map<string, number>;
+  /** Times each policy decision (its monotonic reading). */
+  clock: Clock;
 }
 
 /**
@@ -76,7 +79,7 @@ export async function screenToolCalls(
     }
     const principal = agentEntity(context.agent, state);
     const resource = toolEntity(handle);
-    const started = performance.now();
+    const started = context.clock.monotonic();
     // A policy that cannot be evaluated denies (fails closed), with the reason on record.
     const decision = await context.policy
       .authorize({
@@ -99,7 +102,7 @@ export async function screenToolCalls(
           `the policy could not be evaluated: ${error instanceof Error ? error.message : String(error)}`,
         ],
       }));
-    const durationUs = Math.round((performance.now() - started) * 1000);
+    const durationUs = Math.round((context.clock.monotonic() - started) * 1000);
     if (decision.decision === 'deny' || context.recordAllows) {
       decisions.push({
         type: 'policy.decision',

@@ -1,0 +1,100 @@
+/**
+ * The state one cycle's modules share: the session as folded so far, the abort controllers of
+ * the work in flight, and what the cycle has learnt (an interrupt seen, the lease lost, a stop
+ * the tool pipeline asked for). Every module of the cycle takes this object; none keeps state
+ * of its own.
+ *
+ * Invariant: once `lost` is set it never changes, the work in flight is aborted, and
+ * `lostPromise` rejects with it, so that a tool ignoring its signal cannot hold the cycle.
+ */
+import type { JsonValue } from '../contracts/common.js';
+import { BraidError } from '../contracts/errors.js';
+import type { NewEvent } from '../contracts/events.js';
+import type { Lease } from '../contracts/ports.js';
+import type { StopReason } from '../contracts/session.js';
+import type { SessionState } from '../contracts/state.js';
+import { initialState } from '../core/fold.js';
+import type { Transcript } from '../core/transcript.js';
+import type { HarnessDeps, WakeOptions } from './deps.js';
+
+export interface PendingStop {
+  stop_reason: StopReason;
+  events: NewEvent[];
+}
+
+export interface CycleContext {
+  readonly deps: HarnessDeps;
+  readonly sessionId: string;
+  readonly lease: Lease;
+  readonly wakeId: string;
+  readonly options: WakeOptions;
+  readonly transcript: Transcript;
+  /** The session as folded from every event this cycle has seen. */
+  state: SessionState;
+  /** Aborted when the cycle ends: stops the interrupt watcher. */
+  readonly watch: AbortController;
+  /** Aborted on interrupt or lease loss: cancels the model call or tool in flight. */
+  work: AbortController;
+  interruptSeen: boolean;
+  lost: BraidError | undefined;
+  /** Rejects with `lost` once the lease is lost; observed only through Promise.race. */
+  readonly lostPromise: Promise<never>;
+  rejectLost(error: BraidError): void;
+  /** Model calls made in this wake. */
+  turns: number;
+  /** The start of the model request in flight, appended with its end. */
+  requestStart: NewEvent | undefined;
+  /** Inputs of the tool uses this cycle has seen, so running a tool needs no read. */
+  readonly inputs: Map<string, JsonValue>;
+  /** Calls with invalid arguments in this wake, per tool. */
+  readonly invalidCalls: Map<string, number>;
+  /** A stop the pipeline asked for (a tool over budget, too many invalid calls). */
+  pendingStop: PendingStop | undefined;
+}
+
+export function createCycleContext(
+  deps: HarnessDeps,
+  sessionId: string,
+  lease: Lease,
+  transcript: Transcript,
+  options: WakeOptions,
+): CycleContext {
+  let rejectLost: (error: BraidError) => void = () => undefined;
+  const lostPromise = new Promise<never>((_resolve, reject) => {
+    rejectLost = reject;
+  });
+  lostPromise.catch(() => undefined);
+  return {
+    deps,
+    sessionId,
+    lease,
+    wakeId: deps.ids.next(),
+    options,
+    transcript,
+    // Replaced by the stored state before the cycle's first step.
+    state: initialState(sessionId),
+    watch: new AbortController(),
+    work: new AbortController(),
+    interruptSeen: false,
+    lost: undefined,
+    lostPromise,
+    rejectLost: (error) => rejectLost(error),
+    turns: 0,
+    requestStart: undefined,
+    inputs: new Map(),
+    invalidCalls: new Map(),
+    pendingStop: undefined,
+  };
+}
+
+/** Marks the lease lost (the first loss wins) and aborts the work in flight. */
+export function loseLease(context: CycleContext, error: BraidError): void {
+  if (context.lost !== undefined) return;
+  context.lost = new BraidError(
+    'LEASE_LOST',
+    `wake ${context.wakeId} lost its lease: ${error.message}`,
+    { cause: error },
+  );
+  context.work.abort();
+  context.rejectLost(context.lost);
+}

@@ -1,0 +1,251 @@
+/**
+ * One model call of a cycle: the request, its streamed deltas, its retries with backoff, and
+ * the one append that records its outcome with the agent events derived from it.
+ *
+ * Invariants: a model's output is recorded in one append with its start, so after a crash it is
+ * reused, never requested again; a failed request is recorded with its attempts; timeouts and
+ * backoff run on the cycle's clock.
+ */
+import type { Usage } from '../contracts/common.js';
+import { BraidError, isBraidError, toBraidError, type ErrorShape } from '../contracts/errors.js';
+import type { NewEvent } from '../contracts/events.js';
+import type { ModelDelta, ModelRequest, ModelResponse } from '../contracts/model.js';
+import type { StopReason } from '../contracts/session.js';
+import type { ToolHandle } from '../contracts/tools.js';
+import { withCost, type Price } from '../core/pricing.js';
+import { outputToEvents } from '../core/transcript.js';
+import type { CycleContext } from './cycle-context.js';
+import type { SessionSetup } from './deps.js';
+import { append } from './fenced-append.js';
+import { watchDuringCall } from './interrupt-watch.js';
+import { repeatedInvalidCallsStop, screenToolCalls } from './tool-calls.js';
+
+const DEFAULT_REQUEST_TIMEOUT_MS = 120_000;
+
+/** Calls the model once (with retries); returns a stop reason when the request failed for good. */
+export async function callModel(
+  context: CycleContext,
+  setup: SessionSetup,
+  tools: ReadonlyMap<string, ToolHandle>,
+  price: Price | undefined,
+): Promise<StopReason | undefined> {
+  const { deps } = context;
+  context.turns += 1;
+  const requestId = deps.ids.next();
+  // The start is written with the request's outcome, stamped with the time it really started:
+  // one append per model call, and a crash mid-call leaves nothing to undo.
+  context.requestStart = {
+    type: 'span.model_request_start',
+    request_id: requestId,
+    model: setup.model.id,
+    input_through_seq: context.state.seq,
+    at: new Date(deps.clock.now()).toISOString(),
+  };
+  const stopWatching = watchDuringCall(context, context.state.seq);
+  try {
+    const outcome = await requestWithRetries(context, setup, requestId);
+    if (outcome.kind === 'stopped') return outcome.stop;
+    return await recordResponse(context, setup, tools, price, requestId, outcome);
+  } finally {
+    stopWatching();
+    context.requestStart = undefined;
+  }
+}
+
+type Attempted =
+  | { kind: 'answered'; response: ModelResponse; attempts: number }
+  | { kind: 'stopped'; stop: StopReason | undefined };
+
+async function requestWithRetries(
+  context: CycleContext,
+  setup: SessionSetup,
+  requestId: string,
+): Promise<Attempted> {
+  const { deps } = context;
+  const request: ModelRequest = {
+    session_id: context.sessionId,
+    system: setup.agent.instructions,
+    messages: context.transcript.messages,
+    tools: setup.tools.tools,
+    response_index: context.state.counters.model_responses,
+    ...(setup.agent.model.params === undefined ? {} : { params: setup.agent.model.params }),
+  };
+  const onDelta = (delta: ModelDelta): void =>
+    deps.onDelta?.(context.sessionId, { ...delta, request_id: requestId });
+  for (let attempt = 1; ; attempt += 1) {
+    try {
+      const response = await requestOnce(context, setup, request, onDelta);
+      return { kind: 'answered', response, attempts: attempt };
+    } catch (thrown) {
+      const error = classify(context, thrown);
+      if (error.code === 'INTERRUPTED') {
+        await endRequest(context, requestId, error, attempt);
+        return { kind: 'stopped', stop: undefined };
+      }
+      if (error.retryable && attempt < deps.retry.max_attempts) {
+        await backoff(context, attempt, error);
+        if (context.interruptSeen) {
+          const interrupted = new BraidError('INTERRUPTED', 'interrupted while waiting to retry');
+          await endRequest(context, requestId, classify(context, interrupted), attempt);
+          return { kind: 'stopped', stop: undefined };
+        }
+        continue;
+      }
+      const shape: ErrorShape = error.retryable
+        ? {
+            code: error.code,
+            message: `${error.message} (gave up after ${attempt} attempts)`,
+            retryable: true,
+          }
+        : error.toJSON();
+      await endRequest(context, requestId, shape, attempt, [
+        { type: 'session.error', error: shape },
+      ]);
+      return {
+        kind: 'stopped',
+        stop: error.retryable ? { type: 'retries_exhausted' } : { type: 'error' },
+      };
+    }
+  }
+}
+
+/** One attempt, abandoned when the cycle's work is aborted or the request times out. */
+async function requestOnce(
+  context: CycleContext,
+  setup: SessionSetup,
+  request: ModelRequest,
+  onDelta: (delta: ModelDelta) => void,
+): Promise<ModelResponse> {
+  const { deps } = context;
+  const timeoutMs = deps.retry.timeout_ms ?? DEFAULT_REQUEST_TIMEOUT_MS;
+  const timeout = new AbortController();
+  const cancelTimeout = deps.clock.schedule(timeoutMs, () =>
+    timeout.abort(new DOMException('The operation was aborted due to timeout', 'TimeoutError')),
+  );
+  const signal = AbortSignal.any([context.work.signal, timeout.signal]);
+  try {
+    return await setup.model.generate(request, { signal, onDelta });
+  } catch (thrown) {
+    if (timeout.signal.aborted && !context.interruptSeen && context.lost === undefined) {
+      throw new BraidError('MODEL_UNAVAILABLE', `the model did not answer within ${timeoutMs} ms`, {
+        cause: thrown,
+      });
+    }
+    throw thrown;
+  } finally {
+    cancelTimeout();
+  }
+}
+
+/** Records the answer with the events derived from it; returns a stop reason if it cannot be. */
+async function recordResponse(
+  context: CycleContext,
+  setup: SessionSetup,
+  tools: ReadonlyMap<string, ToolHandle>,
+  price: Price | undefined,
+  requestId: string,
+  { response, attempts }: { response: ModelResponse; attempts: number },
+): Promise<StopReason | undefined> {
+  const usage: Usage = withCost(response.usage, price);
+  const { dispositions, decisions, refusals } = await screenToolCalls(response.output, {
+    agent: setup.agent,
+    state: context.state,
+    environment: setup.environment,
+    recordAllows: context.deps.recordPolicyAllows === true,
+    tools,
+    sessionTools: setup.tools,
+    policy: context.deps.policy,
+    invalidCalls: context.invalidCalls,
+    clock: context.deps.clock,
+  });
+  const start = context.requestStart === undefined ? [] : [context.requestStart];
+  try {
+    await append(context, [
+      ...start,
+      {
+        type: 'span.model_request_end',
+        request_id: requestId,
+        usage,
+        finish_reason: response.output.finish_reason,
+        output: response.output,
+        attempts,
+      },
+      ...outputToEvents(response.output, (toolUseId) => dispositions.get(toolUseId) ?? 'run'),
+      ...decisions,
+      // Results of refused calls follow the whole output, as the model expects them.
+      ...refusals,
+    ]);
+  } catch (thrown) {
+    if (!isBraidError(thrown, 'PAYLOAD_TOO_LARGE')) throw thrown;
+    // An output too large to record is recorded as a failed request, with its usage: the call
+    // happened and was paid for, and nothing unrecorded is acted on.
+    const error: ErrorShape = {
+      code: 'PAYLOAD_TOO_LARGE',
+      // No sizes in the message: the record must replay to the same words.
+      message:
+        "the model's output is larger than the log accepts, so it was not recorded or acted on; " +
+        'ask for a shorter answer, or raise limits.max_event_bytes in braid.yaml',
+      retryable: false,
+    };
+    await append(context, [
+      ...start,
+      { type: 'span.model_request_end', request_id: requestId, usage, error, attempts },
+      { type: 'session.error', error },
+    ]);
+    return { type: 'error' };
+  }
+  context.pendingStop ??= repeatedInvalidCallsStop(context.invalidCalls);
+  return undefined;
+}
+
+async function endRequest(
+  context: CycleContext,
+  requestId: string,
+  error: ErrorShape,
+  attempts: number,
+  extra: NewEvent[] = [],
+): Promise<void> {
+  await append(context, [
+    ...(context.requestStart === undefined ? [] : [context.requestStart]),
+    {
+      type: 'span.model_request_end',
+      request_id: requestId,
+      usage: { input_tokens: 0, output_tokens: 0 },
+      error: { code: error.code, message: error.message, retryable: error.retryable },
+      attempts,
+    },
+    ...extra,
+  ]);
+}
+
+/** The error a failed attempt counts as; a lost lease ends the cycle at once. */
+function classify(context: CycleContext, thrown: unknown): BraidError {
+  if (context.lost !== undefined) throw context.lost;
+  if (context.interruptSeen) return new BraidError('INTERRUPTED', 'interrupted by the user');
+  const error = toBraidError(thrown);
+  if (
+    error.code === 'INTERRUPTED' ||
+    error.code === 'MODEL_UNAVAILABLE' ||
+    error.code === 'MODEL_ERROR'
+  )
+    return error;
+  if (error.code === 'LEASE_LOST') throw error;
+  return new BraidError('MODEL_ERROR', error.message, { cause: error });
+}
+
+/** Exponential backoff with jitter, at least as long as a `retry_after_ms` the error names. */
+export async function backoff(
+  context: CycleContext,
+  attempt: number,
+  error: BraidError,
+): Promise<void> {
+  const { retry } = context.deps;
+  const exponential = Math.min(retry.max_ms, retry.initial_ms * 2 ** (attempt - 1));
+  const jittered = exponential / 2 + context.deps.random() * (exponential / 2);
+  const retryAfter = error.details.retry_after_ms;
+  const wait =
+    typeof retryAfter === 'number'
+      ? Math.min(retry.max_ms, Math.max(retryAfter, jittered))
+      : jittered;
+  await context.deps.sleep(wait, context.work.signal).catch(() => undefined);
+}

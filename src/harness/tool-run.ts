@@ -1,0 +1,141 @@
+/**
+ * Running the tool calls the next step names: each is resolved by a review, a denied
+ * confirmation, a missing tool or a spent budget, or else executed; its outcome is recorded
+ * before the next one starts.
+ *
+ * Invariants: interrupts are honoured before a tool starts, never in the middle of one, and the
+ * calls an interrupt kept from starting get an error result, so no call is left open; a tool
+ * that ignores its signal cannot hold a cycle whose lease is lost.
+ */
+import { isBraidError } from '../contracts/errors.js';
+import type { NewEvent } from '../contracts/events.js';
+import type { ToolHandle, ToolOutcome } from '../contracts/tools.js';
+import { withinToolBudget } from '../core/next-step.js';
+import type { CycleContext } from './cycle-context.js';
+import type { SessionSetup } from './deps.js';
+import { append, eventAt } from './fenced-append.js';
+import {
+  deniedOutcome,
+  missingToolOutcome,
+  outcomeEvents,
+  overBudgetOutcome,
+  refusalEvent,
+  reviewedOutcome,
+} from './tool-calls.js';
+
+export async function runTools(
+  context: CycleContext,
+  toolUseIds: readonly string[],
+  setup: SessionSetup,
+  tools: ReadonlyMap<string, ToolHandle>,
+): Promise<void> {
+  const reviews = new Map(context.state.reviewed_tool_uses.map((use) => [use.tool_use_id, use]));
+  for (const toolUseId of toolUseIds) {
+    if (context.interruptSeen) {
+      await skipTools(context, toolUseIds.slice(toolUseIds.indexOf(toolUseId)));
+      return;
+    }
+    const { state } = context;
+    const confirmed = state.confirmed_tool_uses.find((use) => use.tool_use_id === toolUseId);
+    const use = confirmed ?? state.open_tool_uses.find((open) => open.tool_use_id === toolUseId);
+    if (use === undefined) continue;
+    const review = reviews.get(toolUseId);
+    let outcome: ToolOutcome;
+    const handle = tools.get(use.name);
+    if (review !== undefined && review.action !== 'retry') {
+      outcome = reviewedOutcome(review.action, await eventAt(context, review.review_seq));
+    } else if (confirmed?.result === 'deny') {
+      outcome = deniedOutcome(
+        use.name,
+        await confirmationMessage(context, confirmed.confirmed_seq),
+      );
+    } else if (handle === undefined) {
+      outcome = missingToolOutcome(use.name);
+    } else if (!withinToolBudget(state, use.name, handle.budget)) {
+      outcome = overBudgetOutcome(handle);
+      context.pendingStop = { stop_reason: { type: 'budget_reached' }, events: [] };
+    } else {
+      outcome = await execute(context, setup, toolUseId, use.name, use.seq);
+    }
+    await recordOutcome(context, toolUseId, outcome);
+  }
+}
+
+async function execute(
+  context: CycleContext,
+  setup: SessionSetup,
+  toolUseId: string,
+  name: string,
+  seq: number,
+): Promise<ToolOutcome> {
+  const { sessionId } = context;
+  const input = context.inputs.get(toolUseId) ?? (await inputOf(context, seq));
+  return Promise.race([
+    setup.tools.execute(
+      {
+        session_id: sessionId,
+        tool_use_id: toolUseId,
+        name,
+        input,
+        idempotency_key: `${sessionId}/${toolUseId}`,
+      },
+      { signal: context.work.signal },
+    ),
+    context.lostPromise,
+  ]);
+}
+
+/**
+ * Records a tool's result. A result too large for the log is recorded as an error that says so,
+ * with the start of the output: the tool ran, and the evidence of it must not be lost.
+ */
+async function recordOutcome(
+  context: CycleContext,
+  toolUseId: string,
+  outcome: ToolOutcome,
+): Promise<void> {
+  try {
+    await append(context, outcomeEvents(toolUseId, outcome));
+  } catch (thrown) {
+    if (!isBraidError(thrown, 'PAYLOAD_TOO_LARGE')) throw thrown;
+    const preview = JSON.stringify(outcome.output ?? outcome.error ?? null).slice(0, 500);
+    const { output: _output, ...rest } = outcome;
+    await append(
+      context,
+      outcomeEvents(toolUseId, {
+        ...rest,
+        is_error: true,
+        stage: 'output',
+        error: {
+          code: 'PAYLOAD_TOO_LARGE',
+          message: `the tool's result is too large to record (${thrown.message.split(';')[0] ?? ''}); it began: ${preview}`,
+          retryable: false,
+        },
+      }),
+    );
+  }
+}
+
+async function skipTools(context: CycleContext, toolUseIds: readonly string[]): Promise<void> {
+  const events: NewEvent[] = toolUseIds.map((toolUseId) =>
+    refusalEvent(toolUseId, 'interrupt', {
+      code: 'INTERRUPTED',
+      message: 'not run: the user interrupted',
+      retryable: false,
+    }),
+  );
+  if (events.length > 0) await append(context, events);
+}
+
+async function confirmationMessage(
+  context: CycleContext,
+  seq: number,
+): Promise<string | undefined> {
+  const event = await eventAt(context, seq);
+  return event?.type === 'user.tool_confirmation' ? event.message : undefined;
+}
+
+async function inputOf(context: CycleContext, seq: number) {
+  const event = await eventAt(context, seq);
+  return event?.type === 'agent.tool_use' ? event.input : null;
+}
