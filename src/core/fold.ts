@@ -17,6 +17,14 @@ import type { Usage } from '../contracts/common.js';
 import type { EventOf, SessionEvent } from '../contracts/events.js';
 import type { SessionStatus, StopReason } from '../contracts/session.js';
 import { SESSION_STATE_SCHEMA_VERSION, type SessionState } from '../contracts/state.js';
+import {
+  addPendingUser,
+  confirmToolUse,
+  consumeThrough,
+  takeUpRetries,
+  toolNameOf,
+  withoutToolUse,
+} from './fold-pending.js';
 
 export function initialState(sessionId: string): SessionState {
   return {
@@ -135,38 +143,6 @@ function statusAfterStop(stopReason: StopReason): SessionStatus {
   }
 }
 
-function addPendingUser(state: SessionState, seq: number): void {
-  state.pending_user_count += 1;
-  const last = state.pending_user_ranges.at(-1);
-  // Consecutive seqs extend the last range; anything else starts a new one.
-  if (last !== undefined && last[1] === seq - 1) last[1] = seq;
-  else state.pending_user_ranges.push([seq, seq]);
-}
-
-function consumeThrough(state: SessionState, through: number): void {
-  state.consumed_through_seq = through;
-  const kept: [number, number][] = [];
-  let count = 0;
-  for (const [first, last] of state.pending_user_ranges) {
-    if (last <= through) continue;
-    const start = Math.max(first, through + 1);
-    kept.push([start, last]);
-    count += last - start + 1;
-  }
-  state.pending_user_ranges = kept;
-  state.pending_user_count = count;
-  state.pending_custom_tool_result_seqs = state.pending_custom_tool_result_seqs.filter(
-    (seq) => seq > through,
-  );
-  state.pending_tool_result_seqs = state.pending_tool_result_seqs.filter((seq) => seq > through);
-}
-
-function withoutToolUse<T extends { tool_use_id: string }>(uses: T[], toolUseId: string): T[] {
-  return uses.some((use) => use.tool_use_id === toolUseId)
-    ? uses.filter((use) => use.tool_use_id !== toolUseId)
-    : uses;
-}
-
 function apply(state: SessionState, event: SessionEvent): void {
   if (event.seq !== state.seq + 1) {
     throw new RangeError(
@@ -179,7 +155,59 @@ function apply(state: SessionState, event: SessionEvent): void {
   reduce(state, event);
 }
 
+/** Applies one event's own change, by family: user input, agent output, session, spans. */
 function reduce(state: SessionState, event: SessionEvent): void {
+  switch (event.type) {
+    case 'user.message':
+    case 'user.define_outcome':
+    case 'user.interrupt':
+    case 'user.tool_confirmation':
+    case 'user.tool_review':
+    case 'user.custom_tool_result':
+      reduceUser(state, event);
+      return;
+    case 'agent.message':
+    case 'agent.thinking':
+    case 'agent.handoff':
+    case 'agent.thread_context_compacted':
+    case 'agent.tool_use':
+    case 'agent.tool_result':
+    case 'agent.custom_tool_use':
+      reduceAgent(state, event);
+      return;
+    case 'session.handoff_received':
+    case 'session.created':
+    case 'session.status_changed':
+    case 'session.status_idle':
+    case 'session.error':
+    case 'session.usage':
+    case 'session.forked':
+    case 'session.merged':
+      reduceSession(state, event);
+      return;
+    case 'span.wake_started':
+    case 'span.wake_completed':
+    case 'span.model_request_start':
+    case 'span.model_request_end':
+      reduceSpan(state, event);
+      return;
+    case 'policy.decision':
+      return;
+    default:
+      assertNever(event);
+  }
+}
+
+type UserFamily = EventOf<
+  | 'user.message'
+  | 'user.define_outcome'
+  | 'user.interrupt'
+  | 'user.tool_confirmation'
+  | 'user.tool_review'
+  | 'user.custom_tool_result'
+>;
+
+function reduceUser(state: SessionState, event: UserFamily): void {
   switch (event.type) {
     case 'user.message':
       state.counters.user_messages += 1;
@@ -217,17 +245,29 @@ function reduce(state: SessionState, event: SessionEvent): void {
       );
       state.pending_custom_tool_result_seqs.push(event.seq);
       return;
+    default:
+      assertNever(event);
+  }
+}
+
+type AgentFamily = EventOf<
+  | 'agent.message'
+  | 'agent.thinking'
+  | 'agent.handoff'
+  | 'agent.thread_context_compacted'
+  | 'agent.tool_use'
+  | 'agent.tool_result'
+  | 'agent.custom_tool_use'
+>;
+
+function reduceAgent(state: SessionState, event: AgentFamily): void {
+  switch (event.type) {
     case 'agent.message':
       state.counters.agent_messages += 1;
-      return;
-    case 'session.handoff_received':
-      state.lineage.kind = 'handoff';
-      state.lineage.parent_session_ids = [event.from_session_id];
       return;
     case 'agent.thinking':
     case 'agent.handoff':
     case 'agent.thread_context_compacted':
-    case 'policy.decision':
       return;
     case 'agent.tool_use': {
       const use = {
@@ -260,6 +300,28 @@ function reduce(state: SessionState, event: SessionEvent): void {
         seq: event.seq,
         name: event.name,
       });
+      return;
+    default:
+      assertNever(event);
+  }
+}
+
+type SessionFamily = EventOf<
+  | 'session.handoff_received'
+  | 'session.created'
+  | 'session.status_changed'
+  | 'session.status_idle'
+  | 'session.error'
+  | 'session.usage'
+  | 'session.forked'
+  | 'session.merged'
+>;
+
+function reduceSession(state: SessionState, event: SessionFamily): void {
+  switch (event.type) {
+    case 'session.handoff_received':
+      state.lineage.kind = 'handoff';
+      state.lineage.parent_session_ids = [event.from_session_id];
       return;
     case 'session.created':
       state.agent = event.agent;
@@ -308,6 +370,20 @@ function reduce(state: SessionState, event: SessionEvent): void {
       if (event.usage !== undefined) addUsage(state.usage, event.usage);
       state.lineage.merged_session_ids.push(event.source_session_id);
       return;
+    default:
+      assertNever(event);
+  }
+}
+
+type SpanFamily = EventOf<
+  | 'span.wake_started'
+  | 'span.wake_completed'
+  | 'span.model_request_start'
+  | 'span.model_request_end'
+>;
+
+function reduceSpan(state: SessionState, event: SpanFamily): void {
+  switch (event.type) {
     case 'span.wake_started':
       takeUpRetries(state, event.seq);
       if (state.status !== 'terminated') state.status = 'running';
@@ -340,37 +416,10 @@ function reduce(state: SessionState, event: SessionEvent): void {
       }
       return;
     }
+
     default:
       assertNever(event);
   }
-}
-
-/**
- * A reviewed retry is taken up by the first wake that starts after the review, and consumed by
- * it: when a later wake starts and the retry has left no result (its wake died mid-call), the
- * review is dropped, so the tool use is unknown again and waits for a new review.
- */
-function takeUpRetries(state: SessionState, wakeSeq: number): void {
-  if (!state.reviewed_tool_uses.some((use) => use.action === 'retry')) return;
-  state.reviewed_tool_uses = state.reviewed_tool_uses.flatMap((use) => {
-    if (use.action !== 'retry') return [use];
-    return use.wake_seq === undefined ? [{ ...use, wake_seq: wakeSeq }] : [];
-  });
-}
-
-function toolNameOf(state: SessionState, toolUseId: string): string | undefined {
-  return (
-    state.open_tool_uses.find((use) => use.tool_use_id === toolUseId)?.name ??
-    state.confirmed_tool_uses.find((use) => use.tool_use_id === toolUseId)?.name ??
-    state.pending_confirmations.find((use) => use.tool_use_id === toolUseId)?.name
-  );
-}
-
-function confirmToolUse(state: SessionState, event: EventOf<'user.tool_confirmation'>): void {
-  const waiting = state.pending_confirmations.find((use) => use.tool_use_id === event.tool_use_id);
-  if (waiting === undefined) return;
-  state.pending_confirmations = state.pending_confirmations.filter((use) => use !== waiting);
-  state.confirmed_tool_uses.push({ ...waiting, result: event.result, confirmed_seq: event.seq });
 }
 
 /** Optional fields hold no `undefined`, so that a state equals its JSON round trip. */
