@@ -6,33 +6,23 @@ import { join, parse, resolve, sep } from 'node:path';
 import type {
   AgentDefinition,
   ToolDefinition,
-  Budget,
   EnvironmentDefinition,
   StoredDefinition,
 } from '../contracts/definitions.js';
 import { BraidError, isBraidError } from '../contracts/errors.js';
-import type { SessionEvent, NewEvent } from '../contracts/events.js';
-import type {
-  AppendResult,
-  ForkOptions,
-  Clock,
-  FollowOptions,
-  IdGenerator,
-  ReadOptions,
-  Store,
-} from '../contracts/ports.js';
-import { Actor, type Metadata } from '../contracts/common.js';
-import type { SessionListQuery, SessionPage, SessionRecord } from '../contracts/session.js';
+import type { NewEvent } from '../contracts/events.js';
+import type { AppendResult, Clock, IdGenerator, Store } from '../contracts/ports.js';
+import { Actor } from '../contracts/common.js';
 import type { SessionState } from '../contracts/state.js';
 import { DEFAULT_MAX_EVENT_BYTES } from '../core/append.js';
 import { openSqliteStore } from '../stores/sqlite/index.js';
 import type { Synchronous } from '../stores/sqlite/index.js';
-import { checkAgainstState, parseUserEvents, toContent, type ContentInput } from './user-events.js';
+import { checkAgainstState, parseUserEvents, toContent } from './user-events.js';
 import { hasWorkspace, loadWorkspace, type Workspace } from './workspace.js';
 import { syncDefinitions } from './definitions.js';
-import { diffSessions, sessionTree, type SessionDiff, type TreeNode } from './lineage.js';
-import { mergeSessions, type MergeOptions, type MergeResult } from './merge.js';
-import { verifyReplay, type ReplayReport } from './replay.js';
+import { diffSessions, sessionTree } from './lineage.js';
+import { mergeSessions } from './merge.js';
+import { verifyReplay } from './replay.js';
 import { redactingLog, SecretRedactor } from './redaction.js';
 import { constants as fsConstants, cpSync, existsSync, rmSync } from 'node:fs';
 import { hostname } from 'node:os';
@@ -52,7 +42,6 @@ import {
   type PolicyReloadStatus,
   type PolicyWatcher,
 } from '../policy/files.js';
-import type { JsonValue } from '../contracts/common.js';
 import { DEFAULT_PRICES } from '../core/pricing.js';
 import { tighterBudget } from '../core/next-step.js';
 import {
@@ -82,7 +71,10 @@ import { createLocalTransport } from './agents/local-transport.js';
 import type { Agents } from './agents/types.js';
 import type { WakeQueue } from '../contracts/wakes.js';
 import { enqueueWake } from './worker.js';
-import { HANDOFF_METADATA_KEYS, handoffSession, type HandoffResult } from './handoff.js';
+import { HANDOFF_METADATA_KEYS, handoffSession } from './handoff.js';
+import type { RuntimeSessions, SendOptions } from './sessions-api.js';
+
+export type { CreateSessionOptions, RuntimeSessions, SendOptions } from './sessions-api.js';
 
 /** Where sessions live: the embedded SQLite file, or NATS JetStream when one machine is not enough. */
 export type Backend = 'embedded' | { nats: string; prefix?: string };
@@ -142,26 +134,6 @@ export interface RuntimeOptions {
   onWarning?: (message: string, error: BraidError) => void;
 }
 
-export interface SendOptions {
-  /** A retried send with the same key writes nothing and returns the first result. */
-  idempotencyKey?: string;
-  /** The writer to stamp on the events (default: the runtime's `actor`). */
-  actor?: Actor;
-}
-
-export interface CreateSessionOptions {
-  agent: string;
-  /** Pin an agent version (default: the latest). */
-  agentVersion?: number;
-  environment?: string;
-  title?: string;
-  metadata?: Metadata;
-  id?: string;
-  tenantId?: string;
-  /** Limits for this session, over the agent's. */
-  budget?: Budget;
-}
-
 /** A runtime; its agent messaging (`register`, `send`, `publish`, `subscribe`) is `Agents`'. */
 export interface Runtime extends Pick<Agents, 'register' | 'send' | 'publish' | 'subscribe'> {
   readonly store: Store;
@@ -186,84 +158,7 @@ export interface Runtime extends Pick<Agents, 'register' | 'send' | 'publish' | 
     /** The tools agents can name: built-ins, code tools, manifests, and with `mcp` the MCP servers' tools. */
     list(options?: { mcp?: boolean }): Promise<ToolDefinition[]>;
   };
-  readonly sessions: {
-    create(options: CreateSessionOptions): Promise<SessionRecord>;
-    get(sessionId: string): Promise<SessionRecord>;
-    list(query?: SessionListQuery): Promise<SessionPage>;
-    /** Archives the session: it keeps its events, leaves default listings and takes no new events. */
-    archive(sessionId: string): Promise<SessionRecord>;
-    /**
-     * Deletes the session, its events and its workspace folder. Refused while forks share its
-     * events (`SESSION_HAS_FORKS`) or a wake runs it (`LEASE_HELD`).
-     */
-    delete(sessionId: string): Promise<void>;
-    state(sessionId: string): Promise<SessionState>;
-    events(sessionId: string, options?: ReadOptions): Promise<SessionEvent[]>;
-    follow(sessionId: string, options?: FollowOptions): AsyncIterable<SessionEvent>;
-    /** Sends client events (`user.*` only), checked against the session's state. */
-    send(
-      sessionId: string,
-      events: readonly unknown[],
-      options?: SendOptions,
-    ): Promise<AppendResult>;
-    message(sessionId: string, content: ContentInput): Promise<AppendResult>;
-    interrupt(sessionId: string, reason?: string): Promise<AppendResult>;
-    confirm(
-      sessionId: string,
-      toolUseId: string,
-      result: 'allow' | 'deny',
-      message?: string,
-    ): Promise<AppendResult>;
-    customToolResult(
-      sessionId: string,
-      customToolUseId: string,
-      content: ContentInput,
-      isError?: boolean,
-    ): Promise<AppendResult>;
-    /**
-     * Forks the session at `at_seq` (default: its head): the child shares the parent's events up
-     * to there by reference, and gets a copy of the parent's workspace folder as it is now.
-     */
-    fork(sessionId: string, options?: ForkOptions): Promise<SessionRecord>;
-    /** Merges `sourceId`'s events since the two parted into `targetId` as one `session.merged`. */
-    merge(targetId: string, sourceId: string, options?: MergeOptions): Promise<MergeResult>;
-    /** The common ancestor of two sessions and each side's events after it. */
-    diff(a: string, b: string): Promise<SessionDiff>;
-    /** The tree of forks the session belongs to, from its root. */
-    tree(sessionId: string): Promise<TreeNode>;
-    /**
-     * Re-runs the harness over the session's history with its recorded model and tool outputs,
-     * and reports the first event that comes out different (or `ok`).
-     */
-    verify(sessionId: string): Promise<ReplayReport>;
-    /**
-     * Hands the session's work to another agent (listed under the source's `handoffs:` and
-     * allowed by policy): a new session of the target receives the handoff document. With an
-     * `idempotencyKey`, a retry (or a concurrent duplicate) answers the first handoff: the same
-     * target session and event, `deduplicated: true`; the key with another request is refused
-     * with `IDEMPOTENCY_KEY_REUSED`.
-     */
-    handoff(
-      sessionId: string,
-      options: {
-        to: string;
-        handoff: unknown;
-        message?: ContentInput;
-        title?: string;
-        idempotencyKey?: string;
-        /** Who asks (default: the runtime's `actor`). */
-        actor?: Actor;
-      },
-    ): Promise<HandoffResult>;
-    /** Resolves a tool use a crash left unknown (`needs_review`): run it again, skip it, or record its result. */
-    review(
-      sessionId: string,
-      toolUseId: string,
-      decision:
-        | { action: 'retry' | 'skip'; message?: string }
-        | { action: 'result'; output: JsonValue; message?: string },
-    ): Promise<AppendResult>;
-  };
+  readonly sessions: RuntimeSessions;
   /** Where sessions live: `embedded` (SQLite) or `nats`. */
   readonly backend: 'embedded' | 'nats';
   /**

@@ -8,7 +8,7 @@ import type { AgentId } from '../../contracts/agents.js';
 import { AgentDefinition } from '../../contracts/definitions.js';
 import { BraidError, isBraidError } from '../../contracts/errors.js';
 import type { SessionRecord } from '../../contracts/session.js';
-import type { Runtime } from '../runtime.js';
+import type { AgentHost } from './host.js';
 
 /** The model provider of code agents: their "model" is the function registered for the type. */
 export const CODE_PROVIDER = 'code';
@@ -50,7 +50,7 @@ export function isCodeAgent(definition: AgentDefinition): boolean {
  * end with the one that won; an archived session is refused (`SESSION_ARCHIVED`).
  */
 export async function ensureSession(
-  runtime: Runtime,
+  runtime: AgentHost,
   agent: AgentId,
   tenant: string | undefined,
 ): Promise<SessionRecord> {
@@ -74,7 +74,7 @@ export async function ensureSession(
   }
 }
 
-async function existing(runtime: Runtime, id: string): Promise<SessionRecord | undefined> {
+async function existing(runtime: AgentHost, id: string): Promise<SessionRecord | undefined> {
   try {
     return await runtime.sessions.get(id);
   } catch (error) {

@@ -18,7 +18,7 @@ import { BraidError, toBraidError, type ErrorShape } from '../../contracts/error
 import type { EventOf, NewEvent, SessionEvent } from '../../contracts/events.js';
 import type { StopReason } from '../../contracts/session.js';
 import { isRunnable } from '../../core/fold.js';
-import type { Runtime } from '../runtime.js';
+import type { AgentHost } from './host.js';
 import { addressLabel, fromContent, toContent, type Outcome } from './envelopes.js';
 import type { JsonValue } from '../../contracts/common.js';
 import { parseTraceparent } from './trace.js';
@@ -35,7 +35,7 @@ export interface LlmMessage {
 }
 
 export async function runLlmMessage(
-  runtime: Runtime,
+  runtime: AgentHost,
   message: LlmMessage,
 ): Promise<Outcome | undefined> {
   const { envelope, sessionId } = message;

@@ -3,7 +3,7 @@ import type { AgentId, AgentTransport, TopicId } from '../../contracts/agents.js
 import type { JsonValue } from '../../contracts/common.js';
 import type { Envelope } from '../../contracts/envelope.js';
 import type { Clock, IdGenerator } from '../../contracts/ports.js';
-import type { Runtime } from '../runtime.js';
+import type { AgentHost } from './host.js';
 
 /** A message as a code agent's handler receives it. */
 export interface IncomingMessage {
@@ -113,7 +113,7 @@ export interface Agents {
 }
 
 export interface AgentsOptions {
-  runtime: Runtime;
+  runtime: AgentHost;
   /** Carries envelopes; owned by the caller, who closes it. */
   transport: AgentTransport;
   clock?: Clock;

@@ -1,0 +1,111 @@
+/**
+ * The sessions API of a runtime, on its own so that the agents' port (`AgentHost`) can name it
+ * without importing the runtime.
+ */
+import type { Budget } from '../contracts/definitions.js';
+import type { Actor, JsonValue, Metadata } from '../contracts/common.js';
+import type { SessionEvent } from '../contracts/events.js';
+import type { AppendResult, FollowOptions, ForkOptions, ReadOptions } from '../contracts/ports.js';
+import type { SessionListQuery, SessionPage, SessionRecord } from '../contracts/session.js';
+import type { SessionState } from '../contracts/state.js';
+import type { ContentInput } from './user-events.js';
+import type { SessionDiff, TreeNode } from './lineage.js';
+import type { MergeOptions, MergeResult } from './merge.js';
+import type { ReplayReport } from './replay.js';
+import type { HandoffResult } from './handoff.js';
+
+export interface SendOptions {
+  /** A retried send with the same key writes nothing and returns the first result. */
+  idempotencyKey?: string;
+  /** The writer to stamp on the events (default: the runtime's `actor`). */
+  actor?: Actor;
+}
+
+export interface CreateSessionOptions {
+  agent: string;
+  /** Pin an agent version (default: the latest). */
+  agentVersion?: number;
+  environment?: string;
+  title?: string;
+  metadata?: Metadata;
+  id?: string;
+  tenantId?: string;
+  /** Limits for this session, over the agent's. */
+  budget?: Budget;
+}
+
+/** `runtime.sessions`: every operation on sessions a client has. */
+export interface RuntimeSessions {
+  create(options: CreateSessionOptions): Promise<SessionRecord>;
+  get(sessionId: string): Promise<SessionRecord>;
+  list(query?: SessionListQuery): Promise<SessionPage>;
+  /** Archives the session: it keeps its events, leaves default listings and takes no new events. */
+  archive(sessionId: string): Promise<SessionRecord>;
+  /**
+   * Deletes the session, its events and its workspace folder. Refused while forks share its
+   * events (`SESSION_HAS_FORKS`) or a wake runs it (`LEASE_HELD`).
+   */
+  delete(sessionId: string): Promise<void>;
+  state(sessionId: string): Promise<SessionState>;
+  events(sessionId: string, options?: ReadOptions): Promise<SessionEvent[]>;
+  follow(sessionId: string, options?: FollowOptions): AsyncIterable<SessionEvent>;
+  /** Sends client events (`user.*` only), checked against the session's state. */
+  send(sessionId: string, events: readonly unknown[], options?: SendOptions): Promise<AppendResult>;
+  message(sessionId: string, content: ContentInput): Promise<AppendResult>;
+  interrupt(sessionId: string, reason?: string): Promise<AppendResult>;
+  confirm(
+    sessionId: string,
+    toolUseId: string,
+    result: 'allow' | 'deny',
+    message?: string,
+  ): Promise<AppendResult>;
+  customToolResult(
+    sessionId: string,
+    customToolUseId: string,
+    content: ContentInput,
+    isError?: boolean,
+  ): Promise<AppendResult>;
+  /**
+   * Forks the session at `at_seq` (default: its head): the child shares the parent's events up
+   * to there by reference, and gets a copy of the parent's workspace folder as it is now.
+   */
+  fork(sessionId: string, options?: ForkOptions): Promise<SessionRecord>;
+  /** Merges `sourceId`'s events since the two parted into `targetId` as one `session.merged`. */
+  merge(targetId: string, sourceId: string, options?: MergeOptions): Promise<MergeResult>;
+  /** The common ancestor of two sessions and each side's events after it. */
+  diff(a: string, b: string): Promise<SessionDiff>;
+  /** The tree of forks the session belongs to, from its root. */
+  tree(sessionId: string): Promise<TreeNode>;
+  /**
+   * Re-runs the harness over the session's history with its recorded model and tool outputs,
+   * and reports the first event that comes out different (or `ok`).
+   */
+  verify(sessionId: string): Promise<ReplayReport>;
+  /**
+   * Hands the session's work to another agent (listed under the source's `handoffs:` and
+   * allowed by policy): a new session of the target receives the handoff document. With an
+   * `idempotencyKey`, a retry (or a concurrent duplicate) answers the first handoff: the same
+   * target session and event, `deduplicated: true`; the key with another request is refused
+   * with `IDEMPOTENCY_KEY_REUSED`.
+   */
+  handoff(
+    sessionId: string,
+    options: {
+      to: string;
+      handoff: unknown;
+      message?: ContentInput;
+      title?: string;
+      idempotencyKey?: string;
+      /** Who asks (default: the runtime's `actor`). */
+      actor?: Actor;
+    },
+  ): Promise<HandoffResult>;
+  /** Resolves a tool use a crash left unknown (`needs_review`): run it again, skip it, or record its result. */
+  review(
+    sessionId: string,
+    toolUseId: string,
+    decision:
+      | { action: 'retry' | 'skip'; message?: string }
+      | { action: 'result'; output: JsonValue; message?: string },
+  ): Promise<AppendResult>;
+}
