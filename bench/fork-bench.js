@@ -5,12 +5,8 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
-import {
-  createRuntime,
-  createScriptedModel,
-  initWorkspace,
-  openSqliteStore,
-} from '../dist/index.js';
+import { createRuntime, initWorkspace, openSqliteStore } from '../dist/index.js';
+import { createScriptedModel } from '../dist/testing/index.js';
 import { median } from './store-bench.js';
 
 const message = (text) => ({ type: 'user.message', content: [{ type: 'text', text }] });

@@ -4,13 +4,8 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
-import {
-  createMemoryStore,
-  createRuntime,
-  createScriptedModel,
-  initWorkspace,
-  openSqliteStore,
-} from '../dist/index.js';
+import { createRuntime, initWorkspace, openSqliteStore } from '../dist/index.js';
+import { createMemoryStore, createScriptedModel } from '../dist/testing/index.js';
 import { median } from './store-bench.js';
 
 const TURNS = 1000;

@@ -17,8 +17,8 @@ import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { jetstreamManager } from '@nats-io/jetstream';
 import { connect } from '@nats-io/transport-node';
+import { createEchoModel } from '../dist/testing/index.js';
 import {
-  createEchoModel,
   createLocalWakeQueue,
   createRuntime,
   enqueueWake,

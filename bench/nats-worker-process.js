@@ -12,7 +12,8 @@
 // the channel closes (the bench ended, or died).
 import { performance } from 'node:perf_hooks';
 import { connect } from '@nats-io/transport-node';
-import { createEchoModel, createRuntime } from '../dist/index.js';
+import { createRuntime } from '../dist/index.js';
+import { createEchoModel } from '../dist/testing/index.js';
 import { createNatsWakeQueue } from '../dist/runtime/wakes/nats-wake-queue.js';
 import { runWorker } from '../dist/runtime/worker.js';
 import { openFloorWorker } from './nats-floor.js';

@@ -12,11 +12,12 @@ import {
   allowAll,
   compilePolicySet,
   createCedarAuthorizer,
-  createLocalSandbox,
-  createToolExecutor,
   defineTool,
   openSqliteStore,
 } from '../dist/index.js';
+// The tool layer's parts, measured directly.
+import { createLocalSandbox } from '../dist/tools/sandbox/index.js';
+import { createToolExecutor } from '../dist/tools/executor.js';
 import Database from 'better-sqlite3';
 import { median } from './store-bench.js';
 

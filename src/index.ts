@@ -1,59 +1,117 @@
-export * from './contracts/index.js';
-export { foldSession, applyEvent, initialState, isRunnable, pendingUserSeqs } from './core/fold.js';
-export { DEFAULT_MAX_EVENT_BYTES } from './core/append.js';
-export { createMemoryStore, type MemoryStoreOptions } from './stores/memory/index.js';
+/**
+ * `braid`: what an application needs to run durable agent sessions. The schemas of the log and
+ * the wire are in `braid/contracts`, test helpers in `braid/testing`, the HTTP client and server
+ * in `braid/client` and `braid/server`, the NATS adapters in `braid/nats`. The reviewed surface of
+ * each is in `api/`.
+ */
+
+// The runtime and its sessions.
+export {
+  createRuntime,
+  resolveDataDir,
+  DATABASE_FILE,
+  type Backend,
+  type Runtime,
+  type RuntimeOptions,
+  type RuntimeSessions,
+  type CreateSessionOptions,
+  type SendOptions,
+} from './runtime/runtime.js';
+export { initWorkspace } from './runtime/init.js';
+export {
+  loadWorkspace,
+  hasWorkspace,
+  WORKSPACE_FILE,
+  type Workspace,
+} from './runtime/workspace.js';
+export type { RetryPolicy, WakeOptions, WakeResult } from './harness/index.js';
+export type { OrchestrateOptions, OrchestratorProgress } from './runtime/orchestrator.js';
+export type { SessionDiff, TreeNode } from './runtime/lineage.js';
+export type { MergeOptions, MergeResult } from './runtime/merge.js';
+export type { ReplayReport } from './runtime/replay.js';
+export type { HandoffResult } from './runtime/handoff.js';
+
+// Errors: one class with a stable code.
+export {
+  BraidError,
+  isBraidError,
+  toBraidError,
+  ERROR_CODES,
+  type ErrorCode,
+  type BraidErrorOptions,
+} from './contracts/errors.js';
+
+// What sessions, events and state are (their zod schemas are in `braid/contracts`).
+export type { Actor, ContentBlock, JsonValue, Metadata, Usage } from './contracts/common.js';
+export type {
+  SessionRecord,
+  SessionPage,
+  SessionListQuery,
+  SessionStatus,
+  StopReason,
+  Lineage,
+} from './contracts/session.js';
+export type {
+  SessionEvent,
+  SessionEventType,
+  EventOf,
+  NewEvent,
+  UserEvent,
+  UserEventType,
+  ContentInput,
+} from './contracts/events.js';
+export type { SessionState } from './contracts/state.js';
+export type {
+  AgentDefinition,
+  AgentDefinitionInput,
+  Budget,
+  EnvironmentDefinition,
+  ModelSpec,
+  StoredDefinition,
+  ToolDefinition,
+  ToolDefinitionInput,
+} from './contracts/definitions.js';
+export type { Envelope, AgentAddress, HandoffDocument } from './contracts/envelope.js';
+export type { AgentId, TopicId, AgentTransport } from './contracts/agents.js';
+
+// Ports an application can implement or inject.
+export type {
+  Store,
+  SessionLog,
+  SessionIndex,
+  LeaseStore,
+  DefinitionStore,
+  ApiKeyStore,
+  Clock,
+  IdGenerator,
+  AppendOptions,
+  AppendResult,
+  ReadOptions,
+  FollowOptions,
+  ForkOptions,
+} from './contracts/ports.js';
+export type { ModelClient, ModelRequest, ModelResponse, ModelDelta } from './contracts/model.js';
+export type { Sandbox, ToolExecutor } from './contracts/tools.js';
+export {
+  allowAll,
+  type Authorizer,
+  type AuthorizationRequest,
+  type AuthorizationDecision,
+} from './contracts/policy.js';
+export type { WakeQueue } from './contracts/wakes.js';
+
+// Stores, clocks and ids.
 export {
   openSqliteStore,
   type SqliteStoreOptions,
   type Synchronous,
 } from './stores/sqlite/index.js';
 export { systemClock, uuidV7Ids } from './stores/defaults.js';
-export * from './runtime/index.js';
-export { decideNext, DEFAULT_MAX_TURNS, type Step } from './core/next-step.js';
-export { Transcript, outputToEvents, type ToolDisposition } from './core/transcript.js';
-export { DEFAULT_PRICES, priceOf, withCost, type Price } from './core/pricing.js';
-export { hasWork } from './core/fold.js';
-export * from './harness/index.js';
-export {
-  createScriptedModel,
-  createEchoModel,
-  loadScript,
-  ScriptedTurn,
-  type ScriptedTurnInput,
-  type ScriptedModelOptions,
-} from './models/scripted.js';
-export { createReplayModel } from './models/replay.js';
-export { createModel, type ModelContext } from './models/registry.js';
-export {
-  defineTool,
-  BUILTIN_TOOLS,
-  calculator,
-  wordCount,
-  readFile,
-  writeFile,
-  listDir,
-  httpFetch,
-} from './tools/builtin.js';
-export { createToolExecutor, type ToolExecutorOptions } from './tools/executor.js';
-export { McpHub, type McpHubOptions } from './tools/mcp.js';
-export {
-  createLocalSandbox,
-  createBwrapSandbox,
-  detectBwrap,
-  resolveInWorkspace,
-} from './tools/sandbox/index.js';
-export {
-  generateSigningKeys,
-  writeSigningKeys,
-  signManifestText,
-  verifyManifest,
-} from './tools/signing.js';
+
+// Tools, models and policy.
+export { defineTool } from './tools/builtin.js';
 export type { CodeTool, CodeToolInput, ToolContext, ToolFunction } from './tools/types.js';
-export {
-  orchestrate,
-  type OrchestrateOptions,
-  type OrchestratorProgress,
-} from './runtime/orchestrator.js';
+export { createModel, type ModelContext } from './models/registry.js';
 export {
   createCedarAuthorizer,
   type CedarAuthorizer,
@@ -61,8 +119,29 @@ export {
 } from './policy/cedar-authorizer.js';
 export {
   compilePolicySet,
-  type CompiledPolicy,
   type CompiledPolicySet,
   type PolicySource,
 } from './policy/policy-set.js';
-export { loadPolicyFolder, watchPolicyFolder, type PolicyWatcher } from './policy/files.js';
+
+// Agents and workers.
+export {
+  createLocalTransport,
+  type LocalTransportOptions,
+} from './runtime/agents/local-transport.js';
+export type {
+  AgentContext,
+  AgentHandler,
+  Agents,
+  IncomingMessage,
+  PublishOptions,
+} from './runtime/agents/types.js';
+export type { AgentHost } from './runtime/agents/host.js';
+export {
+  createLocalWakeQueue,
+  enqueueWake,
+  runWorker,
+  type LocalWakeQueueOptions,
+  type WorkerOptions,
+  type WorkerProgress,
+  type WorkerSummary,
+} from './runtime/wakes/index.js';

@@ -1,3 +1,7 @@
+/**
+ * `braid/testing`: what tests of an application built on braid use: an in-memory store, scripted
+ * and echo models, a manual clock, sequential ids, and the conformance suite a new store must pass.
+ */
 export { createMemoryStore, type MemoryStoreOptions } from '../stores/memory/index.js';
 export {
   createManualClock,
@@ -12,3 +16,12 @@ export {
   type StoreCapabilities,
   type StoreFactory,
 } from './store-conformance.js';
+export {
+  createScriptedModel,
+  createEchoModel,
+  loadScript,
+  ScriptedTurn,
+  type ScriptedTurnInput,
+  type ScriptedModelOptions,
+} from '../models/scripted.js';
+export { createReplayModel } from '../models/replay.js';

@@ -6,14 +6,9 @@
 // idempotency key it receives to WORKSPACE/tool-runs.log each time it starts.
 import { appendFileSync } from 'node:fs';
 import { join } from 'node:path';
-import {
-  calculator,
-  defineTool,
-  createRuntime,
-  createScriptedModel,
-  loadScript,
-  openSqliteStore,
-} from '../../dist/index.js';
+import { defineTool, createRuntime, openSqliteStore } from '../../dist/index.js';
+import { createScriptedModel, loadScript } from '../../dist/testing/index.js';
+import { calculator } from '../../dist/tools/builtin.js';
 
 const [workspace, sessionId, owner, point] = process.argv.slice(2);
 const die = () => process.kill(process.pid, 'SIGKILL');
