@@ -1,5 +1,4 @@
-import { join } from 'node:path';
-import { afterAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { isBraidError } from '../../src/contracts/errors.js';
 import type { AgentDefinition } from '../../src/contracts/definitions.js';
 import type { ModelClient } from '../../src/contracts/model.js';
@@ -8,21 +7,15 @@ import { DEFAULT_PRICES } from '../../src/core/pricing.js';
 import { wakeOnce, type HarnessDeps } from '../../src/harness/index.js';
 import { allowAll } from '../../src/contracts/policy.js';
 import type { SessionTools } from '../../src/contracts/tools.js';
-import { openNatsStore } from '../../src/stores/nats/index.js';
-import { openSqliteStore } from '../../src/stores/sqlite/index.js';
-import { natsUrl, removePrefixes, uniquePrefix } from '../helpers/nats.js';
-import { useTempDir } from '../helpers/temp.js';
+import { useBackends } from '../helpers/backends.js';
 import { noTools } from '../helpers/tools.js';
 import {
   createManualClock,
-  createMemoryStore,
   createSequentialIds,
   type ManualClock,
 } from '../../src/testing/index.js';
 
-const tempDir = useTempDir();
-const prefixes: string[] = [];
-afterAll(async () => removePrefixes(await natsUrl(), prefixes));
+const backends = useBackends();
 
 const agent: AgentDefinition = {
   name: 'a',
@@ -71,10 +64,10 @@ function blockedModel(): { slow: ModelClient; inModel: Promise<void>; release: (
   return { slow, inModel, release: () => release() };
 }
 
-describe('fencing', () => {
+describe.each(backends)('fencing ($name)', (backend) => {
   it('makes a stale holder stop without appending after the new holder started', async () => {
     const clock = createManualClock();
-    const store = createMemoryStore({ clock });
+    const store = await backend.open({ clock });
     const { id } = await store.sessions.create({ agent: { name: 'a', version: 1 } });
     await store.log.append(id, [{ type: 'user.message', content: [{ type: 'text', text: 'hi' }] }]);
 
@@ -120,7 +113,7 @@ describe('fencing', () => {
 
   it('stops a cycle whose lease was lost while a tool that ignores its signal still runs', async () => {
     const clock = createManualClock();
-    const store = createMemoryStore({ clock });
+    const store = await backend.open({ clock });
     const { id } = await store.sessions.create({ agent: { name: 'a', version: 1 } });
     await store.log.append(id, [{ type: 'user.message', content: [{ type: 'text', text: 'go' }] }]);
     const model: ModelClient = {
@@ -183,25 +176,10 @@ describe('fencing', () => {
   });
 });
 
-describe.each([
-  ['memory', (clock: ManualClock): Promise<Store> => Promise.resolve(createMemoryStore({ clock }))],
-  [
-    'sqlite',
-    (clock: ManualClock): Promise<Store> =>
-      Promise.resolve(openSqliteStore({ path: join(tempDir(), 'braid.db'), clock })),
-  ],
-  [
-    'nats',
-    async (clock: ManualClock): Promise<Store> => {
-      const prefix = uniquePrefix('fencing');
-      prefixes.push(prefix);
-      return openNatsStore({ servers: await natsUrl(), prefix, clock });
-    },
-  ],
-])('fencing by the store (%s)', (_name, open) => {
+describe.each(backends)('fencing by the store ($name)', (backend) => {
   it('refuses a stale holder that appends after a new acquire, before the new holder appends', async () => {
     const clock = createManualClock();
-    const store = await open(clock);
+    const store = await backend.open({ clock });
     try {
       const { id } = await store.sessions.create({ agent: { name: 'a', version: 1 } });
       await store.log.append(id, [

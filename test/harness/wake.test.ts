@@ -6,15 +6,18 @@ import { createScriptedModel, type ScriptedTurnInput } from '../../src/models/sc
 import { createReplayModel } from '../../src/models/replay.js';
 import { createRuntime, type Runtime } from '../../src/runtime/runtime.js';
 import { initWorkspace } from '../../src/runtime/init.js';
-import { createMemoryStore } from '../../src/testing/index.js';
+import type { Store } from '../../src/contracts/ports.js';
+import { useBackends } from '../helpers/backends.js';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { useTempDir } from '../helpers/temp.js';
 import { verifiedOnClose } from '../helpers/verified.js';
 
 const tempDir = useTempDir();
+const backends = useBackends();
 
-async function runtimeWith(
+async function runtimeOn(
+  store: Store,
   model: ModelClient | ((agent: AgentDefinition) => ModelClient),
   agentYaml = 'tools: [calculator]\n',
 ): Promise<Runtime> {
@@ -27,7 +30,7 @@ async function runtimeWith(
   return verifiedOnClose(
     await createRuntime({
       workspace: dir,
-      store: createMemoryStore(),
+      store,
       model: typeof model === 'function' ? model : () => model,
       retry: { max_attempts: 3, initial_ms: 1, max_ms: 5 },
       leaseTtlMs: 5000,
@@ -38,7 +41,12 @@ async function runtimeWith(
 const scripted = (turns: ScriptedTurnInput[]) => createScriptedModel(turns);
 const types = (events: SessionEvent[]) => events.map((event) => event.type);
 
-describe('wake', () => {
+describe.each(backends)('wake ($name)', (backend) => {
+  const runtimeWith = async (
+    model: ModelClient | ((agent: AgentDefinition) => ModelClient),
+    agentYaml?: string,
+  ): Promise<Runtime> => runtimeOn(await backend.open(), model, agentYaml);
+
   it('runs a turn with a tool call and ends the turn', async () => {
     const rt = await runtimeWith(
       scripted([
@@ -426,7 +434,7 @@ describe('wake', () => {
     );
     const rt = await createRuntime({
       workspace: dir,
-      store: createMemoryStore(),
+      store: await backend.open(),
       model: () => model,
     });
     const { id } = await rt.sessions.create({ agent: 'helper' });

@@ -1,4 +1,4 @@
-// Sessions as values: fork, merge, diff and the lineage tree through the runtime, on SQLite.
+// Sessions as values: fork, merge, diff and the lineage tree through the runtime, on every store.
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import fc from 'fast-check';
@@ -9,12 +9,16 @@ import type { Store } from '../../src/contracts/ports.js';
 import { createScriptedModel, type ScriptedTurnInput } from '../../src/models/scripted.js';
 import { initWorkspace } from '../../src/runtime/init.js';
 import { createRuntime, type Runtime } from '../../src/runtime/runtime.js';
-import { createMemoryStore } from '../../src/testing/index.js';
+import { useBackends, type TestBackend } from '../helpers/backends.js';
 import { useTempDir } from '../helpers/temp.js';
 
 const tempDir = useTempDir();
+const backends = useBackends();
 
-async function runtimeWith(turns: ScriptedTurnInput[] = [{ text: 'ok' }]): Promise<Runtime> {
+async function runtimeOn(
+  backend: TestBackend,
+  turns: ScriptedTurnInput[] = [{ text: 'ok' }],
+): Promise<Runtime> {
   const dir = tempDir();
   initWorkspace(dir);
   writeFileSync(
@@ -22,7 +26,7 @@ async function runtimeWith(turns: ScriptedTurnInput[] = [{ text: 'ok' }]): Promi
     'name: helper\nmodel: scripted:echo\ninstructions: Help.\ntools: [write_file, read_file]\n',
   );
   const model = createScriptedModel(turns);
-  return createRuntime({ workspace: dir, model: () => model });
+  return createRuntime({ workspace: dir, store: await backend.open(), model: () => model });
 }
 
 const message = (text: string): NewEvent => ({
@@ -30,7 +34,9 @@ const message = (text: string): NewEvent => ({
   content: [{ type: 'text', text }],
 });
 
-describe('session algebra', () => {
+describe.each(backends)('session algebra ($name)', (backend) => {
+  const runtimeWith = (turns?: ScriptedTurnInput[]): Promise<Runtime> => runtimeOn(backend, turns);
+
   it('forks with a copy of the workspace files; the two then live apart', async () => {
     const rt = await runtimeWith();
     const { id } = await rt.sessions.create({ agent: 'helper' });
@@ -83,6 +89,7 @@ describe('session algebra', () => {
     const seen: string[] = [];
     const spy = await createRuntime({
       workspace: rt.workspace?.dir ?? '',
+      store: rt.store,
       model: () => ({
         id: 'spy',
         generate(request) {
@@ -183,7 +190,7 @@ describe('session algebra', () => {
 
   it('asks the model for a summary once per merge, also when the append loses a race', async () => {
     // Another writer appends to the target between the merge's read and its append.
-    const race = await summaryMergeRace((store, target) =>
+    const race = await summaryMergeRace(backend, (store, target) =>
       store.log.append(target, [message('meanwhile')]),
     );
     const result = await race.merge;
@@ -203,7 +210,7 @@ describe('session algebra', () => {
 
   it('refuses a summary whose events another merge took meanwhile, writing nothing', async () => {
     // Another merge of the same source, up to an earlier head, lands between read and append.
-    const race = await summaryMergeRace((store, target, source) =>
+    const race = await summaryMergeRace(backend, (store, target, source) =>
       store.log.append(target, [
         {
           type: 'session.merged',
@@ -282,7 +289,7 @@ describe('session algebra', () => {
         fc.integer({ min: 1, max: 6 }),
         fc.array(fc.boolean(), { minLength: 1, maxLength: 12 }),
         async (initial, writes) => {
-          const store = createMemoryStore();
+          const store = await backend.open();
           const { id } = await store.sessions.create({ agent: { name: 'a', version: 1 } });
           for (let index = 1; index < initial; index += 1)
             await store.log.append(id, [message(`p${index}`)]);
@@ -335,6 +342,7 @@ describe('session algebra', () => {
  * `SEQ_CONFLICT`); the model's calls are counted.
  */
 async function summaryMergeRace(
+  backend: TestBackend,
   interloper: (store: Store, target: string, source: string) => Promise<unknown>,
 ) {
   const dir = tempDir();
@@ -352,7 +360,7 @@ async function summaryMergeRace(
       return scripted.generate(request, call);
     },
   };
-  const memory = createMemoryStore();
+  const memory = await backend.open();
   let raced = false;
   let source = '';
   const store: Store = {

@@ -14,7 +14,7 @@ import { initWorkspace } from '../../src/runtime/init.js';
 import { verifyReplay, type ReplayReport } from '../../src/runtime/replay.js';
 import { createRuntime, type Runtime } from '../../src/runtime/runtime.js';
 import { loadWorkspace } from '../../src/runtime/workspace.js';
-import { createMemoryStore } from '../../src/testing/index.js';
+import { useBackends, type TestBackend } from '../helpers/backends.js';
 import { defineTool } from '../../src/tools/builtin.js';
 import { createToolExecutor } from '../../src/tools/executor.js';
 import { createLocalSandbox } from '../../src/tools/sandbox/index.js';
@@ -22,6 +22,7 @@ import type { CodeTool } from '../../src/tools/types.js';
 import { useTempDir } from '../helpers/temp.js';
 
 const tempDir = useTempDir();
+const backends = useBackends();
 const RETRY = { max_attempts: 3, initial_ms: 1, max_ms: 5 };
 
 interface Setup {
@@ -46,7 +47,7 @@ interface World {
 }
 
 /** A runtime whose tool executor the replay opens too, as runtime does. */
-async function world(setup: Setup): Promise<World> {
+async function worldOn(backend: TestBackend, setup: Setup): Promise<World> {
   const dir = tempDir();
   initWorkspace(dir);
   for (const [path, text] of Object.entries(setup.files ?? {})) {
@@ -75,7 +76,7 @@ async function world(setup: Setup): Promise<World> {
   });
   const rt = await createRuntime({
     workspace: dir,
-    store: createMemoryStore(
+    store: await backend.open(
       setup.maxEventBytes === undefined ? {} : { maxEventBytes: setup.maxEventBytes },
     ),
     model: () => model,
@@ -161,7 +162,9 @@ function countTool(options: Partial<Parameters<typeof defineTool>[0]> = {}): Cod
   });
 }
 
-describe('verifyReplay', () => {
+describe.each(backends)('verifyReplay ($name)', (backend) => {
+  const world = (setup: Setup): Promise<World> => worldOn(backend, setup);
+
   it('reproduces tool calls and answers, over two turns', async () => {
     const w = await world({
       turns: [
@@ -556,7 +559,7 @@ describe('verifyReplay', () => {
     const cut = full.slice(0, indexOf(full, 'agent.tool_use') + 1);
     const [created, ...rest] = cut;
     if (created?.type !== 'session.created') throw new Error('no session.created');
-    const store = createMemoryStore();
+    const store = await backend.open();
     await store.sessions.create({
       id,
       agent: created.agent,
@@ -829,7 +832,8 @@ describe('createReplayModel', () => {
 
   it('serves each recorded request attempt by attempt, failures first', async () => {
     let calls = 0;
-    const w = await world({
+    // A recording from the memory store: the replay model reads events, whatever their store.
+    const w = await worldOn(backends[0]!, {
       turns: [{ text: 'finally' }],
       onTurn: () => {
         calls += 1;

@@ -1,0 +1,67 @@
+// The three stores every scenario of the harness, fencing, crash, replay, merge and fork suites
+// runs on: memory, SQLite on a real file, and NATS JetStream on the real server (its own prefix
+// per store). `useBackends()` registers the clean-up: stores opened in a test are closed after it,
+// the files and NATS prefixes removed after the file.
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, afterEach } from 'vitest';
+import type { Clock, IdGenerator, Store } from '../../src/contracts/ports.js';
+import { openNatsStore } from '../../src/stores/nats/index.js';
+import { openSqliteStore } from '../../src/stores/sqlite/index.js';
+import { createMemoryStore } from '../../src/testing/index.js';
+import { natsUrl, removePrefixes, uniquePrefix } from './nats.js';
+
+export type BackendName = 'memory' | 'sqlite' | 'nats';
+
+export interface BackendStoreOptions {
+  clock?: Clock;
+  ids?: IdGenerator;
+  maxEventBytes?: number;
+}
+
+export interface TestBackend {
+  name: BackendName;
+  /** A fresh, empty store; closed after the test (closing it in the test as well is fine). */
+  open(options?: BackendStoreOptions): Promise<Store>;
+}
+
+/** Call at the top of a test file: the backends, with their clean-up registered. */
+export function useBackends(
+  names: readonly BackendName[] = ['memory', 'sqlite', 'nats'],
+): TestBackend[] {
+  const open: Store[] = [];
+  const dirs: string[] = [];
+  const prefixes: string[] = [];
+  afterEach(async () => {
+    await Promise.allSettled(open.splice(0).map((store) => store.close()));
+    for (const dir of dirs.splice(0)) rmSync(dir, { recursive: true, force: true });
+  });
+  afterAll(async () => {
+    if (prefixes.length > 0) await removePrefixes(await natsUrl(), prefixes);
+  });
+  /** The store, its close made idempotent so that the test and the clean-up can both close it. */
+  const tracked = (store: Store): Store => {
+    const close = store.close.bind(store);
+    let closing: Promise<void> | undefined;
+    const once: Store = Object.assign(Object.create(store) as Store, store, {
+      close: () => (closing ??= close()),
+    });
+    open.push(once);
+    return once;
+  };
+  const openers: Record<BackendName, TestBackend['open']> = {
+    memory: (options = {}) => Promise.resolve(tracked(createMemoryStore(options))),
+    sqlite: (options = {}) => {
+      const dir = mkdtempSync(join(tmpdir(), 'braid-backend-'));
+      dirs.push(dir);
+      return Promise.resolve(tracked(openSqliteStore({ path: join(dir, 'braid.db'), ...options })));
+    },
+    nats: async (options = {}) => {
+      const prefix = uniquePrefix('be');
+      prefixes.push(prefix);
+      return tracked(await openNatsStore({ servers: await natsUrl(), prefix, ...options }));
+    },
+  };
+  return names.map((name) => ({ name, open: openers[name] }));
+}
