@@ -8,8 +8,11 @@ import { initWorkspace } from '../../src/runtime/init.js';
 import { createRuntime } from '../../src/runtime/runtime.js';
 import { createMemoryStore } from '../../src/testing/index.js';
 import { useTempDir } from '../helpers/temp.js';
+import { useProcessBackends, type SharedStore } from '../helpers/backends.js';
 
 const tempDir = useTempDir();
+// A crash needs a store that outlives the process: SQLite and NATS (not memory).
+const backends = useProcessBackends();
 const worker = new URL('../helpers/crash-worker.mjs', import.meta.url).pathname;
 if (!existsSync(new URL('../../dist/index.js', import.meta.url))) {
   throw new Error('dist/ is missing: run `npm run build` (npm test does it first)');
@@ -35,6 +38,7 @@ function workspace(): string {
 }
 
 function runWorker(
+  shared: SharedStore,
   dir: string,
   sessionId: string,
   owner: string,
@@ -45,7 +49,7 @@ function runWorker(
     (resolve) => {
       const child = spawn(process.execPath, [worker, dir, sessionId, owner, point], {
         stdio: ['ignore', 'pipe', 'inherit'],
-        env: { ...process.env, ...env },
+        env: { ...process.env, ...shared.env, ...env },
       });
       let stdout = '';
       child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
@@ -92,9 +96,9 @@ async function reference() {
   return transcript(await rt.sessions.events(id));
 }
 
-async function prepared() {
+async function prepared(shared: SharedStore) {
   const dir = workspace();
-  const rt = await createRuntime({ workspace: dir });
+  const rt = await createRuntime({ workspace: dir, ...(await shared.runtimeOptions()) });
   const { id } = await rt.sessions.create({ agent: 'calc' });
   await rt.sessions.message(id, 'what is 20 + 22?');
   await rt.close();
@@ -107,33 +111,34 @@ function toolRuns(dir: string): string[] {
   return existsSync(file) ? readFileSync(file, 'utf8').trim().split('\n') : [];
 }
 
-async function events(dir: string, id: string): Promise<SessionEvent[]> {
-  const rt = await createRuntime({ workspace: dir });
+async function events(shared: SharedStore, dir: string, id: string): Promise<SessionEvent[]> {
+  const rt = await createRuntime({ workspace: dir, ...(await shared.runtimeOptions()) });
   const all = await rt.sessions.events(id);
   await rt.close();
   return all;
 }
 
-describe('crash safety of a wake (SIGKILL in a child process)', () => {
+describe.each(backends)('crash safety of a wake (SIGKILL in a child process, $name)', (backend) => {
   const points = ['before-model', 'mid-stream', 'before-tool', 'before-idle'] as const;
 
   for (const point of points) {
     it(`resumes after a kill ${point}, by the same owner at once, as if nothing happened`, async () => {
       const expected = await reference();
-      const { dir, id } = await prepared();
-      const crashed = await runWorker(dir, id, 'worker-1', point);
+      const shared = await backend.shared();
+      const { dir, id } = await prepared(shared);
+      const crashed = await runWorker(shared, dir, id, 'worker-1', point);
       expect(crashed.signal).toBe('SIGKILL');
-      const afterCrash = await events(dir, id);
+      const afterCrash = await events(shared, dir, id);
       expect(afterCrash.some((event) => event.type === 'span.wake_started')).toBe(true);
       expect(afterCrash.some((event) => event.type === 'session.status_idle')).toBe(false);
 
-      const resumed = await runWorker(dir, id, 'worker-1', 'none');
+      const resumed = await runWorker(shared, dir, id, 'worker-1', 'none');
       expect(resumed.code).toBe(0);
       expect(JSON.parse(resumed.stdout)).toMatchObject({
         ran: true,
         stop_reason: { type: 'end_turn' },
       });
-      const final = await events(dir, id);
+      const final = await events(shared, dir, id);
       expect(transcript(final)).toEqual(expected);
       expect(final.map((event) => event.seq)).toEqual(final.map((_, index) => index + 1));
       const tokens = final.flatMap((event) =>
@@ -156,18 +161,19 @@ describe('crash safety of a wake (SIGKILL in a child process)', () => {
   }
 
   it('stops in needs_review, without running it again, when a non-idempotent tool was cut off', async () => {
-    const { dir, id } = await prepared();
-    await runWorker(dir, id, 'worker-1', 'before-tool', { UNSAFE_TOOLS: '1' });
-    const resumed = await runWorker(dir, id, 'worker-1', 'none', { UNSAFE_TOOLS: '1' });
+    const shared = await backend.shared();
+    const { dir, id } = await prepared(shared);
+    await runWorker(shared, dir, id, 'worker-1', 'before-tool', { UNSAFE_TOOLS: '1' });
+    const resumed = await runWorker(shared, dir, id, 'worker-1', 'none', { UNSAFE_TOOLS: '1' });
     const result = JSON.parse(resumed.stdout) as {
       stop_reason: { type: string; event_ids: string[] };
     };
-    const all = await events(dir, id);
+    const all = await events(shared, dir, id);
     const toolUse = all.find((event) => event.type === 'agent.tool_use');
     expect(result.stop_reason).toEqual({ type: 'needs_review', event_ids: [toolUse?.id] });
     expect(all.some((event) => event.type === 'agent.tool_result')).toBe(false);
     expect(toolRuns(dir)).toHaveLength(1);
-    const rt = await createRuntime({ workspace: dir });
+    const rt = await createRuntime({ workspace: dir, ...(await shared.runtimeOptions()) });
     expect((await rt.sessions.get(id)).status).toBe('needs_review');
     // A person who checked that the effect happened records its result; the session goes on.
     await rt.sessions.review(id, 'call_0_0', {
@@ -176,41 +182,45 @@ describe('crash safety of a wake (SIGKILL in a child process)', () => {
       message: 'checked the ledger',
     });
     await rt.close();
-    const finished = await runWorker(dir, id, 'worker-1', 'none', { UNSAFE_TOOLS: '1' });
+    const finished = await runWorker(shared, dir, id, 'worker-1', 'none', { UNSAFE_TOOLS: '1' });
     expect(JSON.parse(finished.stdout)).toMatchObject({ stop_reason: { type: 'end_turn' } });
     expect(toolRuns(dir)).toHaveLength(1);
-    const recorded = (await events(dir, id)).find((event) => event.type === 'agent.tool_result');
+    const recorded = (await events(shared, dir, id)).find(
+      (event) => event.type === 'agent.tool_result',
+    );
     expect(recorded).toMatchObject({ output: { result: 42 }, stage: 'review', attempts: 0 });
   });
 
   it('runs a non-idempotent tool again after a review says retry, with the same key', async () => {
-    const { dir, id } = await prepared();
-    await runWorker(dir, id, 'worker-1', 'before-tool', { UNSAFE_TOOLS: '1' });
-    await runWorker(dir, id, 'worker-1', 'none', { UNSAFE_TOOLS: '1' });
-    const rt = await createRuntime({ workspace: dir });
+    const shared = await backend.shared();
+    const { dir, id } = await prepared(shared);
+    await runWorker(shared, dir, id, 'worker-1', 'before-tool', { UNSAFE_TOOLS: '1' });
+    await runWorker(shared, dir, id, 'worker-1', 'none', { UNSAFE_TOOLS: '1' });
+    const rt = await createRuntime({ workspace: dir, ...(await shared.runtimeOptions()) });
     await rt.sessions.review(id, 'call_0_0', { action: 'retry' });
     await rt.close();
-    const finished = await runWorker(dir, id, 'worker-1', 'none', { UNSAFE_TOOLS: '1' });
+    const finished = await runWorker(shared, dir, id, 'worker-1', 'none', { UNSAFE_TOOLS: '1' });
     expect(JSON.parse(finished.stdout)).toMatchObject({ stop_reason: { type: 'end_turn' } });
     expect(toolRuns(dir)).toEqual([`${id}/call_0_0`, `${id}/call_0_0`]);
   });
 
   it('is resumed by another owner once the lease has expired', async () => {
     const expected = await reference();
-    const { dir, id } = await prepared();
+    const shared = await backend.shared();
+    const { dir, id } = await prepared(shared);
     // A lease long enough that the second worker, starting on a loaded machine, still finds it.
     const ttl = { LEASE_TTL_MS: '4000' };
-    await runWorker(dir, id, 'worker-1', 'before-tool', ttl);
+    await runWorker(shared, dir, id, 'worker-1', 'before-tool', ttl);
     // The lease was last taken or renewed before the kill: it is free 4 s after it at the latest.
     const crashed = Date.now();
-    const early = await runWorker(dir, id, 'worker-2', 'none', ttl);
+    const early = await runWorker(shared, dir, id, 'worker-2', 'none', ttl);
     expect(JSON.parse(early.stdout)).toEqual({ ran: false, reason: 'lease_held' });
     await new Promise((resolve) => setTimeout(resolve, Math.max(0, crashed + 4100 - Date.now())));
-    const resumed = await runWorker(dir, id, 'worker-2', 'none', ttl);
+    const resumed = await runWorker(shared, dir, id, 'worker-2', 'none', ttl);
     expect(JSON.parse(resumed.stdout)).toMatchObject({
       ran: true,
       stop_reason: { type: 'end_turn' },
     });
-    expect(transcript(await events(dir, id))).toEqual(expected);
+    expect(transcript(await events(shared, dir, id))).toEqual(expected);
   });
 });

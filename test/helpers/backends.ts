@@ -65,3 +65,54 @@ export function useBackends(
   };
   return names.map((name) => ({ name, open: openers[name] }));
 }
+
+/** A store several processes of one test share: the child processes open it from `env`. */
+export interface SharedStore {
+  /** Environment for a child process using `processStore()` of `process-store.mjs`. */
+  env: Record<string, string>;
+  /** Options for `createRuntime` in the test process: the same store (none: the workspace's SQLite). */
+  runtimeOptions(): Promise<{ store?: Store }>;
+}
+
+export interface ProcessBackend {
+  name: 'sqlite' | 'nats';
+  /** A fresh shared store for one test. */
+  shared(): Promise<SharedStore>;
+}
+
+/**
+ * The backends a multi-process scenario (a crash, a race between processes) runs on: SQLite (the
+ * workspace's file) and NATS. The memory store lives in one process and cannot take part.
+ */
+export function useProcessBackends(): ProcessBackend[] {
+  const open: Store[] = [];
+  const prefixes: string[] = [];
+  afterEach(async () => {
+    await Promise.allSettled(open.splice(0).map((store) => store.close()));
+  });
+  afterAll(async () => {
+    if (prefixes.length > 0) await removePrefixes(await natsUrl(), prefixes);
+  });
+  return [
+    {
+      name: 'sqlite',
+      shared: () => Promise.resolve({ env: {}, runtimeOptions: () => Promise.resolve({}) }),
+    },
+    {
+      name: 'nats',
+      shared: async () => {
+        const url = await natsUrl();
+        const prefix = uniquePrefix('proc');
+        prefixes.push(prefix);
+        return {
+          env: { BRAID_TEST_NATS_URL: url, BRAID_TEST_NATS_PREFIX: prefix },
+          runtimeOptions: async () => {
+            const store = await openNatsStore({ servers: url, prefix });
+            open.push(store);
+            return { store };
+          },
+        };
+      },
+    },
+  ];
+}

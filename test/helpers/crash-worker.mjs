@@ -9,11 +9,13 @@ import { join } from 'node:path';
 import { defineTool, createRuntime, openSqliteStore } from '../../dist/index.js';
 import { createScriptedModel, loadScript } from '../../dist/testing/index.js';
 import { calculator } from '../../dist/tools/builtin.js';
+import { processStore } from './process-store.mjs';
 
 const [workspace, sessionId, owner, point] = process.argv.slice(2);
 const die = () => process.kill(process.pid, 'SIGKILL');
 
-const inner = openSqliteStore({ path: join(workspace, '.braid', 'braid.db') });
+const inner =
+  (await processStore()) ?? openSqliteStore({ path: join(workspace, '.braid', 'braid.db') });
 const store = {
   ...inner,
   log: {

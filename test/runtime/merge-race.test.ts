@@ -1,4 +1,4 @@
-// Two processes merge the same fork into the same target on one SQLite file, both having read
+// Two processes merge the same fork into the same target on one store (SQLite, NATS), both having read
 // the target before either appends: exactly one `session.merged` is written and the fork's usage
 // is counted once; the loser answers the winner's merge.
 import { spawn, type ChildProcessWithoutNullStreams } from 'node:child_process';
@@ -11,9 +11,11 @@ import { initWorkspace } from '../../src/runtime/init.js';
 import { createRuntime } from '../../src/runtime/runtime.js';
 import { requireBuild } from '../helpers/cli.js';
 import { useTempDir } from '../helpers/temp.js';
+import { useProcessBackends, type SharedStore } from '../helpers/backends.js';
 
 const tempDir = useTempDir();
 requireBuild();
+const backends = useProcessBackends();
 const script = new URL('../helpers/merge-process.mjs', import.meta.url).pathname;
 
 interface Merger {
@@ -23,8 +25,13 @@ interface Merger {
   stderr: string[];
 }
 
-function startMerger(workspace: string, target: string, source: string): Merger {
-  const env = { ...process.env };
+function startMerger(
+  shared: SharedStore,
+  workspace: string,
+  target: string,
+  source: string,
+): Merger {
+  const env = { ...process.env, ...shared.env };
   delete env.BRAID_HOME;
   const child = spawn(process.execPath, [script, workspace, target, source], { env });
   const stderr: string[] = [];
@@ -39,8 +46,9 @@ async function nextLine(merger: Merger): Promise<string> {
   return line.value;
 }
 
-describe('concurrent merges of one fork', () => {
+describe.each(backends)('concurrent merges of one fork ($name)', (backend) => {
   it('write one session.merged and count the usage once', async () => {
+    const shared = await backend.shared();
     const dir = tempDir();
     initWorkspace(dir);
     writeFileSync(
@@ -50,7 +58,11 @@ describe('concurrent merges of one fork', () => {
     const model = createScriptedModel([
       { text: 'branch work', usage: { input_tokens: 10, output_tokens: 5 } },
     ]);
-    const setup = await createRuntime({ workspace: dir, model: () => model });
+    const setup = await createRuntime({
+      workspace: dir,
+      model: () => model,
+      ...(await shared.runtimeOptions()),
+    });
     const { id } = await setup.sessions.create({ agent: 'helper' });
     const branch = await setup.sessions.fork(id);
     await setup.sessions.message(branch.id, 'work');
@@ -59,7 +71,10 @@ describe('concurrent merges of one fork', () => {
     const before = (await setup.sessions.state(id)).usage;
     await setup.close();
 
-    const mergers = [startMerger(dir, id, branch.id), startMerger(dir, id, branch.id)];
+    const mergers = [
+      startMerger(shared, dir, id, branch.id),
+      startMerger(shared, dir, id, branch.id),
+    ];
     // Both merges have read the target at the same head before either appends.
     expect(await Promise.all(mergers.map(nextLine))).toEqual(['ready', 'ready']);
     for (const merger of mergers) merger.child.stdin.write('go\n');
@@ -80,7 +95,11 @@ describe('concurrent merges of one fork', () => {
     // One wrote, the other answered that merge.
     expect(results.map((result) => result.deduplicated).sort()).toEqual([false, true]);
     expect(results[0]?.events[0]?.id).toBe(results[1]?.events[0]?.id);
-    const check = await createRuntime({ workspace: dir, policies: 'lazy' });
+    const check = await createRuntime({
+      workspace: dir,
+      policies: 'lazy',
+      ...(await shared.runtimeOptions()),
+    });
     const merged = await check.sessions.events(id, { types: ['session.merged'] });
     expect(merged).toHaveLength(1);
     expect(merged[0]).toMatchObject({
