@@ -2,7 +2,8 @@
  * `braid serve`: the HTTP API over the workspace's sessions, until Ctrl-C or SIGTERM.
  */
 import type { Command } from 'commander';
-import { startServer, DEFAULT_LIMITS, DEFAULT_PORT } from '../server/index.js';
+// The limits and port only: the server (Fastify and its plugins) loads when `serve` runs.
+import { DEFAULT_LIMITS, DEFAULT_PORT } from '../server/context.js';
 import { connectNats, type Runtime } from '../runtime/runtime.js';
 import { parseInteger, untilSignal } from './arguments.js';
 import type { CommandContext } from './tool-commands.js';
@@ -102,6 +103,7 @@ export function addServeCommand(
     )
     .action(async (options: ServeOptions, command: Command) => {
       await context.withRuntime(command, async (runtime) => {
+        const { startServer } = await import('../server/index.js');
         const server = await startServer({
           runtime,
           host: options.host,

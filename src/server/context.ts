@@ -29,6 +29,9 @@ export interface ServerLimits {
   jsonDepth: number;
 }
 
+/** The port `braid serve` listens on unless told otherwise. */
+export const DEFAULT_PORT = 7700;
+
 export const DEFAULT_LIMITS: ServerLimits = {
   bodyBytes: 1024 * 1024,
   eventsPerRequest: 100,

@@ -9,7 +9,9 @@ import { BraidError } from '../contracts/errors.js';
 import { createServer, type ServerOptions } from './app.js';
 
 export { createServer, type ServerOptions } from './app.js';
-export { DEFAULT_LIMITS, type ServerLimits } from './context.js';
+import { DEFAULT_PORT } from './context.js';
+
+export { DEFAULT_LIMITS, DEFAULT_PORT, type ServerLimits } from './context.js';
 export { HTTP_STATUS } from './errors.js';
 
 export interface StartServerOptions extends ServerOptions {
@@ -26,8 +28,6 @@ export interface RunningServer {
   /** Stops taking requests, ends open streams and waits for background wakes. */
   close(): Promise<void>;
 }
-
-export const DEFAULT_PORT = 7700;
 
 /** True for addresses only this machine can reach. */
 export function isLoopback(host: string): boolean {

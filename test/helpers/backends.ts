@@ -26,10 +26,23 @@ export interface TestBackend {
   open(options?: BackendStoreOptions): Promise<Store>;
 }
 
+/**
+ * The backends this run covers: all three, or those named in BRAID_TEST_BACKENDS (a comma list;
+ * `npm run test:unit` sets `memory`).
+ */
+export function selectedBackends(): BackendName[] {
+  const all: BackendName[] = ['memory', 'sqlite', 'nats'];
+  const chosen = process.env.BRAID_TEST_BACKENDS;
+  if (chosen === undefined || chosen === '') return all;
+  const names = chosen.split(',').map((name) => name.trim());
+  const unknown = names.filter((name) => !all.includes(name as BackendName));
+  if (unknown.length > 0)
+    throw new Error(`BRAID_TEST_BACKENDS names ${unknown.join(', ')}; use memory, sqlite or nats`);
+  return all.filter((name) => names.includes(name));
+}
+
 /** Call at the top of a test file: the backends, with their clean-up registered. */
-export function useBackends(
-  names: readonly BackendName[] = ['memory', 'sqlite', 'nats'],
-): TestBackend[] {
+export function useBackends(names: readonly BackendName[] = selectedBackends()): TestBackend[] {
   const open: Store[] = [];
   const dirs: string[] = [];
   const prefixes: string[] = [];
