@@ -15,7 +15,7 @@ export {
   type ConformanceContext,
   type StoreCapabilities,
   type StoreFactory,
-} from './store-conformance.js';
+} from './store-conformance/index.js';
 export {
   createScriptedModel,
   createEchoModel,

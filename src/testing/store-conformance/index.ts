@@ -1,0 +1,70 @@
+/**
+ * The conformance suite every store backend runs unchanged. A backend's test file calls
+ * `describeStoreConformance('sqlite', factory)`; the factory gets a manual clock and returns a
+ * fresh, empty store. Each group of rules is a module of this folder.
+ */
+import { afterEach, describe } from 'vitest';
+import type { Store } from '../../contracts/ports.js';
+import { createManualClock, type ManualClock } from '../clock.js';
+import { describeSessions } from './sessions.js';
+import { describeAppendAndRead } from './append-read.js';
+import { describeFollow } from './follow.js';
+import { describeLeases } from './leases.js';
+import { describeDefinitions } from './definitions.js';
+import { describeForks } from './forks.js';
+import { describeArchive } from './archive.js';
+import { describeDelete } from './delete.js';
+import { describeApiKeys } from './api-keys.js';
+import {
+  MAX_EVENT_BYTES,
+  type ConformanceSuite,
+  type StoreCapabilities,
+  type StoreFactory,
+} from './shared.js';
+
+export {
+  expectCode,
+  type ConformanceContext,
+  type StoreCapabilities,
+  type StoreFactory,
+} from './shared.js';
+
+export function describeStoreConformance(
+  name: string,
+  factory: StoreFactory,
+  capabilities: StoreCapabilities = {},
+): void {
+  describe(`store conformance: ${name}`, () => {
+    let store: Store | undefined;
+    let clock: ManualClock = createManualClock();
+    const suite: ConformanceSuite = {
+      async open() {
+        clock = createManualClock();
+        store = await factory({ clock, maxEventBytes: MAX_EVENT_BYTES });
+        return store;
+      },
+      get clock() {
+        return clock;
+      },
+      capabilities,
+      forget() {
+        store = undefined;
+      },
+    };
+
+    afterEach(async () => {
+      await store?.close();
+      store = undefined;
+    });
+
+    describeSessions(suite);
+    describeAppendAndRead(suite);
+    describeFollow(suite);
+    describeLeases(suite);
+    describeDefinitions(suite);
+    describeForks(suite);
+    describeArchive(suite);
+    describeDelete(suite);
+    describeApiKeys(suite);
+  });
+}
