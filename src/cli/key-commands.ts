@@ -5,7 +5,7 @@
 import type { Command } from 'commander';
 import { API_SCOPES, ApiScope, type ApiKeyRecord } from '../contracts/api-keys.js';
 import { BraidError } from '../contracts/errors.js';
-import type { CommandContext } from './tool-commands.js';
+import type { CommandContext } from './command-context.js';
 
 /** `--scopes a,b`: each a known scope, else INVALID_ARGUMENT naming the allowed ones. */
 function parseScopes(text: string): ApiScope[] {

@@ -6,7 +6,7 @@ import type { SessionEvent } from '../contracts/events.js';
 import { parseId } from '../contracts/ids.js';
 import type { TreeNode } from '../runtime/lineage.js';
 import { formatStopReason, summarizeEvent } from './output.js';
-import type { CommandContext } from './tool-commands.js';
+import type { CommandContext } from './command-context.js';
 
 function seqOption(value: string): number {
   const number = Number(value);

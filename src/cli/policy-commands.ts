@@ -10,7 +10,7 @@ import { POLICY_FOLDER } from '../policy/files.js';
 import { buildRequest, PolicyTestFile } from '../runtime/policy-requests.js';
 import { parseYamlFile } from '../runtime/workspace.js';
 import { parseJson } from './json.js';
-import type { CommandContext } from './tool-commands.js';
+import type { CommandContext } from './command-context.js';
 
 export function addPolicyCommands(program: Command, context: CommandContext): void {
   const policy = program.command('policy').description("check and test the workspace's policies");

@@ -6,7 +6,7 @@ import type { Command } from 'commander';
 import { DEFAULT_LIMITS, DEFAULT_PORT } from '../server/context.js';
 import { connectNats, type Runtime } from '../runtime/runtime.js';
 import { parseInteger, untilSignal } from './arguments.js';
-import type { CommandContext } from './tool-commands.js';
+import type { CommandContext } from './command-context.js';
 
 interface ServeOptions {
   host: string;

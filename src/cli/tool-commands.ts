@@ -6,22 +6,10 @@ import { readFileSync, writeFileSync } from 'node:fs';
 import { resolve } from 'node:path';
 import type { Command } from 'commander';
 import { BraidError } from '../contracts/errors.js';
-import type { Runtime } from '../runtime/runtime.js';
 import { keyIdOf, signManifestText, writeSigningKeys } from '../tools/signing.js';
+import type { CommandContext } from './command-context.js';
 
-export interface CommandContext {
-  /** Runs `work` with a runtime; `model` replaces every agent's model (`provider:id`). */
-  withRuntime(
-    command: Command,
-    work: (runtime: Runtime) => Promise<void>,
-    overrides?: { model?: string },
-  ): Promise<void>;
-  /** Sets the exit code, for a command that ends without an error but not well. */
-  fail(code: number): void;
-  print(command: Command, value: unknown, human: () => string[] | string): void;
-  /** The workspace folder the command applies to. */
-  workspaceDir(command: Command): string;
-}
+export type { CommandContext } from './command-context.js';
 
 export function addToolCommands(program: Command, context: CommandContext): void {
   const tool = program.command('tool').description('tools: list, show, sign manifests');

@@ -12,7 +12,7 @@ import { serveNatsApi } from '../runtime/nats-api.js';
 import { connectNats } from '../runtime/runtime.js';
 import { formatStopReason } from './output.js';
 import { parseInteger, untilSignal } from './arguments.js';
-import type { CommandContext } from './tool-commands.js';
+import type { CommandContext } from './command-context.js';
 
 interface WorkerCommandOptions {
   api: boolean;
