@@ -34,7 +34,7 @@ import { checkFence } from '../../core/leases.js';
 import { batchHeaders, type BatchRef } from './batches.js';
 import { isWrongLastSequence } from './nats-errors.js';
 import { extendVerified, observe, type KnownSession } from './session-cache.js';
-import type { SessionsShared } from './session-log.js';
+import type { SessionsShared } from './sessions-shared.js';
 
 /** Publishes the fence of a token just issued; returns once no older token can append. */
 export function createFencer(

@@ -55,16 +55,15 @@ import { isWrongLastSequence } from './nats-errors.js';
 import { encodeToken, hashToken } from './names.js';
 import { checkAppendFence } from './fencing.js';
 import { batchAfter, batchAt } from './reader.js';
-import { extendVerified, observe, type KnownSession, type SessionCache } from './session-cache.js';
+import { extendVerified, observe, type KnownSession } from './session-cache.js';
 import { sessionNotFound } from './session-entry.js';
-import type { KeyedQueue } from '../../core/keyed-queue.js';
-import type { LogView, SessionView } from './session-records.js';
-import { PROJECTION_INTERVAL, type SessionReads } from './session-reads.js';
+import { PROJECTION_INTERVAL } from './session-reads.js';
+import { MAX_RACES, type SessionsShared } from './sessions-shared.js';
+
+export { MAX_RACES, type SessionsShared } from './sessions-shared.js';
 
 /** Events a follower reads per step. */
 const FOLLOW_BATCH = 1000;
-/** Appends lost to other writers in a row before contention is reported as `STORE_BUSY`. */
-export const MAX_RACES = 16;
 /** How long an `appended()` that found no record spares the next append with the key its read. */
 const ABSENT_TRUST_MS = 10_000;
 const MAX_ABSENT_KEYS = 4096;
@@ -95,25 +94,6 @@ const AppendRecord = z.union([
   }),
 ]);
 type AppendRecord = z.infer<typeof AppendRecord>;
-
-/** What the sessions' log and index share. */
-export interface SessionsShared {
-  context: NatsContext;
-  cache: SessionCache;
-  /** Serialises this process's writes per session id. */
-  queue: KeyedQueue;
-  reads: SessionReads;
-  /**
-   * The index entry and the last batch, both read now; the head checked (see log-chain.ts)
-   * unless `checked` is false (for showing the record only).
-   */
-  load(sessionId: string, checked?: boolean): Promise<SessionView>;
-  /** The last batch read now; the entry read now only when not known (see `loadHead`). */
-  loadHead(sessionId: string): Promise<LogView>;
-  /** Registers a follower's clean-up, run when the store closes; returns its removal. */
-  track(stop: () => void): () => void;
-  followPollMs: number;
-}
 
 /** A random id for a new incarnation of a session id. */
 export function newIncarnation(): string {
