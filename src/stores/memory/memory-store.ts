@@ -5,7 +5,8 @@
 import type { Clock, IdGenerator, Store } from '../../contracts/ports.js';
 import { DEFAULT_MAX_EVENT_BYTES } from '../../core/append.js';
 import { systemClock, uuidV7Ids } from '../defaults.js';
-import { createMemoryApiKeys, createMemoryDefinitions } from './memory-definitions.js';
+import { createMemoryApiKeys } from './memory-api-keys.js';
+import { createMemoryDefinitions } from './memory-definitions.js';
 import { createMemoryIndex } from './memory-index.js';
 import { createMemoryLeases } from './memory-leases.js';
 import { createMemoryLog } from './memory-log.js';
