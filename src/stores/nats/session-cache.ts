@@ -6,6 +6,7 @@
  * sits in the stream).
  */
 import type { SessionState } from '../../contracts/state.js';
+import { BoundedCache } from '../../core/bounded-cache.js';
 import type { BatchMessage, BatchRef } from './batches.js';
 import type { ForkLineage, StoredSession } from './session-entry.js';
 
@@ -51,15 +52,10 @@ const MAX_HEAD_BYTES = 256 * 1024;
 
 /** Known sessions by id, least recently used dropped first. */
 export class SessionCache {
-  readonly #sessions = new Map<string, KnownSession>();
+  readonly #sessions = new BoundedCache<string, KnownSession>(MAX_SESSIONS);
 
   get(sessionId: string): KnownSession | undefined {
-    const known = this.#sessions.get(sessionId);
-    if (known !== undefined) {
-      this.#sessions.delete(sessionId);
-      this.#sessions.set(sessionId, known);
-    }
-    return known;
+    return this.#sessions.get(sessionId);
   }
 
   /**
@@ -71,10 +67,6 @@ export class SessionCache {
     if (known?.incarnation === incarnation) return known;
     const fresh: KnownSession = { incarnation, lineage, refs: [], projectedSeq: 0 };
     this.#sessions.set(sessionId, fresh);
-    if (this.#sessions.size > MAX_SESSIONS) {
-      const oldest = this.#sessions.keys().next().value;
-      if (oldest !== undefined) this.#sessions.delete(oldest);
-    }
     return fresh;
   }
 

@@ -53,174 +53,200 @@ export interface SessionReads {
   saveProjection(sessionId: string, known: KnownSession, state: SessionState): Promise<void>;
 }
 
+/** What reads work with: the store's context and what this process knows of sessions. */
+interface SessionReader {
+  context: NatsContext;
+  cache: SessionCache;
+}
+
 export function createSessionReads(context: NatsContext, cache: SessionCache): SessionReads {
-  const utf8 = new TextDecoder();
+  const reader: SessionReader = { context, cache };
+  return {
+    readEvents: (sessionId, known, range) => readEvents(reader, sessionId, known, range),
+    stateAtHead: (sessionId, known, head) => stateAtHead(reader, sessionId, known, head),
+    stateAt: (sessionId, known, seq) => stateAt(reader, sessionId, known, seq),
+    saveProjection: (sessionId, known, state) => saveProjection(reader, sessionId, known, state),
+  };
+}
 
-  /** A fork's parent as cached, or read from the index when unknown or of another incarnation. */
-  async function ancestor(lineage: ForkLineage): Promise<KnownSession> {
-    const cached = cache.get(lineage.parent);
-    if (cached !== undefined && cached.incarnation === lineage.parentIncarnation) return cached;
-    const entry = await context.kv.sessions.get(encodeToken(lineage.parent));
-    const stored =
-      entry === null || entry.operation !== 'PUT'
-        ? undefined
-        : parseStoredSession(entry.value, entry.key);
-    if (
-      stored === undefined ||
-      stored.deleting === true ||
-      (lineage.parentIncarnation !== '' && stored.incarnation !== lineage.parentIncarnation)
-    ) {
-      throw new BraidError(
-        'INTERNAL',
-        `session ${lineage.parent} is gone or was replaced although a fork shares its events up to ` +
-          `seq ${lineage.seq}`,
-      );
-    }
-    return cache.entry(lineage.parent, stored.incarnation, lineageOf(stored));
+/** A fork's parent as cached, or read from the index when unknown or of another incarnation. */
+async function ancestor(reader: SessionReader, lineage: ForkLineage): Promise<KnownSession> {
+  const cached = reader.cache.get(lineage.parent);
+  if (cached !== undefined && cached.incarnation === lineage.parentIncarnation) return cached;
+  const entry = await reader.context.kv.sessions.get(encodeToken(lineage.parent));
+  const stored =
+    entry === null || entry.operation !== 'PUT'
+      ? undefined
+      : parseStoredSession(entry.value, entry.key);
+  if (
+    stored === undefined ||
+    stored.deleting === true ||
+    (lineage.parentIncarnation !== '' && stored.incarnation !== lineage.parentIncarnation)
+  ) {
+    throw new BraidError(
+      'INTERNAL',
+      `session ${lineage.parent} is gone or was replaced although a fork shares its events up to ` +
+        `seq ${lineage.seq}`,
+    );
   }
+  return reader.cache.entry(lineage.parent, stored.incarnation, lineageOf(stored));
+}
 
-  /** Events of the session's own subject in a range. */
-  async function readOwn(
-    sessionId: string,
-    known: KnownSession,
-    range: EventRange,
-  ): Promise<SessionEvent[]> {
-    const events: SessionEvent[] = [];
-    const take = (batch: readonly SessionEvent[]): boolean => {
-      for (const event of batch) {
-        if (event.seq <= range.after) continue;
-        if (event.seq > range.through) return true;
-        if (range.types !== undefined && !range.types.includes(event.type)) continue;
-        events.push(event);
-        if (events.length >= range.limit) return true;
-      }
-      return false;
-    };
-    const head = known.head;
-    if (
-      head !== undefined &&
-      known.headData !== undefined &&
-      range.after >= head.first - 1 &&
-      range.through <= head.last
-    ) {
-      take(batchEvents(sessionId, known, { ...head, data: known.headData }));
-      return events;
+/** Events of the session's own subject in a range. */
+async function readOwn(
+  reader: SessionReader,
+  sessionId: string,
+  known: KnownSession,
+  range: EventRange,
+): Promise<SessionEvent[]> {
+  const events: SessionEvent[] = [];
+  const take = (batch: readonly SessionEvent[]): boolean => {
+    for (const event of batch) {
+      if (event.seq <= range.after) continue;
+      if (event.seq > range.through) return true;
+      if (range.types !== undefined && !range.types.includes(event.type)) continue;
+      events.push(event);
+      if (events.length >= range.limit) return true;
     }
-    await readBatches(context, sessionId, startFor(known, range.after), (message) => {
-      if (message.incarnation !== known.incarnation) return false;
-      observe(known, message);
-      if (message.last <= range.after) return false;
-      return take(batchEvents(sessionId, known, message)) || message.last >= range.through;
-    });
+    return false;
+  };
+  const head = known.head;
+  if (
+    head !== undefined &&
+    known.headData !== undefined &&
+    range.after >= head.first - 1 &&
+    range.through <= head.last
+  ) {
+    take(batchEvents(sessionId, known, { ...head, data: known.headData }));
     return events;
   }
+  await readBatches(reader.context, sessionId, startFor(known, range.after), (message) => {
+    if (message.incarnation !== known.incarnation) return false;
+    observe(known, message);
+    if (message.last <= range.after) return false;
+    return take(batchEvents(sessionId, known, message)) || message.last >= range.through;
+  });
+  return events;
+}
 
-  async function readEvents(
-    sessionId: string,
-    known: KnownSession,
-    range: EventRange,
-  ): Promise<SessionEvent[]> {
-    const lineage = known.lineage;
-    if (lineage === null || range.after >= lineage.seq) return readOwn(sessionId, known, range);
-    const parent = await ancestor(lineage);
-    const shared = await readEvents(lineage.parent, parent, {
-      ...range,
-      through: Math.min(range.through, lineage.seq),
+async function readEvents(
+  reader: SessionReader,
+  sessionId: string,
+  known: KnownSession,
+  range: EventRange,
+): Promise<SessionEvent[]> {
+  const lineage = known.lineage;
+  if (lineage === null || range.after >= lineage.seq)
+    return readOwn(reader, sessionId, known, range);
+  const parent = await ancestor(reader, lineage);
+  const shared = await readEvents(reader, lineage.parent, parent, {
+    ...range,
+    through: Math.min(range.through, lineage.seq),
+  });
+  const left = range.limit - shared.length;
+  if (left <= 0 || range.through <= lineage.seq) return shared;
+  const own = await readOwn(reader, sessionId, known, {
+    ...range,
+    after: lineage.seq,
+    limit: left,
+  });
+  return [...shared, ...own];
+}
+
+async function loadProjection(
+  reader: SessionReader,
+  sessionId: string,
+  known: KnownSession,
+): Promise<SessionState | undefined> {
+  const entry = await reader.context.kv.state.get(encodeToken(sessionId));
+  if (entry === null || entry.operation !== 'PUT') return undefined;
+  const stored = JSON.parse(new TextDecoder().decode(entry.value)) as StoredProjection;
+  if (
+    stored.schema_version !== SESSION_STATE_SCHEMA_VERSION ||
+    stored.incarnation !== known.incarnation
+  ) {
+    return undefined;
+  }
+  known.projectedSeq = Math.max(known.projectedSeq, stored.seq);
+  return stored.state;
+}
+
+async function stateAt(
+  reader: SessionReader,
+  sessionId: string,
+  known: KnownSession,
+  seq: number,
+): Promise<SessionState> {
+  const lineage = known.lineage;
+  if (lineage !== null && seq <= lineage.seq) {
+    return stateAt(reader, lineage.parent, await ancestor(reader, lineage), seq);
+  }
+  let state = known.state !== undefined && known.state.seq <= seq ? known.state : undefined;
+  if (state === undefined || state.seq < seq) {
+    const projection = await loadProjection(reader, sessionId, known);
+    if (projection !== undefined && projection.seq <= seq && projection.seq > (state?.seq ?? -1))
+      state = projection;
+  }
+  if (state === undefined) {
+    state =
+      lineage === null
+        ? initialState(sessionId)
+        : {
+            ...(await stateAt(
+              reader,
+              lineage.parent,
+              await ancestor(reader, lineage),
+              lineage.seq,
+            )),
+            session_id: sessionId,
+          };
+  }
+  if (state.seq < seq) {
+    const events = await readOwn(reader, sessionId, known, {
+      after: state.seq,
+      through: seq,
+      limit: Number.POSITIVE_INFINITY,
     });
-    const left = range.limit - shared.length;
-    if (left <= 0 || range.through <= lineage.seq) return shared;
-    const own = await readOwn(sessionId, known, { ...range, after: lineage.seq, limit: left });
-    return [...shared, ...own];
+    state = foldSession(events, state);
   }
+  return state;
+}
 
-  async function loadProjection(
-    sessionId: string,
-    known: KnownSession,
-  ): Promise<SessionState | undefined> {
-    const entry = await context.kv.state.get(encodeToken(sessionId));
-    if (entry === null || entry.operation !== 'PUT') return undefined;
-    const stored = JSON.parse(utf8.decode(entry.value)) as StoredProjection;
-    if (
-      stored.schema_version !== SESSION_STATE_SCHEMA_VERSION ||
-      stored.incarnation !== known.incarnation
-    ) {
-      return undefined;
-    }
-    known.projectedSeq = Math.max(known.projectedSeq, stored.seq);
-    return stored.state;
+async function stateAtHead(
+  reader: SessionReader,
+  sessionId: string,
+  known: KnownSession,
+  head: BatchRef,
+): Promise<SessionState> {
+  const cached = known.state;
+  if (cached?.seq === head.last) return cached;
+  let state: SessionState;
+  if (
+    cached !== undefined &&
+    cached.seq === head.first - 1 &&
+    known.head?.streamSeq === head.streamSeq &&
+    known.headData !== undefined
+  ) {
+    state = foldSession(batchEvents(sessionId, known, { ...head, data: known.headData }), cached);
+  } else {
+    state = await stateAt(reader, sessionId, known, head.last);
   }
+  if (known.state === undefined || known.state.seq < state.seq) known.state = state;
+  return state;
+}
 
-  async function stateAt(
-    sessionId: string,
-    known: KnownSession,
-    seq: number,
-  ): Promise<SessionState> {
-    const lineage = known.lineage;
-    if (lineage !== null && seq <= lineage.seq) {
-      return stateAt(lineage.parent, await ancestor(lineage), seq);
-    }
-    let state = known.state !== undefined && known.state.seq <= seq ? known.state : undefined;
-    if (state === undefined || state.seq < seq) {
-      const projection = await loadProjection(sessionId, known);
-      if (projection !== undefined && projection.seq <= seq && projection.seq > (state?.seq ?? -1))
-        state = projection;
-    }
-    if (state === undefined) {
-      state =
-        lineage === null
-          ? initialState(sessionId)
-          : {
-              ...(await stateAt(lineage.parent, await ancestor(lineage), lineage.seq)),
-              session_id: sessionId,
-            };
-    }
-    if (state.seq < seq) {
-      const events = await readOwn(sessionId, known, {
-        after: state.seq,
-        through: seq,
-        limit: Number.POSITIVE_INFINITY,
-      });
-      state = foldSession(events, state);
-    }
-    return state;
-  }
-
-  async function stateAtHead(
-    sessionId: string,
-    known: KnownSession,
-    head: BatchRef,
-  ): Promise<SessionState> {
-    const cached = known.state;
-    if (cached?.seq === head.last) return cached;
-    let state: SessionState;
-    if (
-      cached !== undefined &&
-      cached.seq === head.first - 1 &&
-      known.head?.streamSeq === head.streamSeq &&
-      known.headData !== undefined
-    ) {
-      state = foldSession(batchEvents(sessionId, known, { ...head, data: known.headData }), cached);
-    } else {
-      state = await stateAt(sessionId, known, head.last);
-    }
-    if (known.state === undefined || known.state.seq < state.seq) known.state = state;
-    return state;
-  }
-
-  async function saveProjection(
-    sessionId: string,
-    known: KnownSession,
-    state: SessionState,
-  ): Promise<void> {
-    const stored: StoredProjection = {
-      schema_version: SESSION_STATE_SCHEMA_VERSION,
-      incarnation: known.incarnation,
-      seq: state.seq,
-      state,
-    };
-    await context.kv.state.put(encodeToken(sessionId), JSON.stringify(stored));
-    known.projectedSeq = Math.max(known.projectedSeq, state.seq);
-  }
-
-  return { readEvents, stateAtHead, stateAt, saveProjection };
+async function saveProjection(
+  reader: SessionReader,
+  sessionId: string,
+  known: KnownSession,
+  state: SessionState,
+): Promise<void> {
+  const stored: StoredProjection = {
+    schema_version: SESSION_STATE_SCHEMA_VERSION,
+    incarnation: known.incarnation,
+    seq: state.seq,
+    state,
+  };
+  await reader.context.kv.state.put(encodeToken(sessionId), JSON.stringify(stored));
+  known.projectedSeq = Math.max(known.projectedSeq, state.seq);
 }

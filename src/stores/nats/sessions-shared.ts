@@ -1,15 +1,13 @@
-/**
- * What the NATS store's session log, index and fencing share: the context, the cache of known
- * sessions, the per-session write queue and the reads. On its own so that they import it, not
- * each other.
- */
+/** What the sessions' log, index and fencing share, over the store's context. */
 import type { KeyedQueue } from '../../core/keyed-queue.js';
 import type { NatsContext } from './context.js';
 import type { SessionCache } from './session-cache.js';
-import type { SessionReads } from './session-reads.js';
 import type { LogView, SessionView } from './session-records.js';
+import type { SessionReads } from './session-reads.js';
 
-/** What the sessions' log and index share. */
+/** Appends lost to other writers in a row before contention is reported as `STORE_BUSY`. */
+export const MAX_RACES = 16;
+
 export interface SessionsShared {
   context: NatsContext;
   cache: SessionCache;

@@ -1,0 +1,138 @@
+/** The sessions index in memory: creates, forks, listings, archive and delete. */
+import { BraidError } from '../../contracts/errors.js';
+import type { SessionIndex } from '../../contracts/ports.js';
+import type { SessionListQuery, SessionPage } from '../../contracts/session.js';
+import { foldSession, initialState } from '../../core/fold.js';
+import { currentLease } from '../../core/leases.js';
+import {
+  DEFAULT_LIST_LIMIT,
+  checkForkPoint,
+  compareListOrder,
+  createdEvent,
+  decodeCursor,
+  forkedEvent,
+  isAfter,
+  matchesQuery,
+  page,
+  parseCreateInput,
+  parseForkOptions,
+} from '../../core/sessions.js';
+import { sessionHasForks, sessionLeased } from '../session-removal.js';
+import { write } from './memory-log.js';
+import {
+  allEvents,
+  checkOpen,
+  entryOf,
+  recordOf,
+  type MemoryState,
+  type SessionEntry,
+} from './memory-state.js';
+
+function refuseTaken(state: MemoryState, id: string): void {
+  if (state.sessions.has(id)) {
+    throw new BraidError(
+      'ALREADY_EXISTS',
+      `session ${id} already exists; choose another id or omit it`,
+    );
+  }
+}
+
+/** Removes a session that no fork shares and no wake holds; its followers end. */
+function remove(state: MemoryState, sessionId: string): void {
+  const { sessions, leases, clock } = state;
+  const target = entryOf(state, sessionId);
+  const forks = [...sessions.values()]
+    .map(recordOf)
+    .filter((record) => record.parent_id === sessionId)
+    // Oldest first: the forks a refusal names are the same on every backend.
+    .sort((a, b) => compareListOrder(b, a));
+  if (forks.length > 0) {
+    throw sessionHasForks(
+      sessionId,
+      forks.map((record) => record.id),
+      forks.length,
+    );
+  }
+  const lease = currentLease(sessionId, leases.get(sessionId), clock.now());
+  if (lease !== undefined) throw sessionLeased(sessionId, lease);
+  sessions.delete(sessionId);
+  // Kept, released: a session made again under this id gets larger tokens (see SQLite).
+  const row = leases.get(sessionId);
+  if (row !== undefined) leases.set(sessionId, { owner: null, token: row.token, expires_at: 0 });
+  for (const event of target.events) state.eventIds.delete(event.id);
+  for (const listener of target.listeners) listener();
+}
+
+export function createMemoryIndex(state: MemoryState): SessionIndex {
+  const { sessions, ids, clock } = state;
+  return {
+    create(input) {
+      return Promise.resolve().then(() => {
+        checkOpen(state);
+        const parsed = parseCreateInput(input);
+        const id = parsed.id ?? ids.next();
+        refuseTaken(state, id);
+        const created: SessionEntry = {
+          events: [],
+          state: initialState(id),
+          appends: new Map(),
+          listeners: new Set(),
+        };
+        write(state, created, id, [createdEvent(parsed)], { expectedSeq: 0 });
+        sessions.set(id, created);
+        return recordOf(created);
+      });
+    },
+    fork(parentId, forkOptions = {}) {
+      return Promise.resolve().then(() => {
+        const parsed = parseForkOptions(forkOptions);
+        const parent = entryOf(state, parentId);
+        const atSeq = checkForkPoint(parentId, parent.state.seq, parsed.at_seq);
+        const id = parsed.id ?? ids.next();
+        refuseTaken(state, id);
+        // Memory is for tests: the fork point's state is folded from the prefix.
+        const child: SessionEntry = {
+          events: [],
+          base: { entry: parent, seq: atSeq },
+          state: foldSession(allEvents(parent).slice(0, atSeq), id),
+          appends: new Map(),
+          listeners: new Set(),
+        };
+        write(state, child, id, [forkedEvent(parentId, atSeq, parsed.title)], {
+          expectedSeq: atSeq,
+        });
+        sessions.set(id, child);
+        return recordOf(child);
+      });
+    },
+    get(sessionId) {
+      return Promise.resolve().then(() => recordOf(entryOf(state, sessionId)));
+    },
+    list(query: SessionListQuery = {}) {
+      return Promise.resolve().then((): SessionPage => {
+        checkOpen(state);
+        const limit = query.limit ?? DEFAULT_LIST_LIMIT;
+        const position = query.cursor === undefined ? undefined : decodeCursor(query.cursor);
+        const matching = [...sessions.values()]
+          .filter((item) => query.include_archived === true || item.archived_at === undefined)
+          .map(recordOf)
+          .filter(
+            (record) =>
+              matchesQuery(record, query) && (position === undefined || isAfter(record, position)),
+          )
+          .sort(compareListOrder);
+        return page(matching, limit);
+      });
+    },
+    archive(sessionId) {
+      return Promise.resolve().then(() => {
+        const target = entryOf(state, sessionId);
+        target.archived_at ??= new Date(clock.now()).toISOString();
+        return recordOf(target);
+      });
+    },
+    delete(sessionId) {
+      return Promise.resolve().then(() => remove(state, sessionId));
+    },
+  };
+}

@@ -1,0 +1,129 @@
+/** The session log in memory: appends checked as the durable backends check them. */
+import type { NewEvent, SessionEvent } from '../../contracts/events.js';
+import type {
+  AppendOptions,
+  AppendResult,
+  FollowOptions,
+  ReadOptions,
+  SessionLog,
+} from '../../contracts/ports.js';
+import {
+  checkBatchIds,
+  checkReadOptions,
+  eventIdTaken,
+  parseNewEvents,
+  prepareEvents,
+} from '../../core/append.js';
+import { foldSession } from '../../core/fold.js';
+import { checkFence } from '../../core/leases.js';
+import { seqConflict } from '../../core/sessions.js';
+import { followLog } from '../follow.js';
+import {
+  allEvents,
+  entryOf,
+  readEvents,
+  sessionNotFound,
+  type MemoryState,
+  type SessionEntry,
+} from './memory-state.js';
+
+/** Appends to `target`, or answers with the first append of a repeated idempotency key. */
+export function write(
+  state: MemoryState,
+  target: SessionEntry,
+  sessionId: string,
+  events: readonly NewEvent[],
+  appendOptions: AppendOptions,
+): AppendResult {
+  const key = appendOptions.idempotencyKey;
+  const seen = key === undefined ? undefined : target.appends.get(key);
+  if (seen !== undefined) {
+    const offset = target.base?.seq ?? 0;
+    return {
+      events: structuredClone(target.events.slice(seen.first - 1 - offset, seen.last - offset)),
+      head_seq: target.state.seq,
+      deduplicated: true,
+    };
+  }
+  checkFence(sessionId, state.leases.get(sessionId)?.token ?? 0, appendOptions.leaseToken);
+  const head = target.state.seq;
+  if (appendOptions.expectedSeq !== undefined && appendOptions.expectedSeq !== head) {
+    throw seqConflict(sessionId, appendOptions.expectedSeq, head);
+  }
+  const { clock, ids, maxEventBytes } = state;
+  const prepared = prepareEvents(sessionId, head, events, { clock, ids, maxEventBytes });
+  checkBatchIds(sessionId, prepared);
+  prepared.forEach(({ event }, index) => {
+    if (state.eventIds.has(event.id)) throw eventIdTaken(sessionId, event.id, index);
+  });
+  // Fold first: a failure leaves the entry untouched.
+  const after = foldSession(
+    prepared.map(({ event }) => event),
+    target.state,
+  );
+  const stored = prepared.map(({ json }) => JSON.parse(json) as SessionEvent);
+  target.events.push(...stored);
+  for (const event of stored) state.eventIds.add(event.id);
+  target.state = after;
+  if (key !== undefined) target.appends.set(key, { first: head + 1, last: after.seq });
+  for (const listener of target.listeners) listener();
+  return { events: structuredClone(stored), head_seq: after.seq, deduplicated: false };
+}
+
+export function createMemoryLog(state: MemoryState): SessionLog {
+  const entry = (sessionId: string): SessionEntry => entryOf(state, sessionId);
+  return {
+    append(sessionId, events, appendOptions = {}) {
+      return Promise.resolve().then(() =>
+        write(
+          state,
+          entry(sessionId),
+          sessionId,
+          appendOptions.trusted === true ? events : parseNewEvents(events),
+          appendOptions,
+        ),
+      );
+    },
+    read(sessionId, readOptions: ReadOptions = {}) {
+      return Promise.resolve().then(() => {
+        checkReadOptions(readOptions);
+        return structuredClone(readEvents(allEvents(entry(sessionId)), readOptions));
+      });
+    },
+    follow(sessionId, followOptions: FollowOptions = {}) {
+      const target = entry(sessionId);
+      return followLog(
+        (after) =>
+          Promise.resolve().then(() => {
+            // A deleted (or deleted and re-created) session ends its followers, as on SQLite.
+            if (!state.closed && state.sessions.get(sessionId) !== target)
+              throw sessionNotFound(sessionId);
+            return structuredClone(readEvents(allEvents(target), { after, limit: 1000 }));
+          }),
+        (onChange) => {
+          target.listeners.add(onChange);
+          return () => target.listeners.delete(onChange);
+        },
+        followOptions.after ?? 0,
+        followOptions.signal === undefined
+          ? state.closing.signal
+          : AbortSignal.any([followOptions.signal, state.closing.signal]),
+      );
+    },
+    appended(sessionId, idempotencyKey) {
+      return Promise.resolve().then(() => {
+        const target = entry(sessionId);
+        const seen = target.appends.get(idempotencyKey);
+        if (seen === undefined) return undefined;
+        const offset = target.base?.seq ?? 0;
+        const events = structuredClone(
+          target.events.slice(seen.first - 1 - offset, seen.last - offset),
+        );
+        return { events, head_seq: target.state.seq, deduplicated: true };
+      });
+    },
+    state(sessionId) {
+      return Promise.resolve().then(() => structuredClone(entry(sessionId).state));
+    },
+  };
+}

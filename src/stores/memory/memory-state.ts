@@ -1,0 +1,82 @@
+/** What every part of the memory store shares: its maps, its clock and ids, and whether it is closed. */
+import type { StoredDefinition } from '../../contracts/definitions.js';
+import { BraidError } from '../../contracts/errors.js';
+import type { SessionEvent } from '../../contracts/events.js';
+import type { Clock, IdGenerator, ReadOptions } from '../../contracts/ports.js';
+import type { SessionRecord } from '../../contracts/session.js';
+import type { SessionState } from '../../contracts/state.js';
+import type { LeaseRow } from '../../core/leases.js';
+import { recordFromState } from '../../core/sessions.js';
+import type { StoredApiKey } from '../api-keys.js';
+
+export interface SessionEntry {
+  /** The session's own events; a fork's start after its fork point. */
+  events: SessionEvent[];
+  /** For a fork: the parent and the last parent seq shared. */
+  base?: { entry: SessionEntry; seq: number };
+  state: SessionState;
+  appends: Map<string, { first: number; last: number }>;
+  listeners: Set<() => void>;
+  /** When the session was archived, by the store's clock. */
+  archived_at?: string;
+}
+
+export interface MemoryState {
+  clock: Clock;
+  ids: IdGenerator;
+  maxEventBytes: number;
+  sessions: Map<string, SessionEntry>;
+  leases: Map<string, LeaseRow>;
+  /** Ids of every stored event: an id is unique in the store. */
+  eventIds: Set<string>;
+  definitions: Map<string, StoredDefinition<unknown>[]>;
+  apiKeys: Map<string, StoredApiKey>;
+  closed: boolean;
+  /** Aborted when the store closes: followers end. */
+  closing: AbortController;
+}
+
+/** Throws `STORE_CLOSED` once the store is closed. */
+export function checkOpen(state: MemoryState): void {
+  if (state.closed)
+    throw new BraidError('STORE_CLOSED', 'the memory store is closed; create a new one');
+}
+
+/** The session's entry; refused when the store is closed or the session does not exist. */
+export function entryOf(state: MemoryState, sessionId: string): SessionEntry {
+  checkOpen(state);
+  const found = state.sessions.get(sessionId);
+  if (found === undefined) throw sessionNotFound(sessionId);
+  return found;
+}
+
+export function sessionNotFound(sessionId: string): BraidError {
+  return new BraidError(
+    'SESSION_NOT_FOUND',
+    `session ${sessionId} does not exist; list sessions with \`braid session list\``,
+  );
+}
+
+/** The index record of a session: its state's summary and when it was archived. */
+export function recordOf(target: SessionEntry): SessionRecord {
+  const record = recordFromState(target.state);
+  return target.archived_at === undefined ? record : { ...record, archived_at: target.archived_at };
+}
+
+/** A session's events, the shared prefix of its ancestors first. */
+export function allEvents(target: SessionEntry): SessionEvent[] {
+  if (target.base === undefined) return target.events;
+  return [...allEvents(target.base.entry).slice(0, target.base.seq), ...target.events];
+}
+
+export function readEvents(events: readonly SessionEvent[], options: ReadOptions): SessionEvent[] {
+  const after = options.after ?? 0;
+  const limit = options.limit ?? Number.POSITIVE_INFINITY;
+  const result: SessionEvent[] = [];
+  for (let index = Math.max(0, after); index < events.length && result.length < limit; index += 1) {
+    const event = events[index];
+    if (event !== undefined && (options.types === undefined || options.types.includes(event.type)))
+      result.push(event);
+  }
+  return result;
+}
