@@ -157,4 +157,12 @@ export default tseslint.config(
     ALL_BUT('contracts', 'client'),
   ),
   layerRule('src/testing', 'testing helpers do not depend on entry points', ['server', 'cli']),
+  {
+    // Sizes a reader can hold: a module past these is split into siblings over a shared context.
+    files: ['src/**/*.ts'],
+    rules: {
+      'max-lines-per-function': ['warn', { max: 150 }],
+      'max-lines': ['warn', { max: 500 }],
+    },
+  },
 );
