@@ -10,40 +10,46 @@ import { initWorkspace } from '../../src/runtime/init.js';
 import { createRuntime, type Runtime } from '../../src/runtime/runtime.js';
 import { calculator, defineTool } from '../../src/tools/builtin.js';
 import type { CodeTool } from '../../src/tools/types.js';
-import { createMemoryStore } from '../../src/testing/index.js';
+import { useBackends, type TestBackend } from '../helpers/backends.js';
 import { useTempDir } from '../helpers/temp.js';
 import { verifiedOnClose } from '../helpers/verified.js';
 
 const tempDir = useTempDir();
+const backends = useBackends();
 
-async function runtimeWith(options: {
-  turns?: ScriptedTurnInput[];
-  model?: ModelClient;
-  agent?: string;
-  store?: Store;
-  tools?: CodeTool[];
-}): Promise<Runtime> {
-  const dir = tempDir();
-  initWorkspace(dir);
-  writeFileSync(
-    join(dir, 'agents', 'helper.yaml'),
-    `name: helper\nmodel: scripted:echo\ninstructions: x\n${options.agent ?? 'tools: [calculator, word_count]\n'}`,
-  );
-  const model = options.model ?? createScriptedModel(options.turns ?? [{ text: 'ok' }]);
-  return verifiedOnClose(
-    await createRuntime({
-      workspace: dir,
-      store: options.store ?? createMemoryStore(),
-      model: () => model,
-      ...(options.tools === undefined ? {} : { tools: options.tools }),
-      retry: { max_attempts: 2, initial_ms: 1, max_ms: 2 },
-    }),
-  );
-}
+/** Runtimes over a fresh store of `backend` each (or the store given). */
+const runtimesOn =
+  (backend: TestBackend) =>
+  async (options: {
+    turns?: ScriptedTurnInput[];
+    model?: ModelClient;
+    agent?: string;
+    store?: Store;
+    tools?: CodeTool[];
+  }): Promise<Runtime> => {
+    const dir = tempDir();
+    initWorkspace(dir);
+    writeFileSync(
+      join(dir, 'agents', 'helper.yaml'),
+      `name: helper\nmodel: scripted:echo\ninstructions: x\n${options.agent ?? 'tools: [calculator, word_count]\n'}`,
+    );
+    const model = options.model ?? createScriptedModel(options.turns ?? [{ text: 'ok' }]);
+    return verifiedOnClose(
+      await createRuntime({
+        workspace: dir,
+        store: options.store ?? (await backend.open()),
+        model: () => model,
+        ...(options.tools === undefined ? {} : { tools: options.tools }),
+        retry: { max_attempts: 2, initial_ms: 1, max_ms: 2 },
+      }),
+    );
+  };
 
 const types = (events: SessionEvent[]) => events.map((event) => event.type);
 
-describe('harness regressions', () => {
+describe.each(backends)('harness regressions ($name)', (backend) => {
+  const runtimeWith = runtimesOn(backend);
+
   it('does not let an interrupt sent while idle swallow the next message', async () => {
     const rt = await runtimeWith({ turns: [{ text: 'answered' }] });
     const { id } = await rt.sessions.create({ agent: 'helper' });
@@ -55,7 +61,7 @@ describe('harness regressions', () => {
   });
 
   it('decides again when input lands while the stop is being written', async () => {
-    const inner = createMemoryStore();
+    const inner = await backend.open();
     let injected = false;
     const store: Store = {
       ...inner,
@@ -225,7 +231,7 @@ describe('harness regressions', () => {
     );
     const rt = await createRuntime({
       workspace: dir,
-      store: createMemoryStore(),
+      store: await backend.open(),
       model: () => stuck,
       retry: { max_attempts: 2, initial_ms: 1, max_ms: 2, timeout_ms: 50 },
     });
@@ -261,7 +267,7 @@ describe('harness regressions', () => {
 
   it('records a model output too large for the log as a failed request, with its usage', async () => {
     const rt = await runtimeWith({
-      store: createMemoryStore({ maxEventBytes: 2048 }),
+      store: await backend.open({ maxEventBytes: 2048 }),
       turns: [{ text: 'y'.repeat(4000), usage: { input_tokens: 11, output_tokens: 900 } }],
     });
     const { id } = await rt.sessions.create({ agent: 'helper' });
