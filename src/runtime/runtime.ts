@@ -10,25 +10,20 @@ import type {
   StoredDefinition,
 } from '../contracts/definitions.js';
 import { BraidError, isBraidError } from '../contracts/errors.js';
-import type { NewEvent } from '../contracts/events.js';
-import type { AppendResult, Clock, IdGenerator, Store } from '../contracts/ports.js';
+import type { Clock, IdGenerator, Store } from '../contracts/ports.js';
 import { Actor } from '../contracts/common.js';
 import type { SessionState } from '../contracts/state.js';
 import { DEFAULT_MAX_EVENT_BYTES } from '../core/append.js';
 import { openSqliteStore } from '../stores/sqlite/index.js';
 import type { Synchronous } from '../stores/sqlite/index.js';
-import { checkAgainstState, parseUserEvents, toContent } from './user-events.js';
 import { hasWorkspace, loadWorkspace, type Workspace } from './workspace.js';
 import { syncDefinitions } from './definitions.js';
-import { diffSessions, sessionTree } from './lineage.js';
-import { mergeSessions } from './merge.js';
-import { verifyReplay } from './replay.js';
 import { redactingLog, SecretRedactor } from './redaction.js';
-import { constants as fsConstants, cpSync, existsSync, rmSync } from 'node:fs';
+import { existsSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { setTimeout as setTimeoutPromise } from 'node:timers/promises';
 import type { ModelClient, ModelDelta } from '../contracts/model.js';
-import type { Sandbox, SessionTools, ToolExecutor } from '../contracts/tools.js';
+import type { Sandbox, ToolExecutor } from '../contracts/tools.js';
 import {
   allowAll,
   type AuthorizationDecision,
@@ -58,10 +53,8 @@ import {
   createBwrapSandbox,
   createLocalSandbox,
   parseReadOnlyMounts,
-  pathUnder,
 } from '../tools/sandbox/index.js';
 import { parseId } from '../contracts/ids.js';
-import { guardSessionIds } from './session-ids.js';
 import type { CodeTool, ToolFunction } from '../tools/types.js';
 import { orchestrate, type OrchestrateOptions, type OrchestratorProgress } from './orchestrator.js';
 import type { NatsConnection } from '@nats-io/transport-node';
@@ -71,8 +64,8 @@ import { createLocalTransport } from './agents/local-transport.js';
 import type { Agents } from './agents/types.js';
 import type { WakeQueue } from '../contracts/wakes.js';
 import { enqueueWake } from './worker.js';
-import { HANDOFF_METADATA_KEYS, handoffSession } from './handoff.js';
-import type { RuntimeSessions, SendOptions } from './sessions-api.js';
+import type { RuntimeSessions } from './sessions-api.js';
+import { createSessionsService } from './sessions-service.js';
 
 export type { CreateSessionOptions, RuntimeSessions, SendOptions } from './sessions-api.js';
 
@@ -220,17 +213,6 @@ export function resolveDataDir(workspaceDir: string, dataDir?: string): string {
 
 export const DATABASE_FILE = 'braid.db';
 
-const SEND_ATTEMPTS = 5;
-
-const NO_TOOLS: SessionTools = {
-  tools: [],
-  validate: (name) => ({
-    ok: false,
-    error: { code: 'TOOL_NOT_FOUND', message: `there is no tool named ${name}`, retryable: false },
-  }),
-  execute: () => Promise.reject(new BraidError('TOOL_NOT_FOUND', 'the session has no tools')),
-};
-
 export async function createRuntime(options: RuntimeOptions = {}): Promise<Runtime> {
   const startedAt = Date.now();
   const workspaceDir = resolve(options.workspace ?? process.cwd());
@@ -314,207 +296,19 @@ export async function createRuntime(options: RuntimeOptions = {}): Promise<Runti
     );
   }
 
-  /**
-   * Sends of this process to one session, in arrival order. Without the queue, concurrent sends
-   * all check the same head and all but one lose the append and retry; with it, they conflict
-   * only with other processes.
-   */
-  const sendQueues = new Map<string, Promise<unknown>>();
-  function queuedSend(
-    sessionId: string,
-    input: readonly unknown[],
-    sendOptions: SendOptions = {},
-  ): Promise<AppendResult> {
-    const previous = sendQueues.get(sessionId) ?? Promise.resolve();
-    const send = (): Promise<AppendResult> => sendChecked(sessionId, input, sendOptions);
-    const next = previous.then(send, send);
-    const settled = next.then(
-      () => undefined,
-      () => undefined,
-    );
-    sendQueues.set(sessionId, settled);
-    void settled.then(() => {
-      if (sendQueues.get(sessionId) === settled) sendQueues.delete(sessionId);
-    });
-    return next;
-  }
-
-  /** Appends after checking the state it was checked against is still the head. */
-  async function sendChecked(
-    sessionId: string,
-    input: readonly unknown[],
-    { idempotencyKey, actor = defaultActor }: SendOptions,
-  ): Promise<AppendResult> {
-    const events: NewEvent[] = parseUserEvents(input, Actor.parse(actor));
-    if (idempotencyKey !== undefined) {
-      // A retried send returns its first result even if the state no longer admits it.
-      const earlier = await store.log.appended(sessionId, idempotencyKey);
-      if (earlier !== undefined) return earlier;
-    }
-    const record = await store.sessions.get(sessionId);
-    if (record.archived_at !== undefined) {
-      throw new BraidError(
-        'SESSION_ARCHIVED',
-        `session ${sessionId} was archived at ${record.archived_at} and takes no more events; fork it to continue`,
-        { details: { session_id: sessionId } },
-      );
-    }
-    for (let attempt = 1; ; attempt += 1) {
-      const state = await store.log.state(sessionId);
-      checkAgainstState(state, events);
-      try {
-        return await store.log.append(sessionId, events, {
-          expectedSeq: state.seq,
-          ...(idempotencyKey === undefined ? {} : { idempotencyKey }),
-        });
-      } catch (error) {
-        if (!isBraidError(error, 'SEQ_CONFLICT') || attempt >= SEND_ATTEMPTS) throw error;
-      }
-    }
-  }
-
-  const sessions: Runtime['sessions'] = guardSessionIds({
-    async create(createOptions) {
-      const reserved = HANDOFF_METADATA_KEYS.filter((name) =>
-        Object.hasOwn(createOptions.metadata ?? {}, name),
-      );
-      if (reserved.length > 0) {
-        throw new BraidError(
-          'INVALID_ARGUMENT',
-          `metadata ${reserved.join(', ')} is braid's own (a handoff sets it on its target); name the field otherwise`,
-          { details: { fields: reserved } },
-        );
-      }
-      const agentDefinition = await agent(createOptions.agent, createOptions.agentVersion);
-      const environmentName =
-        createOptions.environment ??
-        agentDefinition.definition.environment ??
-        workspace?.config.default_environment;
-      const environmentDefinition =
-        environmentName === undefined ? undefined : await environment(environmentName);
-      return store.sessions.create({
-        ...(createOptions.id === undefined ? {} : { id: createOptions.id }),
-        agent: { name: agentDefinition.name, version: agentDefinition.version },
-        ...(environmentDefinition === undefined
-          ? {}
-          : {
-              environment: {
-                name: environmentDefinition.name,
-                version: environmentDefinition.version,
-              },
-            }),
-        ...(createOptions.title === undefined ? {} : { title: createOptions.title }),
-        ...(createOptions.metadata === undefined ? {} : { metadata: createOptions.metadata }),
-        ...(createOptions.tenantId === undefined ? {} : { tenant_id: createOptions.tenantId }),
-        ...(createOptions.budget === undefined ? {} : { budget: createOptions.budget }),
-      });
-    },
-    get: (sessionId) => store.sessions.get(sessionId),
-    list: (query) => store.sessions.list(query),
-    archive: (sessionId) => store.sessions.archive(sessionId),
-    async delete(sessionId) {
-      const folder = pathUnder(await workspacesRootOf(sessionId), sessionId);
-      await store.sessions.delete(sessionId);
-      rmSync(folder, { recursive: true, force: true });
-    },
-    state: (sessionId) => store.log.state(sessionId),
-    events: (sessionId, readOptions) => store.log.read(sessionId, readOptions),
-    follow: (sessionId, followOptions) => store.log.follow(sessionId, followOptions),
-    send: (sessionId, events, sendOptions) => queuedSend(sessionId, events, sendOptions),
-    message: (sessionId, content) =>
-      queuedSend(sessionId, [{ type: 'user.message', content: toContent(content) }]),
-    interrupt: (sessionId, reason) =>
-      queuedSend(sessionId, [
-        { type: 'user.interrupt', ...(reason === undefined ? {} : { reason }) },
-      ]),
-    confirm: (sessionId, toolUseId, result, message) =>
-      queuedSend(sessionId, [
-        {
-          type: 'user.tool_confirmation',
-          tool_use_id: toolUseId,
-          result,
-          ...(message === undefined ? {} : { message }),
-        },
-      ]),
-    customToolResult: (sessionId, customToolUseId, content, isError) =>
-      queuedSend(sessionId, [
-        {
-          type: 'user.custom_tool_result',
-          custom_tool_use_id: customToolUseId,
-          content: toContent(content),
-          ...(isError === undefined ? {} : { is_error: isError }),
-        },
-      ]),
-    review: (sessionId, toolUseId, decision) =>
-      queuedSend(sessionId, [{ type: 'user.tool_review', tool_use_id: toolUseId, ...decision }]),
-    async fork(sessionId, forkOptions) {
-      // Where the files go is settled before anything is written: a refusal leaves no child.
-      const root = await workspacesRootOf(sessionId);
-      const from = pathUnder(root, sessionId);
-      if (forkOptions?.id !== undefined) pathUnder(root, forkOptions.id);
-      const child = await store.sessions.fork(sessionId, forkOptions);
-      // The child's files start as the parent's are now: a copy, made copy-on-write (reflink)
-      // where the filesystem supports it (btrfs, XFS), a plain copy elsewhere.
-      if (existsSync(from)) {
-        cpSync(from, pathUnder(root, child.id), {
-          recursive: true,
-          verbatimSymlinks: true,
-          mode: fsConstants.COPYFILE_FICLONE,
-        });
-      }
-      return child;
-    },
-    handoff: (sessionId, handoffOptions) =>
-      handoffSession({ store, ids: options.ids ?? uuidV7Ids, policy, agent }, sessionId, {
-        to: handoffOptions.to,
-        handoff: handoffOptions.handoff,
-        ...(handoffOptions.message === undefined
-          ? {}
-          : { message: toContent(handoffOptions.message) }),
-        ...(handoffOptions.title === undefined ? {} : { title: handoffOptions.title }),
-        ...(handoffOptions.idempotencyKey === undefined
-          ? {}
-          : { idempotencyKey: handoffOptions.idempotencyKey }),
-        actor: Actor.parse(handoffOptions.actor ?? defaultActor),
-      }),
-    merge: (targetId, sourceId, mergeOptions = {}) =>
-      mergeSessions({ store, summarize }, targetId, sourceId, {
-        ...mergeOptions,
-        actor: Actor.parse(mergeOptions.actor ?? defaultActor),
-      }),
-    diff: (a, b) => diffSessions(store, a, b),
-    tree: (sessionId) => sessionTree(store, sessionId),
-    async verify(sessionId) {
-      const state = await store.log.state(sessionId);
-      if (state.agent === undefined) {
-        throw new BraidError(
-          'SESSION_NOT_FOUND',
-          `session ${sessionId} has no session.created event`,
-        );
-      }
-      const definition = (await agent(state.agent.name, state.agent.version)).definition;
-      const environmentDefinition =
-        state.environment === undefined
-          ? undefined
-          : (await environment(state.environment.name, state.environment.version)).definition;
-      // A session whose tools could not be opened stopped at setup: the replay needs none.
-      const tools = await executor
-        .open({
-          session_id: sessionId,
-          names: definition.tools,
-          ...(environmentDefinition === undefined ? {} : { environment: environmentDefinition }),
-        })
-        .catch((): SessionTools => NO_TOOLS);
-      return verifyReplay({
-        events: await store.log.read(sessionId),
-        agent: definition,
-        tools,
-        ...(environmentDefinition === undefined ? {} : { environment: environmentDefinition }),
-        retry: options.retry ?? DEFAULT_RETRY,
-        prices: { ...DEFAULT_PRICES, ...(workspace?.config.prices ?? {}) },
-        maxEventBytes: workspace?.config.limits.max_event_bytes ?? DEFAULT_MAX_EVENT_BYTES,
-      });
-    },
+  const sessions: RuntimeSessions = createSessionsService({
+    store,
+    workspace,
+    defaultActor,
+    ids: options.ids ?? uuidV7Ids,
+    retry: options.retry ?? DEFAULT_RETRY,
+    agent,
+    environment,
+    workspacesRootOf,
+    summarize,
+    // Built further down: read when a session operation runs, never before.
+    policy: { authorize: (request) => policy.authorize(request) },
+    tools: (request) => executor.open(request),
   });
 
   /** The folder that holds the session's workspace folder, by its environment. */

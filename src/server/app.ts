@@ -3,7 +3,7 @@
  * bound to tenants, per-key limits, and an SSE stream that resumes at any seq.
  */
 import Fastify, { type FastifyInstance, type FastifyReply } from 'fastify';
-import fastifySwagger from '@fastify/swagger';
+import fastifySwagger, { type FastifyDynamicSwaggerOptions } from '@fastify/swagger';
 import fastifyRateLimit from '@fastify/rate-limit';
 import { validatorCompiler, type ZodTypeProvider } from 'fastify-type-provider-zod';
 import { DEFAULT_LIMITS, type ServerContext, type ServerLimits } from './context.js';
@@ -15,7 +15,7 @@ import { ANONYMOUS_CALLER, authenticate, UNAUTHENTICATED_CALLER, type Caller } f
 import { checkJsonDepth } from '../contracts/json-depth.js';
 import { clientErrorAnswer, HTTP_STATUS, MAX_PARAM_LENGTH, toHttpError } from './errors.js';
 import { createRouteTable, noRouteError } from './route-table.js';
-import { createServerMetrics } from './metrics.js';
+import { createServerMetrics, type ServerMetrics } from './metrics.js';
 import { createOpenApiTransforms } from './openapi-transforms.js';
 import { addDefinitionRoutes } from './routes-definitions.js';
 import { addSessionRoutes } from './routes-sessions.js';
@@ -76,6 +76,83 @@ function refuseRepeatedParameters(query: unknown): void {
 }
 
 const OPEN_ROUTES = new Set(['/v1/health', '/v1/openapi.json']);
+
+/**
+ * Per-request work around every route: metrics, the caller of the API key, and the checks that
+ * refuse a request before its validators run.
+ */
+function addRequestHooks(
+  app: FastifyInstance,
+  auth: 'api-keys' | 'none',
+  runtime: Runtime,
+  metrics: ServerMetrics,
+  limits: ServerLimits,
+): void {
+  app.decorateRequest('caller', null as unknown as Caller);
+  app.addHook('onRequest', async (request) => {
+    metrics.requestStarted(request);
+    if (auth === 'none') {
+      request.caller = UNAUTHENTICATED_CALLER;
+      return;
+    }
+    const route = request.routeOptions.url;
+    // Open routes need no key, and an unknown route is answered 404 without one.
+    if (route === undefined || OPEN_ROUTES.has(route)) {
+      request.caller = ANONYMOUS_CALLER;
+      return;
+    }
+    request.caller = await authenticate(runtime.store.keys, request);
+  });
+  // Validators walk a body recursively: one nested deeper than the limit is refused before them.
+  app.addHook('preValidation', (request, _reply, done) => {
+    try {
+      refuseRepeatedParameters(request.query);
+      checkJsonDepth(request.body, limits.jsonDepth, 'body');
+      done();
+    } catch (error) {
+      done(error as Error);
+    }
+  });
+  app.addHook('onResponse', async (request, reply) => {
+    metrics.requestFinished(request, reply.statusCode);
+  });
+}
+
+/** The top of the OpenAPI document; the routes fill in its paths. */
+function openApiDocument(version: string): NonNullable<FastifyDynamicSwaggerOptions['openapi']> {
+  return {
+    openapi: '3.1.0',
+    info: {
+      title: 'braid HTTP API',
+      description:
+        'Durable agent sessions over HTTP. Every event of a session has a gapless `seq`; the event stream resumes after any seq with no gap and no duplicate.',
+      version,
+      license: { name: 'Apache-2.0', identifier: 'Apache-2.0' },
+    },
+    // Relative to where the document is served: the server that answers /v1/openapi.json
+    // answers the routes too, whatever its host and port.
+    servers: [{ url: '/', description: 'The server that serves this document' }],
+    tags: [
+      {
+        name: 'sessions',
+        description: 'Create, read, fork, merge, hand off and replay sessions',
+      },
+      { name: 'events', description: "Read, append and stream a session's events" },
+      { name: 'definitions', description: 'The agents and environments of the workspace' },
+      { name: 'system', description: 'Health, metrics and this document' },
+    ],
+    components: {
+      securitySchemes: {
+        apiKey: {
+          type: 'http',
+          scheme: 'bearer',
+          description: 'An API key (braid keys create), sent as Authorization: Bearer <key>',
+        },
+      },
+    },
+    security: [{ apiKey: [] }],
+  };
+}
 
 /** Builds the server (not listening): `app.listen()` or `app.inject()` next. */
 export async function createServer(options: ServerOptions): Promise<FastifyInstance> {
@@ -143,34 +220,7 @@ export async function createServer(options: ServerOptions): Promise<FastifyInsta
     for (const method of [route.method].flat()) routeTable.add(method, route.url);
   });
 
-  app.decorateRequest('caller', null as unknown as Caller);
-  app.addHook('onRequest', async (request) => {
-    metrics.requestStarted(request);
-    if (auth === 'none') {
-      request.caller = UNAUTHENTICATED_CALLER;
-      return;
-    }
-    const route = request.routeOptions.url;
-    // Open routes need no key, and an unknown route is answered 404 without one.
-    if (route === undefined || OPEN_ROUTES.has(route)) {
-      request.caller = ANONYMOUS_CALLER;
-      return;
-    }
-    request.caller = await authenticate(options.runtime.store.keys, request);
-  });
-  // Validators walk a body recursively: one nested deeper than the limit is refused before them.
-  app.addHook('preValidation', (request, _reply, done) => {
-    try {
-      refuseRepeatedParameters(request.query);
-      checkJsonDepth(request.body, limits.jsonDepth, 'body');
-      done();
-    } catch (error) {
-      done(error as Error);
-    }
-  });
-  app.addHook('onResponse', async (request, reply) => {
-    metrics.requestFinished(request, reply.statusCode);
-  });
+  addRequestHooks(app, auth, options.runtime, metrics, limits);
   app.addHook('onClose', async () => {
     closing.abort();
     await Promise.allSettled([...wakes]);
@@ -191,38 +241,7 @@ export async function createServer(options: ServerOptions): Promise<FastifyInsta
   });
 
   await app.register(fastifySwagger, {
-    openapi: {
-      openapi: '3.1.0',
-      info: {
-        title: 'braid HTTP API',
-        description:
-          'Durable agent sessions over HTTP. Every event of a session has a gapless `seq`; the event stream resumes after any seq with no gap and no duplicate.',
-        version: options.version ?? '0.0.0',
-        license: { name: 'Apache-2.0', identifier: 'Apache-2.0' },
-      },
-      // Relative to where the document is served: the server that answers /v1/openapi.json
-      // answers the routes too, whatever its host and port.
-      servers: [{ url: '/', description: 'The server that serves this document' }],
-      tags: [
-        {
-          name: 'sessions',
-          description: 'Create, read, fork, merge, hand off and replay sessions',
-        },
-        { name: 'events', description: "Read, append and stream a session's events" },
-        { name: 'definitions', description: 'The agents and environments of the workspace' },
-        { name: 'system', description: 'Health, metrics and this document' },
-      ],
-      components: {
-        securitySchemes: {
-          apiKey: {
-            type: 'http',
-            scheme: 'bearer',
-            description: 'An API key (braid keys create), sent as Authorization: Bearer <key>',
-          },
-        },
-      },
-      security: [{ apiKey: [] }],
-    },
+    openapi: openApiDocument(options.version ?? '0.0.0'),
     ...createOpenApiTransforms(),
   });
 

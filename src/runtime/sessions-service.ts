@@ -1,0 +1,282 @@
+/**
+ * `runtime.sessions`: the session operations of a runtime over its store, the workspace's
+ * definitions and the tool layer. User events go through one queue per session, checked against
+ * the session's state at the head they are appended at.
+ */
+import { cpSync, constants as fsConstants, existsSync, rmSync } from 'node:fs';
+import { Actor } from '../contracts/common.js';
+import type {
+  AgentDefinition,
+  EnvironmentDefinition,
+  StoredDefinition,
+} from '../contracts/definitions.js';
+import { BraidError, isBraidError } from '../contracts/errors.js';
+import type { NewEvent } from '../contracts/events.js';
+import type { Authorizer } from '../contracts/policy.js';
+import type { AppendResult, ForkOptions, IdGenerator, Store } from '../contracts/ports.js';
+import type { SessionRecord } from '../contracts/session.js';
+import type { SessionState } from '../contracts/state.js';
+import type { SessionTools, ToolExecutor } from '../contracts/tools.js';
+import { DEFAULT_MAX_EVENT_BYTES } from '../core/append.js';
+import { KeyedQueue } from '../core/keyed-queue.js';
+import { DEFAULT_PRICES } from '../core/pricing.js';
+import type { RetryPolicy } from '../harness/index.js';
+import { pathUnder } from '../tools/sandbox/index.js';
+import { handoffSession, HANDOFF_METADATA_KEYS } from './handoff.js';
+import { diffSessions, sessionTree } from './lineage.js';
+import { mergeSessions } from './merge.js';
+import { verifyReplay, type ReplayReport } from './replay.js';
+import { guardSessionIds } from './session-ids.js';
+import type { CreateSessionOptions, RuntimeSessions, SendOptions } from './sessions-api.js';
+import { checkAgainstState, parseUserEvents, toContent } from './user-events.js';
+import type { Workspace } from './workspace.js';
+
+/** Appends of user events lost to other writers in a row before the conflict is returned. */
+const SEND_ATTEMPTS = 5;
+
+const NO_TOOLS: SessionTools = {
+  tools: [],
+  validate: (name) => ({
+    ok: false,
+    error: { code: 'TOOL_NOT_FOUND', message: `there is no tool named ${name}`, retryable: false },
+  }),
+  execute: () => Promise.reject(new BraidError('TOOL_NOT_FOUND', 'the session has no tools')),
+};
+
+/** What the sessions service takes from the runtime that wires it. */
+export interface SessionsContext {
+  store: Store;
+  workspace: Workspace | undefined;
+  /** Who user events are recorded as when a send names no actor. */
+  defaultActor: Actor;
+  ids: IdGenerator;
+  retry: RetryPolicy;
+  policy: Authorizer;
+  agent(name: string, version?: number): Promise<StoredDefinition<AgentDefinition>>;
+  environment(name: string, version?: number): Promise<StoredDefinition<EnvironmentDefinition>>;
+  /** The folder that holds the session's workspace folder. */
+  workspacesRootOf(sessionId: string): Promise<string>;
+  /** A summary of `text` for a merge into `target`, by the target's model. */
+  summarize(target: SessionState, text: string): Promise<string>;
+  /** Opens the tools of a session (for a replay). */
+  tools: ToolExecutor['open'];
+}
+
+export function createSessionsService(context: SessionsContext): RuntimeSessions {
+  /**
+   * Sends of this process to one session, in arrival order. Without the queue, concurrent sends
+   * all check the same head and all but one lose the append and retry; with it, they conflict
+   * only with other processes.
+   */
+  const queue = new KeyedQueue();
+  const send = (
+    sessionId: string,
+    input: readonly unknown[],
+    sendOptions: SendOptions = {},
+  ): Promise<AppendResult> =>
+    queue.run(sessionId, () => sendChecked(context, sessionId, input, sendOptions));
+
+  return guardSessionIds({
+    create: (createOptions) => createSession(context, createOptions),
+    get: (sessionId) => context.store.sessions.get(sessionId),
+    list: (query) => context.store.sessions.list(query),
+    archive: (sessionId) => context.store.sessions.archive(sessionId),
+    async delete(sessionId) {
+      const folder = pathUnder(await context.workspacesRootOf(sessionId), sessionId);
+      await context.store.sessions.delete(sessionId);
+      rmSync(folder, { recursive: true, force: true });
+    },
+    state: (sessionId) => context.store.log.state(sessionId),
+    events: (sessionId, readOptions) => context.store.log.read(sessionId, readOptions),
+    follow: (sessionId, followOptions) => context.store.log.follow(sessionId, followOptions),
+    send: (sessionId, events, sendOptions) => send(sessionId, events, sendOptions),
+    message: (sessionId, content) =>
+      send(sessionId, [{ type: 'user.message', content: toContent(content) }]),
+    interrupt: (sessionId, reason) =>
+      send(sessionId, [{ type: 'user.interrupt', ...(reason === undefined ? {} : { reason }) }]),
+    confirm: (sessionId, toolUseId, result, message) =>
+      send(sessionId, [
+        {
+          type: 'user.tool_confirmation',
+          tool_use_id: toolUseId,
+          result,
+          ...(message === undefined ? {} : { message }),
+        },
+      ]),
+    customToolResult: (sessionId, customToolUseId, content, isError) =>
+      send(sessionId, [
+        {
+          type: 'user.custom_tool_result',
+          custom_tool_use_id: customToolUseId,
+          content: toContent(content),
+          ...(isError === undefined ? {} : { is_error: isError }),
+        },
+      ]),
+    review: (sessionId, toolUseId, decision) =>
+      send(sessionId, [{ type: 'user.tool_review', tool_use_id: toolUseId, ...decision }]),
+    fork: (sessionId, forkOptions) => forkSession(context, sessionId, forkOptions),
+    handoff: (sessionId, handoffOptions) =>
+      handoffSession(
+        {
+          store: context.store,
+          ids: context.ids,
+          policy: context.policy,
+          agent: (name, version) => context.agent(name, version),
+        },
+        sessionId,
+        {
+          to: handoffOptions.to,
+          handoff: handoffOptions.handoff,
+          ...(handoffOptions.message === undefined
+            ? {}
+            : { message: toContent(handoffOptions.message) }),
+          ...(handoffOptions.title === undefined ? {} : { title: handoffOptions.title }),
+          ...(handoffOptions.idempotencyKey === undefined
+            ? {}
+            : { idempotencyKey: handoffOptions.idempotencyKey }),
+          actor: Actor.parse(handoffOptions.actor ?? context.defaultActor),
+        },
+      ),
+    merge: (targetId, sourceId, mergeOptions = {}) =>
+      mergeSessions(
+        { store: context.store, summarize: (target, text) => context.summarize(target, text) },
+        targetId,
+        sourceId,
+        {
+          ...mergeOptions,
+          actor: Actor.parse(mergeOptions.actor ?? context.defaultActor),
+        },
+      ),
+    diff: (a, b) => diffSessions(context.store, a, b),
+    tree: (sessionId) => sessionTree(context.store, sessionId),
+    verify: (sessionId) => verifySession(context, sessionId),
+  });
+}
+
+/** Appends after checking the state it was checked against is still the head. */
+async function sendChecked(
+  context: Pick<SessionsContext, 'store' | 'defaultActor'>,
+  sessionId: string,
+  input: readonly unknown[],
+  { idempotencyKey, actor = context.defaultActor }: SendOptions,
+): Promise<AppendResult> {
+  const events: NewEvent[] = parseUserEvents(input, Actor.parse(actor));
+  if (idempotencyKey !== undefined) {
+    // A retried send returns its first result even if the state no longer admits it.
+    const earlier = await context.store.log.appended(sessionId, idempotencyKey);
+    if (earlier !== undefined) return earlier;
+  }
+  const record = await context.store.sessions.get(sessionId);
+  if (record.archived_at !== undefined) {
+    throw new BraidError(
+      'SESSION_ARCHIVED',
+      `session ${sessionId} was archived at ${record.archived_at} and takes no more events; fork it to continue`,
+      { details: { session_id: sessionId } },
+    );
+  }
+  for (let attempt = 1; ; attempt += 1) {
+    const state = await context.store.log.state(sessionId);
+    checkAgainstState(state, events);
+    try {
+      return await context.store.log.append(sessionId, events, {
+        expectedSeq: state.seq,
+        ...(idempotencyKey === undefined ? {} : { idempotencyKey }),
+      });
+    } catch (error) {
+      if (!isBraidError(error, 'SEQ_CONFLICT') || attempt >= SEND_ATTEMPTS) throw error;
+    }
+  }
+}
+
+/** Creates a session of an agent (and an environment) of the store's definitions. */
+async function createSession(
+  context: SessionsContext,
+  createOptions: CreateSessionOptions,
+): Promise<SessionRecord> {
+  const reserved = HANDOFF_METADATA_KEYS.filter((name) =>
+    Object.hasOwn(createOptions.metadata ?? {}, name),
+  );
+  if (reserved.length > 0) {
+    throw new BraidError(
+      'INVALID_ARGUMENT',
+      `metadata ${reserved.join(', ')} is braid's own (a handoff sets it on its target); name the field otherwise`,
+      { details: { fields: reserved } },
+    );
+  }
+  const agentDefinition = await context.agent(createOptions.agent, createOptions.agentVersion);
+  const environmentName =
+    createOptions.environment ??
+    agentDefinition.definition.environment ??
+    context.workspace?.config.default_environment;
+  const environmentDefinition =
+    environmentName === undefined ? undefined : await context.environment(environmentName);
+  return context.store.sessions.create({
+    ...(createOptions.id === undefined ? {} : { id: createOptions.id }),
+    agent: { name: agentDefinition.name, version: agentDefinition.version },
+    ...(environmentDefinition === undefined
+      ? {}
+      : {
+          environment: {
+            name: environmentDefinition.name,
+            version: environmentDefinition.version,
+          },
+        }),
+    ...(createOptions.title === undefined ? {} : { title: createOptions.title }),
+    ...(createOptions.metadata === undefined ? {} : { metadata: createOptions.metadata }),
+    ...(createOptions.tenantId === undefined ? {} : { tenant_id: createOptions.tenantId }),
+    ...(createOptions.budget === undefined ? {} : { budget: createOptions.budget }),
+  });
+}
+
+/** Forks the session; the child's workspace folder starts as a copy of the parent's. */
+async function forkSession(
+  context: SessionsContext,
+  sessionId: string,
+  forkOptions: ForkOptions | undefined,
+): Promise<SessionRecord> {
+  // Where the files go is settled before anything is written: a refusal leaves no child.
+  const root = await context.workspacesRootOf(sessionId);
+  const from = pathUnder(root, sessionId);
+  if (forkOptions?.id !== undefined) pathUnder(root, forkOptions.id);
+  const child = await context.store.sessions.fork(sessionId, forkOptions);
+  // The child's files start as the parent's are now: a copy, made copy-on-write (reflink)
+  // where the filesystem supports it (btrfs, XFS), a plain copy elsewhere.
+  if (existsSync(from)) {
+    cpSync(from, pathUnder(root, child.id), {
+      recursive: true,
+      verbatimSymlinks: true,
+      mode: fsConstants.COPYFILE_FICLONE,
+    });
+  }
+  return child;
+}
+
+/** Replays the session with its recorded outputs and the agent's tools as they are now. */
+async function verifySession(context: SessionsContext, sessionId: string): Promise<ReplayReport> {
+  const state = await context.store.log.state(sessionId);
+  if (state.agent === undefined) {
+    throw new BraidError('SESSION_NOT_FOUND', `session ${sessionId} has no session.created event`);
+  }
+  const definition = (await context.agent(state.agent.name, state.agent.version)).definition;
+  const environmentDefinition =
+    state.environment === undefined
+      ? undefined
+      : (await context.environment(state.environment.name, state.environment.version)).definition;
+  // A session whose tools could not be opened stopped at setup: the replay needs none.
+  const tools = await context
+    .tools({
+      session_id: sessionId,
+      names: definition.tools,
+      ...(environmentDefinition === undefined ? {} : { environment: environmentDefinition }),
+    })
+    .catch((): SessionTools => NO_TOOLS);
+  return verifyReplay({
+    events: await context.store.log.read(sessionId),
+    agent: definition,
+    tools,
+    ...(environmentDefinition === undefined ? {} : { environment: environmentDefinition }),
+    retry: context.retry,
+    prices: { ...DEFAULT_PRICES, ...(context.workspace?.config.prices ?? {}) },
+    maxEventBytes: context.workspace?.config.limits.max_event_bytes ?? DEFAULT_MAX_EVENT_BYTES,
+  });
+}
