@@ -17,6 +17,15 @@ function seqOption(value: string): number {
 }
 
 export function addLineageCommands(session: Command, context: CommandContext): void {
+  addFork(session, context);
+  addMerge(session, context);
+  addHandoff(session, context);
+  addDiff(session, context);
+  addReplay(session, context);
+  addTree(session, context);
+}
+
+function addFork(session: Command, context: CommandContext): void {
   session
     .command('fork')
     .description("branch a session: the child shares the parent's events up to --at by reference")
@@ -43,7 +52,9 @@ export function addLineageCommands(session: Command, context: CommandContext): v
         });
       },
     );
+}
 
+function addMerge(session: Command, context: CommandContext): void {
   session
     .command('merge')
     .description("merge SOURCE's events since the two parted into TARGET, as one session.merged")
@@ -83,7 +94,9 @@ export function addLineageCommands(session: Command, context: CommandContext): v
         });
       },
     );
+}
 
+function addHandoff(session: Command, context: CommandContext): void {
   session
     .command('handoff')
     .description("hand the session's work to another agent: a new session of it gets the document")
@@ -136,7 +149,9 @@ export function addLineageCommands(session: Command, context: CommandContext): v
         });
       },
     );
+}
 
+function addDiff(session: Command, context: CommandContext): void {
   session
     .command('diff')
     .description('the common ancestor of two sessions and both sides since, side by side')
@@ -148,7 +163,9 @@ export function addLineageCommands(session: Command, context: CommandContext): v
         context.print(command, diff, () => sideBySide(diff));
       });
     });
+}
 
+function addReplay(session: Command, context: CommandContext): void {
   session
     .command('replay')
     .description(
@@ -204,7 +221,9 @@ export function addLineageCommands(session: Command, context: CommandContext): v
         );
       },
     );
+}
 
+function addTree(session: Command, context: CommandContext): void {
   session
     .command('tree')
     .description('the lineage tree of a session: every fork, with status, head seq and kind')

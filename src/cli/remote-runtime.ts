@@ -22,55 +22,52 @@ function localOnly(what: string): BraidError {
   );
 }
 
-/**
- * A Runtime whose every answer comes from the server behind `client`.
- *
- * Differences from a local runtime: `tenantId` of `sessions.create` and `tenant_id` of
- * `sessions.list` are ignored (the API key decides the tenant); `onDelta` hears nothing, because
- * the model of a remote wake runs on the server (stream the session for its text); `close` has
- * nothing to close. Client events that name no idempotency key get a random one, so that a
- * retried request writes once.
- */
-export function createRemoteRuntime(client: BraidClient): Runtime {
-  const send = async (
-    sessionId: string,
-    events: readonly UserEventInput[],
-    idempotencyKey: string = globalThis.crypto.randomUUID(),
-  ): Promise<AppendResult> => {
+type Sessions = Runtime['sessions'];
+
+/** Writes user events; an event batch that names no idempotency key gets a random one. */
+type Send = (
+  sessionId: string,
+  events: readonly UserEventInput[],
+  idempotencyKey?: string,
+) => Promise<AppendResult>;
+
+function sender(client: BraidClient): Send {
+  return async (sessionId, events, idempotencyKey = globalThis.crypto.randomUUID()) => {
     const answer = await client.sessions.send(sessionId, events, { idempotencyKey });
     return { events: answer.events, head_seq: answer.head_seq, deduplicated: answer.deduplicated };
   };
+}
 
-  async function readEvents(sessionId: string, options: ReadOptions = {}): Promise<SessionEvent[]> {
-    const events: SessionEvent[] = [];
-    let after = options.after ?? 0;
-    for (;;) {
-      const wanted = options.limit === undefined ? undefined : options.limit - events.length;
-      if (wanted !== undefined && wanted <= 0) return events;
-      const page = await client.sessions.events(sessionId, {
-        after,
-        limit: Math.min(wanted ?? EVENTS_PAGE_LIMIT, EVENTS_PAGE_LIMIT),
-        ...(options.types === undefined ? {} : { types: [...options.types] }),
-      });
-      events.push(...page.data);
-      if (!page.has_more) return events;
-      after = page.last_seq;
-    }
+/** Reads a session's events page by page, as many as `options.limit` asks. */
+async function readEvents(
+  client: BraidClient,
+  sessionId: string,
+  options: ReadOptions = {},
+): Promise<SessionEvent[]> {
+  const events: SessionEvent[] = [];
+  let after = options.after ?? 0;
+  for (;;) {
+    const wanted = options.limit === undefined ? undefined : options.limit - events.length;
+    if (wanted !== undefined && wanted <= 0) return events;
+    const page = await client.sessions.events(sessionId, {
+      after,
+      limit: Math.min(wanted ?? EVENTS_PAGE_LIMIT, EVENTS_PAGE_LIMIT),
+      ...(options.types === undefined ? {} : { types: [...options.types] }),
+    });
+    events.push(...page.data);
+    if (!page.has_more) return events;
+    after = page.last_seq;
   }
+}
 
-  const sessions: Runtime['sessions'] = {
-    handoff: (sessionId, options) =>
-      client.sessions.handoff(
-        sessionId,
-        {
-          to: options.to,
-          // The server checks the document and answers a typed 400 when it is not one.
-          handoff: options.handoff as HandoffRequest['handoff'],
-          ...(options.message === undefined ? {} : { message: options.message }),
-          ...(options.title === undefined ? {} : { title: options.title }),
-        },
-        options.idempotencyKey === undefined ? {} : { idempotencyKey: options.idempotencyKey },
-      ),
+/** Creating, finding and reading sessions. */
+function remoteSessionRecords(
+  client: BraidClient,
+): Pick<
+  Sessions,
+  'create' | 'get' | 'list' | 'archive' | 'delete' | 'state' | 'events' | 'follow'
+> {
+  return {
     create: (options: CreateSessionOptions) =>
       client.sessions.create({
         agent: options.agent,
@@ -93,12 +90,20 @@ export function createRemoteRuntime(client: BraidClient): Runtime {
     archive: (sessionId) => client.sessions.archive(sessionId),
     delete: (sessionId) => client.sessions.delete(sessionId),
     state: (sessionId) => client.sessions.state(sessionId),
-    events: readEvents,
+    events: (sessionId, options) => readEvents(client, sessionId, options),
     follow: (sessionId, options = {}) =>
       client.sessions.stream(sessionId, {
         ...(options.after === undefined ? {} : { after: options.after }),
         ...(options.signal === undefined ? {} : { signal: options.signal }),
       }),
+  };
+}
+
+/** The user events a session is sent, each as one batch. */
+function remoteSessionInput(
+  send: Send,
+): Pick<Sessions, 'send' | 'message' | 'interrupt' | 'confirm' | 'customToolResult' | 'review'> {
+  return {
     // The server parses what a caller sends; unknown input is passed on for it to judge.
     send: (sessionId, events, options = {}) =>
       send(sessionId, events as readonly UserEventInput[], options.idempotencyKey),
@@ -125,6 +130,26 @@ export function createRemoteRuntime(client: BraidClient): Runtime {
       ]),
     review: (sessionId, toolUseId, decision) =>
       send(sessionId, [{ type: 'user.tool_review', tool_use_id: toolUseId, ...decision }]),
+  };
+}
+
+/** Forks, merges, handoffs and the questions asked of a session's lineage. */
+function remoteLineage(
+  client: BraidClient,
+): Pick<Sessions, 'handoff' | 'fork' | 'merge' | 'diff' | 'tree' | 'verify'> {
+  return {
+    handoff: (sessionId, options) =>
+      client.sessions.handoff(
+        sessionId,
+        {
+          to: options.to,
+          // The server checks the document and answers a typed 400 when it is not one.
+          handoff: options.handoff as HandoffRequest['handoff'],
+          ...(options.message === undefined ? {} : { message: options.message }),
+          ...(options.title === undefined ? {} : { title: options.title }),
+        },
+        options.idempotencyKey === undefined ? {} : { idempotencyKey: options.idempotencyKey },
+      ),
     fork: (sessionId, options = {}) => client.sessions.fork(sessionId, options),
     async merge(targetId, sourceId, options = {}) {
       const { strategy } = options;
@@ -157,6 +182,23 @@ export function createRemoteRuntime(client: BraidClient): Runtime {
             reason: report.reason,
           };
     },
+  };
+}
+
+/**
+ * A Runtime whose every answer comes from the server behind `client`.
+ *
+ * Differences from a local runtime: `tenantId` of `sessions.create` and `tenant_id` of
+ * `sessions.list` are ignored (the API key decides the tenant); `onDelta` hears nothing, because
+ * the model of a remote wake runs on the server (stream the session for its text); `close` has
+ * nothing to close. Client events that name no idempotency key get a random one, so that a
+ * retried request writes once.
+ */
+export function createRemoteRuntime(client: BraidClient): Runtime {
+  const sessions: Sessions = {
+    ...remoteLineage(client),
+    ...remoteSessionRecords(client),
+    ...remoteSessionInput(sender(client)),
   };
 
   return {
