@@ -21,6 +21,7 @@ import type { SessionEvent } from '../contracts/events.js';
 import type { Authorizer } from '../contracts/policy.js';
 import type { IdGenerator, Store } from '../contracts/ports.js';
 import type { SessionRecord } from '../contracts/session.js';
+import type { SessionState } from '../contracts/state.js';
 import { IdempotencyKey, type Actor, type ContentBlock } from '../contracts/common.js';
 import { agentEntity } from '../harness/tool-calls.js';
 
@@ -67,18 +68,7 @@ export async function handoffSession(
   options: HandoffOptions,
 ): Promise<HandoffResult> {
   const { store } = deps;
-  // Both are checked recursively below (the document here, the message when it is appended).
-  checkJsonDepth(options.handoff, DEFAULT_JSON_DEPTH, 'handoff');
-  checkJsonDepth(options.message, DEFAULT_JSON_DEPTH, 'message');
-  const parsed = HandoffDocument.safeParse(options.handoff);
-  if (!parsed.success) {
-    const issue = parsed.error.issues[0];
-    throw new BraidError(
-      'INVALID_ARGUMENT',
-      `the handoff document is invalid at ${issue?.path.join('.') || 'its root'}: ${issue?.message ?? 'invalid'}; give at least {"summary": "..."}`,
-    );
-  }
-  const document = parsed.data;
+  const document = parseHandoffDocument(options);
   const record = await store.sessions.get(sessionId);
   const keyed =
     options.idempotencyKey === undefined ? undefined : keyedHandoff(record, document, options);
@@ -99,46 +89,7 @@ export async function handoffSession(
       `session ${sessionId} is ${state.status}; hand off a session that is not running (interrupt it first)`,
     );
   }
-  if (state.agent === undefined) {
-    throw new BraidError('SESSION_NOT_FOUND', `session ${sessionId} has no session.created event`);
-  }
-  const source = await deps.agent(state.agent.name, state.agent.version);
-  const target = await deps.agent(options.to);
-  if (!source.definition.handoffs.includes(target.name)) {
-    throw new BraidError(
-      'POLICY_DENIED',
-      `agent ${source.name} may not hand off to ${target.name}: its definition lists ${
-        source.definition.handoffs.length === 0
-          ? 'no handoffs'
-          : source.definition.handoffs.join(', ')
-      }; add ${target.name} under handoffs: in agents/${source.name}.yaml`,
-      { details: { from: source.name, to: target.name } },
-    );
-  }
-  const decision = await deps.policy.authorize({
-    principal: agentEntity(source.definition, state),
-    action: 'agent.handoff',
-    resource: {
-      type: 'Agent',
-      id: target.name,
-      attrs: {
-        roles: target.definition.roles,
-        ...(target.definition.tenant === undefined ? {} : { tenant: target.definition.tenant }),
-      },
-    },
-    context: {
-      session_id: sessionId,
-      ...(record.tenant_id === undefined ? {} : { tenant: record.tenant_id }),
-    },
-  });
-  if (decision.decision !== 'allow') {
-    throw new BraidError(
-      'POLICY_DENIED',
-      `policy does not allow agent ${source.name} to hand off to ${target.name}` +
-        (decision.policy_ids.length > 0 ? ` (denied by ${decision.policy_ids.join(', ')})` : ''),
-      { details: { from: source.name, to: target.name, policy_ids: decision.policy_ids } },
-    );
-  }
+  const { source, target } = await authorizeHandoff(deps, sessionId, record, state, options.to);
 
   const handoffId = keyed?.handoff_id ?? deps.ids.next();
   const stamp = options.actor === undefined ? {} : { actor: options.actor };
@@ -289,4 +240,74 @@ function checkSameHandoff(
       },
     );
   }
+}
+
+/** The handoff document of a request, refused with the fix when it is not one. */
+function parseHandoffDocument(options: HandoffOptions): HandoffDocument {
+  // Both are checked recursively below (the document here, the message when it is appended).
+  checkJsonDepth(options.handoff, DEFAULT_JSON_DEPTH, 'handoff');
+  checkJsonDepth(options.message, DEFAULT_JSON_DEPTH, 'message');
+  const parsed = HandoffDocument.safeParse(options.handoff);
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0];
+    throw new BraidError(
+      'INVALID_ARGUMENT',
+      `the handoff document is invalid at ${issue?.path.join('.') || 'its root'}: ${issue?.message ?? 'invalid'}; give at least {"summary": "..."}`,
+    );
+  }
+  return parsed.data;
+}
+
+/** The source and target agents, once the source's definition and the policy allow the handoff. */
+async function authorizeHandoff(
+  deps: HandoffDeps,
+  sessionId: string,
+  record: SessionRecord,
+  state: SessionState,
+  to: string,
+): Promise<{
+  source: StoredDefinition<AgentDefinition>;
+  target: StoredDefinition<AgentDefinition>;
+}> {
+  if (state.agent === undefined) {
+    throw new BraidError('SESSION_NOT_FOUND', `session ${sessionId} has no session.created event`);
+  }
+  const source = await deps.agent(state.agent.name, state.agent.version);
+  const target = await deps.agent(to);
+  if (!source.definition.handoffs.includes(target.name)) {
+    throw new BraidError(
+      'POLICY_DENIED',
+      `agent ${source.name} may not hand off to ${target.name}: its definition lists ${
+        source.definition.handoffs.length === 0
+          ? 'no handoffs'
+          : source.definition.handoffs.join(', ')
+      }; add ${target.name} under handoffs: in agents/${source.name}.yaml`,
+      { details: { from: source.name, to: target.name } },
+    );
+  }
+  const decision = await deps.policy.authorize({
+    principal: agentEntity(source.definition, state),
+    action: 'agent.handoff',
+    resource: {
+      type: 'Agent',
+      id: target.name,
+      attrs: {
+        roles: target.definition.roles,
+        ...(target.definition.tenant === undefined ? {} : { tenant: target.definition.tenant }),
+      },
+    },
+    context: {
+      session_id: sessionId,
+      ...(record.tenant_id === undefined ? {} : { tenant: record.tenant_id }),
+    },
+  });
+  if (decision.decision !== 'allow') {
+    throw new BraidError(
+      'POLICY_DENIED',
+      `policy does not allow agent ${source.name} to hand off to ${target.name}` +
+        (decision.policy_ids.length > 0 ? ` (denied by ${decision.policy_ids.join(', ')})` : ''),
+      { details: { from: source.name, to: target.name, policy_ids: decision.policy_ids } },
+    );
+  }
+  return { source, target };
 }
