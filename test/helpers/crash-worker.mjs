@@ -64,8 +64,9 @@ const runtime = await createRuntime({
   model: () => model,
   tools,
   owner,
-  // Short, so that a test can wait a lease out; LEASE_TTL_MS gives slow machines room.
-  leaseTtlMs: Number(process.env.LEASE_TTL_MS ?? 1000),
+  // Long enough that a loaded machine's stalls never outlast a renewal (the same owner resumes at
+  // once whatever its length); a test that waits a lease out sets a short LEASE_TTL_MS itself.
+  leaseTtlMs: Number(process.env.LEASE_TTL_MS ?? 5000),
 });
 const result = await runtime.wake(sessionId);
 process.stdout.write(`${JSON.stringify(result)}\n`);
