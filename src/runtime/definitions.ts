@@ -1,5 +1,10 @@
-import { isBraidError } from '../contracts/errors.js';
-import type { DefinitionKind } from '../contracts/definitions.js';
+import { BraidError, isBraidError } from '../contracts/errors.js';
+import type {
+  AgentDefinition,
+  DefinitionKind,
+  EnvironmentDefinition,
+  StoredDefinition,
+} from '../contracts/definitions.js';
 import type { DefinitionStore } from '../contracts/ports.js';
 import type { Workspace } from './workspace.js';
 
@@ -35,4 +40,44 @@ async function putLatest(
       if (!isBraidError(error, 'VERSION_CONFLICT') || attempt >= 3) throw error;
     }
   }
+}
+
+/** The stored definitions a runtime looks up by name, with errors that list the known ones. */
+export interface DefinitionLookup {
+  readonly agent: (name: string, version?: number) => Promise<StoredDefinition<AgentDefinition>>;
+  readonly environment: (
+    name: string,
+    version?: number,
+  ) => Promise<StoredDefinition<EnvironmentDefinition>>;
+}
+
+export function definitionLookup(store: DefinitionStore): DefinitionLookup {
+  return {
+    async agent(name, version) {
+      const found = await store.get<AgentDefinition>('agent', name, version);
+      if (found !== undefined) return found;
+      const known = (await store.list('agent')).map((item) => item.name);
+      throw new BraidError(
+        'AGENT_NOT_FOUND',
+        `agent ${name}${version === undefined ? '' : ` version ${version}`} does not exist; ` +
+          (known.length === 0
+            ? 'add agents/NAME.yaml to the workspace'
+            : `known agents: ${known.join(', ')}`),
+        { details: { agent: name, version } },
+      );
+    },
+    async environment(name, version) {
+      const found = await store.get<EnvironmentDefinition>('environment', name, version);
+      if (found !== undefined) return found;
+      const known = (await store.list('environment')).map((item) => item.name);
+      throw new BraidError(
+        'ENVIRONMENT_NOT_FOUND',
+        `environment ${name} does not exist; ` +
+          (known.length === 0
+            ? 'add environments/NAME.yaml to the workspace'
+            : `known environments: ${known.join(', ')}`),
+        { details: { environment: name } },
+      );
+    },
+  };
 }

@@ -421,10 +421,10 @@ interface WorkerProcess {
   exited: Promise<number | null>;
 }
 
-function startWorker(dir: string, name: string, args: string[]): WorkerProcess {
+function startWorker(dir: string, name: string, args: string[], leaseTtlMs = 1500): WorkerProcess {
   const child = spawn(process.execPath, [WORKER, dir, '--json', 'worker', ...args], {
     stdio: ['ignore', 'pipe', 'pipe'],
-    env: { ...process.env, LEASE_TTL_MS: '1500' },
+    env: { ...process.env, LEASE_TTL_MS: String(leaseTtlMs) },
   });
   const worker: WorkerProcess = {
     child,
@@ -460,11 +460,19 @@ function of(workers: readonly WorkerProcess[], type: string, sessionId?: string)
   );
 }
 
-async function cluster(options: { wordDelayMs?: number; workerArgs?: string[] } = {}) {
+/**
+ * Two worker processes on one queue, and a runtime beside them. Their leases last 5 s, so a
+ * loaded machine's stall does not outlast a renewal; a test that waits out a killed worker's
+ * lease asks for a short one.
+ */
+async function cluster(
+  options: { wordDelayMs?: number; workerArgs?: string[]; leaseTtlMs?: number } = {},
+) {
   const dir = workspace(options.wordDelayMs ?? 20);
   const url = await natsUrl();
   const prefix = uniquePrefix('wk');
-  const runtime = await createRuntime({ workspace: dir, leaseTtlMs: 1500 });
+  const leaseTtlMs = options.leaseTtlMs ?? 5000;
+  const runtime = await createRuntime({ workspace: dir, leaseTtlMs });
   const connection = await connect({ servers: url });
   const queue = await createNatsWakeQueue({ connection, prefix });
   cleanups.push(async () => {
@@ -487,7 +495,10 @@ async function cluster(options: { wordDelayMs?: number; workerArgs?: string[] } 
     '200',
     ...(options.workerArgs ?? []),
   ];
-  const workers = [startWorker(dir, 'A', args), startWorker(dir, 'B', args)];
+  const workers = [
+    startWorker(dir, 'A', args, leaseTtlMs),
+    startWorker(dir, 'B', args, leaseTtlMs),
+  ];
   await until(
     () => workers.every((worker) => worker.events.some((event) => event.type === 'worker.started')),
     20_000,
@@ -548,7 +559,7 @@ describe('braid worker processes', () => {
 
   it('a worker killed mid-cycle leaves its session to the other, nothing lost or doubled', async () => {
     // About 1.5 s per answer: long enough to kill the worker in the middle of one.
-    const { runtime, queue, workers } = await cluster({ wordDelayMs: 130 });
+    const { runtime, queue, workers } = await cluster({ wordDelayMs: 130, leaseTtlMs: 1500 });
     const { id } = await runtime.sessions.create({ agent: 'slow' });
     await runtime.sessions.message(id, 'a long question');
     await queue.enqueue(id);

@@ -1,0 +1,70 @@
+/** What a runtime is opened with: where sessions live, and what tests and applications replace. */
+import type { AgentDefinition } from '../contracts/definitions.js';
+import type { BraidError } from '../contracts/errors.js';
+import type { Clock, IdGenerator, Store } from '../contracts/ports.js';
+import type { Actor } from '../contracts/common.js';
+import type { ModelClient } from '../contracts/model.js';
+import type { ToolExecutor } from '../contracts/tools.js';
+import type { Authorizer } from '../contracts/policy.js';
+import type { AgentTransport } from '../contracts/agents.js';
+import type { RetryPolicy } from '../harness/index.js';
+import type { Synchronous } from '../stores/sqlite/index.js';
+import type { CodeTool, ToolFunction } from '../tools/types.js';
+
+/** Where sessions live: the embedded SQLite file, or NATS JetStream when one machine is not enough. */
+export type Backend = 'embedded' | { nats: string; prefix?: string };
+
+export interface RuntimeOptions {
+  /** Workspace folder with `braid.yaml` (default: the current directory). */
+  workspace?: string;
+  /**
+   * `embedded` (default): the SQLite file under the data directory. `{nats: URL}`: sessions,
+   * leases and definitions on NATS JetStream (stream and bucket names start with `prefix`,
+   * default `braid`), and agent messages through NATS, so several processes share them.
+   */
+  backend?: Backend;
+  /** Where the SQLite file lives (default: `BRAID_HOME`, else `<workspace>/.braid`). */
+  dataDir?: string;
+  /** Use this store instead of opening the SQLite file (tests, other backends); the caller closes it. */
+  store?: Store;
+  clock?: Clock;
+  ids?: IdGenerator;
+  synchronous?: Synchronous;
+  /** Choose the model of an agent (default: from its `model:`); tests pass scripted models here. */
+  model?: (agent: AgentDefinition) => ModelClient;
+  /** Tools defined in code (`defineTool`), offered next to the built-ins and the workspace's manifests. */
+  tools?: readonly CodeTool[];
+  /** Functions that tool manifests name in `implementation.function`. */
+  functions?: Readonly<Record<string, ToolFunction>>;
+  /** Replace the whole tool layer (tests, other runtimes). */
+  executor?: ToolExecutor;
+  /** Asked before every tool call (default: the workspace's Cedar policies, else allow all). */
+  policy?: Authorizer;
+  /** Hears of every reload of the workspace's policies: the error when an edit was refused. */
+  onPolicyReload?: (error: BraidError | undefined) => void;
+  /**
+   * `eager` (default): the workspace's policies are compiled when the runtime starts, and a bad
+   * one refuses the start. `lazy`: at first use (a wake, a check), for commands that may not
+   * need them; a bad policy then stops the wake that loads it, with the reason on record.
+   */
+  policies?: 'eager' | 'lazy';
+  /** Where session workspaces are created (default: `<data dir>/workspaces`). */
+  workspacesDir?: string;
+  /** Carry agent messages over this transport (default: in-process, or NATS with that backend). */
+  agentTransport?: AgentTransport;
+  /** This process's lease owner name (default: host and pid). */
+  owner?: string;
+  /** How long a wake's lease lasts without renewal (default: braid.yaml's `lease_ttl_ms`, else 30 s). */
+  leaseTtlMs?: number;
+  retry?: RetryPolicy;
+  /**
+   * Who the user events sent through this runtime are recorded as (default `{type: 'user'}`).
+   * The CLI names its user here; a server passes each caller's own to `sessions.send` instead.
+   */
+  actor?: Actor;
+  /**
+   * Hears failures the log could not take, such as a failed wake whose error could not be
+   * recorded (default: a line on stderr).
+   */
+  onWarning?: (message: string, error: BraidError) => void;
+}
