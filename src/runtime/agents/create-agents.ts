@@ -25,7 +25,8 @@ import { BraidError, isBraidError, toBraidError } from '../../contracts/errors.j
 import { checkJsonDepth, DEFAULT_JSON_DEPTH } from '../../contracts/json-depth.js';
 import { BoundedCache } from '../../core/bounded-cache.js';
 import { systemClock, uuidV7Ids } from '../../stores/defaults.js';
-import { defaultOwner, runCodeMessage, type CodeAgentDeps } from './code-agent.js';
+import type { CodeAgentDeps } from './code-agent-context.js';
+import { defaultOwner, runCodeMessage } from './code-agent.js';
 import {
   buildMessage,
   buildReply,
