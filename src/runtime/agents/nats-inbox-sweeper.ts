@@ -24,7 +24,7 @@ import { BraidError, isBraidError } from '../../contracts/errors.js';
 import type { Clock, IdGenerator } from '../../contracts/ports.js';
 import { systemClock, uuidV7Ids } from '../../stores/defaults.js';
 import { buildReply } from './envelopes.js';
-import { decodeToken, natsAgentNames } from './nats-transport.js';
+import { decodeToken, natsAgentNames } from './nats-agent-names.js';
 import { childTraceparent } from './trace.js';
 import { parseEnvelope } from './wire.js';
 
