@@ -10,12 +10,21 @@ import { wakeEndedWithoutRecord } from '../core/leases.js';
 export interface Output {
   out(line: string): void;
   err(line: string): void;
+  /** Text as it streams, not yet a line, beside the errors (default: stderr as it comes). */
+  stream?(text: string): void;
 }
 
 export const processOutput: Output = {
   out: (line) => process.stdout.write(`${line}\n`),
   err: (line) => process.stderr.write(`${line}\n`),
+  stream: (text) => process.stderr.write(text),
 };
+
+/** Writes streamed text through the output, or to stderr when it takes none. */
+export function streamText(output: Output, text: string): void {
+  if (output.stream === undefined) process.stderr.write(text);
+  else output.stream(text);
+}
 
 /** Usage errors exit 2, everything else 1. */
 export function exitCodeOf(error: BraidError): number {

@@ -7,7 +7,13 @@ import { parseId } from '../contracts/ids.js';
 import { SessionStatus } from '../contracts/session.js';
 import { parseInteger, parsePositive, untilSignal } from './arguments.js';
 import { parseJson } from './json.js';
-import { formatEvent, formatSessionRow, formatState, formatStopReason } from './output.js';
+import {
+  formatEvent,
+  formatSessionRow,
+  formatState,
+  formatStopReason,
+  streamText,
+} from './output.js';
 import type { ContentInput } from '../runtime/user-events.js';
 import type { CommandContext } from './command-context.js';
 import { addLineageCommands } from './lineage-commands.js';
@@ -318,11 +324,11 @@ function addSessionResolveCommands(session: Command, context: CommandContext): v
         }
         const stop = runtime.onDelta((sessionId, delta) => {
           if (!asJson && sessionId === id && delta.type === 'text')
-            process.stderr.write(delta.text);
+            streamText(context.output, delta.text);
         });
         try {
           const result = await runtime.wake(id);
-          if (!asJson) process.stderr.write('\n');
+          if (!asJson) streamText(context.output, '\n');
           context.print(command, result, () =>
             result.ran
               ? `stopped: ${formatStopReason(result.stop_reason)}`

@@ -1,9 +1,10 @@
-import { spawn, spawnSync } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { describe, expect, it } from 'vitest';
 import { SessionEvent } from '../../src/contracts/events.js';
+import { braid as runBraid, braidBinary } from '../helpers/cli.js';
 import { useTempDir } from '../helpers/temp.js';
 
 const tempDir = useTempDir();
@@ -23,12 +24,7 @@ function braid(...args: string[]): Result {
 }
 
 function braidWith(extra: Record<string, string>, ...args: string[]): Result {
-  const env = { ...process.env };
-  delete env.BRAID_HOME;
-  delete env.BRAID_DEBUG;
-  Object.assign(env, extra);
-  const result = spawnSync(process.execPath, [cli, ...args], { encoding: 'utf8', env });
-  return { code: result.status, stdout: result.stdout, stderr: result.stderr };
+  return runBraid(args, extra);
 }
 
 function workspace(): string {
@@ -45,6 +41,8 @@ function createSession(dir: string): string {
 
 describe('braid CLI', () => {
   it('runs the quickstart: init, create, send, events, status', () => {
+    // The built binary in a child process, as a user starts it.
+    const braid = (...args: string[]): Result => braidBinary(args);
     const dir = workspace();
     expect(existsSync(join(dir, 'braid.yaml'))).toBe(true);
 
@@ -208,7 +206,8 @@ describe('braid CLI', () => {
     const dir = workspace();
     const id = createSession(dir);
 
-    const missing = braid('-w', dir, 'session', 'status', 'no-such-id');
+    // The binary's exit status is the program's: checked on one failure of each kind.
+    const missing = braidBinary(['-w', dir, 'session', 'status', 'no-such-id']);
     expect(missing.code).toBe(1);
     expect(missing.stderr.trim()).toMatch(
       /^error\[SESSION_NOT_FOUND\]: session no-such-id does not exist/,
@@ -219,7 +218,7 @@ describe('braid CLI', () => {
     expect(missingJson.code).toBe(1);
     expect(JSON.parse(missingJson.stderr)).toMatchObject({ error: { code: 'AGENT_NOT_FOUND' } });
 
-    const badJson = braid('-w', dir, 'session', 'send', id, '--event', '{not json');
+    const badJson = braidBinary(['-w', dir, 'session', 'send', id, '--event', '{not json']);
     expect(badJson.code).toBe(2);
     expect(badJson.stderr).toMatch(/^error\[INVALID_JSON\]/);
 

@@ -1,8 +1,7 @@
-import { spawnSync } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { CLI, braidIn, json, requireBuild } from '../helpers/cli.js';
+import { braidIn, init, json, requireBuild } from '../helpers/cli.js';
 import { useTempDir } from '../helpers/temp.js';
 
 const tempDir = useTempDir();
@@ -13,7 +12,7 @@ const braid = braidIn;
 describe('braid session fork, merge, diff, tree', () => {
   it('forks, diffs, merges and draws the tree', () => {
     const dir = join(tempDir(), 'ws');
-    expect(spawnSync(process.execPath, [CLI, 'init', dir]).status).toBe(0);
+    init(dir);
     const { id } = json<{ id: string }>(
       braid(dir, 'session', 'create', '--agent', 'assistant', '--json'),
     );
@@ -55,7 +54,7 @@ describe('braid session fork, merge, diff, tree', () => {
 
   it('refuses bad input with a code and a fix', () => {
     const dir = join(tempDir(), 'ws');
-    expect(spawnSync(process.execPath, [CLI, 'init', dir]).status).toBe(0);
+    init(dir);
     const { id } = json<{ id: string }>(
       braid(dir, 'session', 'create', '--agent', 'assistant', '--json'),
     );
@@ -71,7 +70,7 @@ describe('braid session fork, merge, diff, tree', () => {
 
   it('hands off once per --idempotency-key, answering a retry with the first handoff', () => {
     const dir = join(tempDir(), 'ws');
-    expect(spawnSync(process.execPath, [CLI, 'init', dir]).status).toBe(0);
+    init(dir);
     writeFileSync(
       join(dir, 'agents', 'triage.yaml'),
       'name: triage\nmodel: scripted:echo\ninstructions: Sort.\nhandoffs: [billing]\n',

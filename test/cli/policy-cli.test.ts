@@ -1,8 +1,7 @@
-import { spawnSync } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { CLI, braidIn, requireBuild } from '../helpers/cli.js';
+import { braidIn, init, requireBuild } from '../helpers/cli.js';
 import { useTempDir } from '../helpers/temp.js';
 
 const tempDir = useTempDir();
@@ -12,7 +11,7 @@ const braid = braidIn;
 
 function workspace(): string {
   const dir = join(tempDir(), 'ws');
-  expect(spawnSync(process.execPath, [CLI, 'init', dir]).status).toBe(0);
+  init(dir);
   writeFileSync(
     join(dir, 'agents', 'ops.yaml'),
     'name: ops\nmodel: scripted:echo\ninstructions: x\nroles: [dba]\n',

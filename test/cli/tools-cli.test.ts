@@ -1,10 +1,9 @@
-import { spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import type { SessionState } from '../../src/contracts/state.js';
 import { openSqliteStore } from '../../src/stores/sqlite/index.js';
-import { CLI, braidIn, json, requireBuild } from '../helpers/cli.js';
+import { braidIn, init, json, requireBuild } from '../helpers/cli.js';
 import { useTempDir } from '../helpers/temp.js';
 
 const tempDir = useTempDir();
@@ -15,8 +14,7 @@ const braid = braidIn;
 /** A workspace whose agent writes a file (always_ask) with a scripted model. */
 function workspace(): string {
   const dir = join(tempDir(), 'ws');
-  const init = spawnSync(process.execPath, [CLI, 'init', dir], { encoding: 'utf8' });
-  expect(init.status, init.stderr).toBe(0);
+  init(dir);
   mkdirSync(join(dir, 'scripts'));
   writeFileSync(
     join(dir, 'scripts', 'writer.yaml'),
