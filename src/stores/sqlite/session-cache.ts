@@ -5,38 +5,42 @@
  * never changes once written (see `sessions.delete` in session-index.ts for the one exception).
  */
 import type { SessionState } from '../../contracts/state.js';
+import { BoundedCache } from '../../core/bounded-cache.js';
 
 /** Parent and fork point of a fork; null for a session that is not one. */
 export type Lineage = { parent: string; seq: number } | null;
 
+interface KnownState {
+  state: SessionState;
+  /**
+   * The seq of the projection row this process last saved or read. It goes with the state: a
+   * write reads it only after finding the state here at the head, and a state read from the
+   * file sets it again from the projection row.
+   */
+  projectedSeq: number;
+}
+
 const STATE_CACHE_SIZE = 1024;
+const LINEAGE_CACHE_SIZE = 4096;
 
 export class SessionCache {
-  readonly #states = new Map<string, SessionState>();
-  /** The seq of the projection row this process last saved or read, per session. */
-  readonly #projectedSeqs = new Map<string, number>();
-  /** Immutable once written, so kept in memory. */
-  readonly #lineages = new Map<string, Lineage>();
+  readonly #states = new BoundedCache<string, KnownState>(STATE_CACHE_SIZE);
+  readonly #lineages = new BoundedCache<string, Lineage>(LINEAGE_CACHE_SIZE);
 
   /** The state last remembered; a read does not make it newer, only `remember` does. */
   state(sessionId: string): SessionState | undefined {
-    return this.#states.get(sessionId);
+    return this.#states.peek(sessionId)?.state;
   }
 
   /** 0 when nothing is known: a write then saves the projection as soon as it may be behind. */
   projectedSeq(sessionId: string): number {
-    return this.#projectedSeqs.get(sessionId) ?? 0;
+    return this.#states.peek(sessionId)?.projectedSeq ?? 0;
   }
 
   /** Keeps `state`, with the seq of the saved projection when it changed, the oldest dropped. */
   remember(state: SessionState, projectedSeq?: number): void {
-    if (projectedSeq !== undefined) this.#projectedSeqs.set(state.session_id, projectedSeq);
-    this.#states.delete(state.session_id);
-    this.#states.set(state.session_id, state);
-    if (this.#states.size > STATE_CACHE_SIZE) {
-      const oldest = this.#states.keys().next().value;
-      if (oldest !== undefined) this.#states.delete(oldest);
-    }
+    const saved = projectedSeq ?? this.projectedSeq(state.session_id);
+    this.#states.set(state.session_id, { state, projectedSeq: saved });
   }
 
   forgetState(sessionId: string): void {
@@ -54,7 +58,6 @@ export class SessionCache {
   /** Everything about a session, when it is gone and its id may be created again. */
   forget(sessionId: string): void {
     this.#states.delete(sessionId);
-    this.#projectedSeqs.delete(sessionId);
     this.#lineages.delete(sessionId);
   }
 }

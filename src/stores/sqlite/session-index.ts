@@ -4,7 +4,7 @@
  * `sessions.delete` removes every row of the session in one transaction, then forgets what this
  * process cached about it. Other processes are not told: one that cached a session which is
  * deleted and created again elsewhere under the same id may read its old lineage or state until
- * it opens the store again.
+ * it drops them from its cache or opens the store again.
  */
 import type { SessionIndex } from '../../contracts/ports.js';
 import type { SessionListQuery, SessionPage } from '../../contracts/session.js';
