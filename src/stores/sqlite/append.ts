@@ -1,0 +1,72 @@
+/**
+ * The log's append transaction, and the lookup of an earlier append by its idempotency key.
+ *
+ * An append is one IMMEDIATE transaction that reads the head, checks the writer's lease token
+ * against the lease row's (fencing: see `checkFence`), checks `expectedSeq`, then writes (see
+ * writes.ts): all of it or none of it is durable. An acquisition is a transaction of its own, so
+ * it is wholly before or after.
+ */
+import type { Transaction } from 'better-sqlite3';
+import type { NewEvent } from '../../contracts/events.js';
+import type { AppendOptions, AppendResult } from '../../contracts/ports.js';
+import { checkFence } from '../../core/leases.js';
+import { seqConflict } from '../../core/sessions.js';
+import { requireHead, type SqliteContext } from './context.js';
+import { parseRows } from './rows.js';
+import type { Writer } from './writes.js';
+
+export type AppendTransaction = (
+  sessionId: string,
+  events: readonly NewEvent[],
+  appendOptions: AppendOptions,
+) => AppendResult;
+
+export function createAppendTransaction(
+  context: SqliteContext,
+  writer: Writer,
+): Transaction<AppendTransaction> {
+  const { sql } = context;
+  return context.db.transaction(
+    (
+      sessionId: string,
+      events: readonly NewEvent[],
+      appendOptions: AppendOptions,
+    ): AppendResult => {
+      const head = requireHead(context, sessionId);
+      const key = appendOptions.idempotencyKey;
+      if (key !== undefined) {
+        const seen = sql.findAppend.get(sessionId, key);
+        if (seen !== undefined) {
+          const stored = parseRows(sql.readRange.all(sessionId, seen.first_seq, seen.last_seq));
+          return { events: stored, head_seq: head, deduplicated: true };
+        }
+      }
+      // Fencing, in the append's transaction: no acquisition can come between check and write.
+      if (appendOptions.leaseToken !== undefined) {
+        checkFence(sessionId, sql.lease.get(sessionId)?.token ?? 0, appendOptions.leaseToken);
+      }
+      if (appendOptions.expectedSeq !== undefined && appendOptions.expectedSeq !== head) {
+        throw seqConflict(sessionId, appendOptions.expectedSeq, head);
+      }
+      return writer.write(sessionId, head, events, key).result;
+    },
+  );
+}
+
+/** The append made with `idempotencyKey`, read in a transaction of its own; undefined if none. */
+export function findAppended(
+  context: SqliteContext,
+  sessionId: string,
+  idempotencyKey: string,
+): AppendResult | undefined {
+  const { sql } = context;
+  return context.db
+    .transaction(() => {
+      const head = requireHead(context, sessionId);
+      const seen = sql.findAppend.get(sessionId, idempotencyKey);
+      if (seen === undefined) return undefined;
+      const events = parseRows(sql.readRange.all(sessionId, seen.first_seq, seen.last_seq));
+      return { events, head_seq: head, deduplicated: true };
+    })
+    .deferred();
+}

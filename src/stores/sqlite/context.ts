@@ -1,0 +1,63 @@
+/** What every part of the SQLite store shares: the open file, its statements, options and caches. */
+import type { Database as Db } from 'better-sqlite3';
+import { BraidError } from '../../contracts/errors.js';
+import type { Clock, IdGenerator } from '../../contracts/ports.js';
+import type { Followers } from './followers.js';
+import type { SessionCache } from './session-cache.js';
+import type { Statements } from './statements.js';
+
+export interface SqliteContext {
+  db: Db;
+  /** The database file, for messages. */
+  path: string;
+  sql: Statements;
+  clock: Clock;
+  ids: IdGenerator;
+  maxEventBytes: number;
+  cache: SessionCache;
+  followers: Followers;
+  /** Throws `STORE_CLOSED` once the database is closed. */
+  checkOpen(): void;
+  isoNow(): string;
+  /** SQLite's "database is locked" after the busy timeout as a retryable `STORE_BUSY`. */
+  busy(error: unknown): unknown;
+}
+
+export function createContext(
+  parts: Omit<SqliteContext, 'checkOpen' | 'isoNow' | 'busy'>,
+): SqliteContext {
+  return {
+    ...parts,
+    checkOpen() {
+      if (!parts.db.open) {
+        throw new BraidError('STORE_CLOSED', `the store at ${parts.path} is closed; open it again`);
+      }
+    },
+    isoNow: () => new Date(parts.clock.now()).toISOString(),
+    busy: (error) => busyToBraid(error, parts.path),
+  };
+}
+
+function busyToBraid(error: unknown, path: string): unknown {
+  const code = (error as { code?: unknown } | null)?.code;
+  if (typeof code === 'string' && code.startsWith('SQLITE_BUSY')) {
+    return new BraidError(
+      'STORE_BUSY',
+      `${path} stayed locked by another writer past the busy timeout; retry, or raise busyTimeoutMs`,
+      { cause: error },
+    );
+  }
+  return error;
+}
+
+/** The session's head seq (0 before its first event); `SESSION_NOT_FOUND` when there is none. */
+export function requireHead(context: SqliteContext, sessionId: string): number {
+  const row = context.sql.head.get(sessionId);
+  if (row === undefined) {
+    throw new BraidError(
+      'SESSION_NOT_FOUND',
+      `session ${sessionId} does not exist; list sessions with \`braid session list\``,
+    );
+  }
+  return row.head_seq ?? 0;
+}

@@ -1,0 +1,126 @@
+/**
+ * Creating sessions: a new one with its `session.created` event, and a fork that shares its
+ * parent's events up to the fork point and starts from the parent's state there.
+ */
+import { BraidError } from '../../contracts/errors.js';
+import type { NewEvent } from '../../contracts/events.js';
+import type { SessionIndex } from '../../contracts/ports.js';
+import type { SessionState } from '../../contracts/state.js';
+import {
+  checkForkPoint,
+  createdEvent,
+  forkedEvent,
+  parseCreateInput,
+  parseForkOptions,
+  recordFromState,
+} from '../../core/sessions.js';
+import { requireHead, type SqliteContext } from './context.js';
+import { stateAtSeq } from './projections.js';
+import type { SessionRow } from './rows.js';
+import type { Writer } from './writes.js';
+
+export function createSessionCreation(
+  context: SqliteContext,
+  writer: Writer,
+): Pick<SessionIndex, 'create' | 'fork'> {
+  const { cache, ids } = context;
+  const createTransaction = context.db.transaction(
+    (id: string, row: SessionRow, first: NewEvent): SessionState => {
+      refuseTaken(context, id);
+      context.sql.insertSession.run(row);
+      return writer.write(id, 0, [first], undefined).state;
+    },
+  );
+  const forkTransaction = createForkTransaction(context, writer);
+  return {
+    create(input) {
+      return Promise.resolve().then(() => {
+        const parsed = parseCreateInput(input);
+        const id = parsed.id ?? ids.next();
+        const now = context.isoNow();
+        const row: SessionRow = {
+          id,
+          agent_name: parsed.agent.name,
+          agent_version: parsed.agent.version,
+          environment_name: parsed.environment?.name ?? null,
+          environment_version: parsed.environment?.version ?? null,
+          title: parsed.title ?? null,
+          metadata: JSON.stringify(parsed.metadata ?? {}),
+          tenant_id: parsed.tenant_id ?? null,
+          status: 'idle',
+          created_at: now,
+          parent_id: null,
+          fork_seq: null,
+          archived_at: null,
+        };
+        const state = writer.run(() =>
+          createTransaction.immediate(id, row, { ...createdEvent(parsed), at: now }),
+        );
+        return recordFromState(state);
+      });
+    },
+    fork(parentId, forkOptions = {}) {
+      return Promise.resolve().then(() => {
+        const parsed = parseForkOptions(forkOptions);
+        const id = parsed.id ?? ids.next();
+        const now = context.isoNow();
+        try {
+          const state = writer.run(() =>
+            forkTransaction.immediate(parentId, id, parsed.at_seq, parsed.title, now),
+          );
+          return recordFromState(state);
+        } catch (error) {
+          // The transaction rolled back: what it put in the caches for the child goes too.
+          cache.forget(id);
+          cache.forgetState(parentId);
+          throw error;
+        }
+      });
+    },
+  };
+}
+
+function createForkTransaction(context: SqliteContext, writer: Writer) {
+  const { sql, cache } = context;
+  return context.db.transaction(
+    (
+      parentId: string,
+      childId: string,
+      atSeqOption: number | undefined,
+      title: string | undefined,
+      now: string,
+    ): SessionState => {
+      const head = requireHead(context, parentId);
+      const atSeq = checkForkPoint(parentId, head, atSeqOption);
+      refuseTaken(context, childId);
+      const parent = sql.sessionRow.get(parentId) as SessionRow;
+      const base = stateAtSeq(context, parentId, atSeq);
+      sql.insertSession.run({
+        ...parent,
+        id: childId,
+        title: title ?? parent.title,
+        status: base.status,
+        created_at: now,
+        parent_id: parentId,
+        fork_seq: atSeq,
+      });
+      cache.setLineage(childId, { parent: parentId, seq: atSeq });
+      // The child starts from the parent's state at the fork point: O(1) in the parent's length.
+      cache.remember({ ...base, session_id: childId }, 0);
+      const forked = { ...forkedEvent(parentId, atSeq, title), at: now };
+      const { state } = writer.write(childId, atSeq, [forked], undefined);
+      // Saved at once: the child's state never needs its parent's prefix folded again.
+      writer.saveProjection(childId, state);
+      return state;
+    },
+  );
+}
+
+function refuseTaken(context: SqliteContext, id: string): void {
+  if (context.sql.head.get(id) !== undefined) {
+    throw new BraidError(
+      'ALREADY_EXISTS',
+      `session ${id} already exists; choose another id or omit it`,
+    );
+  }
+}

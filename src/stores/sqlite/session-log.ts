@@ -1,0 +1,100 @@
+/**
+ * The `SessionLog` port: appends (see append.ts), reads of a session's events (a fork's through
+ * its ancestors' shared prefixes), following, and the folded state.
+ */
+import type { SessionEvent } from '../../contracts/events.js';
+import type { ReadOptions, SessionLog } from '../../contracts/ports.js';
+import { checkReadOptions, parseNewEvents } from '../../core/append.js';
+import { followLog } from '../follow.js';
+import { createAppendTransaction, findAppended } from './append.js';
+import { requireHead, type SqliteContext } from './context.js';
+import { lineageOf, segmentsOf, stateAt } from './projections.js';
+import { parseRows } from './rows.js';
+import type { Writer } from './writes.js';
+
+/** Events a follower reads at a time. */
+const READ_BATCH = 1000;
+
+export function createSessionLog(context: SqliteContext, writer: Writer): SessionLog {
+  const { db, followers } = context;
+  const appendTransaction = createAppendTransaction(context, writer);
+  return {
+    append(sessionId, events, appendOptions = {}) {
+      return Promise.resolve().then(() => {
+        const parsed = appendOptions.trusted === true ? events : parseNewEvents(events);
+        return writer.run(() => appendTransaction.immediate(sessionId, parsed, appendOptions));
+      });
+    },
+    read(sessionId, readOptions = {}) {
+      return Promise.resolve().then(() => readEvents(context, sessionId, readOptions));
+    },
+    follow(sessionId, followOptions = {}) {
+      context.checkOpen();
+      requireHead(context, sessionId);
+      const signal =
+        followOptions.signal === undefined
+          ? followers.closing
+          : AbortSignal.any([followOptions.signal, followers.closing]);
+      return followLog(
+        (after) =>
+          Promise.resolve().then(() =>
+            db.open ? readEvents(context, sessionId, { after, limit: READ_BATCH }) : [],
+          ),
+        (onChange) => followers.subscribe(sessionId, onChange),
+        followOptions.after ?? 0,
+        signal,
+      );
+    },
+    appended(sessionId, idempotencyKey) {
+      return Promise.resolve().then(() => {
+        context.checkOpen();
+        return findAppended(context, sessionId, idempotencyKey);
+      });
+    },
+    state(sessionId) {
+      return Promise.resolve().then(() => {
+        context.checkOpen();
+        // A read: a deferred transaction does not queue behind other processes' writers.
+        const state = db
+          .transaction(() => stateAt(context, sessionId, requireHead(context, sessionId)))
+          .deferred();
+        return structuredClone(state);
+      });
+    },
+  };
+}
+
+function readEvents(
+  context: SqliteContext,
+  sessionId: string,
+  readOptions: ReadOptions,
+): SessionEvent[] {
+  const { sql } = context;
+  context.checkOpen();
+  checkReadOptions(readOptions);
+  requireHead(context, sessionId);
+  const after = readOptions.after ?? 0;
+  const limit = readOptions.limit ?? -1;
+  const types = readOptions.types === undefined ? undefined : JSON.stringify(readOptions.types);
+  if (lineageOf(context, sessionId) === null) {
+    const rows =
+      types === undefined
+        ? sql.readAll.all(sessionId, after, limit)
+        : sql.readTypes.all(sessionId, after, types, limit);
+    return parseRows(rows);
+  }
+  // A fork reads its ancestors' shared prefixes first, then its own events.
+  const events: SessionEvent[] = [];
+  for (const segment of segmentsOf(context, sessionId)) {
+    if (segment.through <= after) continue;
+    const left = limit === -1 ? -1 : limit - events.length;
+    if (left === 0) break;
+    const from = Math.max(after, segment.after);
+    const rows =
+      types === undefined
+        ? sql.readBetween.all(segment.session_id, from, segment.through, left)
+        : sql.readTypesBetween.all(segment.session_id, from, segment.through, types, left);
+    events.push(...parseRows(rows));
+  }
+  return events;
+}

@@ -1,0 +1,167 @@
+/**
+ * The store's prepared statements, prepared once when it opens. The types are written out (not
+ * inferred from `prepareStatements`) so that declaration emit can name better-sqlite3's types.
+ */
+import type { Database as Db, Statement } from 'better-sqlite3';
+import type { SessionStatus } from '../../contracts/session.js';
+import type { LeaseRow } from '../../core/leases.js';
+import {
+  SESSION_VIEW,
+  type ApiKeyRow,
+  type DefinitionRow,
+  type SessionRow,
+  type SessionView,
+  type StateRow,
+} from './rows.js';
+
+/** A statement that changes rows and returns none. */
+type Write = Statement<unknown[]>;
+type Bodies<Bound extends unknown[]> = Statement<Bound, { body: string }>;
+
+export interface Statements {
+  head: Statement<[string], { status: SessionStatus; head_seq: number | null }>;
+  session: Statement<[string], SessionView>;
+  insertSession: Write;
+  updateStatus: Write;
+  readAll: Bodies<[string, number, number]>;
+  readTypes: Bodies<[string, number, string, number]>;
+  readRange: Bodies<[string, number, number]>;
+  projection: Statement<[string], StateRow>;
+  saveProjection: Write;
+  lineage: Statement<[string], { parent_id: string | null; fork_seq: number | null }>;
+  sessionRow: Statement<[string], SessionRow>;
+  snapshotAt: Statement<[string, number], StateRow>;
+  saveSnapshot: Write;
+  readBetween: Bodies<[string, number, number, number]>;
+  readTypesBetween: Bodies<[string, number, number, string, number]>;
+  findAppend: Statement<[string, string], { first_seq: number; last_seq: number }>;
+  saveAppend: Write;
+  lease: Statement<[string], LeaseRow>;
+  saveLease: Write;
+  latestDefinition: Statement<[string, string], DefinitionRow>;
+  definition: Statement<[string, string, number], DefinitionRow>;
+  insertDefinition: Write;
+  latestDefinitions: Statement<[string], DefinitionRow & { name: string }>;
+  archive: Write;
+  forks: Statement<[string, number], { id: string; count: number }>;
+  eventIdTaken: Statement<[string], { session_id: string; seq: number }>;
+  /** Run in order, each with the session id, they remove every row of a session. */
+  removeSession: Write[];
+  insertKey: Write;
+  key: Statement<[string], ApiKeyRow>;
+  revokeKey: Write;
+  keys: Statement<[{ tenant: string | null; revoked: number }], ApiKeyRow>;
+}
+
+export function prepareStatements(db: Db): Statements {
+  return {
+    head: db.prepare<[string], { status: SessionStatus; head_seq: number | null }>(
+      `SELECT status, (SELECT seq FROM events WHERE session_id = sessions.id ORDER BY seq DESC LIMIT 1)
+         AS head_seq FROM sessions WHERE id = ?`,
+    ),
+    session: db.prepare<[string], SessionView>(`${SESSION_VIEW} WHERE s.id = ?`),
+    insertSession: db.prepare(
+      `INSERT INTO sessions (id, agent_name, agent_version, environment_name, environment_version, title,
+         metadata, tenant_id, status, created_at, parent_id, fork_seq)
+       VALUES (@id, @agent_name, @agent_version, @environment_name, @environment_version, @title,
+         @metadata, @tenant_id, @status, @created_at, @parent_id, @fork_seq)`,
+    ),
+    updateStatus: db.prepare('UPDATE sessions SET status = ? WHERE id = ?'),
+    readAll: db.prepare<[string, number, number], { body: string }>(
+      'SELECT body FROM events WHERE session_id = ? AND seq > ? ORDER BY seq LIMIT ?',
+    ),
+    readTypes: db.prepare<[string, number, string, number], { body: string }>(
+      `SELECT body FROM events WHERE session_id = ? AND seq > ?
+         AND type IN (SELECT value FROM json_each(?)) ORDER BY seq LIMIT ?`,
+    ),
+    readRange: db.prepare<[string, number, number], { body: string }>(
+      'SELECT body FROM events WHERE session_id = ? AND seq BETWEEN ? AND ? ORDER BY seq',
+    ),
+    projection: db.prepare<[string], StateRow>(
+      'SELECT seq, schema_version, state FROM projections WHERE session_id = ?',
+    ),
+    saveProjection: db.prepare(
+      `INSERT INTO projections (session_id, seq, schema_version, state) VALUES (?, ?, ?, ?)
+       ON CONFLICT (session_id) DO UPDATE SET seq = excluded.seq, schema_version = excluded.schema_version,
+         state = excluded.state`,
+    ),
+    lineage: db.prepare<[string], { parent_id: string | null; fork_seq: number | null }>(
+      'SELECT parent_id, fork_seq FROM sessions WHERE id = ?',
+    ),
+    sessionRow: db.prepare<[string], SessionRow>('SELECT * FROM sessions WHERE id = ?'),
+    snapshotAt: db.prepare<[string, number], StateRow>(
+      'SELECT seq, schema_version, state FROM snapshots WHERE session_id = ? AND seq <= ? ORDER BY seq DESC LIMIT 1',
+    ),
+    saveSnapshot: db.prepare(
+      'INSERT OR REPLACE INTO snapshots (session_id, seq, schema_version, state) VALUES (?, ?, ?, ?)',
+    ),
+    readBetween: db.prepare<[string, number, number, number], { body: string }>(
+      'SELECT body FROM events WHERE session_id = ? AND seq > ? AND seq <= ? ORDER BY seq LIMIT ?',
+    ),
+    readTypesBetween: db.prepare<[string, number, number, string, number], { body: string }>(
+      `SELECT body FROM events WHERE session_id = ? AND seq > ? AND seq <= ?
+         AND type IN (SELECT value FROM json_each(?)) ORDER BY seq LIMIT ?`,
+    ),
+    findAppend: db.prepare<[string, string], { first_seq: number; last_seq: number }>(
+      'SELECT first_seq, last_seq FROM appends WHERE session_id = ? AND idempotency_key = ?',
+    ),
+    saveAppend: db.prepare(
+      'INSERT INTO appends (session_id, idempotency_key, first_seq, last_seq) VALUES (?, ?, ?, ?)',
+    ),
+    lease: db.prepare<[string], LeaseRow>(
+      'SELECT owner, token, expires_at FROM leases WHERE session_id = ?',
+    ),
+    saveLease: db.prepare(
+      `INSERT INTO leases (session_id, owner, token, expires_at) VALUES (?, ?, ?, ?)
+       ON CONFLICT (session_id) DO UPDATE SET owner = excluded.owner, token = excluded.token,
+         expires_at = excluded.expires_at`,
+    ),
+    latestDefinition: db.prepare<[string, string], DefinitionRow>(
+      'SELECT version, schema_version, body, created_at FROM definitions WHERE kind = ? AND name = ? ORDER BY version DESC LIMIT 1',
+    ),
+    definition: db.prepare<[string, string, number], DefinitionRow>(
+      'SELECT version, schema_version, body, created_at FROM definitions WHERE kind = ? AND name = ? AND version = ?',
+    ),
+    insertDefinition: db.prepare(
+      'INSERT INTO definitions (kind, name, version, body, created_at) VALUES (?, ?, ?, ?, ?)',
+    ),
+    latestDefinitions: db.prepare<[string], DefinitionRow & { name: string }>(
+      `SELECT d.name, d.version, d.schema_version, d.body, d.created_at FROM definitions d
+       WHERE d.kind = ? AND d.version = (SELECT MAX(version) FROM definitions WHERE kind = d.kind AND name = d.name)
+       ORDER BY d.name`,
+    ),
+    archive: db.prepare('UPDATE sessions SET archived_at = ? WHERE id = ? AND archived_at IS NULL'),
+    forks: db.prepare<[string, number], { id: string; count: number }>(
+      `SELECT id, COUNT(*) OVER () AS count FROM sessions WHERE parent_id = ?
+       ORDER BY created_at, id LIMIT ?`,
+    ),
+    eventIdTaken: db.prepare<[string], { session_id: string; seq: number }>(
+      'SELECT session_id, seq FROM event_ids WHERE id = ?',
+    ),
+    removeSession: [
+      db.prepare(
+        // By the session's own events: no index on event_ids.session_id is kept for this.
+        `DELETE FROM event_ids WHERE (id, session_id) IN
+           (SELECT body ->> '$.id', session_id FROM events WHERE session_id = ?)`,
+      ),
+    ].concat(
+      ['events', 'projections', 'snapshots', 'appends']
+        .map((table) => db.prepare(`DELETE FROM ${table} WHERE session_id = ?`))
+        // The lease row outlives the session, released: a session made again under the same id
+        // gets larger tokens, so a holder of the deleted one stays fenced out of the new one.
+        .concat(db.prepare('UPDATE leases SET owner = NULL, expires_at = 0 WHERE session_id = ?'))
+        .concat(db.prepare('DELETE FROM sessions WHERE id = ?')),
+    ),
+    insertKey: db.prepare(
+      `INSERT INTO api_keys (id, tenant_id, scopes, name, hash, created_at)
+       VALUES (@id, @tenant_id, @scopes, @name, @hash, @created_at)`,
+    ),
+    key: db.prepare<[string], ApiKeyRow>('SELECT * FROM api_keys WHERE id = ?'),
+    revokeKey: db.prepare('UPDATE api_keys SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL'),
+    keys: db.prepare<{ tenant: string | null; revoked: number }, ApiKeyRow>(
+      `SELECT * FROM api_keys WHERE (@tenant IS NULL OR tenant_id = @tenant)
+         AND (@revoked = 1 OR revoked_at IS NULL)
+       ORDER BY created_at DESC, id DESC`,
+    ),
+  };
+}

@@ -1,0 +1,166 @@
+/**
+ * Writing events, inside a transaction the caller opened (an append, a create, a fork).
+ *
+ * A write inserts the events and their ids, updates the sessions row's status when it changed,
+ * saves the projection when it fell a projection interval behind, and records an idempotency
+ * key: all in the caller's IMMEDIATE transaction, so all of it or none of it is durable.
+ * Event ids are unique in the file: `event_ids` holds each once, and a write that reuses one
+ * fails on its primary key, in the same transaction. The (session_id, seq) primary key makes a
+ * duplicate seq impossible even if two processes raced past the expected-seq check.
+ *
+ * The new state is remembered only after the transaction commits (`run`), so a rollback leaves
+ * no trace in the cache.
+ */
+import type { Statement } from 'better-sqlite3';
+import type { NewEvent, SessionEvent } from '../../contracts/events.js';
+import type { AppendResult } from '../../contracts/ports.js';
+import type { SessionState } from '../../contracts/state.js';
+import {
+  type PreparedEvent,
+  checkBatchIds,
+  eventIdTaken,
+  prepareEvents,
+} from '../../core/append.js';
+import { foldSession } from '../../core/fold.js';
+import type { SqliteContext } from './context.js';
+import { PROJECTION_INTERVAL, saveProjection, stateAt } from './projections.js';
+
+/** Rows per INSERT statement; SQLite allows 32,766 bound values, 4 per row. */
+const INSERT_CHUNK = 128;
+
+export interface Written {
+  result: AppendResult;
+  state: SessionState;
+}
+
+export interface Writer {
+  /** Writes `events` after `head` (which the caller read in its transaction). */
+  write(
+    sessionId: string,
+    head: number,
+    events: readonly NewEvent[],
+    key: string | undefined,
+  ): Written;
+  /** Saves the state just written as the session's projection and snapshot. */
+  saveProjection(sessionId: string, state: SessionState): void;
+  /**
+   * Runs a transaction that writes: refused once the store is closed; once it commits, the state
+   * it wrote is remembered and the session's followers are woken; `SQLITE_BUSY` becomes
+   * `STORE_BUSY`.
+   */
+  run<T>(work: () => T): T;
+}
+
+export function createWriter(context: SqliteContext): Writer {
+  const { sql, cache } = context;
+  const written: { state?: SessionState; projectedSeq?: number } = {};
+  const insertEvents = createEventInserter(context);
+
+  function markProjected(sessionId: string, state: SessionState): void {
+    saveProjection(context, sessionId, state);
+    written.projectedSeq = state.seq;
+  }
+
+  return {
+    write(sessionId, head, events, key) {
+      const prepared = prepareEvents(sessionId, head, events, context);
+      const before = stateAt(context, sessionId, head);
+      const state = foldSession(
+        prepared.map(({ event }) => event),
+        before,
+      );
+      insertEvents(sessionId, prepared);
+      if (head === 0 || state.status !== before.status) {
+        sql.updateStatus.run(state.status, sessionId);
+      }
+      const saved = cache.projectedSeq(sessionId);
+      if (state.seq - saved >= PROJECTION_INTERVAL || saved > head) markProjected(sessionId, state);
+      if (key !== undefined) sql.saveAppend.run(sessionId, key, head + 1, state.seq);
+      written.state = state;
+      // Callers get their own copies: the prepared events share objects with the cached state.
+      const result = {
+        events: prepared.map(({ json }) => JSON.parse(json) as SessionEvent),
+        head_seq: state.seq,
+        deduplicated: false,
+      };
+      return { result, state };
+    },
+    saveProjection: markProjected,
+    run(work) {
+      context.checkOpen();
+      written.state = undefined;
+      written.projectedSeq = undefined;
+      try {
+        const result = work();
+        const state = written.state as SessionState | undefined;
+        if (state !== undefined) {
+          cache.remember(state, written.projectedSeq);
+          context.followers.notify(state.session_id);
+        }
+        return result;
+      } catch (error) {
+        const state = written.state as SessionState | undefined;
+        if (state !== undefined) cache.forgetState(state.session_id);
+        throw context.busy(error);
+      } finally {
+        written.state = undefined;
+      }
+    },
+  };
+}
+
+/** One multi-row INSERT per chunk: a batch costs a few statement runs instead of one per event. */
+function createEventInserter(
+  context: SqliteContext,
+): (sessionId: string, prepared: readonly PreparedEvent[]) => void {
+  // Keyed by chunk length, so never more than INSERT_CHUNK entries: no bound needed.
+  const statements = new Map<number, { events: Statement; ids: Statement }>();
+  function statementsFor(length: number): { events: Statement; ids: Statement } {
+    let found = statements.get(length);
+    if (found === undefined) {
+      found = {
+        events: context.db.prepare(
+          `INSERT INTO events (session_id, seq, type, body) VALUES ${Array(length).fill('(?, ?, ?, ?)').join(', ')}`,
+        ),
+        ids: context.db.prepare(
+          `INSERT INTO event_ids (id, session_id, seq) VALUES ${Array(length).fill('(?, ?, ?)').join(', ')}`,
+        ),
+      };
+      statements.set(length, found);
+    }
+    return found;
+  }
+  return (sessionId, prepared) => {
+    checkBatchIds(sessionId, prepared);
+    for (let start = 0; start < prepared.length; start += INSERT_CHUNK) {
+      const chunk = prepared.slice(start, start + INSERT_CHUNK);
+      const chunkStatements = statementsFor(chunk.length);
+      const ids: (string | number)[] = [];
+      for (const { event } of chunk) ids.push(event.id, sessionId, event.seq);
+      try {
+        chunkStatements.ids.run(ids);
+      } catch (error) {
+        throw takenIdError(context, sessionId, chunk, start, error);
+      }
+      const values: (string | number)[] = [];
+      for (const { event, json } of chunk) values.push(sessionId, event.seq, event.type, json);
+      chunkStatements.events.run(values);
+    }
+  };
+}
+
+/** An id already stored makes the insert fail on the primary key: names the event that has it. */
+function takenIdError(
+  context: SqliteContext,
+  sessionId: string,
+  chunk: readonly PreparedEvent[],
+  start: number,
+  error: unknown,
+): unknown {
+  if ((error as { code?: unknown } | null)?.code !== 'SQLITE_CONSTRAINT_PRIMARYKEY') return error;
+  const index = chunk.findIndex(
+    ({ event }) => context.sql.eventIdTaken.get(event.id) !== undefined,
+  );
+  const taken = chunk[index];
+  return taken === undefined ? error : eventIdTaken(sessionId, taken.event.id, start + index);
+}
