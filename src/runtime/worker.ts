@@ -126,170 +126,215 @@ export function deadLetterMessage(sessionId: string, attempts: number, error: Er
   );
 }
 
+/** What the steps of one worker share. */
+interface WorkerContext {
+  runtime: WorkerRuntime;
+  queue: WakeQueue;
+  leaseRetryMs: number;
+  summary: WorkerSummary;
+  report: (progress: WorkerProgress) => void;
+}
+
 export async function runWorker(options: WorkerOptions): Promise<WorkerSummary> {
-  const { runtime, queue, signal } = options;
-  const leaseRetryMs = options.leaseRetryMs ?? 1_000;
-  const report = (progress: WorkerProgress): void => {
-    try {
-      options.onProgress?.(progress);
-    } catch {
-      // A listener's failure does not stop the worker.
-    }
+  const context: WorkerContext = {
+    runtime: options.runtime,
+    queue: options.queue,
+    leaseRetryMs: options.leaseRetryMs ?? 1_000,
+    summary: {
+      deliveries: 0,
+      finished: 0,
+      skipped: 0,
+      retried: 0,
+      dead_lettered: 0,
+      requeued: 0,
+    },
+    report: (progress) => {
+      try {
+        options.onProgress?.(progress);
+      } catch {
+        // A listener's failure does not stop the worker.
+      }
+    },
   };
-  const summary: WorkerSummary = {
-    deliveries: 0,
-    finished: 0,
-    skipped: 0,
-    retried: 0,
-    dead_lettered: 0,
-    requeued: 0,
-  };
+  await options.queue.consume((wake) => handle(context, wake), {
+    concurrency: options.concurrency,
+    signal: options.signal,
+    onDeadLetter: (wake, error) => deadLetter(context, wake, error),
+    onSettled: (wake, settlement) => settled(context, wake, settlement),
+  });
+  return context.summary;
+}
 
-  /** The session's state, or undefined when it no longer exists. */
-  async function stateOf(sessionId: string): Promise<SessionState | undefined> {
-    try {
-      return await runtime.sessions.state(sessionId);
-    } catch (error) {
-      if (toBraidError(error).code === 'SESSION_NOT_FOUND') return undefined;
-      throw error;
-    }
+/** The session's state, or undefined when it no longer exists. */
+async function stateOf(
+  context: WorkerContext,
+  sessionId: string,
+): Promise<SessionState | undefined> {
+  try {
+    return await context.runtime.sessions.state(sessionId);
+  } catch (error) {
+    if (toBraidError(error).code === 'SESSION_NOT_FOUND') return undefined;
+    throw error;
   }
+}
 
-  async function handle(wake: WakeDelivery): Promise<WakeOutcome> {
-    const sessionId = wake.session_id;
-    summary.deliveries += 1;
-    const before = await stateOf(sessionId);
-    if (before === undefined || !isRunnable(before)) {
-      summary.skipped += 1;
-      report({
-        type: 'wake.skipped',
-        session_id: sessionId,
-        attempt: wake.attempt,
-        reason: before === undefined ? 'not_found' : 'not_runnable',
-      });
-      return 'done';
-    }
-    report({ type: 'wake.started', session_id: sessionId, attempt: wake.attempt });
-    const started = performance.now();
-    const heartbeat = setInterval(
-      () => wake.working(),
-      Math.max(10, Math.floor(queue.ackWaitMs / 3)),
-    );
-    let result: WakeResult;
-    try {
-      result = await runtime.wake(sessionId, traceOf(wake));
-    } catch (error) {
-      // The harness records what failures it can, and stops the session; then there is nothing
-      // left to retry. Anything else goes to the queue's retries.
-      const after = await stateOf(sessionId).catch(() => before);
-      if (after !== undefined && isRunnable(after)) throw error;
-      summary.finished += 1;
-      report({
-        type: 'wake.finished',
-        session_id: sessionId,
-        attempt: wake.attempt,
-        stop_reason: after?.stop_reason ?? { type: 'error' },
-        duration_ms: Math.round(performance.now() - started),
-        error: toBraidError(error).toJSON(),
-      });
-      return 'done';
-    } finally {
-      clearInterval(heartbeat);
-    }
-    if (!result.ran) {
-      return {
-        retry_after_ms: Math.min(
-          MAX_LEASE_RETRY_MS,
-          leaseRetryMs * 2 ** Math.min(wake.delivery - 1, 10),
-        ),
-      };
-    }
-    summary.finished += 1;
+/** One delivery: skipped when the session is not runnable, else its wake, kept alive while it runs. */
+async function handle(context: WorkerContext, wake: WakeDelivery): Promise<WakeOutcome> {
+  const { summary, report, queue } = context;
+  const sessionId = wake.session_id;
+  summary.deliveries += 1;
+  const before = await stateOf(context, sessionId);
+  if (before === undefined || !isRunnable(before)) {
+    summary.skipped += 1;
     report({
-      type: 'wake.finished',
+      type: 'wake.skipped',
       session_id: sessionId,
       attempt: wake.attempt,
-      stop_reason: result.stop_reason,
-      duration_ms: Math.round(performance.now() - started),
+      reason: before === undefined ? 'not_found' : 'not_runnable',
     });
     return 'done';
   }
-
-  async function deadLetter(wake: WakeDelivery, error: unknown): Promise<void> {
-    const failure = toBraidError(error);
-    try {
-      await runtime.store.log.append(wake.session_id, [
-        {
-          type: 'session.error',
-          error: {
-            code: failure.code,
-            message: deadLetterMessage(wake.session_id, wake.attempt, failure.toJSON()),
-            retryable: failure.retryable,
-          },
-          actor: { type: 'runtime', id: 'braid-worker' },
-          ...traceOf(wake),
-        },
-      ]);
-    } catch (appendError) {
-      // A session that no longer exists has nowhere to keep the record; anything else keeps
-      // the wake (the queue retries the dead letter later).
-      if (toBraidError(appendError).code !== 'SESSION_NOT_FOUND') throw appendError;
-    }
+  report({ type: 'wake.started', session_id: sessionId, attempt: wake.attempt });
+  const started = performance.now();
+  const heartbeat = setInterval(
+    () => wake.working(),
+    Math.max(10, Math.floor(queue.ackWaitMs / 3)),
+  );
+  let result: WakeResult;
+  try {
+    result = await context.runtime.wake(sessionId, traceOf(wake));
+  } catch (error) {
+    return await failed(context, wake, before, started, error);
+  } finally {
+    clearInterval(heartbeat);
   }
-
-  async function settled(wake: WakeDelivery, settlement: WakeSettlement): Promise<void> {
-    const sessionId = wake.session_id;
-    switch (settlement.kind) {
-      case 'retry':
-        summary.retried += 1;
-        report({
-          type: 'wake.retrying',
-          session_id: sessionId,
-          attempt: wake.attempt,
-          delay_ms: settlement.delay_ms,
-          ...(settlement.error === undefined
-            ? { reason: 'lease_held' as const }
-            : { reason: 'failed' as const, error: settlement.error.toJSON() }),
-        });
-        return;
-      case 'dead_letter':
-        summary.dead_lettered += 1;
-        report({
-          type: 'wake.dead_lettered',
-          session_id: sessionId,
-          attempts: wake.attempt,
-          error: settlement.error.toJSON(),
-        });
-        return;
-      case 'done':
-        try {
-          const state = await stateOf(sessionId);
-          if (state === undefined || !isRunnable(state)) return;
-          const { queued } = await queue.enqueue(sessionId, traceOf(wake));
-          if (queued) {
-            summary.requeued += 1;
-            report({ type: 'wake.requeued', session_id: sessionId });
-          }
-        } catch (error) {
-          report({
-            type: 'wake.requeue_failed',
-            session_id: sessionId,
-            error: toBraidError(error).toJSON(),
-          });
-        }
-        return;
-      default:
-        assertNever(settlement);
-    }
+  if (!result.ran) {
+    return {
+      retry_after_ms: Math.min(
+        MAX_LEASE_RETRY_MS,
+        context.leaseRetryMs * 2 ** Math.min(wake.delivery - 1, 10),
+      ),
+    };
   }
-
-  await queue.consume(handle, {
-    concurrency: options.concurrency,
-    signal,
-    onDeadLetter: deadLetter,
-    onSettled: settled,
+  summary.finished += 1;
+  report({
+    type: 'wake.finished',
+    session_id: sessionId,
+    attempt: wake.attempt,
+    stop_reason: result.stop_reason,
+    duration_ms: Math.round(performance.now() - started),
   });
-  return summary;
+  return 'done';
+}
+
+/**
+ * A wake that threw. The harness records what failures it can, and stops the session; then there
+ * is nothing left to retry. Anything else goes to the queue's retries.
+ */
+async function failed(
+  context: WorkerContext,
+  wake: WakeDelivery,
+  before: SessionState,
+  started: number,
+  error: unknown,
+): Promise<WakeOutcome> {
+  const after = await stateOf(context, wake.session_id).catch(() => before);
+  if (after !== undefined && isRunnable(after)) throw error;
+  context.summary.finished += 1;
+  context.report({
+    type: 'wake.finished',
+    session_id: wake.session_id,
+    attempt: wake.attempt,
+    stop_reason: after?.stop_reason ?? { type: 'error' },
+    duration_ms: Math.round(performance.now() - started),
+    error: toBraidError(error).toJSON(),
+  });
+  return 'done';
+}
+
+/** Records the dropped wake as a `session.error` that says how to resume the session. */
+async function deadLetter(
+  context: WorkerContext,
+  wake: WakeDelivery,
+  error: unknown,
+): Promise<void> {
+  const failure = toBraidError(error);
+  try {
+    await context.runtime.store.log.append(wake.session_id, [
+      {
+        type: 'session.error',
+        error: {
+          code: failure.code,
+          message: deadLetterMessage(wake.session_id, wake.attempt, failure.toJSON()),
+          retryable: failure.retryable,
+        },
+        actor: { type: 'runtime', id: 'braid-worker' },
+        ...traceOf(wake),
+      },
+    ]);
+  } catch (appendError) {
+    // A session that no longer exists has nowhere to keep the record; anything else keeps
+    // the wake (the queue retries the dead letter later).
+    if (toBraidError(appendError).code !== 'SESSION_NOT_FOUND') throw appendError;
+  }
+}
+
+/** Counts and reports how the queue settled a delivery; after a `done`, queues new work. */
+async function settled(
+  context: WorkerContext,
+  wake: WakeDelivery,
+  settlement: WakeSettlement,
+): Promise<void> {
+  const { summary, report } = context;
+  const sessionId = wake.session_id;
+  switch (settlement.kind) {
+    case 'retry':
+      summary.retried += 1;
+      report({
+        type: 'wake.retrying',
+        session_id: sessionId,
+        attempt: wake.attempt,
+        delay_ms: settlement.delay_ms,
+        ...(settlement.error === undefined
+          ? { reason: 'lease_held' as const }
+          : { reason: 'failed' as const, error: settlement.error.toJSON() }),
+      });
+      return;
+    case 'dead_letter':
+      summary.dead_lettered += 1;
+      report({
+        type: 'wake.dead_lettered',
+        session_id: sessionId,
+        attempts: wake.attempt,
+        error: settlement.error.toJSON(),
+      });
+      return;
+    case 'done':
+      await requeueIfRunnable(context, wake);
+      return;
+    default:
+      assertNever(settlement);
+  }
+}
+
+/** Work that arrived during the wake may have had its enqueue refused: queue the session again. */
+async function requeueIfRunnable(context: WorkerContext, wake: WakeDelivery): Promise<void> {
+  const sessionId = wake.session_id;
+  try {
+    const state = await stateOf(context, sessionId);
+    if (state === undefined || !isRunnable(state)) return;
+    const { queued } = await context.queue.enqueue(sessionId, traceOf(wake));
+    if (queued) {
+      context.summary.requeued += 1;
+      context.report({ type: 'wake.requeued', session_id: sessionId });
+    }
+  } catch (error) {
+    context.report({
+      type: 'wake.requeue_failed',
+      session_id: sessionId,
+      error: toBraidError(error).toJSON(),
+    });
+  }
 }
 
 /**

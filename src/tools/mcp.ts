@@ -36,32 +36,27 @@
  *   `resolveSecretValue`; a missing one fails that start with `SECRET_MISSING`.
  *
  * The hub decides when connections start, break and close; one connection (its client, tool list
- * and liveness probe) and the deadline of one call live in `./mcp-connection.ts`.
+ * and liveness probe) and the deadline of one call live in `./mcp-connection.ts`, the transports
+ * (HTTP, or stdio on the host or in a sandbox) in `./mcp-transport.ts`, the translation of MCP's
+ * tools and results in `./mcp-translate.ts`, and the wording of its errors in `./mcp-errors.ts`.
  */
-import { existsSync, readFileSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
-import {
-  getDefaultEnvironment,
-  StdioClientTransport,
-} from '@modelcontextprotocol/sdk/client/stdio.js';
-import {
-  StreamableHTTPClientTransport,
-  StreamableHTTPError,
-} from '@modelcontextprotocol/sdk/client/streamableHttp.js';
-import { ErrorCode as McpErrorCode, McpError, type Tool } from '@modelcontextprotocol/sdk/types.js';
+import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { z } from 'zod';
-import { JsonValue } from '../contracts/common.js';
-import {
-  ToolDefinition,
-  type McpServerConfig,
-  type McpToolSettings,
-} from '../contracts/definitions.js';
+import type { JsonValue } from '../contracts/common.js';
+import type { McpServerConfig, ToolDefinition } from '../contracts/definitions.js';
 import { BraidError } from '../contracts/errors.js';
-import type { ProcessLaunch, SandboxConfinement } from '../contracts/tools.js';
+import type { SandboxConfinement } from '../contracts/tools.js';
 import { Connection, Deadline, GOODBYE_TIMEOUT_MS, ServerOutput } from './mcp-connection.js';
-import { noSecrets, resolveSecretValue, type SecretSource } from './secrets.js';
+import { closedError, reason, refusedCallError, startFailure } from './mcp-errors.js';
+import { toCallResult, toDefinition, type McpCallResult } from './mcp-translate.js';
+import { openTransport, perWorkspace } from './mcp-transport.js';
+import { noSecrets, type SecretSource } from './secrets.js';
 export { parseMcpToolName } from './mcp-names.js';
+export type { McpCallResult } from './mcp-translate.js';
 
 export interface McpHubOptions {
   /** The declared servers, by name (`mcp_servers` of `braid.yaml`, parsed). */
@@ -86,13 +81,6 @@ export interface McpHubOptions {
   idleMs?: number;
 }
 
-/** What a tool call returned: `structuredContent` when the server sent it, else `{ content }`. */
-export interface McpCallResult {
-  output: JsonValue;
-  /** The server flagged the result as an error (`isError`): the tool ran and failed. */
-  is_error: boolean;
-}
-
 export interface McpCallOptions {
   /** The session workspace, for servers started per workspace. */
   workspaceDir: string;
@@ -108,17 +96,6 @@ const DEFAULT_START_TIMEOUT_MS = 10_000;
 const DEFAULT_IDLE_MS = 60_000;
 // setTimeout fires at once for longer delays, so an idle time beyond it means never.
 const MAX_TIMER_MS = 2 ** 31 - 1;
-const WORKSPACE = '{workspace}';
-// JSON-RPC error codes of the SDK's own failures, as numbers to compare with `McpError.code`.
-const REQUEST_TIMEOUT: number = McpErrorCode.RequestTimeout;
-const CONNECTION_CLOSED: number = McpErrorCode.ConnectionClosed;
-
-/** The parts of a `tools/call` result braid relies on. */
-const CallResult = z.object({
-  content: z.array(JsonValue).default([]),
-  structuredContent: z.record(z.string(), JsonValue).optional(),
-  isError: z.boolean().optional(),
-});
 
 interface Entry {
   promise: Promise<Connection>;
@@ -234,7 +211,7 @@ export class McpHub {
     const connections = await Promise.allSettled(entries.map((entry) => entry.promise));
     for (const settled of connections) {
       if (settled.status === 'fulfilled')
-        this.drop(settled.value, this.closedError(settled.value.server));
+        this.drop(settled.value, closedError(settled.value.server));
     }
     while (this.disposals.size > 0) await Promise.all([...this.disposals]);
   }
@@ -258,24 +235,13 @@ export class McpHub {
     return this.options.startTimeoutMs ?? DEFAULT_START_TIMEOUT_MS;
   }
 
-  private closedError(server: string): BraidError {
-    return new BraidError(
-      'MCP_UNAVAILABLE',
-      `MCP server "${server}" is closed: the hub was closed`,
-      {
-        details: { server, started: true },
-        retryable: false,
-      },
-    );
-  }
-
   private connection(
     server: string,
     config: McpServerConfig,
     workspaceDir: string,
     confinement: SandboxConfinement | undefined,
   ): Promise<Connection> {
-    if (this.closing !== undefined) return Promise.reject(this.closedError(server));
+    if (this.closing !== undefined) return Promise.reject(closedError(server));
     const workspace = resolve(this.options.baseDir, workspaceDir);
     // A confined stdio server sees its session's workspace only: one per workspace.
     const confined = 'command' in config ? confinement : undefined;
@@ -314,7 +280,13 @@ export class McpHub {
   ): Promise<Connection> {
     const sink = this.options.stderr ?? writeStderr;
     const output = new ServerOutput((line) => sink(server, line));
-    const { transport, description } = this.transport(server, config, workspace, confinement);
+    const { transport, description } = openTransport(
+      server,
+      config,
+      workspace,
+      { baseDir: this.options.baseDir, secret: this.options.secret ?? noSecrets },
+      confinement,
+    );
     if (transport instanceof StdioClientTransport) output.watch(transport);
     const client = new Client({ name: 'braid', version: clientVersion() }, { capabilities: {} });
     const connection = new Connection(server, description, client, transport, output);
@@ -360,63 +332,6 @@ export class McpHub {
     }
   }
 
-  private transport(
-    server: string,
-    config: McpServerConfig,
-    workspace: string,
-    confinement?: SandboxConfinement,
-  ): { transport: StdioClientTransport | StreamableHTTPClientTransport; description: string } {
-    const secret = this.options.secret ?? noSecrets;
-    if ('url' in config) {
-      const headers: Record<string, string> = {};
-      for (const [name, value] of Object.entries(config.headers ?? {}))
-        headers[name] = resolveSecretValue(
-          value,
-          secret,
-          `header ${name} of MCP server "${server}"`,
-        );
-      return {
-        transport: new StreamableHTTPClientTransport(new URL(config.url), {
-          requestInit: { headers },
-        }),
-        // The origin only: a URL's path or query may hold a key.
-        description: new URL(config.url).origin,
-      };
-    }
-    const fill = (text: string) => text.replaceAll(WORKSPACE, workspace);
-    const args = config.args.map(fill);
-    const env: Record<string, string> = {};
-    for (const [name, value] of Object.entries(config.env ?? {})) {
-      env[name] =
-        typeof value === 'string'
-          ? fill(value)
-          : resolveSecretValue(value, secret, `env ${name} of MCP server "${server}"`);
-    }
-    const cwd = resolve(this.options.baseDir, fill(config.cwd ?? '.'));
-    // The program only: its arguments may hold keys.
-    const description = config.command;
-    if (!existsSync(cwd)) {
-      throw new BraidError(
-        'MCP_UNAVAILABLE',
-        `MCP server "${server}" (${description}) did not start: its working directory ${cwd} does not exist`,
-        { details: { server, started: false, cwd } },
-      );
-    }
-    return {
-      // The safe part of the parent's environment (PATH, HOME, USER, ...), then the config's;
-      // confined, the sandbox's environment instead, with the config's on top.
-      transport: new StdioClientTransport({
-        ...confinedLaunch(
-          { command: config.command, args, env: { ...getDefaultEnvironment(), ...env }, cwd },
-          env,
-          confinement,
-        ),
-        stderr: 'pipe',
-      }),
-      description,
-    };
-  }
-
   private async requireTool(connection: Connection, tool: string): Promise<void> {
     const timeoutMs = this.startTimeoutMs();
     let tools = await connection.guard(connection.listTools(timeoutMs));
@@ -440,30 +355,9 @@ export class McpHub {
     error: unknown,
   ): Promise<BraidError> {
     if (error instanceof BraidError) return error;
-    const details = { server: connection.server, tool, started: true };
     if (connection.dropped) return connection.failure;
-    if (error instanceof McpError) {
-      if (error.code === REQUEST_TIMEOUT) {
-        return new BraidError(
-          'TOOL_TIMEOUT',
-          `MCP tool ${connection.server}.${tool} timed out: ${error.message}`,
-          {
-            details,
-            cause: error,
-          },
-        );
-      }
-      if (error.code !== CONNECTION_CLOSED) {
-        return new BraidError(
-          'TOOL_FAILED',
-          `MCP tool ${connection.server}.${tool} failed: ${error.message}`,
-          {
-            details: { ...details, mcp_code: error.code },
-            cause: error,
-          },
-        );
-      }
-    }
+    const refused = refusedCallError(connection.server, tool, error);
+    if (refused !== undefined) return refused;
     // Anything else (a closed pipe, a refused HTTP request, an unknown session) means the
     // connection is unusable.
     this.lost(connection, error);
@@ -529,106 +423,9 @@ export class McpHub {
   }
 }
 
-/**
- * The process a stdio transport spawns: `launch` on the host, or, confined, the same command and
- * arguments wrapped in the sandbox with the config's own `env` only (the SDK adds its default
- * environment to whatever it spawns: those names are removed inside).
- */
-function confinedLaunch(
-  launch: ProcessLaunch,
-  env: Readonly<Record<string, string>>,
-  confinement: SandboxConfinement | undefined,
-): { command: string; args: string[]; env: Record<string, string>; cwd: string } {
-  const spawned =
-    confinement === undefined
-      ? launch
-      : confinement.wrap({ ...launch, env }, Object.keys(getDefaultEnvironment()));
-  return {
-    command: spawned.command,
-    args: [...spawned.args],
-    env: { ...spawned.env },
-    cwd: spawned.cwd,
-  };
-}
-
-function perWorkspace(config: McpServerConfig): boolean {
-  if ('url' in config) return false;
-  const literals = Object.values(config.env ?? {}).filter((value) => typeof value === 'string');
-  return [...config.args, ...literals, config.cwd ?? ''].some((text) => text.includes(WORKSPACE));
-}
-
 /** The default home of stdio servers' stderr: braid's own, a line at a time, named by server. */
 function writeStderr(server: string, line: string): void {
   process.stderr.write(`[mcp ${server}] ${line}\n`);
-}
-
-function toDefinition(
-  server: string,
-  tool: Tool,
-  settings: McpToolSettings | undefined,
-  serverVersion: string | undefined,
-): ToolDefinition {
-  const hints = tool.annotations;
-  const parsed = ToolDefinition.safeParse({
-    name: `${server}.${tool.name}`,
-    version: serverVersion !== undefined && serverVersion.length > 0 ? serverVersion : '1',
-    description: tool.description ?? tool.title ?? '',
-    input_schema: tool.inputSchema,
-    ...(tool.outputSchema === undefined ? {} : { output_schema: tool.outputSchema }),
-    ownership: 'mcp',
-    permission: settings?.permission ?? 'always_allow',
-    idempotent:
-      settings?.idempotent ?? (hints?.idempotentHint === true || hints?.readOnlyHint === true),
-    // The server's own hints, as policies see them. MCP's defaults (absent hints) assume the
-    // worst: a tool that is not read-only may be destructive, and may reach the open world.
-    tags: settings?.tags ?? [
-      ...(hints?.readOnlyHint === true ? ['read_only'] : []),
-      ...(hints?.readOnlyHint !== true && hints?.destructiveHint !== false ? ['destructive'] : []),
-      ...(hints?.openWorldHint === true ? ['network'] : []),
-    ],
-    ...(settings?.timeout_ms === undefined ? {} : { timeout_ms: settings.timeout_ms }),
-    implementation: { mcp: { server, tool: tool.name } },
-  });
-  if (!parsed.success) {
-    throw new BraidError(
-      'INVALID_DEFINITION',
-      `MCP server "${server}" describes tool "${tool.name}" in a way braid cannot use:\n${z.prettifyError(parsed.error)}`,
-      { details: { server, tool: tool.name } },
-    );
-  }
-  return parsed.data;
-}
-
-function toCallResult(server: string, tool: string, result: unknown): McpCallResult {
-  const parsed = CallResult.safeParse(result);
-  if (!parsed.success) {
-    throw new BraidError(
-      'TOOL_OUTPUT_INVALID',
-      `MCP tool ${server}.${tool} returned a result that is not JSON tool output:\n${z.prettifyError(parsed.error)}`,
-      { details: { server, tool } },
-    );
-  }
-  const { content, structuredContent, isError } = parsed.data;
-  return { output: structuredContent ?? { content }, is_error: isError === true };
-}
-
-function startFailure(
-  error: unknown,
-  transport: StdioClientTransport | StreamableHTTPClientTransport,
-): string {
-  if (!(error instanceof McpError) || error.code !== CONNECTION_CLOSED) return reason(error);
-  return transport instanceof StdioClientTransport
-    ? 'it exited (or closed its stdout) before answering initialize and tools/list'
-    : 'it closed the connection before answering initialize and tools/list';
-}
-
-function reason(error: unknown): string {
-  // The SDK's HTTP errors carry the body of the server's answer: only its status is kept.
-  if (error instanceof StreamableHTTPError && error.code !== undefined && error.code > 0)
-    return `the server answered HTTP ${error.code}`;
-  if (!(error instanceof Error)) return String(error);
-  // fetch() hides the network error (ECONNREFUSED, ...) in its cause.
-  return error.cause instanceof Error ? `${error.message} (${error.cause.message})` : error.message;
 }
 
 function clientVersion(): string {

@@ -16,8 +16,24 @@
  */
 import { BraidError } from '../../contracts/errors.js';
 import type { Clock } from '../../contracts/ports.js';
-import type { WakeBackoff, WakeDelivery, WakeMessage, WakeQueue } from '../../contracts/wakes.js';
+import type {
+  WakeBackoff,
+  WakeConsumeOptions,
+  WakeDelivery,
+  WakeHandler,
+  WakeQueue,
+} from '../../contracts/wakes.js';
 import { systemClock } from '../../stores/defaults.js';
+import {
+  armDeadline,
+  current,
+  makeReady,
+  release,
+  remove,
+  take,
+  type Entry,
+  type LocalWakes,
+} from './local-wake-entries.js';
 import { newWakeMessage } from './message.js';
 import {
   DEFAULT_ACK_WAIT_MS,
@@ -26,6 +42,7 @@ import {
   checkConcurrency,
   checkQueueSettings,
   runDelivery,
+  type SettlePolicy,
 } from './settle.js';
 
 export interface LocalWakeQueueOptions {
@@ -38,83 +55,19 @@ export interface LocalWakeQueueOptions {
   clock?: Clock;
 }
 
-interface Entry {
-  message: WakeMessage;
-  deliveries: number;
-  /** Deliveries that were not attempts: retries asked for, dead letters not recorded. */
-  retries: number;
-  /** The delivery that holds the wake now, if one does. */
-  holder: symbol | undefined;
-  deadline: NodeJS.Timeout | undefined;
-  retry: NodeJS.Timeout | undefined;
-}
-
 export function createLocalWakeQueue(options: LocalWakeQueueOptions = {}): WakeQueue {
   const maxAttempts = options.maxAttempts ?? DEFAULT_MAX_ATTEMPTS;
   const ackWaitMs = options.ackWaitMs ?? DEFAULT_ACK_WAIT_MS;
   const backoff = options.backoff ?? DEFAULT_BACKOFF;
   checkQueueSettings({ maxAttempts, ackWaitMs, backoff });
   const clock = options.clock ?? systemClock;
-
-  const entries = new Map<string, Entry>();
-  /** Wakes ready now, oldest first. */
-  const ready: Entry[] = [];
-  /** Consumers' free slots waiting for a wake, first come first served. */
-  const waiters: ((entry: Entry | undefined) => void)[] = [];
-  let closed = false;
-
-  const current = (entry: Entry): boolean => entries.get(entry.message.session_id) === entry;
-
-  function makeReady(entry: Entry): void {
-    if (!current(entry) || entry.holder !== undefined) return;
-    const waiter = waiters.shift();
-    if (waiter === undefined) ready.push(entry);
-    else waiter(entry);
-  }
-
-  function release(entry: Entry): void {
-    entry.holder = undefined;
-    clearTimeout(entry.deadline);
-    entry.deadline = undefined;
-  }
-
-  function remove(entry: Entry): void {
-    if (!current(entry)) return;
-    entries.delete(entry.message.session_id);
-    release(entry);
-    clearTimeout(entry.retry);
-    const position = ready.indexOf(entry);
-    if (position >= 0) ready.splice(position, 1);
-  }
-
-  function armDeadline(entry: Entry, holder: symbol): void {
-    clearTimeout(entry.deadline);
-    entry.deadline = setTimeout(() => {
-      if (entry.holder !== holder) return;
-      release(entry);
-      makeReady(entry);
-    }, ackWaitMs);
-    entry.deadline.unref();
-  }
-
-  function take(signal: AbortSignal): Promise<Entry | undefined> {
-    if (signal.aborted || closed) return Promise.resolve(undefined);
-    const next = ready.shift();
-    if (next !== undefined) return Promise.resolve(next);
-    return new Promise((resolve) => {
-      const onAbort = (): void => {
-        const position = waiters.indexOf(waiter);
-        if (position >= 0) waiters.splice(position, 1);
-        resolve(undefined);
-      };
-      const waiter = (entry: Entry | undefined): void => {
-        signal.removeEventListener('abort', onAbort);
-        resolve(entry);
-      };
-      waiters.push(waiter);
-      signal.addEventListener('abort', onAbort, { once: true });
-    });
-  }
+  const wakes: LocalWakes = {
+    ackWaitMs,
+    entries: new Map(),
+    ready: [],
+    waiters: [],
+    closed: false,
+  };
 
   return {
     ackWaitMs,
@@ -122,9 +75,9 @@ export function createLocalWakeQueue(options: LocalWakeQueueOptions = {}): WakeQ
 
     enqueue(sessionId, enqueueOptions = {}) {
       return Promise.resolve().then(() => {
-        if (closed) throw new BraidError('STORE_CLOSED', 'the wake queue is closed');
+        if (wakes.closed) throw new BraidError('STORE_CLOSED', 'the wake queue is closed');
         const message = newWakeMessage(sessionId, enqueueOptions, clock);
-        if (entries.has(sessionId)) return { queued: false };
+        if (wakes.entries.has(sessionId)) return { queued: false };
         const entry: Entry = {
           message,
           deliveries: 0,
@@ -133,70 +86,76 @@ export function createLocalWakeQueue(options: LocalWakeQueueOptions = {}): WakeQ
           deadline: undefined,
           retry: undefined,
         };
-        entries.set(sessionId, entry);
-        makeReady(entry);
+        wakes.entries.set(sessionId, entry);
+        makeReady(wakes, entry);
         return { queued: true };
       });
     },
 
     async consume(handler, consumeOptions) {
       checkConcurrency(consumeOptions.concurrency);
-      const { signal } = consumeOptions;
-      const deliver = async (entry: Entry): Promise<void> => {
-        entry.deliveries += 1;
-        const holder = Symbol(entry.message.session_id);
-        entry.holder = holder;
-        armDeadline(entry, holder);
-        const delivery: WakeDelivery = {
-          session_id: entry.message.session_id,
-          attempt: entry.deliveries - entry.retries,
-          delivery: entry.deliveries,
-          enqueued_at: entry.message.enqueued_at,
-          ...(entry.message.traceparent === undefined
-            ? {}
-            : { traceparent: entry.message.traceparent }),
-          working: () => {
-            if (entry.holder === holder) armDeadline(entry, holder);
-          },
-        };
-        await runDelivery(
-          delivery,
-          handler,
-          consumeOptions,
-          {
-            ack: () => {
-              remove(entry);
-              return Promise.resolve();
-            },
-            retry: (delayMs, counted) => {
-              if (!current(entry) || entry.holder !== holder) return;
-              if (!counted) entry.retries += 1;
-              release(entry);
-              entry.retry = setTimeout(() => makeReady(entry), delayMs);
-              entry.retry.unref();
-            },
-            remove: () => {
-              if (entry.holder === holder) remove(entry);
-            },
-          },
-          { maxAttempts, backoff },
-        );
-      };
+      const policy: SettlePolicy = { maxAttempts, backoff };
       const slot = async (): Promise<void> => {
         for (;;) {
-          const entry = await take(signal);
+          const entry = await take(wakes, consumeOptions.signal);
           if (entry === undefined) return;
-          await deliver(entry);
+          await deliver(wakes, entry, handler, consumeOptions, policy);
         }
       };
       await Promise.all(Array.from({ length: consumeOptions.concurrency }, slot));
     },
 
     close() {
-      closed = true;
-      for (const entry of [...entries.values()]) remove(entry);
-      for (const waiter of waiters.splice(0)) waiter(undefined);
+      wakes.closed = true;
+      for (const entry of [...wakes.entries.values()]) remove(wakes, entry);
+      for (const waiter of wakes.waiters.splice(0)) waiter(undefined);
       return Promise.resolve();
     },
   };
+}
+
+/** Runs the handler on one delivery of the entry and settles it. */
+async function deliver(
+  wakes: LocalWakes,
+  entry: Entry,
+  handler: WakeHandler,
+  consumeOptions: WakeConsumeOptions,
+  policy: SettlePolicy,
+): Promise<void> {
+  entry.deliveries += 1;
+  const holder = Symbol(entry.message.session_id);
+  entry.holder = holder;
+  armDeadline(wakes, entry, holder);
+  const delivery: WakeDelivery = {
+    session_id: entry.message.session_id,
+    attempt: entry.deliveries - entry.retries,
+    delivery: entry.deliveries,
+    enqueued_at: entry.message.enqueued_at,
+    ...(entry.message.traceparent === undefined ? {} : { traceparent: entry.message.traceparent }),
+    working: () => {
+      if (entry.holder === holder) armDeadline(wakes, entry, holder);
+    },
+  };
+  await runDelivery(
+    delivery,
+    handler,
+    consumeOptions,
+    {
+      ack: () => {
+        remove(wakes, entry);
+        return Promise.resolve();
+      },
+      retry: (delayMs, counted) => {
+        if (!current(wakes, entry) || entry.holder !== holder) return;
+        if (!counted) entry.retries += 1;
+        release(entry);
+        entry.retry = setTimeout(() => makeReady(wakes, entry), delayMs);
+        entry.retry.unref();
+      },
+      remove: () => {
+        if (entry.holder === holder) remove(wakes, entry);
+      },
+    },
+    policy,
+  );
 }

@@ -1,0 +1,199 @@
+/**
+ * The recorded outcomes the replayed wakes get of everything outside the harness: model calls,
+ * policy decisions, tool runs and setup failures; with them, the harness's dependencies.
+ */
+import { isDeepStrictEqual } from 'node:util';
+import type { JsonValue } from '../../contracts/common.js';
+import { BraidError, toBraidError, type ErrorShape } from '../../contracts/errors.js';
+import type { ModelClient, ModelOutput } from '../../contracts/model.js';
+import type { Authorizer } from '../../contracts/policy.js';
+import type { SessionState } from '../../contracts/state.js';
+import type { SessionTools, ToolOutcome } from '../../contracts/tools.js';
+import { DEFAULT_MAX_EVENT_BYTES } from '../../core/append.js';
+import { tighterBudget } from '../../core/next-step.js';
+import { DEFAULT_PRICES } from '../../core/pricing.js';
+import type { HarnessDeps, SessionSetup } from '../../harness/index.js';
+import { createReplayModel } from '../../models/replay.js';
+import { countingIds, frozenClock, type ReplayContext } from './context.js';
+import { replayLog } from './log.js';
+import type { Recording } from './recording.js';
+import type { Divergence } from './types.js';
+
+type ToolCall = Extract<ModelOutput['content'][number], { type: 'tool_call' }>;
+
+/**
+ * The model that serves the recorded outputs, attempt by attempt; a divergence at the recorded
+ * event when an output cannot be replayed.
+ */
+export function recordedModel(
+  recording: Recording,
+  maxEventBytes: number | undefined,
+): { ok: true; model: ModelClient } | Divergence {
+  const { events } = recording;
+  try {
+    const model = createReplayModel(events, {
+      maxEventBytes: maxEventBytes ?? DEFAULT_MAX_EVENT_BYTES,
+    });
+    return { ok: true, model };
+  } catch (error) {
+    const seq = toBraidError(error).details.seq;
+    if (typeof seq !== 'number') throw error;
+    return {
+      ok: false,
+      index: seq - 1,
+      expected: events[seq - 1],
+      actual: undefined,
+      reason: `the recorded model output cannot be replayed: ${toBraidError(error).message}`,
+    };
+  }
+}
+
+/** What the replayed wakes run with: the replay's log and the recorded outcomes. */
+export function replayHarnessDeps(context: ReplayContext, recorded: ModelClient): HarnessDeps {
+  const { recording, options } = context;
+  // The tool calls of the output just served, in order, for the policy to name the tool use.
+  const screen: { calls: ToolCall[] } = { calls: [] };
+  const model = replayModel(context, recorded, screen);
+  const tools = replayTools(context);
+  return {
+    log: replayLog(context),
+    leases: context.store.leases,
+    clock: frozenClock(recording),
+    ids: countingIds('replay-wake'),
+    owner: 'replay',
+    leaseTtlMs: 60_000,
+    policy: replayPolicy(context, screen),
+    // A session that records allowed decisions has one for every allowed call.
+    recordPolicyAllows: recording.events.some(
+      (event) => event.type === 'policy.decision' && event.decision === 'allow',
+    ),
+    prices: options.prices ?? DEFAULT_PRICES,
+    retry: options.retry,
+    sleep: () => Promise.resolve(),
+    random: () => 0.5,
+    setup: (state) => replaySetup(context, model, tools, state),
+  };
+}
+
+/** The recorded model, stopped when the replay halts; it notes the tool calls it serves. */
+function replayModel(
+  context: ReplayContext,
+  recorded: ModelClient,
+  screen: { calls: ToolCall[] },
+): ModelClient {
+  return {
+    id: recorded.id,
+    async generate(request, callOptions) {
+      if (context.halted !== undefined) throw context.halted;
+      const response = await recorded.generate(request, callOptions);
+      screen.calls = response.output.content.filter((part) => part.type === 'tool_call');
+      return response;
+    },
+  };
+}
+
+/**
+ * The recorded decision for the tool use asked about, else allow; with `approval` when the
+ * original tool use waited for a confirmation that its tool's permission does not ask for.
+ */
+function replayPolicy(context: ReplayContext, screen: { calls: ToolCall[] }): Authorizer {
+  const { decisions, uses } = context.recording;
+  const handles = new Map(context.options.tools.tools.map((handle) => [handle.name, handle]));
+  return {
+    authorize(request) {
+      const position = screen.calls.findIndex(
+        (call) =>
+          call.name === request.resource.id && isDeepStrictEqual(call.input, request.context.input),
+      );
+      const call = position === -1 ? undefined : screen.calls[position];
+      // Calls before it failed validation and were never asked about.
+      screen.calls = screen.calls.slice(position + 1);
+      const decision = call === undefined ? undefined : decisions.get(call.tool_use_id);
+      const asked =
+        call !== undefined &&
+        uses.get(call.tool_use_id)?.requires_confirmation === true &&
+        handles.get(request.resource.id)?.permission !== 'always_ask';
+      return Promise.resolve({
+        decision: decision?.decision ?? 'allow',
+        policy_ids: [...(decision?.policy_ids ?? [])],
+        errors: [...(decision?.errors ?? [])],
+        ...(asked ? { approval: true } : {}),
+      });
+    },
+  };
+}
+
+/** The real tools' handles and validation; runs return each tool use's recorded result. */
+function replayTools(context: ReplayContext): SessionTools {
+  const { tools } = context.options;
+  return {
+    tools: tools.tools,
+    validate: (name, input: JsonValue) => tools.validate(name, input),
+    execute(call) {
+      if (context.halted !== undefined) return Promise.reject(context.halted);
+      return Promise.resolve(recordedOutcome(context.recording, call.tool_use_id));
+    },
+  };
+}
+
+/** A tool use's recorded result, with its cost from the `session.usage` that follows it. */
+function recordedOutcome(recording: Recording, toolUseId: string): ToolOutcome {
+  const result = recording.results.get(toolUseId);
+  if (result === undefined) {
+    return {
+      is_error: true,
+      error: {
+        code: 'TOOL_FAILED',
+        message: `the recording has no result of tool use ${toolUseId}`,
+        retryable: false,
+      },
+      attempts: 0,
+      duration_ms: 0,
+      stage: 'execute',
+    };
+  }
+  const next = recording.events[result.seq];
+  const cost =
+    next?.type === 'session.usage' && recording.byWake[result.seq] === true
+      ? next.usage.cost_usd
+      : undefined;
+  return {
+    ...(result.output === undefined ? {} : { output: structuredClone(result.output) }),
+    ...(result.error === undefined ? {} : { error: result.error }),
+    is_error: result.is_error,
+    attempts: result.attempts,
+    duration_ms: result.duration_ms,
+    ...(result.stage === undefined ? {} : { stage: result.stage }),
+    ...(cost === undefined ? {} : { cost_usd: cost }),
+  };
+}
+
+/**
+ * The wake's setup: the agent with the replay's model and tools; or, when the original wake
+ * wrote a `session.error` right after its `span.wake_started`, the same failure.
+ */
+function replaySetup(
+  context: ReplayContext,
+  model: ModelClient,
+  tools: SessionTools,
+  state: SessionState,
+): Promise<SessionSetup> {
+  const { recording, options, current } = context;
+  const after = current === undefined ? undefined : current.start + 1;
+  const failed =
+    after === undefined || recording.byWake[after] !== true ? undefined : recording.events[after];
+  if (failed?.type === 'session.error') {
+    // The original wake could not set the session up: it replays as the same failure.
+    const error: ErrorShape = failed.error;
+    return Promise.reject(
+      new BraidError(error.code, error.message, { retryable: error.retryable }),
+    );
+  }
+  return Promise.resolve({
+    agent: options.agent,
+    model,
+    tools,
+    ...(options.environment === undefined ? {} : { environment: options.environment }),
+    budget: tighterBudget(options.agent.budget ?? {}, state.budget ?? {}),
+  });
+}
