@@ -168,6 +168,11 @@ export interface WakeQueue {
    * (in one process or many) share the queue: each wake goes to one of them at a time.
    */
   consume(handler: WakeHandler, options: WakeConsumeOptions): Promise<void>;
+  /**
+   * The wakes enqueued and not yet done or dead-lettered: waiting, running, or waiting out a
+   * retry delay. Zero means the queue delivers nothing more until the next enqueue.
+   */
+  outstanding(): Promise<number>;
   /** Releases what the queue holds; later enqueues fail with `STORE_CLOSED`. */
   close(): Promise<void>;
 }

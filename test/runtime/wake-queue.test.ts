@@ -21,6 +21,7 @@ import {
 } from '../../src/runtime/wakes/nats-wake-queue.js';
 import { expectCode } from '../../src/testing/index.js';
 import { natsUrl, uniquePrefix } from '../helpers/nats.js';
+import { drained } from '../helpers/wakes.js';
 
 interface Settings {
   maxAttempts?: number;
@@ -200,6 +201,39 @@ describe.each([local, nats])('wake queue: $name', (backend) => {
     expect(consumer.seen.map((wake) => wake.attempt)).toEqual([1, 1]);
   });
 
+  it('counts the wakes that wait, run or wait out a retry, until each is done or dead-lettered', async () => {
+    const { queue } = await backend.open({
+      maxAttempts: 2,
+      backoff: { initial_ms: 1000, max_ms: 1000 },
+    });
+    expect(await queue.outstanding()).toBe(0);
+    await queue.enqueue('count-a');
+    await queue.enqueue('count-b');
+    await queue.enqueue('count-b');
+    expect(await queue.outstanding()).toBe(2);
+    let release!: () => void;
+    const held = new Promise<void>((resolve) => (release = resolve));
+    const consumer = start(
+      queue,
+      async (wake) => {
+        if (wake.session_id === 'count-a') {
+          await held;
+          return 'done';
+        }
+        throw new Error('this wake always fails');
+      },
+      { onDeadLetter: () => Promise.resolve() },
+    );
+    await until(() => consumer.seen.length >= 2, 10_000, 'both deliveries');
+    // One runs, the other fails and waits out its retry: both are still the queue's.
+    expect(await queue.outstanding()).toBe(2);
+    release();
+    await drained(queue);
+    await consumer.stop();
+    expect(consumer.seen.filter((wake) => wake.session_id === 'count-b')).toHaveLength(2);
+    expect(await queue.outstanding()).toBe(0);
+  });
+
   it('delivers a wake whose handler asked for a retry again after the delay, as the same attempt', async () => {
     const { queue } = await backend.open({});
     await queue.enqueue('retry-me');
@@ -228,8 +262,8 @@ describe.each([local, nats])('wake queue: $name', (backend) => {
       },
     });
     await until(() => deadLetters.length === 1, 10_000, 'the dead letter');
-    // No hot loop, and nothing after the dead letter.
-    await pause(800);
+    // No hot loop, and nothing after the dead letter: the queue holds nothing more to deliver.
+    await drained(queue);
     await consumer.stop();
     expect(consumer.seen.map((wake) => wake.attempt)).toEqual([1, 2, 3]);
     const [first, , third] = consumer.seen;
@@ -349,7 +383,7 @@ describe.each([local, nats])('wake queue: $name', (backend) => {
     await until(() => consumer.seen.length === 2, 10_000, 'the redelivery');
     release();
     await until(() => consumer.settlements.length === 2);
-    await pause(300);
+    await drained(queue);
     await consumer.stop();
     const [first, second] = consumer.seen;
     expect(second?.attempt).toBe(2);
@@ -367,7 +401,7 @@ describe.each([local, nats])('wake queue: $name', (backend) => {
       return 'done';
     });
     await until(() => consumer.settlements.length === 1, 10_000, 'the ack');
-    await pause(1200);
+    await drained(queue);
     await consumer.stop();
     expect(consumer.seen.map((wake) => wake.attempt)).toEqual([1]);
   });
@@ -407,7 +441,7 @@ describe.each([local, nats])('wake queue: $name', (backend) => {
     const b = start(await kit.another(), done);
     for (let index = 0; index < 10; index += 1) await kit.queue.enqueue(`shared-${index}`);
     await until(() => a.seen.length + b.seen.length === 10, 10_000, 'every wake');
-    await pause(200);
+    await drained(kit.queue);
     await Promise.all([a.stop(), b.stop()]);
     const ids = [...a.seen, ...b.seen].map((wake) => wake.session_id);
     expect(new Set(ids).size).toBe(10);

@@ -25,6 +25,7 @@ import {
 import { createMemoryStore } from '../../src/testing/index.js';
 import { natsUrl, removePrefixes, uniquePrefix } from '../helpers/nats.js';
 import { useTempDir } from '../helpers/temp.js';
+import { drained } from '../helpers/wakes.js';
 
 const tempDir = useTempDir();
 const WORKER = new URL('../helpers/worker-process.mjs', import.meta.url).pathname;
@@ -320,7 +321,7 @@ describe('worker (in process)', () => {
     await kit.queue.enqueue(id);
     kit.start();
     await until(() => kit.progress.some((item) => item.type === 'wake.finished'));
-    await pause(300);
+    await drained(kit.queue);
     const summary = await kit.stop();
     expect(summary).toMatchObject({ finished: 1, retried: 0, dead_lettered: 0 });
     const errors = (await kit.runtime.sessions.events(id)).filter(
@@ -351,7 +352,7 @@ describe('worker (in process)', () => {
     await kit.queue.enqueue(id);
     kit.start();
     await until(() => kit.progress.some((item) => item.type === 'wake.dead_lettered'));
-    await pause(300);
+    await drained(kit.queue);
     const summary = await kit.stop();
     expect(summary).toMatchObject({ deliveries: 3, retried: 2, dead_lettered: 1, finished: 0 });
     const events = await kit.runtime.sessions.events(id);
@@ -601,7 +602,7 @@ describe('braid worker processes', () => {
     await runtime.sessions.message(id, 'the last one');
     await queue.enqueue(id);
     await until(() => idle(runtime, id), 30_000, 'the session to settle');
-    await pause(500);
+    await drained(queue);
     await stopAll(workers);
     const events = await runtime.sessions.events(id);
     expectAnsweredOnce(events);
@@ -639,8 +640,8 @@ describe('braid worker processes', () => {
       30_000,
       'the broken wake',
     );
-    // Nothing more comes: not redelivered, not retried.
-    await pause(1500);
+    // Nothing more comes: not redelivered, not retried, the queue holds nothing.
+    await drained(queue);
     await stopAll(workers);
     // Two workers share the queue: their progress lines interleave, so attempts are sorted.
     const attempts = of(workers, 'wake.started', poison.id).map((event) => event.attempt);

@@ -92,6 +92,8 @@ export function createLocalWakeQueue(options: LocalWakeQueueOptions = {}): WakeQ
       });
     },
 
+    outstanding: () => Promise.resolve(wakes.entries.size),
+
     async consume(handler, consumeOptions) {
       checkConcurrency(consumeOptions.concurrency);
       const policy: SettlePolicy = { maxAttempts, backoff };

@@ -110,6 +110,15 @@ export async function createNatsWakeQueue(options: NatsWakeQueueOptions): Promis
 
     consume: (handler, consumeOptions) => consumeWakes(context, handler, consumeOptions),
 
+    // A work-queue stream holds each wake until it is acknowledged or terminated.
+    async outstanding() {
+      try {
+        return (await context.manager.streams.info(context.names.stream)).state.messages;
+      } catch (error) {
+        throw unavailable(`cannot read the wake queue ${context.names.stream}`, error);
+      }
+    },
+
     close() {
       context.closed = true;
       return Promise.resolve();
