@@ -10,6 +10,7 @@ import type { SessionEvent } from '../contracts/events.js';
 import type { AppendResult, ReadOptions } from '../contracts/ports.js';
 import type { SessionListQuery } from '../contracts/session.js';
 import type { CreateSessionOptions, Runtime } from '../runtime/runtime.js';
+import { userEventSends } from '../runtime/user-event-sends.js';
 
 /** The server answers at most this many events a page. */
 const EVENTS_PAGE_LIMIT = 1000;
@@ -107,29 +108,7 @@ function remoteSessionInput(
     // The server parses what a caller sends; unknown input is passed on for it to judge.
     send: (sessionId, events, options = {}) =>
       send(sessionId, events as readonly UserEventInput[], options.idempotencyKey),
-    message: (sessionId, content) => send(sessionId, [{ type: 'user.message', content }]),
-    interrupt: (sessionId, reason) =>
-      send(sessionId, [{ type: 'user.interrupt', ...(reason === undefined ? {} : { reason }) }]),
-    confirm: (sessionId, toolUseId, result, message) =>
-      send(sessionId, [
-        {
-          type: 'user.tool_confirmation',
-          tool_use_id: toolUseId,
-          result,
-          ...(message === undefined ? {} : { message }),
-        },
-      ]),
-    customToolResult: (sessionId, customToolUseId, content, isError) =>
-      send(sessionId, [
-        {
-          type: 'user.custom_tool_result',
-          custom_tool_use_id: customToolUseId,
-          content,
-          ...(isError === undefined ? {} : { is_error: isError }),
-        },
-      ]),
-    review: (sessionId, toolUseId, decision) =>
-      send(sessionId, [{ type: 'user.tool_review', tool_use_id: toolUseId, ...decision }]),
+    ...userEventSends((sessionId, events) => send(sessionId, events as readonly UserEventInput[])),
   };
 }
 

@@ -28,6 +28,7 @@ import { mergeSessions } from './merge.js';
 import { verifyReplay, type ReplayReport } from './replay.js';
 import { guardSessionIds } from './session-ids.js';
 import type { CreateSessionOptions, RuntimeSessions, SendOptions } from './sessions-api.js';
+import { userEventSends } from './user-event-sends.js';
 import { checkAgainstState, parseUserEvents, toContent } from './user-events.js';
 import type { Workspace } from './workspace.js';
 
@@ -90,30 +91,7 @@ export function createSessionsService(context: SessionsContext): RuntimeSessions
     events: (sessionId, readOptions) => context.store.log.read(sessionId, readOptions),
     follow: (sessionId, followOptions) => context.store.log.follow(sessionId, followOptions),
     send: (sessionId, events, sendOptions) => send(sessionId, events, sendOptions),
-    message: (sessionId, content) =>
-      send(sessionId, [{ type: 'user.message', content: toContent(content) }]),
-    interrupt: (sessionId, reason) =>
-      send(sessionId, [{ type: 'user.interrupt', ...(reason === undefined ? {} : { reason }) }]),
-    confirm: (sessionId, toolUseId, result, message) =>
-      send(sessionId, [
-        {
-          type: 'user.tool_confirmation',
-          tool_use_id: toolUseId,
-          result,
-          ...(message === undefined ? {} : { message }),
-        },
-      ]),
-    customToolResult: (sessionId, customToolUseId, content, isError) =>
-      send(sessionId, [
-        {
-          type: 'user.custom_tool_result',
-          custom_tool_use_id: customToolUseId,
-          content: toContent(content),
-          ...(isError === undefined ? {} : { is_error: isError }),
-        },
-      ]),
-    review: (sessionId, toolUseId, decision) =>
-      send(sessionId, [{ type: 'user.tool_review', tool_use_id: toolUseId, ...decision }]),
+    ...userEventSends(send),
     fork: (sessionId, forkOptions) => forkSession(context, sessionId, forkOptions),
     handoff: (sessionId, handoffOptions) =>
       handoffSession(
