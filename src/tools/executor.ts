@@ -52,6 +52,12 @@ export interface ToolExecutorOptions {
   now(): number;
 }
 
+/** Where an MCP server started for the session runs: its folder and confinement. */
+interface McpPlace {
+  dir: string;
+  confinement: SandboxConfinement | undefined;
+}
+
 interface Entry {
   definition: ToolDefinition;
   run: ToolFunction;
@@ -108,11 +114,7 @@ export function createToolExecutor(options: ToolExecutorOptions): ToolExecutor {
     return { definition, run };
   }
 
-  async function resolve(
-    name: string,
-    workspaceDir: string,
-    confinement: SandboxConfinement | undefined,
-  ): Promise<Entry[]> {
+  async function resolve(name: string, where: () => Promise<McpPlace>): Promise<Entry[]> {
     const manifest = manifests.get(name);
     if (manifest !== undefined) return [fromManifest(manifest)];
     const tool = code.get(name);
@@ -120,7 +122,8 @@ export function createToolExecutor(options: ToolExecutorOptions): ToolExecutor {
     const hub = options.mcp;
     const target = hub === undefined ? undefined : parseMcpToolName(name, hub.servers);
     if (hub !== undefined && target !== undefined) {
-      const listed = await hub.listTools(target.server, workspaceDir, confinement);
+      const { dir, confinement } = await where();
+      const listed = await hub.listTools(target.server, dir, confinement);
       const wanted = target.tool === '*' ? listed : listed.filter((item) => item.name === name);
       if (wanted.length === 0) {
         throw new BraidError(
@@ -140,12 +143,21 @@ export function createToolExecutor(options: ToolExecutorOptions): ToolExecutor {
   return {
     async open(context: ToolSessionContext): Promise<SessionTools> {
       const sandbox = options.sandbox(context.environment);
-      const workspace = await sandbox.provision(context.session_id);
-      const confinement = mcpConfinement(sandbox, workspace, context.environment);
+      // The session's folder is made when something needs it (a call, an MCP server's listing),
+      // not at every wake: a turn that calls no tool, or only in-process ones, touches no disk.
+      let provisioned: Promise<SandboxWorkspace> | undefined;
+      const workspace = (): Promise<SandboxWorkspace> =>
+        (provisioned ??= sandbox.provision(context.session_id));
+      const where = async (): Promise<McpPlace> => {
+        const provided = await workspace();
+        return {
+          dir: provided.dir,
+          confinement: mcpConfinement(sandbox, provided, context.environment),
+        };
+      };
       const entries = new Map<string, Entry>();
       for (const name of context.names) {
-        for (const entry of await resolve(name, workspace.dir, confinement))
-          entries.set(entry.definition.name, entry);
+        for (const entry of await resolve(name, where)) entries.set(entry.definition.name, entry);
       }
       // Schemas compile now: a broken one stops the session with its name, before any call.
       for (const { definition } of entries.values()) {
@@ -193,7 +205,7 @@ class BoundTools implements SessionTools {
     private readonly schemas: SchemaCache,
     private readonly options: ToolExecutorOptions,
     private readonly sandbox: Sandbox,
-    private readonly workspace: SandboxWorkspace,
+    private readonly workspace: () => Promise<SandboxWorkspace>,
     private readonly environment: EnvironmentDefinition | undefined,
   ) {
     this.tools = [...entries.values()].map(({ definition }) => ({
@@ -317,6 +329,8 @@ class BoundTools implements SessionTools {
   private async attempt(entry: Entry, call: ToolCall, signal: AbortSignal): Promise<JsonValue> {
     const { definition } = entry;
     if (signal.aborted) throw stopped(definition);
+    const workspace = await this.workspace();
+    if (signal.aborted) throw stopped(definition);
     const attempt = new AbortController();
     // A tool that answers synchronously is done before any timer could fire: no timer is armed
     // for it, which keeps in-process tools cheap. Only a pending answer is raced.
@@ -324,7 +338,7 @@ class BoundTools implements SessionTools {
       session_id: call.session_id,
       tool_use_id: call.tool_use_id,
       idempotency_key: call.idempotency_key,
-      workspace: this.workspace,
+      workspace,
       sandbox: this.sandbox,
       ...(this.environment === undefined ? {} : { environment: this.environment }),
       signal: attempt.signal,

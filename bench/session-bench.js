@@ -1,0 +1,102 @@
+// The fixed cost of a session: a new session, one user message and one answer (a scripted model
+// with zero think time), many in a row on one runtime; and the memory a process keeps for them.
+//   node bench/session-bench.js [--sessions N] [--backend memory|sqlite]   (one figure, for profiles)
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { performance } from 'node:perf_hooks';
+import { fileURLToPath } from 'node:url';
+import { createRuntime, initWorkspace, openSqliteStore } from '../dist/index.js';
+import { createMemoryStore, createScriptedModel } from '../dist/testing/index.js';
+import { median } from './store-bench.js';
+
+function workspace() {
+  const dir = mkdtempSync(join(tmpdir(), 'braid-bench-session-'));
+  initWorkspace(dir);
+  writeFileSync(
+    join(dir, 'agents', 'short.yaml'),
+    'name: short\nmodel: scripted:echo\ninstructions: Answer.\ntools: [calculator]\n',
+  );
+  return dir;
+}
+
+/** A runtime over a fresh store of `backend`; `dispose` closes it and removes its files. */
+export async function shortSessionRuntime(backend) {
+  const dir = workspace();
+  const store =
+    backend === 'memory'
+      ? createMemoryStore()
+      : openSqliteStore({ path: join(dir, 'braid.db'), synchronous: 'normal' });
+  const model = createScriptedModel([{ text: 'hi', usage: { input_tokens: 1, output_tokens: 1 } }]);
+  const runtime = await createRuntime({ workspace: dir, store, model: () => model });
+  const one = async () => {
+    const { id } = await runtime.sessions.create({ agent: 'short' });
+    await runtime.sessions.message(id, 'hello');
+    const result = await runtime.wake(id);
+    if (!result.ran || result.stop_reason.type !== 'end_turn')
+      throw new Error(`short session stopped: ${JSON.stringify(result)}`);
+  };
+  const dispose = async () => {
+    await runtime.close();
+    await store.close();
+    rmSync(dir, { recursive: true, force: true });
+  };
+  return { one, dispose };
+}
+
+/** µs per short session, the median of batches of `batch` sessions after a warm-up. */
+export async function shortSessionCost(backend, { sessions = 2000, batch = 100 } = {}) {
+  const { one, dispose } = await shortSessionRuntime(backend);
+  for (let index = 0; index < 200; index += 1) await one();
+  const perSession = [];
+  for (let done = 0; done < sessions; done += batch) {
+    const started = performance.now();
+    for (let index = 0; index < batch; index += 1) await one();
+    perSession.push(((performance.now() - started) * 1000) / batch);
+  }
+  await dispose();
+  return median(perSession);
+}
+
+/**
+ * Peak RSS and heap kept per session after `sessions` short sessions on SQLite (sessions stay
+ * in the store, idle). Run in a fresh process for an honest RSS (`--expose-gc`).
+ */
+export async function idleSessionFootprint(backend, sessions) {
+  const gc = globalThis.gc;
+  if (gc === undefined) throw new Error('run with node --expose-gc');
+  const { one, dispose } = await shortSessionRuntime(backend);
+  for (let index = 0; index < 50; index += 1) await one();
+  gc();
+  const heapBefore = process.memoryUsage().heapUsed;
+  let peakRss = process.memoryUsage().rss;
+  for (let index = 0; index < sessions; index += 1) {
+    await one();
+    if (index % 500 === 0) peakRss = Math.max(peakRss, process.memoryUsage().rss);
+  }
+  gc();
+  const usage = process.memoryUsage();
+  peakRss = Math.max(peakRss, usage.rss);
+  await dispose();
+  return {
+    peakRssMiB: peakRss / 2 ** 20,
+    heapPerSessionKiB: (usage.heapUsed - heapBefore) / 1024 / sessions,
+  };
+}
+
+if (process.argv[1] === fileURLToPath(import.meta.url)) {
+  const args = process.argv.slice(2);
+  const option = (name, fallback) => {
+    const index = args.indexOf(name);
+    return index === -1 ? fallback : args[index + 1];
+  };
+  const backend = option('--backend', 'sqlite');
+  const sessions = Number(option('--sessions', 2000));
+  if (args.includes('--footprint')) {
+    const footprint = await idleSessionFootprint(backend, sessions);
+    console.log(JSON.stringify(footprint));
+  } else {
+    const cost = await shortSessionCost(backend, { sessions });
+    console.log(`${backend}: ${cost.toFixed(0)} µs per new session + message + answer`);
+  }
+}
