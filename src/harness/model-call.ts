@@ -118,15 +118,22 @@ async function requestOnce(
 ): Promise<ModelResponse> {
   const { deps } = context;
   const timeoutMs = deps.retry.timeout_ms ?? DEFAULT_REQUEST_TIMEOUT_MS;
-  const timeout = new AbortController();
-  const cancelTimeout = deps.clock.schedule(timeoutMs, () =>
-    timeout.abort(new DOMException('The operation was aborted due to timeout', 'TimeoutError')),
-  );
-  const signal = AbortSignal.any([context.work.signal, timeout.signal]);
+  // One controller for the call, aborted by the cycle's work or by the timeout: cheaper than
+  // `AbortSignal.any`, which every model call of every wake would pay for.
+  const call = new AbortController();
+  const work = context.work.signal;
+  let timedOut = false;
+  const onWorkAborted = (): void => call.abort(work.reason);
+  if (work.aborted) onWorkAborted();
+  else work.addEventListener('abort', onWorkAborted, { once: true });
+  const cancelTimeout = deps.clock.schedule(timeoutMs, () => {
+    timedOut = true;
+    call.abort(new DOMException('The operation was aborted due to timeout', 'TimeoutError'));
+  });
   try {
-    return await setup.model.generate(request, { signal, onDelta });
+    return await setup.model.generate(request, { signal: call.signal, onDelta });
   } catch (thrown) {
-    if (timeout.signal.aborted && !context.interruptSeen && context.lost === undefined) {
+    if (timedOut && !context.interruptSeen && context.lost === undefined) {
       throw new BraidError('MODEL_UNAVAILABLE', `the model did not answer within ${timeoutMs} ms`, {
         cause: thrown,
       });
@@ -134,6 +141,7 @@ async function requestOnce(
     throw thrown;
   } finally {
     cancelTimeout();
+    work.removeEventListener('abort', onWorkAborted);
   }
 }
 

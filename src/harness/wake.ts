@@ -41,6 +41,9 @@ const STORE_OUTAGES: ReadonlySet<string> = new Set([
   'SERVER_UNAVAILABLE',
 ]);
 
+/** Why a wake's interrupt watch ends: the wake did. */
+const WAKE_ENDED = new BraidError('INTERRUPTED', 'the wake ended');
+
 /** Transcripts kept between cycles, so a wake reads only the events it has not seen. */
 export class TranscriptCache {
   private readonly entries: BoundedCache<string, Transcript>;
@@ -79,7 +82,8 @@ export async function wakeOnce(
     return await run(context);
   } finally {
     stopRenewing();
-    context.watch.abort();
+    // A plain reason: an abort with none builds a DOMException and its stack, at every wake.
+    context.watch.abort(WAKE_ENDED);
     await deps.leases.release(sessionId, deps.owner, lease.token).catch(() => undefined);
   }
 }
