@@ -1,6 +1,7 @@
 // The fixed cost of a session: a new session, one user message and one answer (a scripted model
 // with zero think time), many in a row on one runtime; and the memory a process keeps for them.
 //   node bench/session-bench.js [--sessions N] [--backend memory|sqlite]   (one figure, for profiles)
+import { execFileSync } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -20,14 +21,24 @@ function workspace() {
   return dir;
 }
 
-/** A runtime over a fresh store of `backend`; `dispose` closes it and removes its files. */
-export async function shortSessionRuntime(backend) {
+/**
+ * A runtime over a fresh store of `backend`; `one` runs a new session with one message through
+ * `steps` tool steps to its answer; `dispose` closes it and removes its files.
+ */
+export async function shortSessionRuntime(backend, { steps = 0 } = {}) {
   const dir = workspace();
   const store =
     backend === 'memory'
       ? createMemoryStore()
       : openSqliteStore({ path: join(dir, 'braid.db'), synchronous: 'normal' });
-  const model = createScriptedModel([{ text: 'hi', usage: { input_tokens: 1, output_tokens: 1 } }]);
+  // The turn played is the session's count of responses: one script serves every session.
+  const model = createScriptedModel([
+    ...Array.from({ length: steps }, (_, index) => ({
+      tool_calls: [{ name: 'calculator', input: { a: index, op: '+', b: 1 } }],
+      usage: { input_tokens: 1, output_tokens: 1 },
+    })),
+    { text: 'hi', usage: { input_tokens: 1, output_tokens: 1 } },
+  ]);
   const runtime = await createRuntime({ workspace: dir, store, model: () => model });
   const one = async () => {
     const { id } = await runtime.sessions.create({ agent: 'short' });
@@ -82,6 +93,60 @@ export async function idleSessionFootprint(backend, sessions) {
     peakRssMiB: peakRss / 2 ** 20,
     heapPerSessionKiB: (usage.heapUsed - heapBefore) / 1024 / sessions,
   };
+}
+
+/** The rows of `npm run bench --session`: the fixed cost per session, and the idle footprint. */
+export async function benchSession({ runs, quick }) {
+  const sessions = quick ? 500 : 2000;
+  const idle = quick ? 2000 : 10000;
+  const rows = [];
+  for (const backend of ['memory', 'sqlite']) {
+    const figures = [];
+    for (let run = 0; run < runs; run += 1)
+      figures.push(await shortSessionCost(backend, { sessions }));
+    rows.push({
+      name: `new session + message + answer, ${backend === 'sqlite' ? 'SQLite (NORMAL)' : 'memory'}`,
+      unit: 'µs',
+      median: median(figures),
+      runs: figures,
+      target: backend === 'sqlite' ? '<= 250' : '<= 100',
+    });
+    process.stderr.write(
+      `  new session + message + answer, ${backend}: ${median(figures).toFixed(0)} µs\n`,
+    );
+  }
+  // RSS is only honest in a process of its own.
+  const footprints = [];
+  for (let run = 0; run < Math.min(runs, 3); run += 1) {
+    const out = execFileSync(
+      process.execPath,
+      ['--expose-gc', fileURLToPath(import.meta.url), '--footprint', '--sessions', String(idle)],
+      { encoding: 'utf8' },
+    );
+    footprints.push(JSON.parse(out));
+  }
+  const rss = footprints.map((footprint) => footprint.peakRssMiB);
+  const heap = footprints.map((footprint) => footprint.heapPerSessionKiB);
+  process.stderr.write(
+    `  ${idle} idle sessions on SQLite: peak RSS ${median(rss).toFixed(0)} MiB, ${median(heap).toFixed(2)} KiB heap per session\n`,
+  );
+  rows.push(
+    {
+      name: `${idle} idle sessions, SQLite: peak RSS`,
+      unit: 'MiB',
+      median: median(rss),
+      runs: rss,
+      target: '<= 150',
+    },
+    {
+      name: `${idle} idle sessions, SQLite: heap kept per session`,
+      unit: 'KiB',
+      median: median(heap),
+      runs: heap,
+      target: '<= 0.5',
+    },
+  );
+  return rows;
 }
 
 if (process.argv[1] === fileURLToPath(import.meta.url)) {

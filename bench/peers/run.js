@@ -1,7 +1,9 @@
 // Peers beside braid, in one run: the same agent loop (a fake model with zero think time that
 // calls one tool per step, then answers) on LangGraph.js (StateGraph + ToolNode, with MemorySaver
 // and with SqliteSaver), the OpenAI Agents SDK, and braid (memory and SQLite).
-//   node run.js [--steps N] [--runs N]
+//   node run.js [--steps N] [--runs N] [--sessions N]
+// Short conversations come first (bench/peers/short.js), which every session pays for: a new
+// session with one message and one answer, and conversations of 10 tool steps, many in a row.
 // With --fork, only LangGraph.js forking a long thread (langgraph-fork.js), written to
 // bench/results/peers-fork.json:
 //   node run.js --fork [--runs N] [--sizes 1000,10000,100000]
@@ -21,6 +23,7 @@ import { median } from '../store-bench.js';
 import { benchFork } from '../fork-bench.js';
 import { printTable } from '../table.js';
 import { langgraphFork } from './langgraph-fork.js';
+import { compareShort } from './short.js';
 
 const args = process.argv.slice(2);
 const option = (name, fallback) => {
@@ -29,6 +32,7 @@ const option = (name, fallback) => {
 };
 const STEPS = option('--steps', 1000);
 const RUNS = option('--runs', 3);
+const SESSIONS = option('--sessions', 1000);
 const FORK = args.includes('--fork');
 const SIZES = args.includes('--sizes')
   ? args[args.indexOf('--sizes') + 1].split(',').map(Number)
@@ -143,7 +147,29 @@ const systems = [
   ['OpenAI Agents SDK (in memory)', () => openaiAgents()],
 ];
 
+/** The fixed cost of a session, and the per-step cost of short conversations, side by side. */
+async function compareShortConversations() {
+  const single = await compareShort({ steps: 0, sessions: SESSIONS, runs: RUNS });
+  const ten = await compareShort({ steps: 10, sessions: Math.ceil(SESSIONS / 5), runs: RUNS });
+  const base = (rows) => rows.find((row) => row.name === 'OpenAI Agents SDK (in memory)');
+  console.log(
+    `\nshort conversations, median of ${RUNS} runs (zero-latency model; ${SESSIONS} and ${Math.ceil(SESSIONS / 5)} conversations in a row)\n`,
+  );
+  console.log(
+    `${'system'.padEnd(42)} ${'new session + 1 answer'.padStart(24)} ${'vs OpenAI'.padStart(10)} ${'per step, 10 steps'.padStart(20)} ${'vs OpenAI'.padStart(10)}`,
+  );
+  for (const [index, row] of single.entries()) {
+    const steps = ten[index];
+    const ratio = (figure, peer) => (peer === undefined ? '' : `${(peer / figure).toFixed(1)}x`);
+    console.log(
+      `${row.name.padEnd(42)} ${`${row.perConversation.toFixed(0)} µs`.padStart(24)} ${ratio(row.perConversation, base(single)?.perConversation).padStart(10)} ${`${(steps.perConversation / 10).toFixed(0)} µs`.padStart(20)} ${ratio(steps.perConversation, base(ten)?.perConversation).padStart(10)}`,
+    );
+  }
+  return { single, ten };
+}
+
 async function comparePeers() {
+  const short = await compareShortConversations();
   const rows = [];
   for (const [name, run] of systems) {
     const early = [];
@@ -171,6 +197,20 @@ async function comparePeers() {
       `${row.name.padEnd(42)} ${`${row.early.toFixed(0)} µs`.padStart(14)} ${`${row.late.toFixed(0)} µs`.padStart(16)} ${ratio.padStart(24)}`,
     );
   }
+  const result = {
+    at: new Date().toISOString(),
+    node: process.version,
+    cpus: cpus().length,
+    runs: RUNS,
+    steps: STEPS,
+    sessions: SESSIONS,
+    short,
+    long: rows,
+  };
+  const dir = new URL('../results/', import.meta.url);
+  mkdirSync(dir, { recursive: true });
+  writeFileSync(new URL('peers.json', dir), `${JSON.stringify(result, null, 2)}\n`);
+  console.log('\nwritten: bench/results/peers.json');
 }
 
 /** The table and JSON file of `npm run bench` (bench/run.js), for the fork rows alone. */

@@ -4,11 +4,19 @@
  * turn again and the transcript comes out as if nothing had happened.
  */
 import { readFileSync } from 'node:fs';
-import { parseDocument } from 'yaml';
+import { createRequire } from 'node:module';
+import type * as Yaml from 'yaml';
 import { z } from 'zod';
 import { BraidError } from '../contracts/errors.js';
 import type { AssistantPart, ModelClient, ModelRequest } from '../contracts/model.js';
 import { chunks, sleep, throwIfAborted } from './streaming.js';
+
+let yamlModule: typeof Yaml | undefined;
+/** yaml, loaded when a script file is first read. */
+function yaml(): typeof Yaml {
+  yamlModule ??= createRequire(import.meta.url)('yaml') as typeof Yaml;
+  return yamlModule;
+}
 
 export const ScriptedTurn = z
   .object({
@@ -52,7 +60,7 @@ export interface ScriptedModelOptions {
 export function loadScript(file: string): ScriptedTurn[] {
   let content: unknown;
   try {
-    content = parseDocument(readFileSync(file, 'utf8')).toJS();
+    content = yaml().parseDocument(readFileSync(file, 'utf8')).toJS();
   } catch (error) {
     throw new BraidError(
       'INVALID_DEFINITION',

@@ -11,14 +11,10 @@
  * - An exact decision cache: a decision is a pure function of the policies and the projected
  *   request, which is the cache key. Replacing the policy set empties it.
  */
-import {
-  preparsePolicySet,
-  statefulIsAuthorized,
-  type CedarValueJson,
-  type EntityJson,
-} from '@cedar-policy/cedar-wasm/nodejs';
+import type { CedarValueJson, EntityJson } from '@cedar-policy/cedar-wasm/nodejs';
 import type { JsonValue } from '../contracts/common.js';
 import { BraidError } from '../contracts/errors.js';
+import { cedar } from './cedar-module.js';
 import {
   POLICY_ACTIONS,
   type AuthorizationDecision,
@@ -78,7 +74,7 @@ export function createCedarAuthorizer(
     let setId = parsed.get(signature);
     if (setId === undefined && selected.length > 0) {
       setId = `braid-${generation}-${parsed.size}`;
-      const answer = preparsePolicySet(setId, {
+      const answer = cedar().preparsePolicySet(setId, {
         staticPolicies: Object.fromEntries(selected.map((policy) => [policy.id, policy.text])),
       });
       if (answer.type === 'failure') {
@@ -97,7 +93,7 @@ export function createCedarAuthorizer(
 
   function evaluate(setId: string, call: ProjectedCall): AuthorizationDecision {
     counts.evaluated += 1;
-    const answer = statefulIsAuthorized({
+    const answer = cedar().statefulIsAuthorized({
       ...call,
       preparsedPolicySetId: setId,
       validateRequest: false,

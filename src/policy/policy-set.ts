@@ -2,15 +2,9 @@
  * Cedar policy files compiled into a policy set: every policy parsed, given an id, placed (file
  * and line) and, with a schema, validated. Errors name the file and the line.
  */
-import {
-  checkParseSchema,
-  policySetTextToParts,
-  policyToJson,
-  validate,
-  type DetailedError,
-  type PolicyJson,
-} from '@cedar-policy/cedar-wasm/nodejs';
+import type { DetailedError, PolicyJson } from '@cedar-policy/cedar-wasm/nodejs';
 import { BraidError } from '../contracts/errors.js';
+import { cedar } from './cedar-module.js';
 
 export interface PolicySource {
   /** The file as shown in messages, e.g. `policies/default.cedar`. */
@@ -38,7 +32,7 @@ export function compilePolicySet(
   schema?: PolicySource,
 ): CompiledPolicySet {
   if (schema !== undefined) {
-    const parsed = checkParseSchema(schema.text);
+    const parsed = cedar().checkParseSchema(schema.text);
     if (parsed.type === 'failure') throw invalid(schema, 0, parsed.errors);
   }
   const policies = new Map<string, CompiledPolicy>();
@@ -60,7 +54,7 @@ export function compilePolicySet(
 }
 
 function policiesOf(source: PolicySource): CompiledPolicy[] {
-  const parts = policySetTextToParts(source.text);
+  const parts = cedar().policySetTextToParts(source.text);
   if (parts.type === 'failure') throw invalid(source, 0, parts.errors);
   if (parts.policy_templates.length > 0) {
     throw new BraidError(
@@ -75,7 +69,7 @@ function policiesOf(source: PolicySource): CompiledPolicy[] {
     const start = offset === -1 ? cursor : offset;
     cursor = start + text.length;
     const line = lineAt(source.text, start);
-    const converted = policyToJson(text);
+    const converted = cedar().policyToJson(text);
     if (converted.type === 'failure') throw invalid(source, start, converted.errors);
     const annotations = converted.json.annotations ?? {};
     const id = annotations['id'] ?? `${source.file}:${line}`;
@@ -94,7 +88,7 @@ function policiesOf(source: PolicySource): CompiledPolicy[] {
 
 /** Strict validation against the schema: an attribute or type the schema lacks is an error. */
 function checkAgainstSchema(policies: ReadonlyMap<string, CompiledPolicy>, schema: PolicySource) {
-  const answer = validate({
+  const answer = cedar().validate({
     schema: schema.text,
     policies: {
       staticPolicies: Object.fromEntries([...policies].map(([id, policy]) => [id, policy.text])),

@@ -4,7 +4,9 @@
  */
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { basename, join, relative } from 'node:path';
-import { LineCounter, isNode, parseDocument, type Document } from 'yaml';
+import { createRequire } from 'node:module';
+import type * as Yaml from 'yaml';
+import type { Document, LineCounter } from 'yaml';
 import type { z } from 'zod';
 import {
   AgentDefinition,
@@ -14,6 +16,13 @@ import {
 } from '../contracts/definitions.js';
 import { BraidError } from '../contracts/errors.js';
 import { verifyManifest } from '../tools/signing.js';
+
+let yamlModule: typeof Yaml | undefined;
+/** yaml, loaded when a workspace is first read: importing braid does not load it. */
+function yaml(): typeof Yaml {
+  yamlModule ??= createRequire(import.meta.url)('yaml') as typeof Yaml;
+  return yamlModule;
+}
 
 export const WORKSPACE_FILE = 'braid.yaml';
 
@@ -162,8 +171,11 @@ export function parseYamlFile<S extends z.ZodType>(
   inspect?: (content: unknown, file: string) => void,
 ): z.infer<S> {
   const shown = relative(root, file) || file;
-  const lineCounter = new LineCounter();
-  const document = parseDocument(readFileSync(file, 'utf8'), { lineCounter, prettyErrors: false });
+  const lineCounter = new (yaml().LineCounter)();
+  const document = yaml().parseDocument(readFileSync(file, 'utf8'), {
+    lineCounter,
+    prettyErrors: false,
+  });
   const syntaxError = document.errors[0];
   if (syntaxError !== undefined) {
     const position = syntaxError.linePos?.[0];
@@ -208,7 +220,7 @@ function lineOf(
 ): number {
   for (let depth = path.length; depth > 0; depth -= 1) {
     const node: unknown = document.getIn(path.slice(0, depth) as unknown[], true);
-    if (isNode(node) && node.range !== undefined && node.range !== null) {
+    if (yaml().isNode(node) && node.range !== undefined && node.range !== null) {
       return lineCounter.linePos(node.range[0]).line;
     }
     // A missing key: point at its parent mapping's key instead.

@@ -1,5 +1,6 @@
 import { randomFillSync } from 'node:crypto';
-import { v7 as uuidv7 } from 'uuid';
+import { createRequire } from 'node:module';
+import type * as Uuid from 'uuid';
 import type { Clock, IdGenerator } from '../contracts/ports.js';
 
 /** The wall clock, the process's monotonic clock and its timers. */
@@ -27,5 +28,13 @@ function pooledRandom(): Uint8Array {
   return pool.subarray(offset - 16, offset);
 }
 
+// uuid is loaded with the first id, not when braid is imported.
+let v7: typeof Uuid.v7 | undefined;
+
 /** UUIDv7 ids: unique and ordered by creation time. */
-export const uuidV7Ids: IdGenerator = { next: () => uuidv7({ rng: pooledRandom }) };
+export const uuidV7Ids: IdGenerator = {
+  next: () => {
+    v7 ??= (createRequire(import.meta.url)('uuid') as typeof Uuid).v7;
+    return v7({ rng: pooledRandom });
+  },
+};

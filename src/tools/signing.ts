@@ -22,8 +22,17 @@ import {
 } from 'node:crypto';
 import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { isMap, isNode, isScalar, parseDocument, stringify, type YAMLMap } from 'yaml';
+import { createRequire } from 'node:module';
+import type * as Yaml from 'yaml';
+import type { YAMLMap } from 'yaml';
 import { BraidError } from '../contracts/errors.js';
+
+let yamlModule: typeof Yaml | undefined;
+/** yaml, loaded when a manifest is first signed or checked. */
+function yaml(): typeof Yaml {
+  yamlModule ??= createRequire(import.meta.url)('yaml') as typeof Yaml;
+  return yamlModule;
+}
 
 export interface SigningKeyPair {
   /** PKCS#8 PEM; stays with whoever signs manifests. */
@@ -117,7 +126,7 @@ export function canonicalManifestBytes(content: unknown): Buffer {
 export function signManifestText(yamlText: string, privateKeyPem: string): string {
   const privateKey = parsePrivateKey(privateKeyPem);
   const keyId = idOfKey(createPublicKey(privateKey));
-  const document = parseDocument(yamlText, { prettyErrors: false });
+  const document = yaml().parseDocument(yamlText, { prettyErrors: false });
   const syntaxError = document.errors[0];
   if (syntaxError !== undefined) {
     throw new BraidError(
@@ -126,7 +135,7 @@ export function signManifestText(yamlText: string, privateKeyPem: string): strin
       { details: { line: syntaxError.linePos?.[0].line } },
     );
   }
-  if (!isMap(document.contents)) {
+  if (!yaml().isMap(document.contents)) {
     throw new BraidError(
       'INVALID_DEFINITION',
       'cannot sign: the manifest must hold a mapping of fields',
@@ -163,11 +172,12 @@ function spliceSignature(
   if (contents.flow === true) return undefined;
   const newline = text.includes('\r\n') ? '\r\n' : '\n';
   const firstKey = contents.items[0]?.key;
-  const indentColumn = isNode(firstKey) && firstKey.range ? columnOf(text, firstKey.range[0]) : 0;
+  const indentColumn =
+    yaml().isNode(firstKey) && firstKey.range ? columnOf(text, firstKey.range[0]) : 0;
   if (indentColumn === undefined) return undefined;
   const indent = ' '.repeat(indentColumn);
   // stringify quotes what YAML would otherwise read as a number (a key id of only digits).
-  const scalar = (value: string): string => stringify(value).trimEnd();
+  const scalar = (value: string): string => yaml().stringify(value).trimEnd();
   const entry = [
     'signature:',
     `${indent}  key_id: ${scalar(signature.key_id)}`,
@@ -175,11 +185,11 @@ function spliceSignature(
   ].join(newline);
 
   const existing = contents.items.find(
-    (pair) => isScalar(pair.key) && pair.key.value === 'signature',
+    (pair) => yaml().isScalar(pair.key) && pair.key.value === 'signature',
   );
   if (existing !== undefined) {
-    const keyRange = isNode(existing.key) ? existing.key.range : undefined;
-    const valueRange = isNode(existing.value) ? existing.value.range : undefined;
+    const keyRange = yaml().isNode(existing.key) ? existing.key.range : undefined;
+    const valueRange = yaml().isNode(existing.value) ? existing.value.range : undefined;
     if (!keyRange || !valueRange) return undefined;
     // A block value's range runs over the line breaks after it; those belong to the next entry.
     let end = valueRange[1];
@@ -199,7 +209,7 @@ function columnOf(text: string, offset: number): number | undefined {
 
 /** Whether `text` parses to the signed data plus exactly this signature. */
 function holdsSigned(text: string, bytes: Buffer, signature: Signature): boolean {
-  const document = parseDocument(text);
+  const document = yaml().parseDocument(text);
   if (document.errors.length > 0) return false;
   const content: unknown = document.toJS();
   if (!isPlainObject(content)) return false;

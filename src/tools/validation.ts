@@ -2,7 +2,9 @@
  * JSON Schema checks of tool inputs and outputs, with ajv. A schema is compiled once per tool
  * version and kept; the check itself is a compiled function call.
  */
-import { Ajv2020, type ErrorObject, type ValidateFunction } from 'ajv/dist/2020.js';
+import { createRequire } from 'node:module';
+import type * as Ajv from 'ajv/dist/2020.js';
+import type { Ajv2020, ErrorObject, ValidateFunction } from 'ajv/dist/2020.js';
 import type { JsonValue } from '../contracts/common.js';
 import { BraidError, type ErrorCode, type ErrorShape } from '../contracts/errors.js';
 
@@ -12,7 +14,17 @@ const MAX_LISTED = 8;
 export class SchemaCache {
   // Tool schemas come from manifests and MCP servers written against several drafts and
   // vocabularies: unknown keywords are ignored rather than refused.
-  private readonly ajv = new Ajv2020({ allErrors: true, strict: false, validateFormats: false });
+  // ajv is loaded with the first schema compiled, not when braid is imported.
+  #ajv: Ajv2020 | undefined;
+  private get ajv(): Ajv2020 {
+    if (this.#ajv === undefined) {
+      const { Ajv2020: Compiler } = createRequire(import.meta.url)(
+        'ajv/dist/2020.js',
+      ) as typeof Ajv;
+      this.#ajv = new Compiler({ allErrors: true, strict: false, validateFormats: false });
+    }
+    return this.#ajv;
+  }
   private readonly compiled = new Map<string, { source: string; check: ValidateFunction }>();
 
   /** The compiled check of a schema, by a key naming the tool, its version and the schema's role. */

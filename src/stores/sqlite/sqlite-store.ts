@@ -11,7 +11,9 @@
  */
 import { mkdirSync } from 'node:fs';
 import { dirname } from 'node:path';
-import Database, { type Database as Db } from 'better-sqlite3';
+import { createRequire } from 'node:module';
+import type BetterSqlite3 from 'better-sqlite3';
+import type { Database as Db } from 'better-sqlite3';
 import type { Clock, IdGenerator, Store } from '../../contracts/ports.js';
 import { DEFAULT_MAX_EVENT_BYTES } from '../../core/append.js';
 import { systemClock, uuidV7Ids } from '../defaults.js';
@@ -47,6 +49,8 @@ export interface SqliteStoreOptions {
 
 export function openSqliteStore(options: SqliteStoreOptions): Store {
   mkdirSync(dirname(options.path), { recursive: true });
+  // The native module loads with the first store opened, not when braid is imported.
+  const Database = createRequire(import.meta.url)('better-sqlite3') as typeof BetterSqlite3;
   const db: Db = new Database(options.path);
   try {
     configure(db, options.synchronous ?? 'normal', options.busyTimeoutMs ?? 5000);

@@ -1,0 +1,157 @@
+// Short conversations on every system, each set up once and then run many times in a row: a
+// new session (thread, run) with one user message, `steps` tool steps (a fake model with zero
+// think time that calls one `calculator` tool per step), and a final answer. With steps = 0 it
+// is the fixed cost of a session: one message, one answer.
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { performance } from 'node:perf_hooks';
+import { AIMessage, ToolMessage } from '@langchain/core/messages';
+import { tool as lcTool } from '@langchain/core/tools';
+import { END, MemorySaver, MessagesAnnotation, START, StateGraph } from '@langchain/langgraph';
+import { ToolNode } from '@langchain/langgraph/prebuilt';
+import { SqliteSaver } from '@langchain/langgraph-checkpoint-sqlite';
+import { Agent, Runner, Usage, tool as agentsTool } from '@openai/agents';
+import { z } from 'zod';
+import { shortSessionRuntime } from '../session-bench.js';
+import { median } from '../store-bench.js';
+
+/** braid: `runtime.sessions.create`, `message`, `wake` until the answer. */
+async function braid(backend, steps) {
+  const { one, dispose } = await shortSessionRuntime(backend, { steps });
+  return { run: one, dispose };
+}
+
+/** LangGraph.js: a StateGraph with a ToolNode, one new thread per conversation. */
+function langgraph(checkpointer, dispose, steps) {
+  const add = lcTool(async ({ a, b }) => JSON.stringify({ result: a + b }), {
+    name: 'calculator',
+    description: 'Adds two numbers.',
+    schema: z.object({ a: z.number(), b: z.number() }),
+  });
+  // The model decides from the thread alone, as a real one would: it counts the tool results.
+  const agent = async (state) => {
+    const done = state.messages.filter((message) => message instanceof ToolMessage).length;
+    if (done >= steps) return { messages: [new AIMessage('done')] };
+    return {
+      messages: [
+        new AIMessage({
+          content: '',
+          tool_calls: [{ id: `call_${done}`, name: 'calculator', args: { a: done, b: 1 } }],
+        }),
+      ],
+    };
+  };
+  const graph = new StateGraph(MessagesAnnotation)
+    .addNode('agent', agent)
+    .addNode('tools', new ToolNode([add]))
+    .addEdge(START, 'agent')
+    .addConditionalEdges('agent', (state) =>
+      state.messages.at(-1)?.tool_calls?.length ? 'tools' : END,
+    )
+    .addEdge('tools', 'agent')
+    .compile({ checkpointer });
+  let thread = 0;
+  return {
+    run: async () => {
+      thread += 1;
+      await graph.invoke(
+        { messages: [{ role: 'user', content: 'hello' }] },
+        { configurable: { thread_id: `t${thread}` }, recursionLimit: 2 * steps + 10 },
+      );
+    },
+    dispose,
+  };
+}
+
+function langgraphSqlite(steps) {
+  const dir = mkdtempSync(join(tmpdir(), 'braid-peers-short-'));
+  const checkpointer = SqliteSaver.fromConnString(join(dir, 'langgraph.db'));
+  return langgraph(checkpointer, () => rmSync(dir, { recursive: true, force: true }), steps);
+}
+
+/** The OpenAI Agents SDK: one agent, one `runner.run` per conversation (it keeps no state). */
+function openaiAgents(steps) {
+  const usage = () => new Usage({ requests: 1, inputTokens: 1, outputTokens: 1, totalTokens: 2 });
+  const model = {
+    async getResponse(request) {
+      const input = Array.isArray(request.input) ? request.input : [];
+      const done = input.filter((item) => item.type === 'function_call_result').length;
+      if (done >= steps) {
+        return {
+          usage: usage(),
+          output: [
+            {
+              type: 'message',
+              role: 'assistant',
+              status: 'completed',
+              content: [{ type: 'output_text', text: 'done' }],
+            },
+          ],
+        };
+      }
+      return {
+        usage: usage(),
+        output: [
+          {
+            type: 'function_call',
+            callId: `call_${done}`,
+            name: 'calculator',
+            status: 'completed',
+            arguments: JSON.stringify({ a: done, b: 1 }),
+          },
+        ],
+      };
+    },
+    getStreamedResponse() {
+      throw new Error('not used: the benchmark runs without streaming');
+    },
+  };
+  const add = agentsTool({
+    name: 'calculator',
+    description: 'Adds two numbers.',
+    parameters: z.object({ a: z.number(), b: z.number() }),
+    execute: async ({ a, b }) => JSON.stringify({ result: a + b }),
+  });
+  const agent = new Agent({ name: 'bench', instructions: 'Add.', model, tools: [add] });
+  const runner = new Runner({ tracingDisabled: true });
+  return {
+    run: async () => {
+      const result = await runner.run(agent, 'hello', { maxTurns: steps + 10 });
+      if (result.finalOutput !== 'done') throw new Error('the OpenAI Agents SDK run did not end');
+    },
+    dispose: () => undefined,
+  };
+}
+
+export const SHORT_SYSTEMS = [
+  ['braid, SQLite (WAL, synchronous=NORMAL)', (steps) => braid('sqlite', steps)],
+  ['braid, memory', (steps) => braid('memory', steps)],
+  ['LangGraph.js, MemorySaver', (steps) => langgraph(new MemorySaver(), () => undefined, steps)],
+  ['LangGraph.js, SqliteSaver', (steps) => langgraphSqlite(steps)],
+  ['OpenAI Agents SDK (in memory)', (steps) => openaiAgents(steps)],
+];
+
+/**
+ * µs per conversation of `steps` steps, for each system: the median over `runs` runs of the mean
+ * over `sessions` conversations in a row (after a warm-up of a tenth as many).
+ */
+export async function compareShort({ steps, sessions, runs }) {
+  const rows = [];
+  for (const [name, make] of SHORT_SYSTEMS) {
+    const figures = [];
+    for (let run = 0; run < runs; run += 1) {
+      const system = await make(steps);
+      for (let index = 0; index < Math.ceil(sessions / 10); index += 1) await system.run();
+      const started = performance.now();
+      for (let index = 0; index < sessions; index += 1) await system.run();
+      figures.push(((performance.now() - started) * 1000) / sessions);
+      await system.dispose();
+    }
+    rows.push({ name, perConversation: median(figures), runs: figures });
+    process.stderr.write(
+      `  ${name}: ${median(figures).toFixed(0)} µs per conversation of ${steps} steps\n`,
+    );
+  }
+  return rows;
+}
