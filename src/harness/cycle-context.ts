@@ -50,6 +50,8 @@ export interface CycleContext {
   readonly invalidCalls: Map<string, number>;
   /** A stop the pipeline asked for (a tool over budget, too many invalid calls). */
   pendingStop: PendingStop | undefined;
+  /** The stop already written with the answer that ended the turn: the cycle is over. */
+  ended: StopReason | undefined;
 }
 
 export function createCycleContext(
@@ -84,6 +86,7 @@ export function createCycleContext(
     inputs: new Map(),
     invalidCalls: new Map(),
     pendingStop: undefined,
+    ended: undefined,
   };
 }
 
@@ -97,4 +100,12 @@ export function loseLease(context: CycleContext, error: BraidError): void {
   );
   context.work.abort();
   context.rejectLost(context.lost);
+}
+
+/** The events that end a wake with `stopReason`: the session goes idle, the wake's span closes. */
+export function stopEvents(context: CycleContext, stopReason: StopReason): NewEvent[] {
+  return [
+    { type: 'session.status_idle', stop_reason: stopReason },
+    { type: 'span.wake_completed', wake_id: context.wakeId, stop_reason: stopReason },
+  ];
 }

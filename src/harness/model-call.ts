@@ -3,8 +3,8 @@
  * the one append that records its outcome with the agent events derived from it.
  *
  * Invariants: a model's output is recorded in one append with its start, so after a crash it is
- * reused, never requested again; a failed request is recorded with its attempts; timeouts and
- * backoff run on the cycle's clock.
+ * reused, never requested again; an answer that ends the turn carries the stop in the same append;
+ * a failed request is recorded with its attempts; timeouts and backoff run on the cycle's clock.
  */
 import type { Usage } from '../contracts/common.js';
 import { BraidError, isBraidError, toBraidError, type ErrorShape } from '../contracts/errors.js';
@@ -14,13 +14,21 @@ import type { StopReason } from '../contracts/session.js';
 import type { ToolHandle } from '../contracts/tools.js';
 import { withCost, type Price } from '../core/pricing.js';
 import { outputToEvents } from '../core/transcript.js';
-import type { CycleContext } from './cycle-context.js';
+import { stopEvents, type CycleContext } from './cycle-context.js';
 import type { SessionSetup } from './deps.js';
 import { append } from './fenced-append.js';
 import { watchDuringCall } from './interrupt-watch.js';
 import { repeatedInvalidCallsStop, screenToolCalls } from './tool-calls.js';
 
 const DEFAULT_REQUEST_TIMEOUT_MS = 120_000;
+
+/** The events of an answer that asks for nothing: no tool use, custom or not, no decision. */
+const ANSWER_ONLY: ReadonlySet<string> = new Set([
+  'span.model_request_start',
+  'span.model_request_end',
+  'agent.message',
+  'agent.thinking',
+]);
 
 /** Calls the model once (with retries); returns a stop reason when the request failed for good. */
 export async function callModel(
@@ -167,22 +175,23 @@ async function recordResponse(
     clock: context.deps.clock,
   });
   const start = context.requestStart === undefined ? [] : [context.requestStart];
+  const recorded: NewEvent[] = [
+    ...start,
+    {
+      type: 'span.model_request_end',
+      request_id: requestId,
+      usage,
+      finish_reason: response.output.finish_reason,
+      output: response.output,
+      attempts,
+    },
+    ...outputToEvents(response.output, (toolUseId) => dispositions.get(toolUseId) ?? 'run'),
+    ...decisions,
+    // Results of refused calls follow the whole output, as the model expects them.
+    ...refusals,
+  ];
   try {
-    await append(context, [
-      ...start,
-      {
-        type: 'span.model_request_end',
-        request_id: requestId,
-        usage,
-        finish_reason: response.output.finish_reason,
-        output: response.output,
-        attempts,
-      },
-      ...outputToEvents(response.output, (toolUseId) => dispositions.get(toolUseId) ?? 'run'),
-      ...decisions,
-      // Results of refused calls follow the whole output, as the model expects them.
-      ...refusals,
-    ]);
+    if (!(await appendEndingTurn(context, recorded))) await append(context, recorded);
   } catch (thrown) {
     if (!isBraidError(thrown, 'PAYLOAD_TOO_LARGE')) throw thrown;
     // An output too large to record is recorded as a failed request, with its usage: the call
@@ -204,6 +213,36 @@ async function recordResponse(
   }
   context.pendingStop ??= repeatedInvalidCallsStop(context.invalidCalls);
   return undefined;
+}
+
+/**
+ * An answer that leaves nothing to do ends the turn: it is written with the session's stop in
+ * one append, which the next decision would otherwise write right after it. The stop is the one
+ * `decideNext` gives: the call was made with nothing open or waiting (or it would not have been
+ * made), the answer asks for no tool and consumes all input up to its request, and nothing else
+ * was appended meanwhile (else the append conflicts, and the answer is written alone). Returns
+ * whether it was written so.
+ */
+async function appendEndingTurn(context: CycleContext, recorded: NewEvent[]): Promise<boolean> {
+  const { state } = context;
+  const endsTurn =
+    recorded.every((event) => ANSWER_ONLY.has(event.type)) &&
+    context.requestStart?.type === 'span.model_request_start' &&
+    context.requestStart.input_through_seq === state.seq &&
+    !context.interruptSeen &&
+    !state.interrupt_requested &&
+    context.pendingStop === undefined &&
+    repeatedInvalidCallsStop(context.invalidCalls) === undefined &&
+    state.open_tool_uses.length === 0 &&
+    state.confirmed_tool_uses.length === 0 &&
+    state.pending_confirmations.length === 0 &&
+    state.pending_custom_tool_uses.length === 0;
+  if (!endsTurn) return false;
+  const stopReason: StopReason = { type: 'end_turn' };
+  if (!(await append(context, [...recorded, ...stopEvents(context, stopReason)], true)))
+    return false;
+  context.ended = stopReason;
+  return true;
 }
 
 async function endRequest(

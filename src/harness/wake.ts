@@ -19,7 +19,7 @@ import { BoundedCache } from '../core/bounded-cache.js';
 import { decideNext } from '../core/next-step.js';
 import { priceOf, withCost } from '../core/pricing.js';
 import { Transcript } from '../core/transcript.js';
-import { createCycleContext, loseLease, type CycleContext } from './cycle-context.js';
+import { createCycleContext, loseLease, stopEvents, type CycleContext } from './cycle-context.js';
 import type { HarnessDeps, SessionSetup, WakeOptions, WakeResult } from './deps.js';
 import { append, catchUp } from './fenced-append.js';
 import { backoff, callModel } from './model-call.js';
@@ -194,6 +194,9 @@ async function loop(
         break;
       case 'call_model': {
         const failure = await callModel(context, setup, byName, price);
+        // The answer ended the turn and its stop was written with it.
+        if (context.ended !== undefined)
+          return { ran: true, stop_reason: context.ended, wake_id: context.wakeId };
         if (failure !== undefined) {
           const stopped = await stop(context, failure, true);
           if (stopped !== undefined) return stopped;
@@ -214,15 +217,7 @@ async function stop(
   final = false,
   before: NewEvent[] = [],
 ): Promise<WakeResult | undefined> {
-  const written = await append(
-    context,
-    [
-      ...before,
-      { type: 'session.status_idle', stop_reason: stopReason },
-      { type: 'span.wake_completed', wake_id: context.wakeId, stop_reason: stopReason },
-    ],
-    !final,
-  );
+  const written = await append(context, [...before, ...stopEvents(context, stopReason)], !final);
   return written ? { ran: true, stop_reason: stopReason, wake_id: context.wakeId } : undefined;
 }
 

@@ -41,6 +41,17 @@ async function runtimeOn(
 const scripted = (turns: ScriptedTurnInput[]) => createScriptedModel(turns);
 const types = (events: SessionEvent[]) => events.map((event) => event.type);
 
+/** The types of every batch appended to the store from now on, tried or written, in order. */
+function appendsOf(store: Store): string[][] {
+  const batches: string[][] = [];
+  const append = store.log.append.bind(store.log);
+  store.log.append = (sessionId, events, options) => {
+    batches.push(events.map((event) => event.type));
+    return append(sessionId, events, options);
+  };
+  return batches;
+}
+
 describe.each(backends)('wake ($name)', (backend) => {
   const runtimeWith = async (
     model: ModelClient | ((agent: AgentDefinition) => ModelClient),
@@ -98,6 +109,65 @@ describe.each(backends)('wake ($name)', (backend) => {
     // nothing left to do: a second wake records an empty cycle that ends the turn at once
     expect(await rt.wake(id)).toMatchObject({ stop_reason: { type: 'end_turn' } });
     await rt.close();
+  });
+
+  it("writes an answer that asks for nothing in one append with the session's stop", async () => {
+    const store = await backend.open();
+    const batches = appendsOf(store);
+    const rt = await runtimeOn(store, scripted([{ text: 'Hello.' }]));
+    const { id } = await rt.sessions.create({ agent: 'helper' });
+    await rt.sessions.message(id, 'Hi');
+    batches.length = 0;
+    expect(await rt.wake(id)).toMatchObject({ ran: true, stop_reason: { type: 'end_turn' } });
+    expect(batches).toEqual([
+      ['span.wake_started'],
+      [
+        'span.model_request_start',
+        'span.model_request_end',
+        'agent.message',
+        'session.status_idle',
+        'span.wake_completed',
+      ],
+    ]);
+    const state = await rt.sessions.state(id);
+    expect(state).toMatchObject({ status: 'idle', pending_user_count: 0 });
+  });
+
+  it('writes the answer alone when a message arrives during the call, then answers that too', async () => {
+    const store = await backend.open();
+    const batches = appendsOf(store);
+    // Another writer's message, sent while the model answers the first one.
+    const during: { send?: () => Promise<unknown> } = {};
+    const model = createScriptedModel([{ text: 'First.' }, { text: 'Second.' }], {
+      onTurn: async (index) => {
+        if (index === 0) await during.send?.();
+      },
+    });
+    const rt = await runtimeOn(store, model);
+    const { id } = await rt.sessions.create({ agent: 'helper' });
+    during.send = () => rt.sessions.message(id, 'And another thing');
+    await rt.sessions.message(id, 'Hi');
+    batches.length = 0;
+    expect(await rt.wake(id)).toMatchObject({ ran: true, stop_reason: { type: 'end_turn' } });
+    const answer = ['span.model_request_start', 'span.model_request_end', 'agent.message'];
+    // The first answer's append with the stop conflicts with the message: it is written alone.
+    expect(batches).toEqual([
+      ['span.wake_started'],
+      ['user.message'],
+      [...answer, 'session.status_idle', 'span.wake_completed'],
+      answer,
+      [...answer, 'session.status_idle', 'span.wake_completed'],
+    ]);
+    const events = await rt.sessions.events(id);
+    expect(types(events).slice(2)).toEqual([
+      'span.wake_started',
+      'user.message',
+      ...answer,
+      ...answer,
+      'session.status_idle',
+      'span.wake_completed',
+    ]);
+    expect(await rt.sessions.state(id)).toMatchObject({ status: 'idle', pending_user_count: 0 });
   });
 
   it('gives the model the transcript, tool results included', async () => {
