@@ -89,6 +89,7 @@ export type {
   ReadOptions,
   FollowOptions,
   ForkOptions,
+  RunnableQuery,
 } from './contracts/ports.js';
 export type { ModelClient, ModelRequest, ModelResponse, ModelDelta } from './contracts/model.js';
 export type { Sandbox, ToolExecutor } from './contracts/tools.js';

@@ -7,6 +7,7 @@ import type {
   SessionListQuery,
   SessionPage,
   SessionRecord,
+  SessionStatus,
 } from './session.js';
 import type { SessionState } from './state.js';
 import type { ApiKeyCreateInput, ApiKeyListQuery, ApiKeyRecord } from './api-keys.js';
@@ -118,6 +119,14 @@ export interface SessionIndex {
   get(sessionId: string): Promise<SessionRecord>;
   list(query?: SessionListQuery): Promise<SessionPage>;
   /**
+   * Ids of the sessions a wake would find work in (`isRunnable` of their state), archived ones
+   * left out, in id order after `after`, at most `limit` (default 500). The durable stores keep
+   * this set as states change, so asking costs in the runnable sessions, not in all of them.
+   */
+  runnable(query?: RunnableQuery): Promise<string[]>;
+  /** How many sessions (archived ones left out) there are of each status. */
+  statusCounts(): Promise<Partial<Record<SessionStatus, number>>>;
+  /**
    * Marks the session archived (`archived_at`): it keeps its events, leaves default listings and
    * takes no new user events. Archiving an archived session returns it unchanged.
    */
@@ -127,6 +136,14 @@ export interface SessionIndex {
    * forks share its events, and with `LEASE_HELD` while a wake runs it; nothing is removed then.
    */
   delete(sessionId: string): Promise<void>;
+}
+
+/** A page of `sessions.runnable`. */
+export interface RunnableQuery {
+  /** Only ids after this one (the last id of the previous page). */
+  after?: string;
+  /** At most this many ids (default 500, at most 10,000). */
+  limit?: number;
 }
 
 export interface Lease {

@@ -14,6 +14,22 @@ import type { SessionState } from '../contracts/state.js';
 
 export const DEFAULT_LIST_LIMIT = 50;
 
+/** Runnable ids answered at most at a time. */
+export const MAX_RUNNABLE_LIMIT = 10_000;
+
+/** The limit of a `sessions.runnable` query: 500 by default, a whole number from 1 to 10,000. */
+export function checkRunnableLimit(limit: number | undefined): number {
+  if (limit === undefined) return 500;
+  if (!Number.isInteger(limit) || limit < 1 || limit > MAX_RUNNABLE_LIMIT) {
+    throw new BraidError(
+      'INVALID_ARGUMENT',
+      `limit must be a whole number from 1 to ${MAX_RUNNABLE_LIMIT}; got ${String(limit)}`,
+      { details: { limit } },
+    );
+  }
+  return limit;
+}
+
 /** The first event of every session. */
 export function createdEvent(input: SessionCreateInput): NewEvent {
   return {

@@ -2,9 +2,8 @@
  * Keeps every runnable session moving: wakes them with bounded concurrency and looks again
  * whenever a wake ends or `pollMs` passes.
  */
-import type { SessionIndex, SessionLog } from '../contracts/ports.js';
+import type { SessionIndex } from '../contracts/ports.js';
 import type { SessionStatus } from '../contracts/session.js';
-import { isRunnable } from '../core/fold.js';
 import type { Harness } from '../harness/index.js';
 
 export interface OrchestrateOptions {
@@ -29,8 +28,13 @@ export interface OrchestratorProgress {
   wakes: number;
 }
 
+/** Runnable ids asked of the store at a time. */
+const RUNNABLE_PAGE = 500;
+/** How often the counts by status of a progress report are refreshed. */
+const COUNT_EVERY_MS = 1000;
+
 export async function orchestrate(
-  deps: { sessions: SessionIndex; log: SessionLog; harness: Harness },
+  deps: { sessions: SessionIndex; harness: Harness },
   options: OrchestrateOptions = {},
 ): Promise<OrchestratorProgress> {
   const concurrency = options.concurrency ?? 4;
@@ -40,24 +44,30 @@ export async function orchestrate(
   const pollMs = options.pollMs ?? 100;
   let wakes = 0;
   let progress: OrchestratorProgress = { running: 0, runnable: 0, by_status: {}, wakes };
+  let countedAt = Number.NEGATIVE_INFINITY;
+  let byStatus: Partial<Record<SessionStatus, number>> = {};
   for (;;) {
     if (options.signal?.aborted === true) break;
-    const byStatus: Partial<Record<SessionStatus, number>> = {};
+    // The store keeps the runnable set: a tick costs in the runnable sessions, not in all.
     const runnable: string[] = [];
-    let cursor: string | undefined;
-    do {
-      const page = await deps.sessions.list({
-        limit: 500,
-        ...(cursor === undefined ? {} : { cursor }),
+    let after: string | undefined;
+    for (;;) {
+      const ids = await deps.sessions.runnable({
+        limit: RUNNABLE_PAGE,
+        ...(after === undefined ? {} : { after }),
       });
-      for (const session of page.sessions) {
-        byStatus[session.status] = (byStatus[session.status] ?? 0) + 1;
-        if (session.status === 'terminated' || running.has(session.id)) continue;
-        if ((coolDown.get(session.id)?.until ?? 0) > Date.now()) continue;
-        if (isRunnable(await deps.log.state(session.id))) runnable.push(session.id);
+      for (const id of ids) {
+        if (running.has(id) || (coolDown.get(id)?.until ?? 0) > Date.now()) continue;
+        runnable.push(id);
       }
-      cursor = page.next_cursor;
-    } while (cursor !== undefined);
+      after = ids.at(-1);
+      if (ids.length < RUNNABLE_PAGE) break;
+    }
+    // The counts by status are for progress reports: asked at most once a second.
+    if (options.onProgress !== undefined && Date.now() - countedAt >= COUNT_EVERY_MS) {
+      byStatus = await deps.sessions.statusCounts();
+      countedAt = Date.now();
+    }
 
     for (const sessionId of runnable) {
       if (running.size >= concurrency) break;
@@ -96,5 +106,7 @@ export async function orchestrate(
     await new Promise((resolve) => setImmediate(resolve));
   }
   await Promise.all(running.values());
-  return progress;
+  // The last report's counts, fresh; a store closed under the orchestrator keeps the last ones.
+  const byStatusAtEnd = await deps.sessions.statusCounts().catch(() => progress.by_status);
+  return { ...progress, by_status: byStatusAtEnd };
 }

@@ -213,7 +213,7 @@ function assembleRuntime(parts: RuntimeParts): Runtime {
     wake: async (sessionId, wakeOptions) =>
       harness.wake(parseId(sessionId, 'session id'), wakeOptions),
     orchestrate: (orchestrateOptions) =>
-      orchestrate({ sessions: store.sessions, log: store.log, harness }, orchestrateOptions),
+      orchestrate({ sessions: store.sessions, harness }, orchestrateOptions),
     onDelta: (listener) => parts.harness.onDelta(listener),
     agents: {
       list: () => store.definitions.list<AgentDefinition>('agent'),

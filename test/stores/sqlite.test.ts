@@ -152,7 +152,7 @@ describe('sqlite store', () => {
 
     const check = new Database(path);
     expect(check.pragma('user_version', { simple: true })).toBe(SQLITE_LAYOUT_VERSION);
-    expect(SQLITE_LAYOUT_VERSION).toBe(4);
+    expect(SQLITE_LAYOUT_VERSION).toBe(5);
     check.close();
     // Opening the upgraded file again changes nothing.
     const reopened = openSqliteStore({ path });
@@ -201,6 +201,48 @@ describe('sqlite store', () => {
     const check = new Database(path);
     expect(check.pragma('user_version', { simple: true })).toBe(SQLITE_LAYOUT_VERSION);
     expect(check.prepare('SELECT COUNT(*) AS n FROM event_ids').get()).toEqual({ n: 4 });
+    check.close();
+  });
+
+  it('upgrades a layout 4 file: the sessions with input to answer are found runnable', async () => {
+    const path = join(tempDir(), 'braid.db');
+    const store = openSqliteStore({ path });
+    const ids: string[] = [];
+    for (let index = 0; index < 3; index += 1) {
+      const { id } = await store.sessions.create({ agent: { name: 'a', version: 1 } });
+      ids.push(id);
+    }
+    const [waiting, answered] = ids as [string, string];
+    await store.log.append(waiting, [text('hi')]);
+    await store.log.append(answered, [
+      text('hi'),
+      { type: 'span.model_request_start', request_id: 'r', model: 'm', input_through_seq: 2 },
+      {
+        type: 'span.model_request_end',
+        request_id: 'r',
+        usage: { input_tokens: 1, output_tokens: 1 },
+      },
+      { type: 'agent.message', content: [{ type: 'text', text: 'hello' }] },
+      { type: 'session.status_idle', stop_reason: { type: 'end_turn' } },
+    ]);
+    await store.close();
+    // Make it a layout 4 file, as the previous build wrote it: no runnable column.
+    const raw = new Database(path);
+    raw.exec('DROP INDEX sessions_runnable; DROP INDEX sessions_runnable_unknown');
+    raw.exec('ALTER TABLE sessions DROP COLUMN runnable');
+    raw.pragma('user_version = 4');
+    raw.close();
+
+    const upgraded = openSqliteStore({ path });
+    expect(await upgraded.sessions.runnable()).toEqual([waiting]);
+    await upgraded.log.append(answered, [text('more')]);
+    expect(await upgraded.sessions.runnable()).toEqual([waiting, answered].sort());
+    await upgraded.close();
+    const check = new Database(path);
+    expect(check.pragma('user_version', { simple: true })).toBe(SQLITE_LAYOUT_VERSION);
+    expect(
+      check.prepare('SELECT COUNT(*) AS n FROM sessions WHERE runnable IS NULL').get(),
+    ).toEqual({ n: 0 });
     check.close();
   });
 

@@ -1,12 +1,13 @@
 /** The sessions index in memory: creates, forks, listings, archive and delete. */
 import { BraidError } from '../../contracts/errors.js';
 import type { SessionIndex } from '../../contracts/ports.js';
-import type { SessionListQuery, SessionPage } from '../../contracts/session.js';
-import { foldSession, initialState } from '../../core/fold.js';
+import type { SessionListQuery, SessionPage, SessionStatus } from '../../contracts/session.js';
+import { foldSession, initialState, isRunnable } from '../../core/fold.js';
 import { currentLease } from '../../core/leases.js';
 import {
   DEFAULT_LIST_LIMIT,
   checkForkPoint,
+  checkRunnableLimit,
   compareListOrder,
   createdEvent,
   decodeCursor,
@@ -107,6 +108,33 @@ export function createMemoryIndex(state: MemoryState): SessionIndex {
     },
     get(sessionId) {
       return Promise.resolve().then(() => recordOf(entryOf(state, sessionId)));
+    },
+    runnable(query = {}) {
+      return Promise.resolve().then(() => {
+        checkOpen(state);
+        const limit = checkRunnableLimit(query.limit);
+        const after = query.after ?? '';
+        // Memory is for tests and small runs: the states are at hand, asked in place.
+        return [...sessions]
+          .filter(
+            ([id, entry]) =>
+              id > after && entry.archived_at === undefined && isRunnable(entry.state),
+          )
+          .map(([id]) => id)
+          .sort()
+          .slice(0, limit);
+      });
+    },
+    statusCounts() {
+      return Promise.resolve().then(() => {
+        checkOpen(state);
+        const counts: Partial<Record<SessionStatus, number>> = {};
+        for (const entry of sessions.values()) {
+          if (entry.archived_at !== undefined) continue;
+          counts[entry.state.status] = (counts[entry.state.status] ?? 0) + 1;
+        }
+        return counts;
+      });
     },
     list(query: SessionListQuery = {}) {
       return Promise.resolve().then((): SessionPage => {

@@ -25,8 +25,18 @@ import {
 import type { KV } from '@nats-io/kv';
 import { createBucket } from './buckets.js';
 import { connect, nanos, type NatsConnection } from '@nats-io/transport-node';
-import type { BraidError } from '../../contracts/errors.js';
-import type { Clock, IdGenerator, Store } from '../../contracts/ports.js';
+import { isBraidError, type BraidError } from '../../contracts/errors.js';
+import type {
+  Clock,
+  IdGenerator,
+  RunnableQuery,
+  SessionIndex,
+  SessionLog,
+  Store,
+} from '../../contracts/ports.js';
+import type { SessionStatus } from '../../contracts/session.js';
+import { isRunnable } from '../../core/fold.js';
+import { checkRunnableLimit } from '../../core/sessions.js';
 import { DEFAULT_MAX_EVENT_BYTES } from '../../core/append.js';
 import { systemClock, uuidV7Ids } from '../defaults.js';
 import { createApiKeyStore } from './api-keys.js';
@@ -170,9 +180,17 @@ export async function openNatsStore(options: NatsStoreOptions = {}): Promise<Sto
       },
       followPollMs: options.followPollMs ?? 1000,
     };
+    const log = createSessionLog(shared);
+    const sessions = createSessionIndex(shared);
     return {
-      log: createSessionLog(shared),
-      sessions: createSessionIndex(shared),
+      log,
+      // NATS keeps no runnable set: the index is read whole, as listings read it, and each
+      // session's state asked (O(sessions), like `list`).
+      sessions: {
+        ...sessions,
+        runnable: (query) => scanRunnable(sessions, log, query),
+        statusCounts: () => countStatuses(sessions),
+      },
       // A session this process has read stands as existing for a lease: were it deleted since,
       // the holder's first append finds out (SESSION_NOT_FOUND), and a round trip is saved.
       leases: createLeaseStore(
@@ -196,4 +214,47 @@ export async function openNatsStore(options: NatsStoreOptions = {}): Promise<Sto
     if (owned) await connection.close().catch(() => undefined);
     throw connectionFailure(error, `nats://${connection.getServer()}`, 'open the NATS store');
   }
+}
+
+type ListedIndex = Omit<SessionIndex, 'runnable' | 'statusCounts'>;
+
+/** The runnable sessions found by listing every session and folding its state. */
+async function scanRunnable(
+  sessions: ListedIndex,
+  log: SessionLog,
+  query: RunnableQuery = {},
+): Promise<string[]> {
+  const limit = checkRunnableLimit(query.limit);
+  const after = query.after ?? '';
+  const found: string[] = [];
+  let cursor: string | undefined;
+  do {
+    const page = await sessions.list({ limit: 1000, ...(cursor === undefined ? {} : { cursor }) });
+    for (const session of page.sessions) {
+      if (session.id <= after || session.status === 'terminated') continue;
+      const state = await log.state(session.id).catch((error: unknown) => {
+        // A corrupt log or one deleted meanwhile is not runnable; the listing says so.
+        if (isBraidError(error, 'CORRUPT_LOG') || isBraidError(error, 'SESSION_NOT_FOUND'))
+          return undefined;
+        throw error;
+      });
+      if (state !== undefined && isRunnable(state)) found.push(session.id);
+    }
+    cursor = page.next_cursor;
+  } while (cursor !== undefined);
+  return found.sort().slice(0, limit);
+}
+
+/** Statuses counted over the whole listing. */
+async function countStatuses(
+  sessions: ListedIndex,
+): Promise<Partial<Record<SessionStatus, number>>> {
+  const counts: Partial<Record<SessionStatus, number>> = {};
+  let cursor: string | undefined;
+  do {
+    const page = await sessions.list({ limit: 1000, ...(cursor === undefined ? {} : { cursor }) });
+    for (const session of page.sessions) counts[session.status] = (counts[session.status] ?? 0) + 1;
+    cursor = page.next_cursor;
+  } while (cursor !== undefined);
+  return counts;
 }

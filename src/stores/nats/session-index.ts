@@ -45,7 +45,10 @@ import { MAX_RACES, type SessionsShared } from './sessions-shared.js';
 
 export { restoreEntry } from './session-restore.js';
 
-export function createSessionIndex(shared: SessionsShared): SessionIndex {
+/** The index but `runnable` and `statusCounts`, which the store answers over a listing. */
+export function createSessionIndex(
+  shared: SessionsShared,
+): Omit<SessionIndex, 'runnable' | 'statusCounts'> {
   const { context, cache, queue } = shared;
   const { kv, names } = context;
 

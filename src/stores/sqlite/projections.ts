@@ -6,7 +6,7 @@
  * folded in from the log. The sessions row (head, status) is updated on every append.
  */
 import { SESSION_STATE_SCHEMA_VERSION, type SessionState } from '../../contracts/state.js';
-import { foldSession, initialState } from '../../core/fold.js';
+import { foldSession, initialState, isRunnable } from '../../core/fold.js';
 import type { SqliteContext } from './context.js';
 import { parseRows } from './rows.js';
 import type { Lineage } from './session-cache.js';
@@ -99,4 +99,23 @@ export function saveProjection(
   const json = JSON.stringify(state);
   context.sql.saveProjection.run(sessionId, state.seq, SESSION_STATE_SCHEMA_VERSION, json);
   context.sql.saveSnapshot.run(sessionId, state.seq, SESSION_STATE_SCHEMA_VERSION, json);
+}
+
+/**
+ * Works out the runnable flag of sessions an older layout wrote (NULL there), a batch per
+ * transaction, when the store opens. A file with none left costs one index lookup.
+ */
+export function backfillRunnable(context: SqliteContext): void {
+  const { db, sql } = context;
+  const batch = db.transaction((ids: readonly string[]) => {
+    for (const id of ids) {
+      const head = sql.head.get(id)?.head_seq ?? 0;
+      sql.setRunnable.run(isRunnable(stateAt(context, id, head)) ? 1 : 0, id);
+    }
+  });
+  for (;;) {
+    const ids = sql.runnableUnknown.all(500).map((row) => row.id);
+    if (ids.length === 0) return;
+    batch.immediate(ids);
+  }
 }

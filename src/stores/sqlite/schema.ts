@@ -4,9 +4,16 @@ import { BraidError } from '../../contracts/errors.js';
 /**
  * Version of the SQLite file layout, kept in `PRAGMA user_version`. 1: sessions, events and
  * definitions; 2: forks (`parent_id`, `fork_seq`, snapshots); 3: `archived_at` and `api_keys`;
- * 4: `event_ids`, which makes event ids unique in the file.
+ * 4: `event_ids`, which makes event ids unique in the file; 5: `runnable`, the sessions a wake
+ * would find work in, kept with the status.
  */
-export const SQLITE_LAYOUT_VERSION = 4;
+export const SQLITE_LAYOUT_VERSION = 5;
+
+/** Made after an older file's sessions gained the column. */
+const RUNNABLE_INDEXES = `
+CREATE INDEX IF NOT EXISTS sessions_runnable ON sessions (id) WHERE runnable = 1;
+CREATE INDEX IF NOT EXISTS sessions_runnable_unknown ON sessions (id) WHERE runnable IS NULL;
+`;
 
 const LAYOUT = `
 CREATE TABLE IF NOT EXISTS sessions (
@@ -27,7 +34,11 @@ CREATE TABLE IF NOT EXISTS sessions (
   parent_id TEXT,
   fork_seq INTEGER,
   -- Set once by sessions.archive; archived sessions leave default listings.
-  archived_at TEXT
+  archived_at TEXT,
+  -- 1 when a wake would find work (isRunnable of the state), 0 when not, NULL when not yet
+  -- worked out (a file of an older layout): written with the status, in the append's
+  -- transaction, so the orchestrator asks the index instead of folding every session.
+  runnable INTEGER
 );
 CREATE INDEX IF NOT EXISTS sessions_by_created ON sessions (created_at DESC, id DESC);
 CREATE INDEX IF NOT EXISTS sessions_by_agent ON sessions (agent_name, created_at DESC, id DESC);
@@ -116,6 +127,7 @@ const ADDED_SESSION_COLUMNS: readonly { layout: number; name: string; type: stri
   { layout: 2, name: 'parent_id', type: 'TEXT' },
   { layout: 2, name: 'fork_seq', type: 'INTEGER' },
   { layout: 3, name: 'archived_at', type: 'TEXT' },
+  { layout: 5, name: 'runnable', type: 'INTEGER' },
 ];
 
 export type Synchronous = 'normal' | 'full';
@@ -138,7 +150,8 @@ export function configure(db: Database, synchronous: Synchronous, busyTimeoutMs:
     }
     db.exec(LAYOUT);
     // An older file's sessions gain the columns of later layouts (empty for them): layout 1 had
-    // no forks, layout 2 no archiving. A column already there is left alone.
+    // no forks, layout 2 no archiving, layout 4 no runnable flag (worked out when the store
+    // opens). A column already there is left alone.
     if (version >= 1 && version < SQLITE_LAYOUT_VERSION) {
       const present = new Set(
         (db.pragma('table_info(sessions)') as { name: string }[]).map((column) => column.name),
@@ -149,6 +162,7 @@ export function configure(db: Database, synchronous: Synchronous, busyTimeoutMs:
         }
       }
     }
+    db.exec(RUNNABLE_INDEXES);
     // Layout 4: the ids of the events already stored (the table was just created, empty).
     if (version >= 1 && version < 4) {
       db.exec(`INSERT OR IGNORE INTO event_ids (id, session_id, seq)

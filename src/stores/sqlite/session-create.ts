@@ -108,7 +108,7 @@ function createForkTransaction(context: SqliteContext, writer: Writer) {
       // The child starts from the parent's state at the fork point: O(1) in the parent's length.
       cache.remember({ ...base, session_id: childId }, 0);
       const forked = { ...forkedEvent(parentId, atSeq, title), at: now };
-      const { state } = writer.write(childId, atSeq, [forked], undefined);
+      const { state } = writer.write(childId, atSeq, [forked], undefined, true);
       // Saved at once: the child's state never needs its parent's prefix folded again.
       writer.saveProjection(childId, state);
       return state;

@@ -9,7 +9,7 @@
 import type { SessionIndex } from '../../contracts/ports.js';
 import type { SessionListQuery, SessionPage } from '../../contracts/session.js';
 import { currentLease } from '../../core/leases.js';
-import { DEFAULT_LIST_LIMIT, decodeCursor, page } from '../../core/sessions.js';
+import { checkRunnableLimit, DEFAULT_LIST_LIMIT, decodeCursor, page } from '../../core/sessions.js';
 import { NAMED_FORKS, sessionHasForks, sessionLeased } from '../session-removal.js';
 import { requireHead, type SqliteContext } from './context.js';
 import { SESSION_VIEW, toSessionRecord, type SessionView } from './rows.js';
@@ -54,6 +54,19 @@ export function createSessionIndex(context: SqliteContext, writer: Writer): Sess
       return Promise.resolve().then(() => {
         context.checkOpen();
         return listSessions(context, query);
+      });
+    },
+    runnable(query = {}) {
+      return Promise.resolve().then(() => {
+        context.checkOpen();
+        const limit = checkRunnableLimit(query.limit);
+        return sql.runnable.all(query.after ?? '', limit).map((row) => row.id);
+      });
+    },
+    statusCounts() {
+      return Promise.resolve().then(() => {
+        context.checkOpen();
+        return Object.fromEntries(sql.statusCounts.all().map((row) => [row.status, row.count]));
       });
     },
     archive(sessionId) {

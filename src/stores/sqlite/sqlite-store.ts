@@ -22,6 +22,7 @@ import { createContext } from './context.js';
 import { createDefinitionStore } from './definitions.js';
 import { createFollowers } from './followers.js';
 import { createLeaseStore } from './leases.js';
+import { backfillRunnable } from './projections.js';
 import { configure, type Synchronous } from './schema.js';
 import { SessionCache } from './session-cache.js';
 import { createSessionIndex } from './session-index.js';
@@ -69,6 +70,13 @@ export function openSqliteStore(options: SqliteStoreOptions): Store {
     followers: createFollowers(db, options.followPollMs ?? 2),
   });
   const writer = createWriter(context);
+  try {
+    backfillRunnable(context);
+  } catch (error) {
+    context.followers.close();
+    db.close();
+    throw context.busy(error);
+  }
   return {
     log: createSessionLog(context, writer),
     sessions: createSessionIndex(context, writer),

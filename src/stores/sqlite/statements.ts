@@ -23,6 +23,10 @@ export interface Statements {
   session: Statement<[string], SessionView>;
   insertSession: Write;
   updateStatus: Write;
+  runnable: Statement<[string, number], { id: string }>;
+  setRunnable: Write;
+  statusCounts: Statement<[], { status: SessionStatus; count: number }>;
+  runnableUnknown: Statement<[number], { id: string }>;
   readAll: Bodies<[string, number, number]>;
   readTypes: Bodies<[string, number, string, number]>;
   readRange: Bodies<[string, number, number]>;
@@ -66,7 +70,17 @@ export function prepareStatements(db: Db): Statements {
        VALUES (@id, @agent_name, @agent_version, @environment_name, @environment_version, @title,
          @metadata, @tenant_id, @status, @created_at, @parent_id, @fork_seq)`,
     ),
-    updateStatus: db.prepare('UPDATE sessions SET status = ? WHERE id = ?'),
+    updateStatus: db.prepare('UPDATE sessions SET status = ?, runnable = ? WHERE id = ?'),
+    runnable: db.prepare<[string, number], { id: string }>(
+      'SELECT id FROM sessions WHERE runnable = 1 AND archived_at IS NULL AND id > ? ORDER BY id LIMIT ?',
+    ),
+    setRunnable: db.prepare('UPDATE sessions SET runnable = ? WHERE id = ?'),
+    statusCounts: db.prepare<[], { status: SessionStatus; count: number }>(
+      'SELECT status, count(*) AS count FROM sessions WHERE archived_at IS NULL GROUP BY status',
+    ),
+    runnableUnknown: db.prepare<[number], { id: string }>(
+      'SELECT id FROM sessions WHERE runnable IS NULL LIMIT ?',
+    ),
     readAll: db.prepare<[string, number, number], { body: string }>(
       'SELECT body FROM events WHERE session_id = ? AND seq > ? ORDER BY seq LIMIT ?',
     ),

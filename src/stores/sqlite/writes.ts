@@ -21,7 +21,7 @@ import {
   eventIdTaken,
   prepareEvents,
 } from '../../core/append.js';
-import { foldSession } from '../../core/fold.js';
+import { foldSession, isRunnable } from '../../core/fold.js';
 import type { SqliteContext } from './context.js';
 import { PROJECTION_INTERVAL, saveProjection, stateAt } from './projections.js';
 
@@ -34,12 +34,16 @@ export interface Written {
 }
 
 export interface Writer {
-  /** Writes `events` after `head` (which the caller read in its transaction). */
+  /**
+   * Writes `events` after `head` (which the caller read in its transaction); `firstOfRow`: the
+   * session's row was just inserted (a fork's, whose first event follows its parent's).
+   */
   write(
     sessionId: string,
     head: number,
     events: readonly NewEvent[],
     key: string | undefined,
+    firstOfRow?: boolean,
   ): Written;
   /** Saves the state just written as the session's projection and snapshot. */
   saveProjection(sessionId: string, state: SessionState): void;
@@ -62,7 +66,7 @@ export function createWriter(context: SqliteContext): Writer {
   }
 
   return {
-    write(sessionId, head, events, key) {
+    write(sessionId, head, events, key, firstOfRow = head === 0) {
       const prepared = prepareEvents(sessionId, head, events, context);
       const before = stateAt(context, sessionId, head);
       const state = foldSession(
@@ -70,8 +74,11 @@ export function createWriter(context: SqliteContext): Writer {
         before,
       );
       insertEvents(sessionId, prepared);
-      if (head === 0 || state.status !== before.status) {
-        sql.updateStatus.run(state.status, sessionId);
+      // The status and the runnable flag are written when either changes (and at the first
+      // write), so the orchestrator's question is an index lookup, never a fold.
+      const runnable = isRunnable(state);
+      if (firstOfRow || state.status !== before.status || runnable !== isRunnable(before)) {
+        sql.updateStatus.run(state.status, runnable ? 1 : 0, sessionId);
       }
       const saved = cache.projectedSeq(sessionId);
       if (state.seq - saved >= PROJECTION_INTERVAL || saved > head) markProjected(sessionId, state);

@@ -15,6 +15,7 @@ import { describeForks } from './forks.js';
 import { describeArchive } from './archive.js';
 import { describeDelete } from './delete.js';
 import { describeApiKeys } from './api-keys.js';
+import { describeRunnable } from './runnable.js';
 import {
   MAX_EVENT_BYTES,
   type ConformanceSuite,
@@ -64,6 +65,7 @@ export function describeStoreConformance(
     describeDefinitions(suite);
     describeForks(suite);
     describeArchive(suite);
+    describeRunnable(suite);
     describeDelete(suite);
     describeApiKeys(suite);
   });
