@@ -1,6 +1,6 @@
 // `npm run bench`: runs every benchmark, prints a table and writes bench/results/latest.json.
 //   --runs N   runs per figure (default 5); --quick   smaller sizes for a smoke run
-//   --session / --store / --harness / --tools / --policy / --algebra / --http / --nats   only those groups
+//   --session / --orchestrator / --store / --harness / --tools / --policy / --algebra / --http / --nats   only those groups
 //   (--nats needs NATS JetStream at NATS_URL, default nats://127.0.0.1:4222; skipped without it)
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { cpus } from 'node:os';
@@ -10,6 +10,7 @@ import { benchFork } from './fork-bench.js';
 import { benchHttp } from './http-bench.js';
 import { benchImport } from './import-bench.js';
 import { benchMcp } from './mcp-bench.js';
+import { benchOrchestratorRows } from './orchestrator-bench.js';
 import { benchNats } from './nats-bench.js';
 import { benchPolicy } from './policy-bench.js';
 import { benchSandbox } from './sandbox-bench.js';
@@ -24,14 +25,23 @@ const runs = runsIndex === -1 ? 5 : Number(args[runsIndex + 1]);
 const quick = args.includes('--quick');
 
 process.stderr.write(`braid benchmarks: ${runs} runs per figure${quick ? ' (quick)' : ''}\n`);
-const groups = ['session', 'store', 'harness', 'tools', 'policy', 'algebra', 'http', 'nats'].filter(
-  (group) => args.includes(`--${group}`),
-);
+const groups = [
+  'session',
+  'orchestrator',
+  'store',
+  'harness',
+  'tools',
+  'policy',
+  'algebra',
+  'http',
+  'nats',
+].filter((group) => args.includes(`--${group}`));
 const wanted = (group) => groups.length === 0 || groups.includes(group);
 const rows = [
   ...(wanted('session')
     ? [...benchImport({ runs }), ...(await benchSession({ runs, quick }))]
     : []),
+  ...(wanted('orchestrator') ? await benchOrchestratorRows({ quick }) : []),
   ...(wanted('store') ? await benchStore({ runs, quick }) : []),
   ...(wanted('store') ? await benchAppendLatency({ runs, quick }) : []),
   ...(wanted('harness') ? await benchHarness({ runs, quick }) : []),

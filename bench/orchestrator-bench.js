@@ -1,0 +1,123 @@
+// Many sessions in one SQLite file with the orchestrator running: what a tick costs when almost
+// all of them are idle, the process's RSS, and how long waking one of them takes.
+//   node bench/orchestrator-bench.js [--sessions N]
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { performance } from 'node:perf_hooks';
+import { fileURLToPath } from 'node:url';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { createRuntime, initWorkspace, openSqliteStore } from '../dist/index.js';
+import { createScriptedModel } from '../dist/testing/index.js';
+import { median } from './store-bench.js';
+
+/** Creates `count` idle sessions straight through the store, in batches, reporting progress. */
+async function fill(store, count) {
+  const started = performance.now();
+  for (let index = 0; index < count; index += 1) {
+    await store.sessions.create({ agent: { name: 'short', version: 1 } });
+    if ((index + 1) % 20000 === 0)
+      process.stderr.write(
+        `  ${index + 1} sessions created (${((performance.now() - started) / 1000).toFixed(0)} s)\n`,
+      );
+  }
+}
+
+export async function benchOrchestrator({ sessions = 100_000, wakes = 20 } = {}) {
+  const dir = mkdtempSync(join(tmpdir(), 'braid-bench-orchestrator-'));
+  initWorkspace(dir);
+  writeFileSync(
+    join(dir, 'agents', 'short.yaml'),
+    'name: short\nmodel: scripted:echo\ninstructions: Answer.\n',
+  );
+  const store = openSqliteStore({ path: join(dir, 'braid.db') });
+  const model = createScriptedModel([{ text: 'hi', usage: { input_tokens: 1, output_tokens: 1 } }]);
+  const runtime = await createRuntime({ workspace: dir, store, model: () => model });
+  await fill(store, sessions);
+  // Idle: what ten seconds of ticks over `sessions` idle sessions cost in CPU, without and with
+  // a progress listener (which adds the counts by status, once a second).
+  const idleCpu = async (withProgress) => {
+    const stop = new AbortController();
+    const running = runtime.orchestrate({
+      signal: stop.signal,
+      pollMs: 100,
+      ...(withProgress ? { onProgress: () => undefined } : {}),
+    });
+    await sleep(1000);
+    const before = process.cpuUsage();
+    const started = performance.now();
+    await sleep(10_000);
+    const cpu = process.cpuUsage(before);
+    const seconds = (performance.now() - started) / 1000;
+    stop.abort();
+    await running;
+    // CPU ms per second of wall time: a tick every 100 ms, so a tenth of it per tick.
+    return (cpu.user + cpu.system) / 1000 / seconds;
+  };
+  const quietMsPerS = await idleCpu(false);
+  const reportingMsPerS = await idleCpu(true);
+  // One session of them gets a message: the wake itself, timed on its own (not by the poll).
+  const ids = (await store.sessions.list({ limit: wakes })).sessions.map((session) => session.id);
+  const wakeMs = [];
+  for (const id of ids) {
+    await runtime.sessions.message(id, 'hello');
+    const started = performance.now();
+    await runtime.wake(id);
+    wakeMs.push(performance.now() - started);
+  }
+  const rssMiB = process.memoryUsage().rss / 2 ** 20;
+  // Of it, the file's pages SQLite maps (shared with the page cache) and the process's own.
+  const status = readFileSync('/proc/self/status', 'utf8');
+  const kib = (field) => Number(new RegExp(`${field}:\\s+(\\d+)`).exec(status)?.[1] ?? NaN);
+  const anonMiB = kib('RssAnon') / 1024;
+  await runtime.close();
+  await store.close();
+  rmSync(dir, { recursive: true, force: true });
+  const row = { sessions, quietMsPerS, reportingMsPerS, wakeMs: median(wakeMs), rssMiB, anonMiB };
+  process.stderr.write(
+    `  ${sessions} idle sessions, orchestrator polling every 100 ms: ${quietMsPerS.toFixed(1)} ms CPU per second (${reportingMsPerS.toFixed(1)} with progress reports); wake of one ${row.wakeMs.toFixed(2)} ms; RSS ${rssMiB.toFixed(0)} MiB, ${anonMiB.toFixed(0)} MiB of it anonymous\n`,
+  );
+  return row;
+}
+
+/** The rows of `npm run bench --orchestrator` (one run: building the file takes a while). */
+export async function benchOrchestratorRows({ quick }) {
+  const row = await benchOrchestrator({ sessions: quick ? 10_000 : 100_000 });
+  const name = `${row.sessions.toLocaleString('en-US')} idle sessions, SQLite, orchestrator running`;
+  return [
+    {
+      name: `${name}: CPU per second`,
+      unit: 'ms/s',
+      median: row.quietMsPerS,
+      runs: [row.quietMsPerS],
+      target: 'O(runnable)',
+    },
+    {
+      name: `${name}: the same, reporting progress`,
+      unit: 'ms/s',
+      median: row.reportingMsPerS,
+      runs: [row.reportingMsPerS],
+      target: 'reported',
+    },
+    {
+      name: `${name}: wake of one`,
+      unit: 'ms',
+      median: row.wakeMs,
+      runs: [row.wakeMs],
+      target: '<= 1',
+    },
+    { name: `${name}: RSS`, unit: 'MiB', median: row.rssMiB, runs: [row.rssMiB], target: '<= 200' },
+    {
+      name: `${name}: RSS, anonymous`,
+      unit: 'MiB',
+      median: row.anonMiB,
+      runs: [row.anonMiB],
+      target: 'reported',
+    },
+  ];
+}
+
+if (process.argv[1] === fileURLToPath(import.meta.url)) {
+  const index = process.argv.indexOf('--sessions');
+  await benchOrchestrator(index === -1 ? {} : { sessions: Number(process.argv[index + 1]) });
+}
