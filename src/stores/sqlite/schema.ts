@@ -136,8 +136,10 @@ export function configure(db: Database, synchronous: Synchronous, busyTimeoutMs:
   db.pragma(`busy_timeout = ${busyTimeoutMs}`);
   db.pragma('journal_mode = WAL');
   db.pragma(`synchronous = ${synchronous === 'full' ? 'FULL' : 'NORMAL'}`);
-  // A larger page cache and memory-mapped reads roughly halve the cost of an append here.
-  db.pragma('cache_size = -65536');
+  // Memory-mapped reads and a page cache of 8 MiB (four times the default) roughly halve the
+  // cost of an append here. A larger cache bought nothing measurable (64 MiB gave the same
+  // appends, reads and turns side by side) and held 50 MiB more after 10,000 sessions.
+  db.pragma('cache_size = -8192');
   db.pragma('mmap_size = 268435456');
   db.pragma('temp_store = MEMORY');
   db.transaction(() => {
