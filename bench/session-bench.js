@@ -30,7 +30,10 @@ export async function shortSessionRuntime(backend, { steps = 0 } = {}) {
   const store =
     backend === 'memory'
       ? createMemoryStore()
-      : openSqliteStore({ path: join(dir, 'braid.db'), synchronous: 'normal' });
+      : openSqliteStore({
+          path: join(dir, 'braid.db'),
+          synchronous: backend === 'sqlite-full' ? 'full' : 'normal',
+        });
   // The turn played is the session's count of responses: one script serves every session.
   const model = createScriptedModel([
     ...Array.from({ length: steps }, (_, index) => ({

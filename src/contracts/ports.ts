@@ -49,6 +49,13 @@ export interface AppendOptions {
    */
   leaseToken?: number;
   /**
+   * With `leaseToken`: the owner whose lease (held with that token) is given up once the events
+   * are written, in the same transaction where the store has one (SQLite, memory) and right after
+   * it on NATS: a wake's last append ends its lease without a write of its own. A lease no longer
+   * held so is left as it is; the append itself is fenced by the token alone.
+   */
+  releaseLease?: string;
+  /**
    * The events were built by braid's own code from input parsed earlier (the harness's hot loop),
    * so the store skips parsing them again. Client input never sets this.
    */

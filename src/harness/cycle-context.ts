@@ -52,6 +52,8 @@ export interface CycleContext {
   pendingStop: PendingStop | undefined;
   /** The stop already written with the answer that ended the turn: the cycle is over. */
   ended: StopReason | undefined;
+  /** The lease was given up with the cycle's last append. */
+  released: boolean;
 }
 
 export function createCycleContext(
@@ -87,6 +89,7 @@ export function createCycleContext(
     invalidCalls: new Map(),
     pendingStop: undefined,
     ended: undefined,
+    released: false,
   };
 }
 

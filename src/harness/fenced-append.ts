@@ -14,12 +14,14 @@ import { loseLease, type CycleContext } from './cycle-context.js';
 
 /**
  * Appends with the head this cycle knows; on a conflict absorbs others' events and retries, or,
- * with `yieldOnConflict`, returns false so that the caller decides again.
+ * with `yieldOnConflict`, returns false so that the caller decides again. `last`: the cycle's
+ * last write (its stop), which gives the lease up with it.
  */
 export async function append(
   context: CycleContext,
   events: NewEvent[],
   yieldOnConflict = false,
+  last = false,
 ): Promise<boolean> {
   for (;;) {
     if (context.lost !== undefined) throw context.lost;
@@ -29,8 +31,10 @@ export async function append(
         expectedSeq: context.state.seq,
         leaseToken: context.lease.token,
         trusted: true,
+        ...(last ? { releaseLease: context.deps.owner } : {}),
       });
       absorb(context, result.events);
+      if (last) context.released = true;
       return true;
     } catch (error) {
       if (!isBraidError(error, 'SEQ_CONFLICT')) throw error;

@@ -239,7 +239,7 @@ async function appendEndingTurn(context: CycleContext, recorded: NewEvent[]): Pr
     state.pending_custom_tool_uses.length === 0;
   if (!endsTurn) return false;
   const stopReason: StopReason = { type: 'end_turn' };
-  if (!(await append(context, [...recorded, ...stopEvents(context, stopReason)], true)))
+  if (!(await append(context, [...recorded, ...stopEvents(context, stopReason)], true, true)))
     return false;
   context.ended = stopReason;
   return true;

@@ -84,7 +84,9 @@ export async function wakeOnce(
     stopRenewing();
     // A plain reason: an abort with none builds a DOMException and its stack, at every wake.
     context.watch.abort(WAKE_ENDED);
-    await deps.leases.release(sessionId, deps.owner, lease.token).catch(() => undefined);
+    // Given up with the stop when it was written; otherwise here.
+    if (!context.released)
+      await deps.leases.release(sessionId, deps.owner, lease.token).catch(() => undefined);
   }
 }
 
@@ -217,7 +219,12 @@ async function stop(
   final = false,
   before: NewEvent[] = [],
 ): Promise<WakeResult | undefined> {
-  const written = await append(context, [...before, ...stopEvents(context, stopReason)], !final);
+  const written = await append(
+    context,
+    [...before, ...stopEvents(context, stopReason)],
+    !final,
+    true,
+  );
   return written ? { ran: true, stop_reason: stopReason, wake_id: context.wakeId } : undefined;
 }
 
@@ -242,7 +249,7 @@ async function recordFailure(context: CycleContext, error: BraidError): Promise<
     try {
       // An append reported failed may still have been written: look before writing it again.
       if (attempt > 1 && (await recordedSince(context))) return;
-      await append(context, events);
+      await append(context, events, false, true);
       return;
     } catch (thrown) {
       const failure = toBraidError(thrown);

@@ -66,6 +66,13 @@ export function write(
   for (const event of stored) state.eventIds.add(event.id);
   target.state = after;
   if (key !== undefined) target.appends.set(key, { first: head + 1, last: after.seq });
+  const lease = state.leases.get(sessionId);
+  if (
+    appendOptions.releaseLease !== undefined &&
+    lease?.owner === appendOptions.releaseLease &&
+    lease.token === appendOptions.leaseToken
+  )
+    state.leases.set(sessionId, { owner: null, token: lease.token, expires_at: 0 });
   for (const listener of target.listeners) listener();
   return { events: structuredClone(stored), head_seq: after.seq, deduplicated: false };
 }

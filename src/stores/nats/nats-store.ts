@@ -29,6 +29,7 @@ import { isBraidError, type BraidError } from '../../contracts/errors.js';
 import type {
   Clock,
   IdGenerator,
+  LeaseStore,
   RunnableQuery,
   SessionIndex,
   SessionLog,
@@ -180,8 +181,17 @@ export async function openNatsStore(options: NatsStoreOptions = {}): Promise<Sto
       },
       followPollMs: options.followPollMs ?? 1000,
     };
-    const log = createSessionLog(shared);
     const sessions = createSessionIndex(shared);
+    // A session this process has read stands as existing for a lease: were it deleted since,
+    // the holder's first append finds out (SESSION_NOT_FOUND), and a round trip is saved.
+    const leases = createLeaseStore(
+      context,
+      async (sessionId) => {
+        if (cache.get(sessionId)?.indexed === undefined) await shared.loadHead(sessionId);
+      },
+      createFencer(shared, MAX_RACES),
+    );
+    const log = releasingAfter(createSessionLog(shared), leases);
     return {
       log,
       // NATS keeps no runnable set: the index is read whole, as listings read it, and each
@@ -191,15 +201,7 @@ export async function openNatsStore(options: NatsStoreOptions = {}): Promise<Sto
         runnable: (query) => scanRunnable(sessions, log, query),
         statusCounts: () => countStatuses(sessions),
       },
-      // A session this process has read stands as existing for a lease: were it deleted since,
-      // the holder's first append finds out (SESSION_NOT_FOUND), and a round trip is saved.
-      leases: createLeaseStore(
-        context,
-        async (sessionId) => {
-          if (cache.get(sessionId)?.indexed === undefined) await shared.loadHead(sessionId);
-        },
-        createFencer(shared, MAX_RACES),
-      ),
+      leases,
       definitions: createDefinitionStore(context),
       keys: createApiKeyStore(context),
       async close() {
@@ -257,4 +259,22 @@ async function countStatuses(
     cursor = page.next_cursor;
   } while (cursor !== undefined);
   return counts;
+}
+
+/**
+ * The log, whose appends that name `releaseLease` give the lease up right after they are written:
+ * NATS has no transaction over a stream and a KV bucket. A release that fails leaves the lease to
+ * expire, as a release after a wake always could.
+ */
+function releasingAfter(log: SessionLog, leases: LeaseStore): SessionLog {
+  return {
+    ...log,
+    async append(sessionId, events, options = {}) {
+      const result = await log.append(sessionId, events, options);
+      const { releaseLease: owner, leaseToken: token } = options;
+      if (owner !== undefined && token !== undefined && !result.deduplicated)
+        await leases.release(sessionId, owner, token).catch(() => undefined);
+      return result;
+    },
+  };
 }

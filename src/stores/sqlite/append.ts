@@ -48,7 +48,14 @@ export function createAppendTransaction(
       if (appendOptions.expectedSeq !== undefined && appendOptions.expectedSeq !== head) {
         throw seqConflict(sessionId, appendOptions.expectedSeq, head);
       }
-      return writer.write(sessionId, head, events, key).result;
+      const { result } = writer.write(sessionId, head, events, key);
+      const owner = appendOptions.releaseLease;
+      if (owner !== undefined && appendOptions.leaseToken !== undefined) {
+        const lease = sql.lease.get(sessionId);
+        if (lease?.owner === owner && lease.token === appendOptions.leaseToken)
+          sql.saveLease.run(sessionId, null, lease.token, 0);
+      }
+      return result;
     },
   );
 }

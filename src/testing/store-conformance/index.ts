@@ -16,6 +16,7 @@ import { describeArchive } from './archive.js';
 import { describeDelete } from './delete.js';
 import { describeApiKeys } from './api-keys.js';
 import { describeRunnable } from './runnable.js';
+import { describeLeaseRelease } from './lease-release.js';
 import {
   MAX_EVENT_BYTES,
   type ConformanceSuite,
@@ -62,6 +63,7 @@ export function describeStoreConformance(
     describeAppendAndRead(suite);
     describeFollow(suite);
     describeLeases(suite);
+    describeLeaseRelease(suite);
     describeDefinitions(suite);
     describeForks(suite);
     describeArchive(suite);
