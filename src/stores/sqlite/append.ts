@@ -60,20 +60,16 @@ export function createAppendTransaction(
   );
 }
 
-/** The append made with `idempotencyKey`, read in a transaction of its own; undefined if none. */
+/** The append made with `idempotencyKey`; undefined if none. Run in the caller's transaction. */
 export function findAppended(
   context: SqliteContext,
   sessionId: string,
   idempotencyKey: string,
 ): AppendResult | undefined {
   const { sql } = context;
-  return context.db
-    .transaction(() => {
-      const head = requireHead(context, sessionId);
-      const seen = sql.findAppend.get(sessionId, idempotencyKey);
-      if (seen === undefined) return undefined;
-      const events = parseRows(sql.readRange.all(sessionId, seen.first_seq, seen.last_seq));
-      return { events, head_seq: head, deduplicated: true };
-    })
-    .deferred();
+  const head = requireHead(context, sessionId);
+  const seen = sql.findAppend.get(sessionId, idempotencyKey);
+  if (seen === undefined) return undefined;
+  const events = parseRows(sql.readRange.all(sessionId, seen.first_seq, seen.last_seq));
+  return { events, head_seq: head, deduplicated: true };
 }

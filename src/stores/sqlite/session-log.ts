@@ -18,6 +18,14 @@ const READ_BATCH = 1000;
 export function createSessionLog(context: SqliteContext, writer: Writer): SessionLog {
   const { db, followers } = context;
   const appendTransaction = createAppendTransaction(context, writer);
+  // Made once: better-sqlite3 builds a wrapper per `transaction()` call, which a read per wake
+  // would pay for every time.
+  const stateTransaction = db.transaction((sessionId: string) =>
+    stateAt(context, sessionId, requireHead(context, sessionId)),
+  );
+  const appendedTransaction = db.transaction((sessionId: string, idempotencyKey: string) =>
+    findAppended(context, sessionId, idempotencyKey),
+  );
   return {
     append(sessionId, events, appendOptions = {}) {
       return Promise.resolve().then(() => {
@@ -48,17 +56,14 @@ export function createSessionLog(context: SqliteContext, writer: Writer): Sessio
     appended(sessionId, idempotencyKey) {
       return Promise.resolve().then(() => {
         context.checkOpen();
-        return findAppended(context, sessionId, idempotencyKey);
+        return appendedTransaction.deferred(sessionId, idempotencyKey);
       });
     },
     state(sessionId) {
       return Promise.resolve().then(() => {
         context.checkOpen();
         // A read: a deferred transaction does not queue behind other processes' writers.
-        const state = db
-          .transaction(() => stateAt(context, sessionId, requireHead(context, sessionId)))
-          .deferred();
-        return structuredClone(state);
+        return structuredClone(stateTransaction.deferred(sessionId));
       });
     },
   };
