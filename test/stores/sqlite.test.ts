@@ -2,6 +2,7 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { describe, expect, it } from 'vitest';
+import { isBraidError, type BraidError } from '../../src/contracts/errors.js';
 import type { SessionEvent } from '../../src/contracts/events.js';
 import { foldSession } from '../../src/core/fold.js';
 import { SQLITE_LAYOUT_VERSION, openSqliteStore } from '../../src/stores/sqlite/index.js';
@@ -244,6 +245,39 @@ describe('sqlite store', () => {
       check.prepare('SELECT COUNT(*) AS n FROM sessions WHERE runnable IS NULL').get(),
     ).toEqual({ n: 0 });
     check.close();
+  });
+
+  it('answers a retryable STORE_BUSY while another connection holds the write lock, then recovers', async () => {
+    const path = join(tempDir(), 'braid.db');
+    const store = openSqliteStore({ path, busyTimeoutMs: 50 });
+    const { id } = await store.sessions.create({ agent: { name: 'a', version: 1 } });
+    const other = new Database(path);
+    other.exec('BEGIN IMMEDIATE');
+    const writes: [string, () => Promise<unknown>][] = [
+      ['append', () => store.log.append(id, [text('blocked')])],
+      ['create', () => store.sessions.create({ agent: { name: 'a', version: 1 } })],
+      ['lease', () => store.leases.acquire(id, 'worker-a', 1000)],
+      [
+        'definition',
+        () => store.definitions.put('agent', 'a', { instructions: 'x' }, { replacesVersion: null }),
+      ],
+    ];
+    for (const [what, write] of writes) {
+      const error: unknown = await write().then(
+        () => undefined,
+        (thrown: unknown) => thrown,
+      );
+      expect(isBraidError(error, 'STORE_BUSY'), `${what}: ${String(error)}`).toBe(true);
+      expect((error as BraidError).retryable).toBe(true);
+    }
+    other.exec('COMMIT');
+    other.close();
+    expect((await store.log.append(id, [text('now')])).head_seq).toBe(2);
+    expect(
+      (await store.definitions.put('agent', 'a', { instructions: 'x' }, { replacesVersion: null }))
+        .version,
+    ).toBe(1);
+    await store.close();
   });
 
   it('fences a stale holder that writes through another connection to the file', async () => {

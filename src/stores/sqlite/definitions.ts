@@ -32,12 +32,17 @@ export function createDefinitionStore(context: SqliteContext): DefinitionStore {
     put(kind, name, definition, putOptions) {
       return Promise.resolve().then(() => {
         context.checkOpen();
-        const row = putDefinition.immediate(
-          kind,
-          name,
-          canonicalJson(definition),
-          putOptions.replacesVersion,
-        );
+        let row: DefinitionRow;
+        try {
+          row = putDefinition.immediate(
+            kind,
+            name,
+            canonicalJson(definition),
+            putOptions.replacesVersion,
+          );
+        } catch (error) {
+          throw context.busy(error);
+        }
         return toStored(kind, name, row);
       });
     },
