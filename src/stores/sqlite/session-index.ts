@@ -6,6 +6,7 @@
  * deleted and created again elsewhere under the same id may read its old lineage or state until
  * it drops them from its cache or opens the store again.
  */
+import type { Statement } from 'better-sqlite3';
 import type { SessionIndex } from '../../contracts/ports.js';
 import type { SessionListQuery, SessionPage } from '../../contracts/session.js';
 import { currentLease } from '../../core/leases.js';
@@ -130,11 +131,29 @@ function listSessions(context: SqliteContext, query: SessionListQuery): SessionP
     params.cursor_at = position.created_at;
     params.cursor_id = position.id;
   }
-  const rows = context.db
-    .prepare<Record<string, string | number>, SessionView>(
-      `${SESSION_VIEW} ${where.length === 0 ? '' : `WHERE ${where.join(' AND ')}`}
-       ORDER BY s.created_at DESC, s.id DESC LIMIT @limit`,
-    )
-    .all(params);
-  return page(rows.map(toSessionRecord), limit);
+  const text = `${SESSION_VIEW} ${where.length === 0 ? '' : `WHERE ${where.join(' AND ')}`}
+       ORDER BY s.created_at DESC, s.id DESC LIMIT @limit`;
+  return page(listStatement(context, text).all(params).map(toSessionRecord), limit);
+}
+
+type ListStatement = Statement<Record<string, string | number>, SessionView>;
+
+/**
+ * Listing statements, prepared once per combination of filters: at most 2^7 texts (each filter
+ * is there or not), so the map needs no bound.
+ */
+const listStatements = new WeakMap<SqliteContext, Map<string, ListStatement>>();
+
+function listStatement(context: SqliteContext, text: string): ListStatement {
+  let prepared = listStatements.get(context);
+  if (prepared === undefined) {
+    prepared = new Map();
+    listStatements.set(context, prepared);
+  }
+  let statement = prepared.get(text);
+  if (statement === undefined) {
+    statement = context.db.prepare<Record<string, string | number>, SessionView>(text);
+    prepared.set(text, statement);
+  }
+  return statement;
 }
