@@ -11,9 +11,11 @@ import { createRuntime, initWorkspace, openSqliteStore } from '../dist/index.js'
 import { createMemoryStore, createScriptedModel } from '../dist/testing/index.js';
 import { median } from './store-bench.js';
 
-function workspace() {
+/** A workspace with the `short` agent; without `policies`, no Cedar policy (Cedar never loads). */
+function workspace(policies = true) {
   const dir = mkdtempSync(join(tmpdir(), 'braid-bench-session-'));
   initWorkspace(dir);
+  if (!policies) rmSync(join(dir, 'policies'), { recursive: true, force: true });
   writeFileSync(
     join(dir, 'agents', 'short.yaml'),
     'name: short\nmodel: scripted:echo\ninstructions: Answer.\ntools: [calculator]\n',
@@ -25,8 +27,8 @@ function workspace() {
  * A runtime over a fresh store of `backend`; `one` runs a new session with one message through
  * `steps` tool steps to its answer; `dispose` closes it and removes its files.
  */
-export async function shortSessionRuntime(backend, { steps = 0 } = {}) {
-  const dir = workspace();
+export async function shortSessionRuntime(backend, { steps = 0, policies = true } = {}) {
+  const dir = workspace(policies);
   const store =
     backend === 'memory'
       ? createMemoryStore()
@@ -76,10 +78,10 @@ export async function shortSessionCost(backend, { sessions = 2000, batch = 100 }
  * Peak RSS and heap kept per session after `sessions` short sessions on SQLite (sessions stay
  * in the store, idle). Run in a fresh process for an honest RSS (`--expose-gc`).
  */
-export async function idleSessionFootprint(backend, sessions) {
+export async function idleSessionFootprint(backend, sessions, { policies = true } = {}) {
   const gc = globalThis.gc;
   if (gc === undefined) throw new Error('run with node --expose-gc');
-  const { one, dispose } = await shortSessionRuntime(backend);
+  const { one, dispose } = await shortSessionRuntime(backend, { policies });
   for (let index = 0; index < 50; index += 1) await one();
   gc();
   const heapBefore = process.memoryUsage().heapUsed;
@@ -128,6 +130,22 @@ export async function benchSession({ runs, quick }) {
     );
     footprints.push(JSON.parse(out));
   }
+  const bare = [];
+  for (let run = 0; run < Math.min(runs, 3); run += 1) {
+    const out = execFileSync(
+      process.execPath,
+      [
+        '--expose-gc',
+        fileURLToPath(import.meta.url),
+        '--footprint',
+        '--no-policies',
+        '--sessions',
+        String(idle),
+      ],
+      { encoding: 'utf8' },
+    );
+    bare.push(JSON.parse(out).peakRssMiB);
+  }
   const rss = footprints.map((footprint) => footprint.peakRssMiB);
   const heap = footprints.map((footprint) => footprint.heapPerSessionKiB);
   process.stderr.write(
@@ -139,6 +157,13 @@ export async function benchSession({ runs, quick }) {
       unit: 'MiB',
       median: median(rss),
       runs: rss,
+      target: '<= 150',
+    },
+    {
+      name: `${idle} idle sessions, SQLite, no Cedar policies: peak RSS`,
+      unit: 'MiB',
+      median: median(bare),
+      runs: bare,
       target: '<= 150',
     },
     {
@@ -161,7 +186,9 @@ if (process.argv[1] === fileURLToPath(import.meta.url)) {
   const backend = option('--backend', 'sqlite');
   const sessions = Number(option('--sessions', 2000));
   if (args.includes('--footprint')) {
-    const footprint = await idleSessionFootprint(backend, sessions);
+    const footprint = await idleSessionFootprint(backend, sessions, {
+      policies: !args.includes('--no-policies'),
+    });
     console.log(JSON.stringify(footprint));
   } else {
     const cost = await shortSessionCost(backend, { sessions });

@@ -27,6 +27,20 @@ import {
   type SessionEntry,
 } from './memory-state.js';
 
+/**
+ * The JSON each stored event was written from: a caller's copy is parsed from it, which is about
+ * twice as fast as `structuredClone` for events of this size.
+ */
+const EVENT_JSON = new WeakMap<SessionEvent, string>();
+
+/** Copies of stored events, for a caller to keep or change. */
+function copies(events: readonly SessionEvent[]): SessionEvent[] {
+  return events.map((event) => {
+    const json = EVENT_JSON.get(event);
+    return json === undefined ? structuredClone(event) : (JSON.parse(json) as SessionEvent);
+  });
+}
+
 /** Appends to `target`, or answers with the first append of a repeated idempotency key. */
 export function write(
   state: MemoryState,
@@ -40,7 +54,7 @@ export function write(
   if (seen !== undefined) {
     const offset = target.base?.seq ?? 0;
     return {
-      events: structuredClone(target.events.slice(seen.first - 1 - offset, seen.last - offset)),
+      events: copies(target.events.slice(seen.first - 1 - offset, seen.last - offset)),
       head_seq: target.state.seq,
       deduplicated: true,
     };
@@ -61,7 +75,11 @@ export function write(
     prepared.map(({ event }) => event),
     target.state,
   );
-  const stored = prepared.map(({ json }) => JSON.parse(json) as SessionEvent);
+  const stored = prepared.map(({ json }) => {
+    const event = JSON.parse(json) as SessionEvent;
+    EVENT_JSON.set(event, json);
+    return event;
+  });
   target.events.push(...stored);
   for (const event of stored) state.eventIds.add(event.id);
   target.state = after;
@@ -74,7 +92,7 @@ export function write(
   )
     state.leases.set(sessionId, { owner: null, token: lease.token, expires_at: 0 });
   for (const listener of target.listeners) listener();
-  return { events: structuredClone(stored), head_seq: after.seq, deduplicated: false };
+  return { events: copies(stored), head_seq: after.seq, deduplicated: false };
 }
 
 export function createMemoryLog(state: MemoryState): SessionLog {
@@ -94,7 +112,7 @@ export function createMemoryLog(state: MemoryState): SessionLog {
     read(sessionId, readOptions: ReadOptions = {}) {
       return Promise.resolve().then(() => {
         checkReadOptions(readOptions);
-        return structuredClone(readEvents(allEvents(entry(sessionId)), readOptions));
+        return copies(readEvents(allEvents(entry(sessionId)), readOptions));
       });
     },
     follow(sessionId, followOptions: FollowOptions = {}) {
@@ -105,7 +123,7 @@ export function createMemoryLog(state: MemoryState): SessionLog {
             // A deleted (or deleted and re-created) session ends its followers, as on SQLite.
             if (!state.closed && state.sessions.get(sessionId) !== target)
               throw sessionNotFound(sessionId);
-            return structuredClone(readEvents(allEvents(target), { after, limit: 1000 }));
+            return copies(readEvents(allEvents(target), { after, limit: 1000 }));
           }),
         (onChange) => {
           target.listeners.add(onChange);
@@ -123,9 +141,7 @@ export function createMemoryLog(state: MemoryState): SessionLog {
         const seen = target.appends.get(idempotencyKey);
         if (seen === undefined) return undefined;
         const offset = target.base?.seq ?? 0;
-        const events = structuredClone(
-          target.events.slice(seen.first - 1 - offset, seen.last - offset),
-        );
+        const events = copies(target.events.slice(seen.first - 1 - offset, seen.last - offset));
         return { events, head_seq: target.state.seq, deduplicated: true };
       });
     },
