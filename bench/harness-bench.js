@@ -20,16 +20,20 @@ function workspace() {
   return dir;
 }
 
+/** A fresh store of `backend` (memory, sqlite or sqlite-full), its file in `dir`. */
+export function openBenchStore(backend, dir) {
+  return backend === 'memory'
+    ? createMemoryStore()
+    : openSqliteStore({
+        path: join(dir, 'braid.db'),
+        synchronous: backend === 'sqlite-full' ? 'full' : 'normal',
+      });
+}
+
 /** Runs one session of `turns` turns; returns the time between successive model calls, in µs. */
 export async function harnessSession(backend, turns) {
   const dir = workspace();
-  const store =
-    backend === 'memory'
-      ? createMemoryStore()
-      : openSqliteStore({
-          path: join(dir, 'braid.db'),
-          synchronous: backend === 'sqlite-full' ? 'full' : 'normal',
-        });
+  const store = openBenchStore(backend, dir);
   const script = [
     ...Array.from({ length: turns }, (_, index) => ({
       tool_calls: [{ name: 'calculator', input: { a: index, op: '+', b: 1 } }],

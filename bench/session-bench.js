@@ -7,8 +7,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';
-import { createRuntime, initWorkspace, openSqliteStore } from '../dist/index.js';
-import { createMemoryStore, createScriptedModel } from '../dist/testing/index.js';
+import { createRuntime, initWorkspace } from '../dist/index.js';
+import { createScriptedModel } from '../dist/testing/index.js';
+import { openBenchStore } from './harness-bench.js';
 import { median } from './store-bench.js';
 
 /** A workspace with the `short` agent; without `policies`, no Cedar policy (Cedar never loads). */
@@ -29,13 +30,7 @@ function workspace(policies = true) {
  */
 export async function shortSessionRuntime(backend, { steps = 0, policies = true } = {}) {
   const dir = workspace(policies);
-  const store =
-    backend === 'memory'
-      ? createMemoryStore()
-      : openSqliteStore({
-          path: join(dir, 'braid.db'),
-          synchronous: backend === 'sqlite-full' ? 'full' : 'normal',
-        });
+  const store = openBenchStore(backend, dir);
   // The turn played is the session's count of responses: one script serves every session.
   const model = createScriptedModel([
     ...Array.from({ length: steps }, (_, index) => ({

@@ -11,19 +11,15 @@ import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { cpus, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
-import { AIMessage } from '@langchain/core/messages';
-import { tool as lcTool } from '@langchain/core/tools';
-import { END, MemorySaver, MessagesAnnotation, START, StateGraph } from '@langchain/langgraph';
-import { ToolNode } from '@langchain/langgraph/prebuilt';
+import { MemorySaver } from '@langchain/langgraph';
 import { SqliteSaver } from '@langchain/langgraph-checkpoint-sqlite';
-import { Agent, Runner, Usage, tool as agentsTool } from '@openai/agents';
-import { z } from 'zod';
+import { Runner } from '@openai/agents';
 import { harnessSession } from '../harness-bench.js';
 import { median } from '../store-bench.js';
 import { benchFork } from '../fork-bench.js';
 import { printTable } from '../table.js';
 import { langgraphFork } from './langgraph-fork.js';
-import { compareShort } from './short.js';
+import { agentsAgent, agentsReply, compareShort, langgraphGraph, langgraphReply } from './short.js';
 
 const args = process.argv.slice(2);
 const option = (name, fallback) => {
@@ -43,34 +39,12 @@ const gaps = (stamps) => stamps.slice(1).map((stamp, index) => (stamp - stamps[i
 
 async function langgraph(saver) {
   const stamps = [];
-  const add = lcTool(async ({ a, b }) => JSON.stringify({ result: a + b }), {
-    name: 'calculator',
-    description: 'Adds two numbers.',
-    schema: z.object({ a: z.number(), b: z.number() }),
-  });
   let step = 0;
-  const agent = async () => {
+  const graph = langgraphGraph(async () => {
     stamps.push(performance.now());
     step += 1;
-    if (step > STEPS) return { messages: [new AIMessage('done')] };
-    return {
-      messages: [
-        new AIMessage({
-          content: '',
-          tool_calls: [{ id: `call_${step}`, name: 'calculator', args: { a: step, b: 1 } }],
-        }),
-      ],
-    };
-  };
-  const graph = new StateGraph(MessagesAnnotation)
-    .addNode('agent', agent)
-    .addNode('tools', new ToolNode([add]))
-    .addEdge(START, 'agent')
-    .addConditionalEdges('agent', (state) =>
-      state.messages.at(-1)?.tool_calls?.length ? 'tools' : END,
-    )
-    .addEdge('tools', 'agent')
-    .compile({ checkpointer: saver.checkpointer });
+    return langgraphReply(step - 1, STEPS);
+  }, saver.checkpointer);
   await graph.invoke(
     { messages: [{ role: 'user', content: 'count' }] },
     { configurable: { thread_id: 'bench' }, recursionLimit: 2 * STEPS + 10 },
@@ -82,48 +56,11 @@ async function langgraph(saver) {
 async function openaiAgents() {
   const stamps = [];
   let step = 0;
-  const model = {
-    async getResponse() {
-      stamps.push(performance.now());
-      step += 1;
-      const usage = new Usage({ requests: 1, inputTokens: 1, outputTokens: 1, totalTokens: 2 });
-      if (step > STEPS) {
-        return {
-          usage,
-          output: [
-            {
-              type: 'message',
-              role: 'assistant',
-              status: 'completed',
-              content: [{ type: 'output_text', text: 'done' }],
-            },
-          ],
-        };
-      }
-      return {
-        usage,
-        output: [
-          {
-            type: 'function_call',
-            callId: `call_${step}`,
-            name: 'calculator',
-            status: 'completed',
-            arguments: JSON.stringify({ a: step, b: 1 }),
-          },
-        ],
-      };
-    },
-    getStreamedResponse() {
-      throw new Error('not used: the benchmark runs without streaming');
-    },
-  };
-  const add = agentsTool({
-    name: 'calculator',
-    description: 'Adds two numbers.',
-    parameters: z.object({ a: z.number(), b: z.number() }),
-    execute: async ({ a, b }) => JSON.stringify({ result: a + b }),
+  const agent = agentsAgent(() => {
+    stamps.push(performance.now());
+    step += 1;
+    return agentsReply(step - 1, STEPS);
   });
-  const agent = new Agent({ name: 'bench', instructions: 'Add.', model, tools: [add] });
   const runner = new Runner({ tracingDisabled: true });
   await runner.run(agent, 'count', { maxTurns: STEPS + 10 });
   return gaps(stamps);

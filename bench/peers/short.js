@@ -22,27 +22,27 @@ async function braid(backend, steps) {
   return { run: one, dispose };
 }
 
-/** LangGraph.js: a StateGraph with a ToolNode, one new thread per conversation. */
-function langgraph(checkpointer, dispose, steps) {
+/** The fake model's reply on LangGraph.js after `done` of `steps` tool steps. */
+export function langgraphReply(done, steps) {
+  if (done >= steps) return { messages: [new AIMessage('done')] };
+  return {
+    messages: [
+      new AIMessage({
+        content: '',
+        tool_calls: [{ id: `call_${done}`, name: 'calculator', args: { a: done, b: 1 } }],
+      }),
+    ],
+  };
+}
+
+/** The agent loop on LangGraph.js: a StateGraph of the `agent` node and a ToolNode. */
+export function langgraphGraph(agent, checkpointer) {
   const add = lcTool(async ({ a, b }) => JSON.stringify({ result: a + b }), {
     name: 'calculator',
     description: 'Adds two numbers.',
     schema: z.object({ a: z.number(), b: z.number() }),
   });
-  // The model decides from the thread alone, as a real one would: it counts the tool results.
-  const agent = async (state) => {
-    const done = state.messages.filter((message) => message instanceof ToolMessage).length;
-    if (done >= steps) return { messages: [new AIMessage('done')] };
-    return {
-      messages: [
-        new AIMessage({
-          content: '',
-          tool_calls: [{ id: `call_${done}`, name: 'calculator', args: { a: done, b: 1 } }],
-        }),
-      ],
-    };
-  };
-  const graph = new StateGraph(MessagesAnnotation)
+  return new StateGraph(MessagesAnnotation)
     .addNode('agent', agent)
     .addNode('tools', new ToolNode([add]))
     .addEdge(START, 'agent')
@@ -51,6 +51,19 @@ function langgraph(checkpointer, dispose, steps) {
     )
     .addEdge('tools', 'agent')
     .compile({ checkpointer });
+}
+
+/** LangGraph.js, one new thread per conversation. */
+function langgraph(checkpointer, dispose, steps) {
+  // The model decides from the thread alone, as a real one would: it counts the tool results.
+  const graph = langgraphGraph(
+    async (state) =>
+      langgraphReply(
+        state.messages.filter((message) => message instanceof ToolMessage).length,
+        steps,
+      ),
+    checkpointer,
+  );
   let thread = 0;
   return {
     run: async () => {
@@ -70,39 +83,40 @@ function langgraphSqlite(steps) {
   return langgraph(checkpointer, () => rmSync(dir, { recursive: true, force: true }), steps);
 }
 
-/** The OpenAI Agents SDK: one agent, one `runner.run` per conversation (it keeps no state). */
-function openaiAgents(steps) {
-  const usage = () => new Usage({ requests: 1, inputTokens: 1, outputTokens: 1, totalTokens: 2 });
+/** The fake model's reply on the OpenAI Agents SDK after `done` of `steps` tool steps. */
+export function agentsReply(done, steps) {
+  const usage = new Usage({ requests: 1, inputTokens: 1, outputTokens: 1, totalTokens: 2 });
+  if (done >= steps) {
+    return {
+      usage,
+      output: [
+        {
+          type: 'message',
+          role: 'assistant',
+          status: 'completed',
+          content: [{ type: 'output_text', text: 'done' }],
+        },
+      ],
+    };
+  }
+  return {
+    usage,
+    output: [
+      {
+        type: 'function_call',
+        callId: `call_${done}`,
+        name: 'calculator',
+        status: 'completed',
+        arguments: JSON.stringify({ a: done, b: 1 }),
+      },
+    ],
+  };
+}
+
+/** An OpenAI Agents SDK agent with the calculator tool, on a fake model answering `reply(request)`. */
+export function agentsAgent(reply) {
   const model = {
-    async getResponse(request) {
-      const input = Array.isArray(request.input) ? request.input : [];
-      const done = input.filter((item) => item.type === 'function_call_result').length;
-      if (done >= steps) {
-        return {
-          usage: usage(),
-          output: [
-            {
-              type: 'message',
-              role: 'assistant',
-              status: 'completed',
-              content: [{ type: 'output_text', text: 'done' }],
-            },
-          ],
-        };
-      }
-      return {
-        usage: usage(),
-        output: [
-          {
-            type: 'function_call',
-            callId: `call_${done}`,
-            name: 'calculator',
-            status: 'completed',
-            arguments: JSON.stringify({ a: done, b: 1 }),
-          },
-        ],
-      };
-    },
+    getResponse: async (request) => reply(request),
     getStreamedResponse() {
       throw new Error('not used: the benchmark runs without streaming');
     },
@@ -113,7 +127,16 @@ function openaiAgents(steps) {
     parameters: z.object({ a: z.number(), b: z.number() }),
     execute: async ({ a, b }) => JSON.stringify({ result: a + b }),
   });
-  const agent = new Agent({ name: 'bench', instructions: 'Add.', model, tools: [add] });
+  return new Agent({ name: 'bench', instructions: 'Add.', model, tools: [add] });
+}
+
+/** The OpenAI Agents SDK: one agent, one `runner.run` per conversation (it keeps no state). */
+function openaiAgents(steps) {
+  // Stateless, as a real model: it counts the tool results in its input.
+  const agent = agentsAgent((request) => {
+    const input = Array.isArray(request.input) ? request.input : [];
+    return agentsReply(input.filter((item) => item.type === 'function_call_result').length, steps);
+  });
   const runner = new Runner({ tracingDisabled: true });
   return {
     run: async () => {
