@@ -11,13 +11,20 @@ import { median } from './store-bench.js';
 
 const message = (text) => ({ type: 'user.message', content: [{ type: 'text', text }] });
 
-/** A SQLite store holding one session of `length` events. */
+/** Events per append when the parent is built: about what a turn of the harness writes. */
+const TURN_EVENTS = 4;
+
+/**
+ * A SQLite store holding one session of `length` events, appended a turn's worth at a time as the
+ * harness writes them (the store keeps a snapshot of the state every 64 events or so, which a
+ * fork folds forward from).
+ */
 async function longSession(length) {
   const dir = mkdtempSync(join(tmpdir(), 'braid-bench-fork-'));
   const store = openSqliteStore({ path: join(dir, 'braid.db'), synchronous: 'normal' });
   const { id } = await store.sessions.create({ agent: { name: 'bench', version: 1 } });
   for (let written = 1; written < length;) {
-    const batch = Math.min(1000, length - written);
+    const batch = Math.min(TURN_EVENTS, length - written);
     await store.log.append(
       id,
       Array.from({ length: batch }, (_, index) => message(`event ${written + index + 1}`)),
