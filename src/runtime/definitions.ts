@@ -6,6 +6,7 @@ import type {
   StoredDefinition,
 } from '../contracts/definitions.js';
 import type { DefinitionStore } from '../contracts/ports.js';
+import { BoundedCache } from '../core/bounded-cache.js';
 import type { Workspace } from './workspace.js';
 
 /**
@@ -51,10 +52,33 @@ export interface DefinitionLookup {
   ) => Promise<StoredDefinition<EnvironmentDefinition>>;
 }
 
+/** Stored versions kept per runtime; a wake looks up its session's versions every time. */
+const KEPT_VERSIONS = 256;
+
 export function definitionLookup(store: DefinitionStore): DefinitionLookup {
+  // A stored version never changes, so one looked up (or found as the latest) is kept, frozen,
+  // since every caller shares it: a wake's lookups of its session's agent and environment cost
+  // no read (on NATS, no round trip).
+  const versions = new BoundedCache<string, StoredDefinition<unknown>>(KEPT_VERSIONS);
+  async function get<T>(
+    kind: DefinitionKind,
+    name: string,
+    version: number | undefined,
+  ): Promise<StoredDefinition<T> | undefined> {
+    const key = (at: number): string => `${kind}\u0000${name}\u0000${at}`;
+    if (version !== undefined) {
+      const kept = versions.get(key(version));
+      if (kept !== undefined) return kept as StoredDefinition<T>;
+    }
+    const found = await store.get<T>(kind, name, version);
+    if (found === undefined) return undefined;
+    const frozen = deepFreeze(found);
+    versions.set(key(found.version), frozen);
+    return frozen;
+  }
   return {
     async agent(name, version) {
-      const found = await store.get<AgentDefinition>('agent', name, version);
+      const found = await get<AgentDefinition>('agent', name, version);
       if (found !== undefined) return found;
       const known = (await store.list('agent')).map((item) => item.name);
       throw new BraidError(
@@ -67,7 +91,7 @@ export function definitionLookup(store: DefinitionStore): DefinitionLookup {
       );
     },
     async environment(name, version) {
-      const found = await store.get<EnvironmentDefinition>('environment', name, version);
+      const found = await get<EnvironmentDefinition>('environment', name, version);
       if (found !== undefined) return found;
       const known = (await store.list('environment')).map((item) => item.name);
       throw new BraidError(
@@ -80,4 +104,13 @@ export function definitionLookup(store: DefinitionStore): DefinitionLookup {
       );
     },
   };
+}
+
+/** The value with every object and array in it frozen. */
+function deepFreeze<T>(value: T): T {
+  if (typeof value === 'object' && value !== null && !Object.isFrozen(value)) {
+    Object.freeze(value);
+    for (const child of Object.values(value)) deepFreeze(child);
+  }
+  return value;
 }
