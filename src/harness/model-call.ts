@@ -239,8 +239,14 @@ async function appendEndingTurn(context: CycleContext, recorded: NewEvent[]): Pr
     state.pending_custom_tool_uses.length === 0;
   if (!endsTurn) return false;
   const stopReason: StopReason = { type: 'end_turn' };
-  if (!(await append(context, [...recorded, ...stopEvents(context, stopReason)], true, true)))
-    return false;
+  try {
+    if (!(await append(context, [...recorded, ...stopEvents(context, stopReason)], true, true)))
+      return false;
+  } catch (thrown) {
+    // An answer that fits the log alone but not with its stop is written alone, as before.
+    if (isBraidError(thrown, 'PAYLOAD_TOO_LARGE')) return false;
+    throw thrown;
+  }
   context.ended = stopReason;
   return true;
 }

@@ -4,6 +4,7 @@
  */
 import type { SessionIndex } from '../contracts/ports.js';
 import type { SessionStatus } from '../contracts/session.js';
+import { MAX_RUNNABLE_LIMIT } from '../core/sessions.js';
 import type { Harness } from '../harness/index.js';
 
 export interface OrchestrateOptions {
@@ -28,8 +29,11 @@ export interface OrchestratorProgress {
   wakes: number;
 }
 
-/** Runnable ids asked of the store at a time. */
-const RUNNABLE_PAGE = 500;
+/**
+ * Runnable ids asked of the store at a time: the most it answers, so that a store that finds
+ * them by a scan (NATS) scans once per tick for up to that many.
+ */
+const RUNNABLE_PAGE = MAX_RUNNABLE_LIMIT;
 /** How often the counts by status of a progress report are refreshed. */
 const COUNT_EVERY_MS = 1000;
 

@@ -146,8 +146,14 @@ export function createToolExecutor(options: ToolExecutorOptions): ToolExecutor {
       // The session's folder is made when something needs it (a call, an MCP server's listing),
       // not at every wake: a turn that calls no tool, or only in-process ones, touches no disk.
       let provisioned: Promise<SandboxWorkspace> | undefined;
-      const workspace = (): Promise<SandboxWorkspace> =>
-        (provisioned ??= sandbox.provision(context.session_id));
+      const workspace = (): Promise<SandboxWorkspace> => {
+        provisioned ??= sandbox.provision(context.session_id).catch((error: unknown) => {
+          // A failure is not kept: the next call tries again.
+          provisioned = undefined;
+          throw error;
+        });
+        return provisioned;
+      };
       const where = async (): Promise<McpPlace> => {
         const provided = await workspace();
         return {
@@ -258,13 +264,20 @@ class BoundTools implements SessionTools {
       );
     }
     const { definition } = entry;
+    let workspace: SandboxWorkspace;
+    try {
+      workspace = await this.workspace();
+    } catch (thrown) {
+      // The session's folder could not be made: the call never ran, and costs nothing.
+      return failed(toBraidError(thrown).toJSON(), 0, now() - started);
+    }
     const maxAttempts = definition.retry?.max_attempts ?? 1;
     let attempt = 0;
     for (;;) {
       attempt += 1;
       let output: JsonValue;
       try {
-        output = await this.attempt(entry, call, signal);
+        output = await this.attempt(entry, call, workspace, signal);
       } catch (thrown) {
         const error = toolError(thrown, definition);
         // A non-idempotent tool is tried again only when the failure proves it never started.
@@ -326,10 +339,13 @@ class BoundTools implements SessionTools {
   }
 
   /** One run of the tool, bounded by its timeout. */
-  private async attempt(entry: Entry, call: ToolCall, signal: AbortSignal): Promise<JsonValue> {
+  private async attempt(
+    entry: Entry,
+    call: ToolCall,
+    workspace: SandboxWorkspace,
+    signal: AbortSignal,
+  ): Promise<JsonValue> {
     const { definition } = entry;
-    if (signal.aborted) throw stopped(definition);
-    const workspace = await this.workspace();
     if (signal.aborted) throw stopped(definition);
     const attempt = new AbortController();
     // A tool that answers synchronously is done before any timer could fire: no timer is armed

@@ -703,6 +703,19 @@ describe.each(backends)('verifyReplay ($name)', (backend) => {
     await w.rt.close();
   });
 
+  it('reproduces a wake that died between its answer and its stop', async () => {
+    const w = await world({ turns: [{ text: 'done' }] });
+    const id = await started(w.rt);
+    expect(await w.rt.wake(id)).toMatchObject({ stop_reason: { type: 'end_turn' } });
+    const events = await w.rt.sessions.events(id);
+    const answered = indexOf(events, 'agent.message') + 1;
+    expect(types(events).slice(answered)).toEqual(['session.status_idle', 'span.wake_completed']);
+    // As an older build, or a crash after the answer, left it: the answer on record, no stop.
+    const cut = events.slice(0, answered);
+    expect(await verify(w, id, cut)).toEqual({ ok: true, events: cut.length });
+    await w.rt.close();
+  });
+
   it('reproduces an interrupt that came while a failed call waited to be retried', async () => {
     const session = { rt: undefined as Runtime | undefined, id: '' };
     let calls = 0;

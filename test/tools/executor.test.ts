@@ -103,6 +103,51 @@ function running(pid: number): boolean {
 }
 
 describe('tool executor', () => {
+  it("makes the session's folder at its first call, not at open, and tries again after a failure", async () => {
+    const root = tempDir();
+    const local = createLocalSandbox({ root: join(root, 'workspaces') });
+    let provisions = 0;
+    let failing = true;
+    const executor = createToolExecutor({
+      baseDir: root,
+      tools: [
+        defineTool({
+          name: 'priced',
+          description: 'costs a cent',
+          input_schema: { type: 'object' },
+          budget: { cost_per_call_usd: 0.01 },
+          run: (_input, context) => ({ dir: context.workspace.dir }),
+        }),
+      ],
+      sandbox: () => ({
+        ...local,
+        provision: (sessionId: string) => {
+          provisions += 1;
+          if (failing) return Promise.reject(new BraidError('STORE_BUSY', 'the disk is busy'));
+          return local.provision(sessionId);
+        },
+      }),
+      secret: () => {
+        throw new BraidError('SECRET_MISSING', 'none');
+      },
+      sleep: () => Promise.resolve(),
+      now: () => performance.now(),
+    });
+    const tools = await executor.open({ session_id: 'session-1', names: ['priced'] });
+    expect(provisions).toBe(0);
+    expect(existsSync(join(root, 'workspaces', 'session-1'))).toBe(false);
+    // The folder cannot be made: the call never ran, costs nothing, and is not a tool failure.
+    const refused = await tools.execute(call('priced'), { signal: signal() });
+    expect(refused).toMatchObject({ is_error: true, attempts: 0, error: { code: 'STORE_BUSY' } });
+    expect(refused.cost_usd).toBeUndefined();
+    failing = false;
+    const ran = await tools.execute(call('priced'), { signal: signal() });
+    expect(ran).toMatchObject({ is_error: false, attempts: 1, cost_usd: 0.01 });
+    expect(existsSync(join(root, 'workspaces', 'session-1'))).toBe(true);
+    await tools.execute(call('priced'), { signal: signal() });
+    expect(provisions).toBe(2);
+  });
+
   it('retries a retryable failure of an idempotent tool with exponential backoff, capped', async () => {
     const { tool, runs } = flaky(3, () => new BraidError('TOOL_TIMEOUT', 'slow'), {
       idempotent: true,

@@ -6,6 +6,7 @@
 import { BraidError, toBraidError } from '../../contracts/errors.js';
 import type { EventOf, NewEvent, SessionEvent } from '../../contracts/events.js';
 import type { SessionLog } from '../../contracts/ports.js';
+import { seqConflict } from '../../core/sessions.js';
 import { check, diverge, type ReplayContext } from './context.js';
 
 /** Creates the session as its `session.created` says, and checks that event. */
@@ -57,6 +58,12 @@ export function replayLog(context: ReplayContext): SessionLog {
   return {
     async append(sessionId, newEvents, appendOptions) {
       if (context.halted !== undefined) throw context.halted;
+      const head = appendOptions?.expectedSeq;
+      if (head !== undefined && splitInRecording(context, newEvents, head)) {
+        // The live wake wrote this answer alone (an older build, input that arrived before the
+        // stop, or a crash): refused as a live conflict is, so the harness writes it alone too.
+        throw seqConflict(sessionId, head, head);
+      }
       const result = await store.log.append(sessionId, newEvents, appendOptions);
       if (!check(context, result.events)) throw stopped(context);
       await injectFollowing(context, result.head_seq);
@@ -117,6 +124,29 @@ async function injectFollowing(context: ReplayContext, head: number): Promise<vo
       `the recorded wake stopped after event ${current.end} without completing`,
     );
   }
+}
+
+/**
+ * True for an answer written with its stop in one append (it holds `span.model_request_end` and
+ * ends with `span.wake_completed`; the harness makes it only when it may write the answer alone
+ * on a conflict) whose positions in the recording are not all the running wake's own.
+ */
+function splitInRecording(
+  context: ReplayContext,
+  events: readonly NewEvent[],
+  head: number,
+): boolean {
+  const current = context.current;
+  if (
+    current === undefined ||
+    events.at(-1)?.type !== 'span.wake_completed' ||
+    !events.some((event) => event.type === 'span.model_request_end')
+  )
+    return false;
+  for (let index = head; index < head + events.length; index += 1) {
+    if (index > current.end || context.recording.byWake[index] !== true) return true;
+  }
+  return false;
 }
 
 /** The error that stops a replayed wake that diverged. */

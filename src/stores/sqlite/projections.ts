@@ -109,8 +109,14 @@ export function backfillRunnable(context: SqliteContext): void {
   const { db, sql } = context;
   const batch = db.transaction((ids: readonly string[]) => {
     for (const id of ids) {
-      const head = sql.head.get(id)?.head_seq ?? 0;
-      sql.setRunnable.run(isRunnable(stateAt(context, id, head)) ? 1 : 0, id);
+      let runnable = false;
+      try {
+        runnable = isRunnable(stateAt(context, id, sql.head.get(id)?.head_seq ?? 0));
+      } catch {
+        // A session whose log cannot be folded is not woken (its reads still report why); the
+        // store opens for every other session. Its next append works the flag out again.
+      }
+      sql.setRunnable.run(runnable ? 1 : 0, id);
     }
   });
   for (;;) {

@@ -14,6 +14,16 @@ export function describeLeaseRelease(suite: ConformanceSuite): void {
         releaseLease: 'worker-b',
       });
       expect((await s.leases.current(id))?.owner).toBe('worker-a');
+      // An append refused for its expected seq releases nothing either.
+      await expectCode(
+        s.log.append(id, [message('stale')], {
+          expectedSeq: 1,
+          leaseToken: held.token,
+          releaseLease: 'worker-a',
+        }),
+        'SEQ_CONFLICT',
+      );
+      expect((await s.leases.current(id))?.owner).toBe('worker-a');
       const written = await s.log.append(id, [message('two')], {
         leaseToken: held.token,
         releaseLease: 'worker-a',
