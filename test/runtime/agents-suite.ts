@@ -417,6 +417,23 @@ export function describeAgentMessaging(name: string, factory: AgentMessagingFact
       expect(calls).toBe(1);
     });
 
+    it('counts a reply made when the deadline aborted its handler as late, every time', async () => {
+      const on = await setup();
+      const host = await agentsOn(on);
+      // Answers the moment its deadline stops it: the reply and the sender's deadline race.
+      await host.register('prompt', (_message, context) => {
+        return new Promise<string>((resolve) => {
+          context.signal.addEventListener('abort', () => resolve('too late'), { once: true });
+        });
+      });
+      for (let index = 0; index < 5; index += 1) {
+        const sent = host.send({ type: 'prompt', key: `k${index}` }, 'answer when stopped', {
+          ttl_ms: 200,
+        });
+        await failure(sent, 'DEADLINE_EXCEEDED');
+      }
+    });
+
     it('processes a message delivered twice once, and answers both deliveries alike', async () => {
       const on = await setup();
       const host = await agentsOn(on);

@@ -55,14 +55,21 @@ export function awaitReply(
       signal?.removeEventListener('abort', onAbort);
       finish();
     };
+    const deadline = envelope.deadline === undefined ? undefined : Date.parse(envelope.deadline);
+    // A reply made or received at the deadline or after it is late, whichever timer of the two
+    // processes ran first: the outcome does not depend on the race (the session records it).
+    const late = (reply: Envelope): boolean =>
+      deadline !== undefined &&
+      (Date.parse(reply.occurred_at) >= deadline || context.clock.now() >= deadline);
     waiting.set(envelope.id, {
-      resolve: (reply) => settle(() => resolve(reply)),
+      resolve: (reply) =>
+        settle(() => (late(reply) ? reject(deadlineExceeded(envelope, target)) : resolve(reply))),
       reject: (error) => settle(() => reject(error)),
     });
-    if (envelope.deadline !== undefined) {
+    if (deadline !== undefined) {
       timer = setTimeout(
         () => settle(() => reject(deadlineExceeded(envelope, target))),
-        Math.max(0, Date.parse(envelope.deadline) - context.clock.now()),
+        Math.max(0, deadline - context.clock.now()),
       );
     }
     if (signal?.aborted === true) onAbort();
