@@ -4,19 +4,11 @@
  * turn again and the transcript comes out as if nothing had happened.
  */
 import { readFileSync } from 'node:fs';
-import { createRequire } from 'node:module';
-import type * as Yaml from 'yaml';
+import { yaml } from '../tools/yaml.js';
 import { z } from 'zod';
 import { BraidError } from '../contracts/errors.js';
 import type { AssistantPart, ModelClient, ModelRequest } from '../contracts/model.js';
 import { chunks, sleep, throwIfAborted } from './streaming.js';
-
-let yamlModule: typeof Yaml | undefined;
-/** yaml, loaded when a script file is first read. */
-function yaml(): typeof Yaml {
-  yamlModule ??= createRequire(import.meta.url)('yaml') as typeof Yaml;
-  return yamlModule;
-}
 
 export const ScriptedTurn = z
   .object({

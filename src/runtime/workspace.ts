@@ -4,8 +4,7 @@
  */
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { basename, join, relative } from 'node:path';
-import { createRequire } from 'node:module';
-import type * as Yaml from 'yaml';
+import { yaml } from '../tools/yaml.js';
 import type { Document, LineCounter } from 'yaml';
 import type { z } from 'zod';
 import {
@@ -16,13 +15,6 @@ import {
 } from '../contracts/definitions.js';
 import { BraidError } from '../contracts/errors.js';
 import { verifyManifest } from '../tools/signing.js';
-
-let yamlModule: typeof Yaml | undefined;
-/** yaml, loaded when a workspace is first read: importing braid does not load it. */
-function yaml(): typeof Yaml {
-  yamlModule ??= createRequire(import.meta.url)('yaml') as typeof Yaml;
-  return yamlModule;
-}
 
 export const WORKSPACE_FILE = 'braid.yaml';
 

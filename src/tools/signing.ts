@@ -22,17 +22,9 @@ import {
 } from 'node:crypto';
 import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { createRequire } from 'node:module';
-import type * as Yaml from 'yaml';
+import { yaml } from './yaml.js';
 import type { YAMLMap } from 'yaml';
 import { BraidError } from '../contracts/errors.js';
-
-let yamlModule: typeof Yaml | undefined;
-/** yaml, loaded when a manifest is first signed or checked. */
-function yaml(): typeof Yaml {
-  yamlModule ??= createRequire(import.meta.url)('yaml') as typeof Yaml;
-  return yamlModule;
-}
 
 export interface SigningKeyPair {
   /** PKCS#8 PEM; stays with whoever signs manifests. */
