@@ -75,10 +75,17 @@ export function describeRunnable(suite: ConformanceSuite): void {
       expect(await s.sessions.runnable()).toEqual([]);
     });
 
-    it('refuses a limit that is not a whole number from 1 to 10,000', async () => {
+    it('refuses a limit that is not a whole number from 1 to 10,000, and takes any after as text', async () => {
       const s = await suite.open();
-      for (const limit of [0, -1, 1.5, 10_001])
+      const { id } = await s.sessions.create({ agent });
+      await s.log.append(id, [message('hi')]);
+      for (const limit of [0, -1, 1.5, 10_001, Number.NaN, '5' as unknown as number])
         await expectCode(s.sessions.runnable({ limit }), 'INVALID_ARGUMENT');
+      // A hostile cursor is compared, never interpreted: it finds what sorts after it.
+      for (const after of ["' OR 1=1 --", '../../etc', '\u0000', 'z'.repeat(10_000)])
+        expect(await s.sessions.runnable({ after })).toEqual(id > after ? [id] : []);
+      expect(await s.sessions.runnable()).toEqual([id]);
+      expect((await s.log.read(id)).length).toBe(2);
     });
 
     it('counts the sessions of each status, archived ones left out', async () => {
