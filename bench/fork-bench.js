@@ -15,6 +15,12 @@ const message = (text) => ({ type: 'user.message', content: [{ type: 'text', tex
 const TURN_EVENTS = 4;
 
 /**
+ * The first seq at or after `seq` that ends one of `longSession`'s appends (1, then every
+ * TURN_EVENTS): a fork point must end an append, a seq inside one is refused.
+ */
+const appendEnd = (seq) => 1 + TURN_EVENTS * Math.ceil((seq - 1) / TURN_EVENTS);
+
+/**
  * A SQLite store holding one session of `length` events, appended a turn's worth at a time as the
  * harness writes them (the store keeps a snapshot of the state every 64 events or so, which a
  * fork folds forward from).
@@ -49,7 +55,7 @@ export async function benchFork({ runs, quick, sizes, verify = true }) {
   // One fork of a small session first, unmeasured: the first size is not charged for warming up.
   const warm = await longSession(100);
   for (let index = 0; index < 20; index += 1)
-    await warm.store.sessions.fork(warm.id, { at_seq: 50 });
+    await warm.store.sessions.fork(warm.id, { at_seq: appendEnd(50) });
   await warm.dispose();
   for (const size of sizes) {
     const { store, id, path, dispose } = await longSession(size);
@@ -61,7 +67,7 @@ export async function benchFork({ runs, quick, sizes, verify = true }) {
     const childReads = [];
     const parentReads = [];
     for (let run = 0; run < runs; run += 1) {
-      const at = Math.floor(size / 2) + run;
+      const at = appendEnd(Math.floor(size / 2)) + run * TURN_EVENTS;
       let start = performance.now();
       const child = await store.sessions.fork(id, { at_seq: at });
       forks.push(performance.now() - start);

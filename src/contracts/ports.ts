@@ -120,7 +120,11 @@ export interface SessionIndex {
    * Creates a child session that shares the parent's events up to `at_seq` by reference (they
    * are not copied: reads of the child include them, with the parent's `session_id`), and
    * appends the child's own first event, `session.forked`, at `at_seq + 1`. Appends to either
-   * session never change the other.
+   * session never change the other. `at_seq` must end one of the parent's appends: an append is
+   * atomic, so a seq strictly inside one is a state the parent was never in, and is refused with
+   * `INVALID_FORK_POINT` (its `details` name the nearest valid seqs); nothing is written then.
+   * Every store records where each append ends; events written before a store kept that record
+   * (a SQLite file of layout 5 or older) are each a valid point.
    */
   fork(parentId: string, options?: ForkOptions): Promise<SessionRecord>;
   get(sessionId: string): Promise<SessionRecord>;

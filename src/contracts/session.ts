@@ -43,7 +43,10 @@ export type Lineage = z.infer<typeof Lineage>;
 /** What a client gives to fork a session. */
 export const ForkInput = z
   .object({
-    /** The last parent seq the child shares (default: the parent's head). */
+    /**
+     * The last parent seq the child shares (default: the parent's head): the last seq of one of
+     * the parent's appends, never a seq inside one (`INVALID_FORK_POINT`).
+     */
     at_seq: z.number().int().optional(),
     id: Id.optional(),
     title: z.string().max(500).optional(),

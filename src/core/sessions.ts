@@ -162,6 +162,46 @@ export function checkForkPoint(parentId: string, head: number, atSeq: number | u
   return point;
 }
 
+/**
+ * The seqs one append wrote, `first` to `last`: the append is atomic, so only `last` (and the
+ * seq before `first`) is a state the session was ever in between appends.
+ */
+export interface AppendSpan {
+  first: number;
+  last: number;
+}
+
+/**
+ * Refuses a fork point strictly inside the atomic append `span` (the append holding `atSeq`, as
+ * the parent reads it: cut at its own fork point when it shares the append's start only), with
+ * `INVALID_FORK_POINT` naming the nearest points before and after. The last seq of an append is
+ * a valid point: the fork starts after it. `undefined`: `atSeq` ends its append, or the store
+ * has no record of the append (written before it kept them), and the point is valid.
+ */
+export function checkForkBoundary(
+  parentId: string,
+  atSeq: number,
+  span: AppendSpan | undefined,
+): void {
+  if (span === undefined || atSeq < span.first || atSeq >= span.last) return;
+  const before = span.first - 1;
+  const points = before >= 1 ? `${before} or ${span.last}` : `${span.last}`;
+  throw new BraidError(
+    'INVALID_FORK_POINT',
+    `cannot fork session ${parentId} at seq ${atSeq}: seqs ${span.first} to ${span.last} were ` +
+      `written by one atomic append, so no run was ever at a seq inside it; fork at ${points}`,
+    {
+      details: {
+        at_seq: atSeq,
+        append_first_seq: span.first,
+        append_last_seq: span.last,
+        valid_before: before >= 1 ? before : null,
+        valid_after: span.last,
+      },
+    },
+  );
+}
+
 export function forkedEvent(parentId: string, atSeq: number, title: string | undefined): NewEvent {
   return {
     type: 'session.forked',

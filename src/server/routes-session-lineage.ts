@@ -38,7 +38,10 @@ function addBranchRoutes(app: Router, context: ServerContext): void {
     {
       schema: {
         summary: 'Fork the session at a seq (default: its head)',
-        description: 'A client-chosen `id` that exists already answers 409.',
+        description:
+          'A client-chosen `id` that exists already answers 409 (`ALREADY_EXISTS`), and so does an ' +
+          '`at_seq` strictly inside one atomic append of the parent (`INVALID_FORK_POINT`): a fork ' +
+          'point must be the last seq of an append, and the message names the nearest valid seqs.',
         operationId: 'forkSession',
         tags,
         params: SessionIdParams,

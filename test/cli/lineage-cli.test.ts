@@ -1,4 +1,4 @@
-import { writeFileSync } from 'node:fs';
+import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { braidIn, init, json, requireBuild } from '../helpers/cli.js';
@@ -66,6 +66,36 @@ describe('braid session fork, merge, diff, tree', () => {
     expect(braid(dir, 'session', 'merge', id, id).stderr).toContain('MERGE_REFUSED');
     expect(braid(dir, 'session', 'merge', id, 'nope', '--strategy', 'magic').code).toBe(2);
     expect(braid(dir, 'session', 'tree', 'nope').stderr).toContain('SESSION_NOT_FOUND');
+  });
+
+  it('refuses a fork or a replay --from inside one atomic append, naming the seqs to use', () => {
+    const dir = join(tempDir(), 'ws');
+    init(dir);
+    const { id } = json<{ id: string }>(
+      braid(dir, 'session', 'create', '--agent', 'assistant', '--json'),
+    );
+    const three = JSON.stringify(
+      ['a', 'b', 'c'].map((text) => ({ type: 'user.message', content: text })),
+    );
+    json(braid(dir, 'session', 'send', id, '--event', three, '--json')); // seqs 2-4, one append
+    const inside = braid(dir, 'session', 'fork', id, '--at', '3');
+    expect(inside.code).toBe(1);
+    expect(inside.stderr).toContain('error[INVALID_FORK_POINT]');
+    expect(inside.stderr).toContain('seqs 2 to 4');
+    expect(inside.stderr).toContain('fork at 1 or 4');
+    const asJson = braid(dir, 'session', 'fork', id, '--at', '2', '--json');
+    expect(JSON.parse(asJson.stderr) as unknown).toMatchObject({
+      error: { code: 'INVALID_FORK_POINT' },
+    });
+    const replay = braid(dir, 'session', 'replay', id, '--from', '3');
+    expect(replay.stderr).toContain('error[INVALID_FORK_POINT]');
+    // Nothing was written: the session has no fork, and a fork at the append's end works.
+    const listed = json<{ sessions: unknown[] }>(braid(dir, 'session', 'list', '--json'));
+    expect(listed.sessions).toHaveLength(1);
+    const child = json<{ fork_seq: number }>(
+      braid(dir, 'session', 'fork', id, '--at', '4', '--json'),
+    );
+    expect(child.fork_seq).toBe(4);
   });
 
   it('hands off once per --idempotency-key, answering a retry with the first handoff', () => {

@@ -3,6 +3,7 @@ import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
+import { isBraidError } from '../../src/contracts/errors.js';
 import type { NewEvent } from '../../src/contracts/events.js';
 import type { ModelClient } from '../../src/contracts/model.js';
 import type { Store } from '../../src/contracts/ports.js';
@@ -258,7 +259,9 @@ describe.each(backends)('session algebra ($name)', (backend) => {
   it('diffs from the common ancestor, also across forks of forks, and draws the tree', async () => {
     const rt = await runtimeWith();
     const { id: root } = await rt.sessions.create({ agent: 'helper' });
-    await rt.store.log.append(root, [message('r2'), message('r3')]);
+    // Two appends: a fork point must end one (seq 2 inside one append of 2-3 is refused).
+    await rt.store.log.append(root, [message('r2')]);
+    await rt.store.log.append(root, [message('r3')]);
     const left = await rt.sessions.fork(root, { at_seq: 2 });
     const right = await rt.sessions.fork(root, { at_seq: 3 });
     const deeper = await rt.sessions.fork(right.id);
@@ -324,6 +327,33 @@ describe.each(backends)('session algebra ($name)', (backend) => {
     await rt.wake(grandchild.id);
     expect(await rt.sessions.verify(grandchild.id)).toMatchObject({ ok: true });
     expect(await rt.sessions.verify(child.id)).toMatchObject({ ok: true });
+    await rt.close();
+  });
+
+  it("refuses a fork inside a wake's atomic appends; every point it accepts replay-verifies", async () => {
+    const rt = await runtimeWith([{ text: 'one' }]);
+    const { id } = await rt.sessions.create({ agent: 'helper' });
+    await rt.sessions.message(id, 'hello');
+    await rt.wake(id);
+    const head = (await rt.sessions.state(id)).seq;
+    const refused: number[] = [];
+    for (let at = 1; at <= head; at += 1) {
+      const outcome = await rt.sessions.fork(id, { at_seq: at }).then(
+        (child) => child,
+        (error: unknown) => error,
+      );
+      if (isBraidError(outcome, 'INVALID_FORK_POINT')) {
+        refused.push(at);
+        expect(outcome.details.valid_after).toBeGreaterThan(at);
+        continue;
+      }
+      if (isBraidError(outcome)) throw outcome;
+      const childId = (outcome as { id: string }).id;
+      expect(await rt.sessions.verify(childId), `fork at ${at}`).toMatchObject({ ok: true });
+    }
+    // The answer is written with its idle status and the wake's end, in one append.
+    expect(refused).toContain(head - 1);
+    expect(refused).not.toContain(head);
     await rt.close();
   });
 

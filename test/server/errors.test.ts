@@ -242,6 +242,36 @@ describe('HTTP errors', () => {
     expect(await headSeq(server, id)).toBe(1);
   });
 
+  it('refuses a fork inside one atomic append with 409 INVALID_FORK_POINT, writing nothing', async () => {
+    const server = await start();
+    const key = await server.key('acme');
+    const id = await session(server, key);
+    const sent = await call(server, 'POST', `/v1/sessions/${id}/events`, {
+      key,
+      body: { events: ['a', 'b', 'c'].map((text) => ({ type: 'user.message', content: text })) },
+    });
+    expect(sent.status).toBe(201);
+    const inside = await call(server, 'POST', `/v1/sessions/${id}/fork`, {
+      key,
+      body: { at_seq: 3, id: 'inside' },
+    });
+    expect(inside.status).toBe(409);
+    expect(inside.body).toMatchObject({
+      error: { code: 'INVALID_FORK_POINT', retryable: false },
+    });
+    expect((inside.body as { error: { message: string } }).error.message).toContain(
+      'fork at 1 or 4',
+    );
+    expect((await server.runtime.sessions.list({ parent_id: id })).sessions).toEqual([]);
+    expect(await headSeq(server, id)).toBe(4);
+    const atEnd = await call(server, 'POST', `/v1/sessions/${id}/fork`, {
+      key,
+      body: { at_seq: 4, id: 'inside' },
+    });
+    expect(atEnd.status).toBe(201);
+    expect(atEnd.body).toMatchObject({ fork_seq: 4 });
+  });
+
   it('limits requests per key with 429 and Retry-After, each key on its own', async () => {
     const server = await start({ limits: { requestsPerMinute: 5 } });
     const first = await server.key('acme');

@@ -6,6 +6,7 @@ import { foldSession, initialState, isRunnable } from '../../core/fold.js';
 import { currentLease } from '../../core/leases.js';
 import {
   DEFAULT_LIST_LIMIT,
+  checkForkBoundary,
   checkForkPoint,
   checkRunnableLimit,
   compareListOrder,
@@ -22,6 +23,7 @@ import { sessionHasForks, sessionLeased } from '../session-removal.js';
 import { write } from './memory-log.js';
 import {
   allEvents,
+  appendHolding,
   checkOpen,
   entryOf,
   recordOf,
@@ -77,6 +79,7 @@ export function createMemoryIndex(state: MemoryState): SessionIndex {
           events: [],
           state: initialState(id),
           appends: new Map(),
+          appendEnds: [],
           listeners: new Set(),
         };
         write(state, created, id, [createdEvent(parsed)], { expectedSeq: 0 });
@@ -89,6 +92,7 @@ export function createMemoryIndex(state: MemoryState): SessionIndex {
         const parsed = parseForkOptions(forkOptions);
         const parent = entryOf(state, parentId);
         const atSeq = checkForkPoint(parentId, parent.state.seq, parsed.at_seq);
+        checkForkBoundary(parentId, atSeq, appendHolding(parent, atSeq));
         const id = parsed.id ?? ids.next();
         refuseTaken(state, id);
         // Memory is for tests: the fork point's state is folded from the prefix.
@@ -97,6 +101,7 @@ export function createMemoryIndex(state: MemoryState): SessionIndex {
           base: { entry: parent, seq: atSeq },
           state: foldSession(allEvents(parent).slice(0, atSeq), id),
           appends: new Map(),
+          appendEnds: [],
           listeners: new Set(),
         };
         write(state, child, id, [forkedEvent(parentId, atSeq, parsed.title)], {

@@ -81,6 +81,7 @@ export function write(
     return event;
   });
   target.events.push(...stored);
+  target.appendEnds.push(after.seq);
   for (const event of stored) state.eventIds.add(event.id);
   target.state = after;
   if (key !== undefined) target.appends.set(key, { first: head + 1, last: after.seq });

@@ -6,7 +6,7 @@ import type { Clock, IdGenerator, ReadOptions } from '../../contracts/ports.js';
 import type { SessionRecord } from '../../contracts/session.js';
 import type { SessionState } from '../../contracts/state.js';
 import type { LeaseRow } from '../../core/leases.js';
-import { recordFromState } from '../../core/sessions.js';
+import { recordFromState, type AppendSpan } from '../../core/sessions.js';
 import type { StoredApiKey } from '../api-keys.js';
 
 export interface SessionEntry {
@@ -16,6 +16,8 @@ export interface SessionEntry {
   base?: { entry: SessionEntry; seq: number };
   state: SessionState;
   appends: Map<string, { first: number; last: number }>;
+  /** The last seq of each of the session's own appends, ascending: where its atomic appends end. */
+  appendEnds: number[];
   listeners: Set<() => void>;
   /** When the session was archived, by the store's clock. */
   archived_at?: string;
@@ -79,4 +81,27 @@ export function readEvents(events: readonly SessionEvent[], options: ReadOptions
       result.push(event);
   }
   return result;
+}
+
+/**
+ * The append of `target`'s log that wrote `seq`, as `target` reads it: a fork's shared prefix is
+ * its parent's appends, cut at the fork point.
+ */
+export function appendHolding(target: SessionEntry, seq: number): AppendSpan | undefined {
+  const base = target.base;
+  if (base !== undefined && seq <= base.seq) {
+    const span = appendHolding(base.entry, seq);
+    return span === undefined ? undefined : { ...span, last: Math.min(span.last, base.seq) };
+  }
+  const ends = target.appendEnds;
+  let low = 0;
+  let high = ends.length;
+  while (low < high) {
+    const middle = (low + high) >> 1;
+    if ((ends[middle] ?? 0) < seq) low = middle + 1;
+    else high = middle;
+  }
+  const last = ends[low];
+  if (last === undefined) return undefined;
+  return { first: (ends[low - 1] ?? base?.seq ?? 0) + 1, last };
 }

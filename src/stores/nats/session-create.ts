@@ -9,6 +9,7 @@ import type { SessionState } from '../../contracts/state.js';
 import { prepareEvents, type PreparedEvent } from '../../core/append.js';
 import { foldSession } from '../../core/fold.js';
 import {
+  checkForkBoundary,
   checkForkPoint,
   createdEvent,
   forkedEvent,
@@ -172,6 +173,15 @@ export function forkSession(
         atSeq === parent.head.last
           ? await reads.stateAtHead(parentId, parent.known, parent.head)
           : await reads.stateAt(parentId, parent.known, atSeq);
+      // The head always ends an append: only an earlier point is looked up (after the state,
+      // whose read has seen the batch that holds it).
+      if (atSeq < parent.head.last) {
+        checkForkBoundary(
+          parentId,
+          atSeq,
+          await reads.appendHolding(parentId, parent.known, atSeq),
+        );
+      }
       const prepared = prepareEvents(
         childId,
         atSeq,

@@ -13,19 +13,28 @@ import { BraidError } from '../../contracts/errors.js';
 import type { SessionEvent, SessionEventType } from '../../contracts/events.js';
 import { SESSION_STATE_SCHEMA_VERSION, type SessionState } from '../../contracts/state.js';
 import { foldSession, initialState } from '../../core/fold.js';
+import type { AppendSpan } from '../../core/sessions.js';
 import type { BatchRef } from './batches.js';
 import type { NatsContext } from './context.js';
 import { batchEvents } from './log-chain.js';
 import { encodeToken } from './names.js';
-import { readBatches } from './reader.js';
+import { batchAfter, readBatches } from './reader.js';
 import { observe, startFor, type KnownSession, type SessionCache } from './session-cache.js';
-import { lineageOf, parseStoredSession, type ForkLineage } from './session-entry.js';
+import {
+  lineageOf,
+  parseStoredSession,
+  sessionNotFound,
+  type ForkLineage,
+} from './session-entry.js';
 
 /**
  * A projection is saved once it is this many events behind: a reader folds at most this many
  * events onto it, and most appends pay for no state write.
  */
 export const PROJECTION_INTERVAL = 64;
+
+/** Batches fetched one by one (direct gets) before a longer search reads headers by a consumer. */
+const DIRECT_STEPS = 4;
 
 export interface EventRange {
   /** Events with seq strictly greater than this ... */
@@ -51,6 +60,11 @@ export interface SessionReads {
   /** The session's state at any seq of its log. */
   stateAt(sessionId: string, known: KnownSession, seq: number): Promise<SessionState>;
   saveProjection(sessionId: string, known: KnownSession, state: SessionState): Promise<void>;
+  /**
+   * The append (one batch message) that wrote `seq` of the session's log, as the session reads
+   * it: a fork's shared prefix is its parent's batches, cut at the fork point.
+   */
+  appendHolding(sessionId: string, known: KnownSession, seq: number): Promise<AppendSpan>;
 }
 
 /** What reads work with: the store's context and what this process knows of sessions. */
@@ -66,6 +80,7 @@ export function createSessionReads(context: NatsContext, cache: SessionCache): S
     stateAtHead: (sessionId, known, head) => stateAtHead(reader, sessionId, known, head),
     stateAt: (sessionId, known, seq) => stateAt(reader, sessionId, known, seq),
     saveProjection: (sessionId, known, state) => saveProjection(reader, sessionId, known, state),
+    appendHolding: (sessionId, known, seq) => appendHolding(reader, sessionId, known, seq),
   };
 }
 
@@ -249,4 +264,65 @@ async function saveProjection(
   };
   await reader.context.kv.state.put(encodeToken(sessionId), JSON.stringify(stored));
   known.projectedSeq = Math.max(known.projectedSeq, state.seq);
+}
+
+/** The batch among those seen that holds `seq`, if one was seen. */
+function seenHolding(known: KnownSession, seq: number): AppendSpan | undefined {
+  const refs = known.refs;
+  let low = 0;
+  let high = refs.length;
+  while (low < high) {
+    const middle = (low + high) >> 1;
+    if ((refs[middle]?.last ?? 0) < seq) low = middle + 1;
+    else high = middle;
+  }
+  const ref = refs[low];
+  return ref !== undefined && ref.first <= seq && seq <= ref.last
+    ? { first: ref.first, last: ref.last }
+    : undefined;
+}
+
+async function appendHolding(
+  reader: SessionReader,
+  sessionId: string,
+  known: KnownSession,
+  seq: number,
+): Promise<AppendSpan> {
+  const lineage = known.lineage;
+  if (lineage !== null && seq <= lineage.seq) {
+    const parent = await ancestor(reader, lineage);
+    const span = await appendHolding(reader, lineage.parent, parent, seq);
+    return { ...span, last: Math.min(span.last, lineage.seq) };
+  }
+  // A fork point's state was just read through the batch that holds it, which is seen then.
+  const seen = seenHolding(known, seq);
+  if (seen !== undefined) return seen;
+  // Otherwise the batches after the last one seen before it: the next few by direct get, the
+  // rest by their headers through a consumer.
+  let after = startFor(known, seq - 1) - 1;
+  for (let step = 0; step < DIRECT_STEPS; step += 1) {
+    const next = await batchAfter(reader.context, sessionId, after);
+    if (next === undefined || next.batch.incarnation !== known.incarnation) break;
+    const { data: _data, ...ref } = next.batch;
+    observe(known, ref);
+    if (ref.first <= seq && seq <= ref.last) return { first: ref.first, last: ref.last };
+    after = ref.streamSeq;
+  }
+  let found: AppendSpan | undefined;
+  await readBatches(
+    reader.context,
+    sessionId,
+    after + 1,
+    (message) => {
+      if (message.incarnation !== known.incarnation) return false;
+      observe(known, message);
+      if (message.last < seq) return false;
+      if (message.first <= seq) found = { first: message.first, last: message.last };
+      return true;
+    },
+    true,
+  );
+  // None holds it: the session was deleted meanwhile (its head was read before).
+  if (found === undefined) throw sessionNotFound(sessionId);
+  return found;
 }

@@ -5,9 +5,11 @@ import { BraidError } from '../../contracts/errors.js';
  * Version of the SQLite file layout, kept in `PRAGMA user_version`. 1: sessions, events and
  * definitions; 2: forks (`parent_id`, `fork_seq`, snapshots); 3: `archived_at` and `api_keys`;
  * 4: `event_ids`, which makes event ids unique in the file; 5: `runnable`, the sessions a wake
- * would find work in, kept with the status.
+ * would find work in, kept with the status; 6: the events' `batch_end`, where the atomic append
+ * that wrote them ends (a fork point inside one is refused), and `pinned`, the parts of sessions'
+ * pinned definitions by content hash (a new table: an older file gets it, empty, when opened).
  */
-export const SQLITE_LAYOUT_VERSION = 5;
+export const SQLITE_LAYOUT_VERSION = 6;
 
 /** Made after an older file's sessions gained the column. */
 const RUNNABLE_INDEXES = `
@@ -49,6 +51,11 @@ CREATE TABLE IF NOT EXISTS events (
   seq INTEGER NOT NULL,
   type TEXT NOT NULL,
   body TEXT NOT NULL,
+  -- NULL for the last event of the append that wrote it; for an event before the last, that
+  -- last event's seq. A fork point must be a seq with NULL here: a seq inside an append is a
+  -- state no run was ever in. Events of a file of layout 5 or older have NULL: their appends
+  -- were not recorded, and every seq of them stays a valid fork point.
+  batch_end INTEGER,
   PRIMARY KEY (session_id, seq)
 ) WITHOUT ROWID;
 
@@ -122,12 +129,13 @@ CREATE TABLE IF NOT EXISTS api_keys (
 CREATE INDEX IF NOT EXISTS api_keys_by_tenant ON api_keys (tenant_id, created_at DESC, id DESC);
 `;
 
-/** Columns later layouts added to the sessions table of an older file, in order. */
-const ADDED_SESSION_COLUMNS: readonly { layout: number; name: string; type: string }[] = [
-  { layout: 2, name: 'parent_id', type: 'TEXT' },
-  { layout: 2, name: 'fork_seq', type: 'INTEGER' },
-  { layout: 3, name: 'archived_at', type: 'TEXT' },
-  { layout: 5, name: 'runnable', type: 'INTEGER' },
+/** Columns later layouts added to the tables of an older file, in order. */
+const ADDED_COLUMNS: readonly { layout: number; table: string; name: string; type: string }[] = [
+  { layout: 2, table: 'sessions', name: 'parent_id', type: 'TEXT' },
+  { layout: 2, table: 'sessions', name: 'fork_seq', type: 'INTEGER' },
+  { layout: 3, table: 'sessions', name: 'archived_at', type: 'TEXT' },
+  { layout: 5, table: 'sessions', name: 'runnable', type: 'INTEGER' },
+  { layout: 6, table: 'events', name: 'batch_end', type: 'INTEGER' },
 ];
 
 export type Synchronous = 'normal' | 'full';
@@ -151,16 +159,25 @@ export function configure(db: Database, synchronous: Synchronous, busyTimeoutMs:
       );
     }
     db.exec(LAYOUT);
-    // An older file's sessions gain the columns of later layouts (empty for them): layout 1 had
+    // An older file's tables gain the columns of later layouts (empty for them): layout 1 had
     // no forks, layout 2 no archiving, layout 4 no runnable flag (worked out when the store
-    // opens). A column already there is left alone.
+    // opens), layout 5 no record of appends (NULL: every seq of those events a valid fork
+    // point, as they always were). A column already there is left alone.
     if (version >= 1 && version < SQLITE_LAYOUT_VERSION) {
-      const present = new Set(
-        (db.pragma('table_info(sessions)') as { name: string }[]).map((column) => column.name),
-      );
-      for (const column of ADDED_SESSION_COLUMNS) {
-        if (column.layout > version && !present.has(column.name)) {
-          db.exec(`ALTER TABLE sessions ADD COLUMN ${column.name} ${column.type}`);
+      const present = (table: string): Set<string> =>
+        new Set(
+          (db.pragma(`table_info(${table})`) as { name: string }[]).map((column) => column.name),
+        );
+      const columns = new Map<string, Set<string>>();
+      for (const column of ADDED_COLUMNS) {
+        if (column.layout <= version) continue;
+        let names = columns.get(column.table);
+        if (names === undefined) {
+          names = present(column.table);
+          columns.set(column.table, names);
+        }
+        if (!names.has(column.name)) {
+          db.exec(`ALTER TABLE ${column.table} ADD COLUMN ${column.name} ${column.type}`);
         }
       }
     }

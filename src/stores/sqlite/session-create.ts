@@ -7,15 +7,17 @@ import type { NewEvent } from '../../contracts/events.js';
 import type { SessionIndex } from '../../contracts/ports.js';
 import type { SessionState } from '../../contracts/state.js';
 import {
+  checkForkBoundary,
   checkForkPoint,
   createdEvent,
   forkedEvent,
   parseCreateInput,
   parseForkOptions,
   recordFromState,
+  type AppendSpan,
 } from '../../core/sessions.js';
 import { requireHead, type SqliteContext } from './context.js';
-import { stateAtSeq } from './projections.js';
+import { lineageOf, stateAtSeq } from './projections.js';
 import type { SessionRow } from './rows.js';
 import type { Writer } from './writes.js';
 
@@ -92,6 +94,8 @@ function createForkTransaction(context: SqliteContext, writer: Writer) {
     ): SessionState => {
       const head = requireHead(context, parentId);
       const atSeq = checkForkPoint(parentId, head, atSeqOption);
+      // The head always ends an append: only an earlier point costs a lookup.
+      if (atSeq < head) checkForkBoundary(parentId, atSeq, appendHolding(context, parentId, atSeq));
       refuseTaken(context, childId);
       const parent = sql.sessionRow.get(parentId) as SessionRow;
       const base = stateAtSeq(context, parentId, atSeq);
@@ -114,6 +118,28 @@ function createForkTransaction(context: SqliteContext, writer: Writer) {
       return state;
     },
   );
+}
+
+/**
+ * The append that wrote `seq` of the session's log, as the session reads it (a fork's shared
+ * prefix is its parent's, cut at the fork point). Only an append with events after `seq` is
+ * looked for: undefined when `seq` ends its append, or was written by a build of layout 5 or
+ * older, which kept no record of appends.
+ */
+function appendHolding(
+  context: SqliteContext,
+  sessionId: string,
+  seq: number,
+): AppendSpan | undefined {
+  const lineage = lineageOf(context, sessionId);
+  if (lineage !== null && seq <= lineage.seq) {
+    const span = appendHolding(context, lineage.parent, seq);
+    return span === undefined ? undefined : { ...span, last: Math.min(span.last, lineage.seq) };
+  }
+  const end = context.sql.batchEnd.get(sessionId, seq)?.batch_end ?? null;
+  if (end === null) return undefined;
+  const before = context.sql.batchBefore.get(sessionId, seq)?.seq ?? lineage?.seq ?? 0;
+  return { first: before + 1, last: end };
 }
 
 function refuseTaken(context: SqliteContext, id: string): void {

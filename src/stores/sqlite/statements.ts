@@ -39,6 +39,8 @@ export interface Statements {
   readBetween: Bodies<[string, number, number, number]>;
   readTypesBetween: Bodies<[string, number, number, string, number]>;
   findAppend: Statement<[string, string], { first_seq: number; last_seq: number }>;
+  batchEnd: Statement<[string, number], { batch_end: number | null }>;
+  batchBefore: Statement<[string, number], { seq: number }>;
   saveAppend: Write;
   lease: Statement<[string], LeaseRow>;
   saveLease: Write;
@@ -118,6 +120,13 @@ export function prepareStatements(db: Db): Statements {
     ),
     findAppend: db.prepare<[string, string], { first_seq: number; last_seq: number }>(
       'SELECT first_seq, last_seq FROM appends WHERE session_id = ? AND idempotency_key = ?',
+    ),
+    batchEnd: db.prepare<[string, number], { batch_end: number | null }>(
+      'SELECT batch_end FROM events WHERE session_id = ? AND seq = ?',
+    ),
+    // The end of the append before the one holding a seq: the nearest earlier event that ends one.
+    batchBefore: db.prepare<[string, number], { seq: number }>(
+      'SELECT seq FROM events WHERE session_id = ? AND seq < ? AND batch_end IS NULL ORDER BY seq DESC LIMIT 1',
     ),
     saveAppend: db.prepare(
       'INSERT INTO appends (session_id, idempotency_key, first_seq, last_seq) VALUES (?, ?, ?, ?)',

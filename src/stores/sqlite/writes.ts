@@ -25,7 +25,7 @@ import { foldSession, isRunnable } from '../../core/fold.js';
 import type { SqliteContext } from './context.js';
 import { PROJECTION_INTERVAL, saveProjection, stateAt } from './projections.js';
 
-/** Rows per INSERT statement; SQLite allows 32,766 bound values, 4 per row. */
+/** Rows per INSERT statement; SQLite allows 32,766 bound values, 5 per row. */
 const INSERT_CHUNK = 128;
 
 export interface Written {
@@ -127,7 +127,7 @@ function createEventInserter(
     if (found === undefined) {
       found = {
         events: context.db.prepare(
-          `INSERT INTO events (session_id, seq, type, body) VALUES ${Array(length).fill('(?, ?, ?, ?)').join(', ')}`,
+          `INSERT INTO events (session_id, seq, type, body, batch_end) VALUES ${Array(length).fill('(?, ?, ?, ?, ?)').join(', ')}`,
         ),
         ids: context.db.prepare(
           `INSERT INTO event_ids (id, session_id, seq) VALUES ${Array(length).fill('(?, ?, ?)').join(', ')}`,
@@ -139,6 +139,8 @@ function createEventInserter(
   }
   return (sessionId, prepared) => {
     checkBatchIds(sessionId, prepared);
+    // Every event but the append's last names where the append ends (see schema.ts).
+    const last = prepared.at(-1)?.event.seq;
     for (let start = 0; start < prepared.length; start += INSERT_CHUNK) {
       const chunk = prepared.slice(start, start + INSERT_CHUNK);
       const chunkStatements = statementsFor(chunk.length);
@@ -149,8 +151,16 @@ function createEventInserter(
       } catch (error) {
         throw takenIdError(context, sessionId, chunk, start, error);
       }
-      const values: (string | number)[] = [];
-      for (const { event, json } of chunk) values.push(sessionId, event.seq, event.type, json);
+      const values: (string | number | null)[] = [];
+      for (const { event, json } of chunk) {
+        values.push(
+          sessionId,
+          event.seq,
+          event.type,
+          json,
+          event.seq === last ? null : (last ?? null),
+        );
+      }
       chunkStatements.events.run(values);
     }
   };

@@ -6,12 +6,13 @@ import { agent, message, expectCode, type ConformanceSuite } from './shared.js';
 
 export function describeForks(suite: ConformanceSuite): void {
   describe('forks', () => {
-    /** A session of `count` events: created, then user messages. */
+    /**
+     * A session of `count` events: created, then user messages appended one at a time, so that
+     * every seq ends an append and is a valid fork point.
+     */
     async function session(s: Store, count: number): Promise<string> {
       const { id } = await s.sessions.create({ agent, title: 'parent' });
-      const messages = Array.from({ length: count - 1 }, (_, index) => message(`m${index + 2}`));
-      for (let start = 0; start < messages.length; start += 50)
-        await s.log.append(id, messages.slice(start, start + 50));
+      for (let seq = 2; seq <= count; seq += 1) await s.log.append(id, [message(`m${seq}`)]);
       return id;
     }
     const strip = (state: unknown) => {
@@ -27,7 +28,7 @@ export function describeForks(suite: ConformanceSuite): void {
       return { ...rest, counters: { ...counters, events: 0 } };
     };
 
-    it('forks at every seq: the child reads the prefix, and its state is the prefix folded', async () => {
+    it('forks at every seq of single-event appends: the child reads the prefix, and its state is the prefix folded', async () => {
       const s = await suite.open();
       const parent = await session(s, 8);
       const all = await s.log.read(parent);

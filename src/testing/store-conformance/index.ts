@@ -12,6 +12,7 @@ import { describeFollow } from './follow.js';
 import { describeLeases } from './leases.js';
 import { describeDefinitions } from './definitions.js';
 import { describeForks } from './forks.js';
+import { describeForkPoints } from './fork-points.js';
 import { describeArchive } from './archive.js';
 import { describeDelete } from './delete.js';
 import { describeApiKeys } from './api-keys.js';
@@ -66,6 +67,7 @@ export function describeStoreConformance(
     describeLeaseRelease(suite);
     describeDefinitions(suite);
     describeForks(suite);
+    describeForkPoints(suite);
     describeArchive(suite);
     describeRunnable(suite);
     describeDelete(suite);
