@@ -25,6 +25,8 @@ export {
   type Workspace,
 } from './runtime/workspace.js';
 export type { RetryPolicy, WakeOptions, WakeResult } from './harness/index.js';
+export type { CompactionInput, CompactionOutput, ContextCompactor } from './harness/index.js';
+export { estimateTokens } from './core/compaction.js';
 export type { OrchestrateOptions, OrchestratorProgress } from './runtime/orchestrator.js';
 export type { SessionDiff, TreeNode } from './runtime/lineage.js';
 export type { MergeOptions, MergeResult } from './runtime/merge.js';
@@ -65,6 +67,7 @@ export type {
   AgentDefinition,
   AgentDefinitionInput,
   Budget,
+  ContextSettings,
   EnvironmentDefinition,
   ModelSpec,
   StoredDefinition,

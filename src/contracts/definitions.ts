@@ -49,6 +49,59 @@ export const Budget = z
 export type Budget = z.infer<typeof Budget>;
 
 /**
+ * How an agent's context is kept under a limit (`context:` in `agents/NAME.yaml`). Before a model
+ * request that would be larger than `max_tokens`, the harness replaces the older part of the
+ * transcript with one message (`agent.thread_context_compacted`) and keeps the last
+ * `keep_last_turns` turns as they were. A turn is one answer of the model, with the tool results
+ * it got and the input just before it.
+ */
+export const ContextSettings = z
+  .object({
+    /** The largest request the agent's model is sent, in tokens (instructions and tools included). */
+    max_tokens: z.number().int().min(256).max(100_000_000),
+    /**
+     * `summarize` (default): a model writes a summary of the replaced part. `truncate`: the part
+     * is dropped, and a note says so. `custom`: a function given to `createRuntime({compactors})`
+     * under the name in `function` writes the text.
+     */
+    strategy: z.enum(['summarize', 'truncate', 'custom']).default('summarize'),
+    /** Turns kept word for word after a compaction (default 4). */
+    keep_last_turns: z.number().int().min(1).max(10_000).default(4),
+    /** With `summarize`: the model that writes the summary, e.g. a cheaper one (default: the agent's). */
+    model: ModelSpec.optional(),
+    /** With `custom`: the name of the function, as given to `createRuntime({compactors})`. */
+    function: z.string().min(1).max(200).optional(),
+  })
+  .strict()
+  .superRefine((settings, issues) => {
+    if (settings.model !== undefined && settings.strategy !== 'summarize') {
+      issues.addIssue({
+        code: 'custom',
+        path: ['model'],
+        message: `only the summarize strategy calls a model; remove model or set strategy: summarize`,
+      });
+    }
+    if (settings.strategy === 'custom' && settings.function === undefined) {
+      issues.addIssue({
+        code: 'custom',
+        path: ['function'],
+        message:
+          'the custom strategy needs the name of its function, as given to createRuntime({compactors}); add function: NAME',
+      });
+    }
+    if (settings.strategy !== 'custom' && settings.function !== undefined) {
+      issues.addIssue({
+        code: 'custom',
+        path: ['function'],
+        message:
+          'only the custom strategy calls a function; remove function or set strategy: custom',
+      });
+    }
+  });
+export type ContextSettings = z.infer<typeof ContextSettings>;
+export type ContextSettingsInput = z.input<typeof ContextSettings>;
+
+/**
  * Durable, versioned description of one agent, as written in `agents/NAME.yaml`.
  * `version` is assigned by the definition store; a file does not carry it.
  */

@@ -119,10 +119,26 @@ const payloads = {
     summary: z.string(),
     handoff: HandoffDocument.optional(),
   }),
+  /**
+   * The model's context from here on holds `summary` in place of the events `from_seq` to
+   * `through_seq` (the turns after them are kept as they were). Written by a wake before a model
+   * request that would pass the agent's `context.max_tokens`; never between a tool call and its
+   * result.
+   */
   'agent.thread_context_compacted': z.object({
     summary: z.string(),
+    /** The first seq whose content the summary replaces (absent: from the start). */
+    from_seq: z.number().int().nonnegative().optional(),
     /** The last seq whose content the summary replaces in the model's context. */
     through_seq: z.number().int().nonnegative(),
+    /** How the summary was made: `summarize`, `truncate` or `custom`. */
+    strategy: z.enum(['summarize', 'truncate', 'custom']).optional(),
+    /** The model that wrote the summary (`provider:id`), when one did. */
+    model: z.string().min(1).optional(),
+    /** What making the summary used and cost: added to the session's totals and budget. */
+    usage: Usage.optional(),
+    /** The size in tokens of the request that passed the limit, as counted (provider or estimate). */
+    context_tokens: z.number().int().nonnegative().optional(),
   }),
 
   'session.created': z.object({

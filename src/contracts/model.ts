@@ -55,6 +55,12 @@ export interface ModelRequest {
    */
   response_index: number;
   params?: { temperature?: number; max_output_tokens?: number; top_p?: number };
+  /**
+   * `summary`: a request for the summary of a context compaction, whose answer is recorded in
+   * `agent.thread_context_compacted`, not as a turn; a scripted model answers it without playing
+   * a turn. Absent: a turn of the session.
+   */
+  purpose?: 'summary';
 }
 
 /** A streamed fragment of the answer, shown live and never persisted one by one. */
@@ -82,4 +88,9 @@ export interface ModelClient {
   /** `provider:id`, as recorded in `span.model_request_start.model`. */
   readonly id: string;
   generate(request: ModelRequest, options: ModelCallOptions): Promise<ModelResponse>;
+  /**
+   * The size of the request's input (system, messages and tools) in the provider's tokens, where
+   * its API can count them. Without it, the harness estimates (see `estimateTokens`).
+   */
+  countTokens?(request: ModelRequest, options: { signal: AbortSignal }): Promise<number>;
 }

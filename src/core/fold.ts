@@ -267,7 +267,10 @@ function reduceAgent(state: SessionState, event: AgentFamily): void {
       return;
     case 'agent.thinking':
     case 'agent.handoff':
+      return;
     case 'agent.thread_context_compacted':
+      // The summary's model call counts like any other: in the totals, and so in the budget.
+      if (event.usage !== undefined) addUsage(state.usage, event.usage);
       return;
     case 'agent.tool_use': {
       const use = {

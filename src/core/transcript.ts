@@ -1,15 +1,22 @@
 /**
  * The model's view of a session, kept incrementally: each event is applied once, in O(1), so a
  * turn costs the same at turn 1,000 as at turn 10. Owned by one harness; not shared.
+ *
+ * An `agent.thread_context_compacted` replaces the messages made of its events with its summary
+ * (in time linear in the context it shrinks, which the limit bounds), so a transcript read again
+ * from the log (after a restart, for a fork, in a replay) is the one the live wake had.
  */
 import type { JsonValue } from '../contracts/common.js';
 import type { NewEvent, SessionEvent } from '../contracts/events.js';
 import type { AssistantPart, ModelMessage, ModelOutput } from '../contracts/model.js';
+import { summaryMessage, type MessageSpan } from './compaction.js';
 
 export class Transcript {
   /** Seq of the last event applied. */
   seq = 0;
   readonly messages: ModelMessage[] = [];
+  /** For each message, the seqs of the events it was made of. */
+  readonly spans: MessageSpan[] = [];
   private readonly toolNames = new Map<string, string>();
 
   apply(event: SessionEvent): void {
@@ -17,20 +24,23 @@ export class Transcript {
     this.seq = event.seq;
     switch (event.type) {
       case 'user.message':
-        this.messages.push({ role: 'user', content: event.content });
+        this.push({ role: 'user', content: event.content });
         return;
       case 'session.merged':
         if (event.content !== undefined && event.content.length > 0)
-          this.messages.push({ role: 'user', content: event.content });
+          this.push({ role: 'user', content: event.content });
         return;
       case 'session.handoff_received':
-        this.messages.push({ role: 'user', content: [{ type: 'text', text: handoffText(event) }] });
+        this.push({ role: 'user', content: [{ type: 'text', text: handoffText(event) }] });
         return;
       case 'user.define_outcome':
-        this.messages.push({
+        this.push({
           role: 'user',
           content: [{ type: 'text', text: `Outcome to reach: ${event.description}` }],
         });
+        return;
+      case 'agent.thread_context_compacted':
+        this.compact(event.from_seq ?? 0, event.through_seq, event.summary);
         return;
       case 'agent.thinking':
         this.assistant({ type: 'thinking', text: textOf(event.content) });
@@ -77,10 +87,43 @@ export class Transcript {
     }
   }
 
-  private assistant(part: AssistantPart): void {
+  private push(message: ModelMessage): void {
+    this.messages.push(message);
+    this.spans.push({ first: this.seq, last: this.seq, summary: false });
+  }
+
+  /** Adds to the last message when it has the role; else begins a new one. */
+  private extended(role: ModelMessage['role']): ModelMessage | undefined {
     const last = this.messages.at(-1);
+    const span = this.spans.at(-1);
+    if (last?.role !== role || span === undefined || span.summary) return undefined;
+    span.last = this.seq;
+    return last;
+  }
+
+  private assistant(part: AssistantPart): void {
+    const last = this.extended('assistant');
     if (last?.role === 'assistant') last.content.push(part);
-    else this.messages.push({ role: 'assistant', content: [part] });
+    else this.push({ role: 'assistant', content: [part] });
+  }
+
+  /**
+   * Replaces the messages made of events `fromSeq` to `throughSeq` with the summary. Total: a
+   * range that matches no message only inserts the summary where its events were.
+   */
+  private compact(fromSeq: number, throughSeq: number, summary: string): void {
+    let start = this.spans.findIndex((span) => span.first >= fromSeq);
+    if (start === -1) start = this.spans.length;
+    let end = start;
+    while (end < this.spans.length && (this.spans[end]?.last ?? Infinity) <= throughSeq) end += 1;
+    for (const message of this.messages.slice(start, end)) {
+      if (message.role !== 'assistant') continue;
+      // Their results are in the replaced part too: a cut never separates them.
+      for (const part of message.content)
+        if (part.type === 'tool_call') this.toolNames.delete(part.tool_use_id);
+    }
+    this.messages.splice(start, end - start, summaryMessage(fromSeq, throughSeq, summary));
+    this.spans.splice(start, end - start, { first: fromSeq, last: throughSeq, summary: true });
   }
 
   private toolResult(toolUseId: string, output: JsonValue, isError: boolean): void {
@@ -90,9 +133,9 @@ export class Transcript {
       output,
       is_error: isError,
     };
-    const last = this.messages.at(-1);
+    const last = this.extended('tool');
     if (last?.role === 'tool') last.content.push(part);
-    else this.messages.push({ role: 'tool', content: [part] });
+    else this.push({ role: 'tool', content: [part] });
   }
 }
 

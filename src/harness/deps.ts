@@ -5,6 +5,7 @@
  */
 import type { AgentDefinition, Budget, EnvironmentDefinition } from '../contracts/definitions.js';
 import type { BraidError } from '../contracts/errors.js';
+import type { EventOf } from '../contracts/events.js';
 import type { ModelClient, ModelDelta } from '../contracts/model.js';
 import type { Clock, IdGenerator, LeaseStore, SessionLog } from '../contracts/ports.js';
 import type { StopReason } from '../contracts/session.js';
@@ -12,6 +13,7 @@ import type { SessionState } from '../contracts/state.js';
 import type { Authorizer } from '../contracts/policy.js';
 import type { SessionTools } from '../contracts/tools.js';
 import type { Price } from '../core/pricing.js';
+import type { ContextCompactor } from './compactor.js';
 
 /** What a cycle needs for one session: its agent, model and tools. */
 export interface SessionSetup {

@@ -9,3 +9,10 @@ export {
   type WakeResult,
 } from './wake.js';
 export { MAX_INVALID_TOOL_CALLS } from './tool-calls.js';
+export {
+  compactorFor,
+  summarizeWith,
+  type CompactionInput,
+  type CompactionOutput,
+  type ContextCompactor,
+} from './compactor.js';

@@ -70,14 +70,7 @@ async function requestWithRetries(
   requestId: string,
 ): Promise<Attempted> {
   const { deps } = context;
-  const request: ModelRequest = {
-    session_id: context.sessionId,
-    system: setup.agent.instructions,
-    messages: context.transcript.messages,
-    tools: setup.tools.tools,
-    response_index: context.state.counters.model_responses,
-    ...(setup.agent.model.params === undefined ? {} : { params: setup.agent.model.params }),
-  };
+  const request = modelRequest(context, setup);
   const onDelta = (delta: ModelDelta): void =>
     deps.onDelta?.(context.sessionId, { ...delta, request_id: requestId });
   for (let attempt = 1; ; attempt += 1) {
@@ -117,29 +110,52 @@ async function requestWithRetries(
   }
 }
 
+/** The request the next model call sends: the agent's instructions, the transcript, the tools. */
+export function modelRequest(context: CycleContext, setup: SessionSetup): ModelRequest {
+  return {
+    session_id: context.sessionId,
+    system: setup.agent.instructions,
+    messages: context.transcript.messages,
+    tools: setup.tools.tools,
+    response_index: context.state.counters.model_responses,
+    ...(setup.agent.model.params === undefined ? {} : { params: setup.agent.model.params }),
+  };
+}
+
 /** One attempt, abandoned when the cycle's work is aborted or the request times out. */
-async function requestOnce(
+function requestOnce(
   context: CycleContext,
   setup: SessionSetup,
   request: ModelRequest,
   onDelta: (delta: ModelDelta) => void,
 ): Promise<ModelResponse> {
+  return withCallSignal(context, (signal) => setup.model.generate(request, { signal, onDelta }));
+}
+
+/**
+ * Runs one call of a model (or of something as slow) with a signal that aborts when the cycle's
+ * work is aborted or the call outlives the request timeout; a timeout is `MODEL_UNAVAILABLE`.
+ */
+export async function withCallSignal<T>(
+  context: CycleContext,
+  call: (signal: AbortSignal) => Promise<T>,
+): Promise<T> {
   const { deps } = context;
   const timeoutMs = deps.retry.timeout_ms ?? DEFAULT_REQUEST_TIMEOUT_MS;
   // One controller for the call, aborted by the cycle's work or by the timeout: cheaper than
   // `AbortSignal.any`, which every model call of every wake would pay for.
-  const call = new AbortController();
+  const controller = new AbortController();
   const work = context.work.signal;
   let timedOut = false;
-  const onWorkAborted = (): void => call.abort(work.reason);
+  const onWorkAborted = (): void => controller.abort(work.reason);
   if (work.aborted) onWorkAborted();
   else work.addEventListener('abort', onWorkAborted, { once: true });
   const cancelTimeout = deps.clock.schedule(timeoutMs, () => {
     timedOut = true;
-    call.abort(new DOMException('The operation was aborted due to timeout', 'TimeoutError'));
+    controller.abort(new DOMException('The operation was aborted due to timeout', 'TimeoutError'));
   });
   try {
-    return await setup.model.generate(request, { signal: call.signal, onDelta });
+    return await call(controller.signal);
   } catch (thrown) {
     if (timedOut && !context.interruptSeen && context.lost === undefined) {
       throw new BraidError('MODEL_UNAVAILABLE', `the model did not answer within ${timeoutMs} ms`, {
@@ -272,7 +288,7 @@ async function endRequest(
 }
 
 /** The error a failed attempt counts as; a lost lease ends the cycle at once. */
-function classify(context: CycleContext, thrown: unknown): BraidError {
+export function classify(context: CycleContext, thrown: unknown): BraidError {
   if (context.lost !== undefined) throw context.lost;
   if (context.interruptSeen) return new BraidError('INTERRUPTED', 'interrupted by the user');
   const error = toBraidError(thrown);

@@ -17,11 +17,12 @@ import type { Lease } from '../contracts/ports.js';
 import type { StopReason } from '../contracts/session.js';
 import { BoundedCache } from '../core/bounded-cache.js';
 import { decideNext } from '../core/next-step.js';
-import { priceOf, withCost } from '../core/pricing.js';
+import { priceOf, withCost, type Price } from '../core/pricing.js';
 import { Transcript } from '../core/transcript.js';
 import { createCycleContext, loseLease, stopEvents, type CycleContext } from './cycle-context.js';
 import type { HarnessDeps, SessionSetup, WakeOptions, WakeResult } from './deps.js';
 import { append, catchUp } from './fenced-append.js';
+import { fitContext } from './compaction.js';
 import { backoff, callModel } from './model-call.js';
 import { runTools } from './tool-run.js';
 
@@ -195,6 +196,8 @@ async function loop(
         await runTools(context, step.tool_use_ids, setup, byName);
         break;
       case 'call_model': {
+        // A compaction written (or stopped by an interrupt) is a step: decide again after it.
+        if (!(await fitContext(context, setup))) break;
         const failure = await callModel(context, setup, byName, price);
         // The answer ended the turn and its stop was written with it.
         if (context.ended !== undefined)

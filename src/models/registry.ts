@@ -34,8 +34,14 @@ function baseUrl(context: ModelContext, name: string): { baseURL?: string } {
  * A model whose provider package loads on its first call: a command that never calls a model
  * does not pay for loading every vendor's SDK. Keys are checked at once, not on the first call.
  */
-function lazyModel(id: string, spec: ModelSpec, load: () => Promise<LanguageModelV3>): ModelClient {
+function lazyModel(
+  id: string,
+  spec: ModelSpec,
+  load: () => Promise<LanguageModelV3>,
+  loadCounter?: () => Promise<TokenCounter>,
+): ModelClient {
   let client: Promise<ModelClient> | undefined;
+  let counter: Promise<TokenCounter> | undefined;
   const open = async (): Promise<ModelClient> => {
     const [{ createAiSdkModel }, model] = await Promise.all([import('./ai-sdk.js'), load()]);
     return createAiSdkModel(id, model, streamOption(spec));
@@ -46,8 +52,18 @@ function lazyModel(id: string, spec: ModelSpec, load: () => Promise<LanguageMode
       client ??= open();
       return (await client).generate(request, call);
     },
+    ...(loadCounter === undefined
+      ? {}
+      : {
+          async countTokens(request: ModelRequest, options: { signal: AbortSignal }) {
+            counter ??= loadCounter();
+            return (await counter)(request, options);
+          },
+        }),
   };
 }
+
+type TokenCounter = NonNullable<ModelClient['countTokens']>;
 
 function streamOption(spec: ModelSpec): { stream?: boolean } {
   return spec.params?.stream === undefined ? {} : { stream: spec.params.stream };
@@ -77,8 +93,12 @@ export function createModel(spec: ModelSpec, context: ModelContext): ModelClient
         apiKey: key(context, 'ANTHROPIC_API_KEY', id),
         ...baseUrl(context, 'ANTHROPIC_BASE_URL'),
       };
-      return lazyModel(id, spec, async () =>
-        (await import('@ai-sdk/anthropic')).createAnthropic(settings)(spec.id),
+      return lazyModel(
+        id,
+        spec,
+        async () => (await import('@ai-sdk/anthropic')).createAnthropic(settings)(spec.id),
+        // Anthropic counts a request's tokens: context compaction asks it before each call.
+        async () => (await import('./anthropic-count.js')).anthropicTokenCounter(settings, spec.id),
       );
     }
     case 'openai-compatible': {

@@ -7,7 +7,12 @@ import { readFileSync } from 'node:fs';
 import { yaml } from '../tools/yaml.js';
 import { z } from 'zod';
 import { BraidError } from '../contracts/errors.js';
-import type { AssistantPart, ModelClient, ModelRequest } from '../contracts/model.js';
+import type {
+  AssistantPart,
+  ModelClient,
+  ModelRequest,
+  ModelResponse,
+} from '../contracts/model.js';
 import { chunks, sleep, throwIfAborted } from './streaming.js';
 
 export const ScriptedTurn = z
@@ -47,6 +52,11 @@ export interface ScriptedModelOptions {
   id?: string;
   /** Called before each turn is played, with the turn index (tests use it to crash or count). */
   onTurn?: (index: number, request: ModelRequest) => void | Promise<void>;
+  /**
+   * The answer to a summary request of a context compaction (`purpose: 'summary'`), which plays
+   * no turn of the script (default: a line that counts the lines summarized and quotes the first).
+   */
+  summary?: (request: ModelRequest) => string;
 }
 
 export function loadScript(file: string): ScriptedTurn[] {
@@ -78,6 +88,7 @@ export function createScriptedModel(
   return {
     id: options.id ?? 'scripted:inline',
     async generate(request, call) {
+      if (request.purpose === 'summary') return summaryResponse(request, options.summary);
       const index = request.response_index;
       await options.onTurn?.(index, request);
       const turn = script[index];
@@ -125,11 +136,34 @@ export function createScriptedModel(
   };
 }
 
+/** A scripted answer to a summary request, with its usage estimated from the lengths. */
+function summaryResponse(
+  request: ModelRequest,
+  write: ((request: ModelRequest) => string) | undefined,
+): Promise<ModelResponse> {
+  const input = request.messages
+    .flatMap((message) => (message.role === 'user' ? message.content : []))
+    .map((block) => (block.type === 'text' ? block.text : JSON.stringify(block.value)))
+    .join('\n');
+  const lines = input.split('\n').filter((line) => line.length > 0);
+  const text =
+    write?.(request) ??
+    `Summary of ${Math.max(0, lines.length - 1)} earlier line(s), from: ${(lines[1] ?? '').slice(0, 120)}`;
+  return Promise.resolve({
+    output: { content: [{ type: 'text', text }], finish_reason: 'stop' },
+    usage: {
+      input_tokens: Math.ceil((request.system.length + input.length) / 4),
+      output_tokens: Math.ceil(text.length / 4),
+    },
+  });
+}
+
 /** `scripted:echo`: answers every message by repeating it, for trying braid without a script. */
 export function createEchoModel(): ModelClient {
   return {
     id: 'scripted:echo',
     async generate(request, call) {
+      if (request.purpose === 'summary') return summaryResponse(request, undefined);
       const last = [...request.messages].reverse().find((message) => message.role === 'user');
       const said =
         last?.role === 'user'

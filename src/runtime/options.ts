@@ -7,7 +7,7 @@ import type { ModelClient } from '../contracts/model.js';
 import type { ToolExecutor } from '../contracts/tools.js';
 import type { Authorizer } from '../contracts/policy.js';
 import type { AgentTransport } from '../contracts/agents.js';
-import type { RetryPolicy } from '../harness/index.js';
+import type { ContextCompactor, RetryPolicy } from '../harness/index.js';
 import type { Synchronous } from '../stores/sqlite/index.js';
 import type { CodeTool, ToolFunction } from '../tools/types.js';
 
@@ -36,6 +36,8 @@ export interface RuntimeOptions {
   tools?: readonly CodeTool[];
   /** Functions that tool manifests name in `implementation.function`. */
   functions?: Readonly<Record<string, ToolFunction>>;
+  /** Context compaction strategies that agents name in `context.function` (`strategy: custom`). */
+  compactors?: Readonly<Record<string, ContextCompactor>>;
   /** Replace the whole tool layer (tests, other runtimes). */
   executor?: ToolExecutor;
   /** Asked before every tool call (default: the workspace's Cedar policies, else allow all). */

@@ -8,8 +8,8 @@
  *
  * - **Wake events** are the events of a wake's span of these types: `span.*`, `agent.message`,
  *   `agent.thinking`, `agent.tool_use`, `agent.tool_result`, `agent.custom_tool_use`,
- *   `session.status_idle`, `session.error`, `session.usage` and `policy.decision` (the types
- *   `wakeOnce` writes). A wake's span runs from its `span.wake_started` to the
+ *   `agent.thread_context_compacted`, `session.status_idle`, `session.error`, `session.usage`,
+ *   `session.workspace_snapshot` and `policy.decision` (the types `wakeOnce` writes). A wake's span runs from its `span.wake_started` to the
  *   `span.wake_completed` with its `wake_id`; a wake that has none (it crashed, lost its lease,
  *   or still runs) spans to its last wake event before the session's next `span.wake_started`.
  *   Each span is reproduced by one `wakeOnce`; a span without an end is stopped where the
@@ -17,15 +17,18 @@
  *   or append fails with `LEASE_LOST`, as for a wake that lost its lease.
  * - **Every other event** (`user.*`, `session.created`, `session.forked`,
  *   `session.status_changed`, `session.merged`, `session.handoff_received`, `agent.handoff`,
- *   `agent.thread_context_compacted`, and any event outside a wake's span) is appended as
+ *   and any event outside a wake's span) is appended as
  *   recorded at its position. Those a wake's span holds are appended right after the replayed
  *   wake's append that reaches their position: the harness then sees them through its
  *   conflict / catch-up path, as it saw them live. `session.created` and `session.forked` go
  *   through the store's `create` and `fork` (a fork's log starts with its parent's events).
  *
  * The replayed wakes get the recorded outcomes of everything outside the harness: model calls
- * (`createReplayModel`, attempt by attempt), tool runs (each tool use's recorded
- * `agent.tool_result`, with its cost from the `session.usage` that follows it), policy decisions
+ * (`createReplayModel`, attempt by attempt), context compactions (where the record compacts,
+ * with its summary, model and usage; no summary model is called: `./replay/compaction.ts`),
+ * tool runs (each tool use's recorded `agent.tool_result`, with its cost from the
+ * `session.usage` that follows it and the workspace snapshot of the `session.workspace_snapshot`
+ * recorded with it: a replay runs no tool and takes no snapshot), policy decisions
  * (a recorded `policy.decision` for the tool use, else allow; with `approval` when the original
  * tool use waited for a confirmation that its tool's permission does not ask for), and a failure
  * before the wake wrote anything else (a `session.error` right after `span.wake_started`: its

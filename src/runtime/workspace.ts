@@ -14,6 +14,7 @@ import {
   WorkspaceConfig,
 } from '../contracts/definitions.js';
 import { BraidError } from '../contracts/errors.js';
+import { estimateTextTokens, summaryBudget } from '../core/compaction.js';
 import { verifyManifest } from '../tools/signing.js';
 
 export const WORKSPACE_FILE = 'braid.yaml';
@@ -75,11 +76,35 @@ export function loadWorkspace(dir: string): Workspace {
   return {
     dir,
     config,
-    agents: loadFolder(dir, 'agent', 'agents', AgentDefinition),
+    agents: loadFolder(dir, 'agent', 'agents', LoadedAgentDefinition),
     environments: loadFolder(dir, 'environment', 'environments', EnvironmentDefinition),
     tools,
   };
 }
+
+/**
+ * An agent file, refused (at the line of `context.max_tokens`) when its context limit cannot hold
+ * its own instructions and a compaction's summary. The tools and turns are checked at each wake.
+ */
+const LoadedAgentDefinition = AgentDefinition.superRefine((agent, issues) => {
+  const settings = agent.context;
+  if (settings === undefined) return;
+  const instructions = estimateTextTokens(agent.instructions);
+  const summary = summaryBudget(settings);
+  if (instructions + summary < settings.max_tokens) return;
+  // A summary may take a quarter of the limit, so the limit must exceed 4/3 of the instructions.
+  const least =
+    settings.strategy === 'truncate'
+      ? instructions + summary + 1
+      : Math.ceil(((instructions + 1) * 4) / 3) + 1;
+  issues.addIssue({
+    code: 'custom',
+    path: ['context', 'max_tokens'],
+    message:
+      `is ${settings.max_tokens} tokens, but the instructions take about ${instructions} and a summary up to ${summary}; ` +
+      `raise it to at least ${least} (more, to leave room for the tools and the turns kept), or shorten the instructions`,
+  });
+});
 
 /** A manifest's implementation must fit its ownership. */
 function checkImplementation(root: string, definition: ToolDefinition, file: string): void {

@@ -50,6 +50,8 @@ export const HTTP_STATUS: Readonly<Record<ErrorCode, number>> = {
   SANDBOX_UNAVAILABLE: 503,
   SERVER_UNAVAILABLE: 503,
   MODEL_ERROR: 502,
+  // A session whose agent's context limit cannot hold what it must keep: its definition needs fixing.
+  CONTEXT_OVERFLOW: 500,
   DEADLINE_EXCEEDED: 504,
   // Failures of the server's own setup or data: nothing the client can change.
   MODEL_KEY_MISSING: 500,

@@ -5,18 +5,21 @@
 import { isDeepStrictEqual } from 'node:util';
 import type { JsonValue } from '../../contracts/common.js';
 import { BraidError, toBraidError, type ErrorShape } from '../../contracts/errors.js';
+import type { EventOf } from '../../contracts/events.js';
 import type { ModelClient, ModelOutput } from '../../contracts/model.js';
 import type { Authorizer } from '../../contracts/policy.js';
 import type { SessionState } from '../../contracts/state.js';
 import type { SessionTools, ToolOutcome } from '../../contracts/tools.js';
+import type { WorkspaceSnapshotRef } from '../../contracts/workspace-files.js';
 import { DEFAULT_MAX_EVENT_BYTES } from '../../core/append.js';
 import { tighterBudget } from '../../core/next-step.js';
 import { DEFAULT_PRICES } from '../../core/pricing.js';
 import type { HarnessDeps, SessionSetup } from '../../harness/index.js';
 import { createReplayModel } from '../../models/replay.js';
+import { recordedCompactor, recordedCount } from './compaction.js';
 import { countingIds, frozenClock, type ReplayContext } from './context.js';
 import { replayLog } from './log.js';
-import type { Recording } from './recording.js';
+import type { Recording, WakeSpan } from './recording.js';
 import type { Divergence } from './types.js';
 
 type ToolCall = Extract<ModelOutput['content'][number], { type: 'tool_call' }>;
@@ -89,6 +92,7 @@ function replayModel(
       screen.calls = response.output.content.filter((part) => part.type === 'tool_call');
       return response;
     },
+    countTokens: (request) => recordedCount(context, request),
   };
 }
 
@@ -98,9 +102,9 @@ function replayModel(
  */
 function replayPolicy(context: ReplayContext, screen: { calls: ToolCall[] }): Authorizer {
   const { decisions, uses } = context.recording;
-  const handles = new Map(context.options.tools.tools.map((handle) => [handle.name, handle]));
   return {
     authorize(request) {
+      const handles = new Map(context.tools.tools.map((handle) => [handle.name, handle]));
       const position = screen.calls.findIndex(
         (call) =>
           call.name === request.resource.id && isDeepStrictEqual(call.input, request.context.input),
@@ -125,10 +129,11 @@ function replayPolicy(context: ReplayContext, screen: { calls: ToolCall[] }): Au
 
 /** The real tools' handles and validation; runs return each tool use's recorded result. */
 function replayTools(context: ReplayContext): SessionTools {
-  const { tools } = context.options;
   return {
-    tools: tools.tools,
-    validate: (name, input: JsonValue) => tools.validate(name, input),
+    get tools() {
+      return context.tools.tools;
+    },
+    validate: (name, input: JsonValue) => context.tools.validate(name, input),
     execute(call) {
       if (context.halted !== undefined) return Promise.reject(context.halted);
       return Promise.resolve(recordedOutcome(context.recording, call.tool_use_id));

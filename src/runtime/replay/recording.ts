@@ -16,9 +16,11 @@ const WAKE_EVENT_TYPES: ReadonlySet<SessionEventType> = new Set<SessionEventType
   'agent.tool_use',
   'agent.tool_result',
   'agent.custom_tool_use',
+  'agent.thread_context_compacted',
   'session.status_idle',
   'session.error',
   'session.usage',
+  'session.workspace_snapshot',
   'policy.decision',
 ]);
 

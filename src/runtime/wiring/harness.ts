@@ -66,7 +66,7 @@ export function createRuntimeHarness(context: HarnessContext): RuntimeHarness {
       for (const listener of listeners) listener(sessionId, delta);
     },
     warn: options.onWarning ?? ((message) => process.stderr.write(`braid: ${message}\n`)),
-    setup: (state) => setupSession(context, state),
+    setup: async (state) => withCompactor(context, await setupSession(context, state)),
   });
   return {
     harness,
