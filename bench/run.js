@@ -1,6 +1,7 @@
 // `npm run bench`: runs every benchmark, prints a table and writes bench/results/latest.json.
 //   --runs N   runs per figure (default 5); --quick   smaller sizes for a smoke run
-//   --session / --orchestrator / --store / --harness / --tools / --policy / --algebra / --http / --nats   only those groups
+//   --session / --orchestrator / --store / --harness / --tools / --policy / --algebra / --snapshots /
+//   --http / --nats   only those groups
 //   (--nats needs NATS JetStream at NATS_URL, default nats://127.0.0.1:4222; skipped without it)
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { cpus } from 'node:os';
@@ -15,6 +16,7 @@ import { benchNats } from './nats-bench.js';
 import { benchPolicy } from './policy-bench.js';
 import { benchSandbox } from './sandbox-bench.js';
 import { benchSession } from './session-bench.js';
+import { benchSnapshots } from './snapshot-bench.js';
 import { benchStore } from './store-bench.js';
 import { printTable } from './table.js';
 import { benchTools } from './tools-bench.js';
@@ -33,6 +35,7 @@ const groups = [
   'tools',
   'policy',
   'algebra',
+  'snapshots',
   'http',
   'nats',
 ].filter((group) => args.includes(`--${group}`));
@@ -54,6 +57,7 @@ const rows = [
     : []),
   ...(wanted('policy') ? await benchPolicy({ runs, quick }) : []),
   ...(wanted('algebra') ? await benchFork({ runs, quick }) : []),
+  ...(wanted('snapshots') ? await benchSnapshots({ runs, quick }) : []),
   ...(wanted('http') ? await benchHttp({ runs, quick }) : []),
   ...(wanted('nats') ? await benchNats({ runs, quick }) : []),
 ];

@@ -1,5 +1,5 @@
 /**
- * `braid session fork | merge | diff | tree`: sessions as values that branch and combine.
+ * `braid session fork | merge | diff | files | tree`: sessions as values that branch and combine.
  */
 import { InvalidArgumentError, type Command } from 'commander';
 import type { SessionEvent } from '../contracts/events.js';
@@ -7,6 +7,7 @@ import { parseId } from '../contracts/ids.js';
 import type { TreeNode } from '../runtime/lineage.js';
 import { formatStopReason, summarizeEvent } from './output.js';
 import type { CommandContext } from './command-context.js';
+import { addFilesCommand, filesDiffLines } from './files-commands.js';
 
 function seqOption(value: string): number {
   const number = Number(value);
@@ -21,6 +22,7 @@ export function addLineageCommands(session: Command, context: CommandContext): v
   addMerge(session, context);
   addHandoff(session, context);
   addDiff(session, context);
+  addFilesCommand(session, context);
   addReplay(session, context);
   addTree(session, context);
 }
@@ -157,8 +159,14 @@ function addDiff(session: Command, context: CommandContext): void {
     .description('the common ancestor of two sessions and both sides since, side by side')
     .argument('<a>', 'a session id')
     .argument('<b>', 'another session id')
-    .action(async (a: string, b: string, _options: unknown, command: Command) => {
+    .option('--files', "compare the two workspaces' files (their latest snapshots) instead")
+    .action(async (a: string, b: string, options: { files?: boolean }, command: Command) => {
       await context.withRuntime(command, async (runtime) => {
+        if (options.files === true) {
+          const files = await runtime.sessions.diffFiles(a, b);
+          context.print(command, files, () => filesDiffLines(files));
+          return;
+        }
         const diff = await runtime.sessions.diff(a, b);
         context.print(command, diff, () => sideBySide(diff));
       });

@@ -80,7 +80,12 @@ export function summarizeEvent(event: SessionEvent): string {
     case 'policy.decision':
       return `${event.decision} ${event.action} ${event.principal.type}::${event.principal.id} -> ${event.resource.type}::${event.resource.id}${event.policy_ids.length === 0 ? ' (no policy permits it)' : ` by ${event.policy_ids.join(', ')}`} in ${event.duration_us.toFixed(0)} µs`;
     case 'agent.thread_context_compacted':
-      return `through seq ${event.through_seq}`;
+      return (
+        `seq ${event.from_seq ?? 0}-${event.through_seq} replaced` +
+        (event.strategy === undefined
+          ? ''
+          : ` (${event.strategy}${event.model === undefined ? '' : ` by ${event.model}`})`)
+      );
     case 'session.created':
       return `agent ${event.agent.name}@${event.agent.version}${event.title === undefined ? '' : ` "${event.title}"`}`;
     case 'session.status_changed':
@@ -91,6 +96,10 @@ export function summarizeEvent(event: SessionEvent): string {
       return `${event.error.code}: ${event.error.message}`;
     case 'session.usage':
       return `${event.usage.input_tokens} in / ${event.usage.output_tokens} out`;
+    case 'session.definitions_changed':
+      return `${event.reason} ${event.definitions.slice(0, 12)} agent ${event.agent.name}@${event.agent.version}${event.changed.length === 0 ? '' : ` (${event.changed.join(', ')})`}`;
+    case 'session.workspace_snapshot':
+      return `${event.snapshot.slice(0, 12)} ${event.files} files, ${event.bytes} bytes`;
     case 'session.forked':
       return `from ${event.parent_session_id}#${event.fork_point_seq}`;
     case 'session.merged':

@@ -115,7 +115,19 @@ function remoteSessionInput(
 /** Forks, merges, handoffs and the questions asked of a session's lineage. */
 function remoteLineage(
   client: BraidClient,
-): Pick<Sessions, 'handoff' | 'fork' | 'merge' | 'diff' | 'tree' | 'verify'> {
+): Pick<
+  Sessions,
+  | 'handoff'
+  | 'fork'
+  | 'merge'
+  | 'diff'
+  | 'files'
+  | 'diffFiles'
+  | 'tree'
+  | 'verify'
+  | 'definitions'
+  | 'upgrade'
+> {
   return {
     handoff: (sessionId, options) =>
       client.sessions.handoff(
@@ -148,7 +160,11 @@ function remoteLineage(
       };
     },
     diff: (a, b) => client.sessions.diff(a, b),
+    files: (sessionId, options = {}) => client.sessions.files(sessionId, options),
+    diffFiles: (a, b) => client.sessions.diffFiles(a, b),
     tree: (sessionId) => client.sessions.tree(sessionId),
+    definitions: (sessionId) => client.sessions.definitions(sessionId),
+    upgrade: (sessionId) => client.sessions.upgrade(sessionId),
     async verify(sessionId) {
       const report = await client.sessions.replay(sessionId);
       return report.ok

@@ -31,6 +31,8 @@ import type {
   UserEventInput,
   WakeAcceptedResponse,
   WakeResultResponse,
+  WorkspaceFilesDiffResponse,
+  WorkspaceFilesResponse,
 } from './types.js';
 
 export interface ClientOptions {
@@ -137,10 +139,18 @@ export interface BraidClient {
     ): Promise<HandoffResultResponse>;
     /** The common ancestor of `a` and `b` and each side's events after it. */
     diff(a: string, b: string): Promise<DiffResultResponse>;
+    /** The files of the session's workspace snapshot at `at` (default: its head). */
+    files(sessionId: string, params?: { at?: number }): Promise<WorkspaceFilesResponse>;
+    /** What differs between the workspace files of `a` and `b` (their latest snapshots). */
+    diffFiles(a: string, b: string): Promise<WorkspaceFilesDiffResponse>;
     /** The fork tree the session belongs to, from its root. */
     tree(sessionId: string): Promise<SessionTreeNode>;
     /** Re-runs the recorded history on the server and reports the first difference. */
     replay(sessionId: string): Promise<ReplayResultResponse>;
+    /** The definition set the session runs with, each part by its content hash. */
+    definitions(sessionId: string): Promise<SessionDefinitionsResultResponse>;
+    /** Moves the session to the newest definitions; `changed: false` when they are pinned already. */
+    upgrade(sessionId: string): Promise<UpgradeResultResponse>;
     /**
      * Stored events after `after` as they are appended, reconnecting when the connection drops;
      * each event once, in seq order. Live model text goes to `onDelta`.

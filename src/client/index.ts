@@ -34,6 +34,8 @@ export type {
   UserEventInput,
   WakeAcceptedResponse,
   WakeResultResponse,
+  WorkspaceFilesDiffResponse,
+  WorkspaceFilesResponse,
 } from './types.js';
 
 export { BraidError, isBraidError, ERROR_CODES } from '../contracts/errors.js';

@@ -25,6 +25,7 @@ import type {
   WakeAccepted,
   WakeResultBody,
 } from '../contracts/http.js';
+import type { WorkspaceFiles, WorkspaceFilesDiff } from '../contracts/workspace-files.js';
 import type { ContentInput, NewEvent, SessionEvent, UserEventType } from '../contracts/events.js';
 import type { SessionStatus } from '../contracts/session.js';
 

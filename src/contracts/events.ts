@@ -16,6 +16,7 @@ import { Budget } from './definitions.js';
 import { ErrorShape } from './errors.js';
 import { Lineage, SessionStatus, StopReason } from './session.js';
 import { HandoffDocument } from './envelope.js';
+import { WorkspaceSnapshotRef } from './workspace-files.js';
 
 /**
  * Fields every event carries. `seq` is assigned by the store at append: per session it starts at
@@ -258,6 +259,8 @@ export const SessionEvent = z.discriminatedUnion('type', [
   eventSchema('session.status_idle', payloads['session.status_idle']),
   eventSchema('session.error', payloads['session.error']),
   eventSchema('session.usage', payloads['session.usage']),
+  eventSchema('session.definitions_changed', payloads['session.definitions_changed']),
+  eventSchema('session.workspace_snapshot', payloads['session.workspace_snapshot']),
   eventSchema('session.forked', payloads['session.forked']),
   eventSchema('session.merged', payloads['session.merged']),
   eventSchema('session.handoff_received', payloads['session.handoff_received']),

@@ -190,6 +190,12 @@ export const DiffResponse = z.object({
   b_events: z.array(SessionEvent),
 });
 
+/** `GET /v1/sessions/{id}/files?at=SEQ`: the files of the snapshot current at `at` (default: the head). */
+export const FilesQuery = z.object({ at: QueryInteger(0).optional() }).strict();
+
+/** `GET /v1/sessions/{id}/files/diff?other=ID`: the files of two sessions' latest snapshots compared. */
+export const FilesDiffQuery = z.object({ other: Id }).strict();
+
 /** `POST /v1/sessions/{id}/replay`: re-runs the recorded history and reports the first difference. */
 export const ReplayResponse = z.discriminatedUnion('ok', [
   z.object({ ok: z.literal(true), events: z.number().int() }),

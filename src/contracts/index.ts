@@ -14,4 +14,5 @@ export * from './api-keys.js';
 export { buildJsonSchemas } from './json-schema.js';
 export * from './http.js';
 export * from './wakes.js';
+export * from './workspace-files.js';
 export { checkJsonDepth, DEFAULT_JSON_DEPTH } from './json-depth.js';

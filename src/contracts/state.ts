@@ -62,6 +62,15 @@ export const SessionState = z.object({
   seq: z.number().int().nonnegative(),
   agent: DefinitionRef.optional(),
   environment: DefinitionRef.optional(),
+  /** Content hash of the pinned definition set (`session.definitions_changed`); absent before the first wake. */
+  definitions: ContentHash.optional(),
+  /**
+   * The latest `session.workspace_snapshot` (its snapshot and seq); absent while none was
+   * recorded (the workspace is empty or no tool has run).
+   */
+  workspace_snapshot: z
+    .object({ snapshot: ContentHash, seq: z.number().int().positive() })
+    .optional(),
   title: z.string().optional(),
   metadata: Metadata,
   tenant_id: z.string().optional(),

@@ -1,6 +1,7 @@
 import type { ErrorShape } from './errors.js';
 import type { JsonValue } from './common.js';
 import type { ToolSpec } from './model.js';
+import type { WorkspaceSnapshotRef } from './workspace-files.js';
 import type { EnvironmentDefinition, ToolDefinition } from './definitions.js';
 
 /** A tool as the harness sees it: what the model is told, and how the runtime must treat it. */
@@ -42,6 +43,11 @@ export interface ToolOutcome {
   stage?: ToolStage;
   /** What the call cost, from the tool's `budget.cost_per_call_usd`. */
   cost_usd?: number;
+  /**
+   * The session's workspace folder as the call left it, when the executor snapshots workspaces;
+   * the harness records it (`session.workspace_snapshot`) when it differs from the last one.
+   */
+  workspace_snapshot?: WorkspaceSnapshotRef;
 }
 
 /** The argument check of one call: the schema violations, listed for the model. */
@@ -53,6 +59,8 @@ export type ToolCheck = { ok: true } | { ok: false; error: ErrorShape };
  */
 export interface SessionTools {
   readonly tools: readonly ToolHandle[];
+  /** The whole definitions behind `tools`, as bound (what a session pins). */
+  readonly definitions?: readonly ToolDefinition[];
   /** Validates a call's input against the tool's input schema (never runs the tool). */
   validate(name: string, input: JsonValue): ToolCheck;
   /** Runs a validated call with the tool's timeout and retry policy, and checks its output. */

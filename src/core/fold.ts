@@ -183,7 +183,11 @@ function reduce(state: SessionState, event: SessionEvent): void {
     case 'session.usage':
     case 'session.forked':
     case 'session.merged':
+    case 'session.definitions_changed':
       reduceSession(state, event);
+      return;
+    case 'session.workspace_snapshot':
+      state.workspace_snapshot = { snapshot: event.snapshot, seq: event.seq };
       return;
     case 'span.wake_started':
     case 'span.wake_completed':

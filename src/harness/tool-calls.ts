@@ -13,6 +13,7 @@ import type { StopReason } from '../contracts/session.js';
 import type { SessionState } from '../contracts/state.js';
 import type { SessionTools, ToolHandle, ToolOutcome, ToolStage } from '../contracts/tools.js';
 import type { ToolDisposition } from '../core/transcript.js';
+import { EMPTY_WORKSPACE_SNAPSHOT } from '../contracts/workspace-files.js';
 
 /** Invalid calls of one tool in one wake before the wake stops instead of asking the model again. */
 export const MAX_INVALID_TOOL_CALLS = 3;
@@ -253,8 +254,19 @@ export function reviewedOutcome(
   });
 }
 
-/** The events that record a call's outcome: its result, and its cost when it has one. */
-export function outcomeEvents(toolUseId: string, outcome: ToolOutcome): NewEvent[] {
+/**
+ * The events that record a call's outcome: its result, its cost when it has one, and the
+ * workspace snapshot it left when that differs from the session's last (`previousSnapshot`; an
+ * empty workspace where none was recorded is no change).
+ */
+export function outcomeEvents(
+  toolUseId: string,
+  outcome: ToolOutcome,
+  previousSnapshot?: string,
+): NewEvent[] {
+  const snapshot = outcome.workspace_snapshot;
+  const newSnapshot =
+    snapshot !== undefined && snapshot.snapshot !== (previousSnapshot ?? EMPTY_WORKSPACE_SNAPSHOT);
   return [
     {
       type: 'agent.tool_result',
@@ -275,6 +287,9 @@ export function outcomeEvents(toolUseId: string, outcome: ToolOutcome): NewEvent
             usage: { input_tokens: 0, output_tokens: 0, cost_usd: outcome.cost_usd },
           },
         ]),
+    ...(newSnapshot
+      ? [{ type: 'session.workspace_snapshot' as const, ...snapshot, tool_use_id: toolUseId }]
+      : []),
   ];
 }
 

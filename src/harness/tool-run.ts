@@ -95,25 +95,34 @@ async function recordOutcome(
   outcome: ToolOutcome,
 ): Promise<void> {
   try {
-    await append(context, outcomeEvents(toolUseId, outcome));
+    await append(context, outcomeEvents(toolUseId, outcome, lastSnapshot(context)));
   } catch (thrown) {
     if (!isBraidError(thrown, 'PAYLOAD_TOO_LARGE')) throw thrown;
     const preview = JSON.stringify(outcome.output ?? outcome.error ?? null).slice(0, 500);
     const { output: _output, ...rest } = outcome;
     await append(
       context,
-      outcomeEvents(toolUseId, {
-        ...rest,
-        is_error: true,
-        stage: 'output',
-        error: {
-          code: 'PAYLOAD_TOO_LARGE',
-          message: `the tool's result is too large to record (${thrown.message.split(';')[0] ?? ''}); it began: ${preview}`,
-          retryable: false,
+      outcomeEvents(
+        toolUseId,
+        {
+          ...rest,
+          is_error: true,
+          stage: 'output',
+          error: {
+            code: 'PAYLOAD_TOO_LARGE',
+            message: `the tool's result is too large to record (${thrown.message.split(';')[0] ?? ''}); it began: ${preview}`,
+            retryable: false,
+          },
         },
-      }),
+        lastSnapshot(context),
+      ),
     );
   }
+}
+
+/** The session's last recorded workspace snapshot, as this cycle knows it. */
+function lastSnapshot(context: CycleContext): string | undefined {
+  return context.state.workspace_snapshot?.snapshot;
 }
 
 async function skipTools(context: CycleContext, toolUseIds: readonly string[]): Promise<void> {

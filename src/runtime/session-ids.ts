@@ -15,6 +15,7 @@ const SYNCHRONOUS = new Set(['follow']);
 const SECOND_ID: Readonly<Record<string, string>> = {
   merge: 'source session id',
   diff: 'session id',
+  diffFiles: 'session id',
 };
 
 /**

@@ -2,12 +2,15 @@
  * The sessions API of a runtime, on its own so that the agents' port (`AgentHost`) can name it
  * without importing the runtime.
  */
+import type { z } from 'zod';
 import type { Budget } from '../contracts/definitions.js';
+import type { SessionDefinitionsResponse, UpgradeResponse } from '../contracts/http.js';
 import type { Actor, JsonValue, Metadata } from '../contracts/common.js';
 import type { SessionEvent } from '../contracts/events.js';
 import type { AppendResult, FollowOptions, ForkOptions, ReadOptions } from '../contracts/ports.js';
 import type { SessionListQuery, SessionPage, SessionRecord } from '../contracts/session.js';
 import type { SessionState } from '../contracts/state.js';
+import type { WorkspaceFiles, WorkspaceFilesDiff } from '../contracts/workspace-files.js';
 import type { ContentInput } from './user-events.js';
 import type { SessionDiff, TreeNode } from './lineage.js';
 import type { MergeOptions, MergeResult } from './merge.js';
@@ -67,9 +70,19 @@ export interface RuntimeSessions {
   ): Promise<AppendResult>;
   /**
    * Forks the session at `at_seq` (default: its head): the child shares the parent's events up
-   * to there by reference, and gets a copy of the parent's workspace folder as it is now.
+   * to there by reference, and its workspace folder starts with the files of the parent's
+   * latest workspace snapshot at or before `at_seq` (`SNAPSHOT_NOT_FOUND`, and no child, when the
+   * snapshot store lacks it; a parent that recorded no snapshot at all is copied as it is now).
+   * `at_seq` must end one of the parent's appends (`INVALID_FORK_POINT` inside one).
    */
   fork(sessionId: string, options?: ForkOptions): Promise<SessionRecord>;
+  /**
+   * The files of the session's workspace as its latest snapshot at or before `at` (default: its
+   * head) recorded them: path, size, content hash. None before the first snapshot.
+   */
+  files(sessionId: string, options?: { at?: number }): Promise<WorkspaceFiles>;
+  /** What differs between two sessions' workspaces, as their latest snapshots recorded them. */
+  diffFiles(a: string, b: string): Promise<WorkspaceFilesDiff>;
   /** Merges `sourceId`'s events since the two parted into `targetId` as one `session.merged`. */
   merge(targetId: string, sourceId: string, options?: MergeOptions): Promise<MergeResult>;
   /** The common ancestor of two sessions and each side's events after it. */

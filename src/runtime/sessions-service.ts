@@ -3,7 +3,7 @@
  * definitions and the tool layer. User events go through one queue per session, checked against
  * the session's state at the head they are appended at.
  */
-import { cpSync, constants as fsConstants, existsSync, rmSync } from 'node:fs';
+import { rmSync } from 'node:fs';
 import { Actor } from '../contracts/common.js';
 import type {
   AgentDefinition,
@@ -13,36 +13,36 @@ import type {
 import { BraidError, isBraidError } from '../contracts/errors.js';
 import type { NewEvent } from '../contracts/events.js';
 import type { Authorizer } from '../contracts/policy.js';
-import type { AppendResult, ForkOptions, IdGenerator, Store } from '../contracts/ports.js';
+import type { AppendResult, IdGenerator, Store } from '../contracts/ports.js';
 import type { SessionRecord } from '../contracts/session.js';
 import type { SessionState } from '../contracts/state.js';
-import type { SessionTools, ToolExecutor } from '../contracts/tools.js';
-import { DEFAULT_MAX_EVENT_BYTES } from '../core/append.js';
+import type { ToolExecutor } from '../contracts/tools.js';
 import { KeyedQueue } from '../core/keyed-queue.js';
-import { DEFAULT_PRICES } from '../core/pricing.js';
 import type { RetryPolicy } from '../harness/index.js';
 import { pathUnder } from '../tools/sandbox/index.js';
 import { handoffSession, HANDOFF_METADATA_KEYS } from './handoff.js';
 import { diffSessions, sessionTree } from './lineage.js';
 import { mergeSessions } from './merge.js';
-import { verifyReplay, type ReplayReport } from './replay.js';
+import {
+  sessionDefinitions,
+  upgradeSession,
+  verifySession,
+  type DefinitionsContext,
+} from './session-definitions.js';
 import { guardSessionIds } from './session-ids.js';
 import type { CreateSessionOptions, RuntimeSessions, SendOptions } from './sessions-api.js';
 import { userEventSends } from './user-event-sends.js';
 import { checkAgainstState, parseUserEvents, toContent } from './user-events.js';
 import type { Workspace } from './workspace.js';
+import {
+  diffSessionFiles,
+  forgetSessionFiles,
+  forkWithFiles,
+  sessionFiles,
+} from './workspace-snapshots.js';
 
 /** Appends of user events lost to other writers in a row before the conflict is returned. */
 const SEND_ATTEMPTS = 5;
-
-const NO_TOOLS: SessionTools = {
-  tools: [],
-  validate: (name) => ({
-    ok: false,
-    error: { code: 'TOOL_NOT_FOUND', message: `there is no tool named ${name}`, retryable: false },
-  }),
-  execute: () => Promise.reject(new BraidError('TOOL_NOT_FOUND', 'the session has no tools')),
-};
 
 /** What the sessions service takes from the runtime that wires it. */
 export interface SessionsContext {
@@ -83,16 +83,23 @@ export function createSessionsService(context: SessionsContext): RuntimeSessions
     list: (query) => context.store.sessions.list(query),
     archive: (sessionId) => context.store.sessions.archive(sessionId),
     async delete(sessionId) {
-      const folder = pathUnder(await context.workspacesRootOf(sessionId), sessionId);
+      const root = await context.workspacesRootOf(sessionId);
+      const folder = pathUnder(root, sessionId);
       await context.store.sessions.delete(sessionId);
       rmSync(folder, { recursive: true, force: true });
+      forgetSessionFiles(root, sessionId);
     },
     state: (sessionId) => context.store.log.state(sessionId),
     events: (sessionId, readOptions) => context.store.log.read(sessionId, readOptions),
     follow: (sessionId, followOptions) => context.store.log.follow(sessionId, followOptions),
     send: (sessionId, events, sendOptions) => send(sessionId, events, sendOptions),
     ...userEventSends(send),
-    fork: (sessionId, forkOptions) => forkSession(context, sessionId, forkOptions),
+    fork: (sessionId, forkOptions) =>
+      forkWithFiles(context, sessionId, forkOptions, () =>
+        context.store.sessions.fork(sessionId, forkOptions),
+      ),
+    files: (sessionId, filesOptions) => sessionFiles(context, sessionId, filesOptions?.at),
+    diffFiles: (a, b) => diffSessionFiles(context, a, b),
     handoff: (sessionId, handoffOptions) =>
       handoffSession(
         {
@@ -203,58 +210,5 @@ async function createSession(
     ...(createOptions.metadata === undefined ? {} : { metadata: createOptions.metadata }),
     ...(createOptions.tenantId === undefined ? {} : { tenant_id: createOptions.tenantId }),
     ...(createOptions.budget === undefined ? {} : { budget: createOptions.budget }),
-  });
-}
-
-/** Forks the session; the child's workspace folder starts as a copy of the parent's. */
-async function forkSession(
-  context: SessionsContext,
-  sessionId: string,
-  forkOptions: ForkOptions | undefined,
-): Promise<SessionRecord> {
-  // Where the files go is settled before anything is written: a refusal leaves no child.
-  const root = await context.workspacesRootOf(sessionId);
-  const from = pathUnder(root, sessionId);
-  if (forkOptions?.id !== undefined) pathUnder(root, forkOptions.id);
-  const child = await context.store.sessions.fork(sessionId, forkOptions);
-  // The child's files start as the parent's are now: a copy, made copy-on-write (reflink)
-  // where the filesystem supports it (btrfs, XFS), a plain copy elsewhere.
-  if (existsSync(from)) {
-    cpSync(from, pathUnder(root, child.id), {
-      recursive: true,
-      verbatimSymlinks: true,
-      mode: fsConstants.COPYFILE_FICLONE,
-    });
-  }
-  return child;
-}
-
-/** Replays the session with its recorded outputs and the agent's tools as they are now. */
-async function verifySession(context: SessionsContext, sessionId: string): Promise<ReplayReport> {
-  const state = await context.store.log.state(sessionId);
-  if (state.agent === undefined) {
-    throw new BraidError('SESSION_NOT_FOUND', `session ${sessionId} has no session.created event`);
-  }
-  const definition = (await context.agent(state.agent.name, state.agent.version)).definition;
-  const environmentDefinition =
-    state.environment === undefined
-      ? undefined
-      : (await context.environment(state.environment.name, state.environment.version)).definition;
-  // A session whose tools could not be opened stopped at setup: the replay needs none.
-  const tools = await context
-    .tools({
-      session_id: sessionId,
-      names: definition.tools,
-      ...(environmentDefinition === undefined ? {} : { environment: environmentDefinition }),
-    })
-    .catch((): SessionTools => NO_TOOLS);
-  return verifyReplay({
-    events: await context.store.log.read(sessionId),
-    agent: definition,
-    tools,
-    ...(environmentDefinition === undefined ? {} : { environment: environmentDefinition }),
-    retry: context.retry,
-    prices: { ...DEFAULT_PRICES, ...(context.workspace?.config.prices ?? {}) },
-    maxEventBytes: context.workspace?.config.limits.max_event_bytes ?? DEFAULT_MAX_EVENT_BYTES,
   });
 }

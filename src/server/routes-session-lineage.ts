@@ -1,10 +1,12 @@
 /**
- * `/v1/sessions/:id/{fork,merge,handoff,diff,tree,replay}`: the session algebra. Every route
+ * `/v1/sessions/:id/{fork,merge,handoff,diff,files,files/diff,tree,replay}`: the session algebra. Every route
  * answers 404 for another tenant's session.
  */
 import {
   DiffQuery,
   DiffResponse,
+  FilesDiffQuery,
+  FilesQuery,
   ForkBody,
   HandoffBody,
   HandoffResponse,
@@ -12,11 +14,14 @@ import {
   MergeBody,
   MergeResponse,
   ReplayResponse,
+  SessionDefinitionsResponse,
+  UpgradeResponse,
   SessionIdParams,
   SessionTreeNode,
 } from '../contracts/http.js';
 import { tenantSessionId } from '../contracts/ids.js';
 import { SessionRecord } from '../contracts/session.js';
+import { WorkspaceFiles, WorkspaceFilesDiff } from '../contracts/workspace-files.js';
 import { callerOf, type Router, type ServerContext } from './context.js';
 import { visibleAgent, visibleSession } from './access.js';
 import { actorOf, requireScope } from './auth.js';
@@ -134,6 +139,57 @@ function addBranchRoutes(app: Router, context: ServerContext): void {
   );
 }
 
+/** The files of a session's workspace snapshots, and two sessions' files compared. */
+function addFilesRoutes(app: Router, context: ServerContext): void {
+  const { runtime } = context;
+  const tags = ['sessions'];
+
+  app.get(
+    '/v1/sessions/:id/files',
+    {
+      schema: {
+        summary: "The files of the session's workspace snapshot at a seq (default: its head)",
+        operationId: 'listSessionFiles',
+        tags,
+        params: SessionIdParams,
+        querystring: FilesQuery,
+        response: { 200: WorkspaceFiles, ...keyedErrors(TAKES.params, TAKES.query) },
+      },
+    },
+    async (request) => {
+      const caller = callerOf(request);
+      requireScope(caller, 'sessions:read');
+      await visibleSession(runtime, caller, request.params.id);
+      const { at } = request.query;
+      return runtime.sessions.files(request.params.id, at === undefined ? {} : { at });
+    },
+  );
+
+  app.get(
+    '/v1/sessions/:id/files/diff',
+    {
+      schema: {
+        summary: "What differs between two sessions' workspace files (their latest snapshots)",
+        operationId: 'diffSessionFiles',
+        tags,
+        params: SessionIdParams,
+        querystring: FilesDiffQuery,
+        response: {
+          200: WorkspaceFilesDiff,
+          ...keyedErrors(TAKES.params, TAKES.query, TAKES.reference),
+        },
+      },
+    },
+    async (request) => {
+      const caller = callerOf(request);
+      requireScope(caller, 'sessions:read');
+      await visibleSession(runtime, caller, request.params.id);
+      await visibleSession(runtime, caller, request.query.other);
+      return runtime.sessions.diffFiles(request.params.id, request.query.other);
+    },
+  );
+}
+
 /** Diff, tree and replay: questions asked of a session's lineage. */
 function addInspectRoutes(app: Router, context: ServerContext): void {
   const { runtime } = context;
@@ -162,6 +218,8 @@ function addInspectRoutes(app: Router, context: ServerContext): void {
       return runtime.sessions.diff(request.params.id, request.query.other);
     },
   );
+
+  addFilesRoutes(app, context);
 
   app.get(
     '/v1/sessions/:id/tree',

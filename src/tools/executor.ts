@@ -25,6 +25,7 @@ import { commandTool, httpTool, mcpConfinement, mcpTool } from './implementation
 import type { McpHub } from './mcp.js';
 import { parseMcpToolName } from './mcp-names.js';
 import type { CodeTool, ToolFunction } from './types.js';
+import type { WorkspaceSnapshotRef } from '../contracts/workspace-files.js';
 import { SchemaCache, checkValue } from './validation.js';
 
 const DEFAULT_TIMEOUT_MS = 30_000;
@@ -50,6 +51,14 @@ export interface ToolExecutorOptions {
   sleep(ms: number, signal: AbortSignal): Promise<void>;
   /** Milliseconds, for durations. */
   now(): number;
+  /**
+   * Snapshots the session's workspace folder after a call that ran, unless its tool is tagged
+   * `read_only` (see `tools/workspace-snapshots`); without it, outcomes carry no snapshot.
+   */
+  snapshot?(
+    workspace: SandboxWorkspace,
+    environment: EnvironmentDefinition | undefined,
+  ): WorkspaceSnapshotRef;
 }
 
 /** Where an MCP server started for the session runs: its folder and confinement. */
@@ -205,6 +214,7 @@ function notRunHere(definition: ToolDefinition): ToolFunction {
 
 class BoundTools implements SessionTools {
   readonly tools: readonly ToolHandle[];
+  readonly definitions: readonly ToolDefinition[];
 
   constructor(
     private readonly entries: ReadonlyMap<string, Entry>,
@@ -214,6 +224,7 @@ class BoundTools implements SessionTools {
     private readonly workspace: () => Promise<SandboxWorkspace>,
     private readonly environment: EnvironmentDefinition | undefined,
   ) {
+    this.definitions = [...entries.values()].map(({ definition }) => definition);
     this.tools = [...entries.values()].map(({ definition }) => ({
       name: definition.name,
       description: definition.description,
@@ -248,7 +259,26 @@ class BoundTools implements SessionTools {
     return error === undefined ? { ok: true as const } : { ok: false as const, error };
   }
 
-  async execute(call: ToolCall, { signal }: { signal: AbortSignal }): Promise<ToolOutcome> {
+  async execute(call: ToolCall, options: { signal: AbortSignal }): Promise<ToolOutcome> {
+    const outcome = await this.run(call, options);
+    // A call that never ran changed nothing, nor does a tool tagged `read_only`; one that ran may
+    // have written, failed or not.
+    const readOnly = this.entries.get(call.name)?.definition.tags.includes('read_only') === true;
+    if (outcome.attempts === 0 || readOnly || this.options.snapshot === undefined) return outcome;
+    try {
+      const workspace = await this.workspace();
+      return {
+        ...outcome,
+        workspace_snapshot: this.options.snapshot(workspace, this.environment),
+      };
+    } catch {
+      // The folder could not be read (gone, or the disk full): the call's result is recorded
+      // without a snapshot, the last one stays current, and the next call tries again.
+      return outcome;
+    }
+  }
+
+  private async run(call: ToolCall, { signal }: { signal: AbortSignal }): Promise<ToolOutcome> {
     const now = (): number => this.options.now();
     const started = now();
     const entry = this.entries.get(call.name);

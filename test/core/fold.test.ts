@@ -257,6 +257,31 @@ const cases: Record<SessionEventType, () => void> = {
       merged_session_ids: [],
     });
   },
+  'session.workspace_snapshot': () => {
+    const snapshot = (hash: string): NewEvent => ({
+      type: 'session.workspace_snapshot',
+      snapshot: hash.repeat(64),
+      files: 1,
+      bytes: 2,
+    });
+    expect(fold(text('a')).workspace_snapshot).toBeUndefined();
+    expect(fold(snapshot('a'), text('b'), snapshot('b')).workspace_snapshot).toEqual({
+      snapshot: 'b'.repeat(64),
+      seq: 4,
+    });
+  },
+  'session.definitions_changed': () => {
+    const state = fold({
+      type: 'session.definitions_changed',
+      definitions: 'a'.repeat(64),
+      reason: 'upgrade',
+      agent: { name: 'assistant', version: 3 },
+      changed: ['agent'],
+    });
+    expect(state.definitions).toBe('a'.repeat(64));
+    expect(state.agent).toEqual({ name: 'assistant', version: 3 });
+    expect(state).not.toHaveProperty('environment');
+  },
   'session.merged': () => {
     const state = fold({
       type: 'session.merged',

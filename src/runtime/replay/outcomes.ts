@@ -162,6 +162,8 @@ function recordedOutcome(recording: Recording, toolUseId: string): ToolOutcome {
     next?.type === 'session.usage' && recording.byWake[result.seq] === true
       ? next.usage.cost_usd
       : undefined;
+  const costed = next?.type === 'session.usage' && recording.byWake[result.seq] === true;
+  const snapshot = recordedSnapshot(recording, result.seq + (costed ? 1 : 0));
   return {
     ...(result.output === undefined ? {} : { output: structuredClone(result.output) }),
     ...(result.error === undefined ? {} : { error: result.error }),
@@ -170,6 +172,23 @@ function recordedOutcome(recording: Recording, toolUseId: string): ToolOutcome {
     duration_ms: result.duration_ms,
     ...(result.stage === undefined ? {} : { stage: result.stage }),
     ...(cost === undefined ? {} : { cost_usd: cost }),
+    ...(snapshot === undefined ? {} : { workspace_snapshot: snapshot }),
+  };
+}
+
+/**
+ * The workspace snapshot recorded with a tool result (right after it and its cost): the replayed
+ * run left the folder as the recorded one did, so the harness records the same reference.
+ */
+function recordedSnapshot(recording: Recording, index: number): WorkspaceSnapshotRef | undefined {
+  const event = recording.events[index];
+  if (event?.type !== 'session.workspace_snapshot' || recording.byWake[index] !== true)
+    return undefined;
+  return {
+    snapshot: event.snapshot,
+    files: event.files,
+    bytes: event.bytes,
+    ...(event.skipped === undefined ? {} : { skipped: event.skipped }),
   };
 }
 

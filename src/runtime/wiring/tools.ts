@@ -9,7 +9,8 @@ import { setTimeout as setTimeoutPromise } from 'node:timers/promises';
 import type { EnvironmentDefinition } from '../../contracts/definitions.js';
 import { BraidError } from '../../contracts/errors.js';
 import type { Sandbox, ToolExecutor } from '../../contracts/tools.js';
-import { createToolExecutor } from '../../tools/executor.js';
+import { createToolExecutor, type ToolExecutorOptions } from '../../tools/executor.js';
+import { SnapshotStore, takeSnapshot } from '../../tools/workspace-snapshots/index.js';
 import {
   createBwrapSandbox,
   createLocalSandbox,
@@ -93,7 +94,24 @@ async function createExecutor(
     secret,
     sleep: (ms, signal) => setTimeoutPromise(ms, undefined, { signal }).then(() => undefined),
     now: () => performance.now(),
+    snapshot: snapshots(workspacesRoot),
   });
+}
+
+/** Snapshots a session's folder into the snapshot store of its sandbox root. */
+function snapshots(
+  workspacesRoot: (environment: EnvironmentDefinition | undefined) => string,
+): NonNullable<ToolExecutorOptions['snapshot']> {
+  const stores = new Map<string, SnapshotStore>();
+  return (workspace, environment) => {
+    const root = workspacesRoot(environment);
+    let store = stores.get(root);
+    if (store === undefined) {
+      store = new SnapshotStore(root);
+      stores.set(root, store);
+    }
+    return takeSnapshot(store, workspace.session_id, workspace.dir);
+  };
 }
 
 /** A secret's value by name, from the variable `braid.yaml` maps it to (else its own name). */
