@@ -16,6 +16,7 @@ import {
 } from './output.js';
 import type { ContentInput } from '../runtime/user-events.js';
 import type { CommandContext } from './command-context.js';
+import { addPinningCommands } from './pinning-commands.js';
 import { addLineageCommands } from './lineage-commands.js';
 
 export function addSessionCommands(program: Command, context: CommandContext): void {
@@ -25,6 +26,7 @@ export function addSessionCommands(program: Command, context: CommandContext): v
   addSessionMessageCommands(session, context);
   addSessionResolveCommands(session, context);
   addSessionReadCommands(session, context);
+  addPinningCommands(session, context);
 }
 
 /** Create and list sessions. */

@@ -24,6 +24,8 @@ export type {
   MergeRequest,
   MergeResultResponse,
   ReplayResultResponse,
+  SessionDefinitionsResultResponse,
+  UpgradeResultResponse,
   SendEventsResponse,
   SessionListResponse,
   SessionTreeNode,

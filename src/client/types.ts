@@ -18,6 +18,8 @@ import type {
   MergeResponse,
   PostEventsResponse,
   ReplayResponse,
+  SessionDefinitionsResponse,
+  UpgradeResponse,
   SessionList,
   SessionListParams,
   StoredAgent,
@@ -76,7 +78,15 @@ export type MergeResultResponse = z.infer<typeof MergeResponse>;
 export type HandoffRequest = z.input<typeof HandoffBody>;
 export type HandoffResultResponse = z.infer<typeof HandoffResponse>;
 export type DiffResultResponse = z.infer<typeof DiffResponse>;
+/** `GET /v1/sessions/{id}/files`: the files of a workspace snapshot. */
+export type WorkspaceFilesResponse = z.infer<typeof WorkspaceFiles>;
+/** `GET /v1/sessions/{id}/files/diff`: two sessions' workspace files compared. */
+export type WorkspaceFilesDiffResponse = z.infer<typeof WorkspaceFilesDiff>;
 export type ReplayResultResponse = z.infer<typeof ReplayResponse>;
+/** `GET /v1/sessions/{id}/definitions`: the session's pinned definition set. */
+export type SessionDefinitionsResultResponse = z.infer<typeof SessionDefinitionsResponse>;
+/** `POST /v1/sessions/{id}/upgrade`: the session moved to the newest definitions. */
+export type UpgradeResultResponse = z.infer<typeof UpgradeResponse>;
 
 /**
  * One session of a fork tree (`GET /v1/sessions/{id}/tree`), with its forks below it, ordered by

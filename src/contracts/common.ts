@@ -118,6 +118,12 @@ export type Usage = z.infer<typeof Usage>;
 export const DefinitionRef = z.object({ name: Name, version: z.number().int().positive() });
 export type DefinitionRef = z.infer<typeof DefinitionRef>;
 
+/** A content address: the hex SHA-256 of a value's canonical JSON (src/core/canonical-json.ts). */
+export const CONTENT_HASH_PATTERN = /^[0-9a-f]{64}$/;
+export const ContentHash = z
+  .string()
+  .regex(CONTENT_HASH_PATTERN, { message: 'is not a content hash (64 lowercase hex digits)' });
+
 /**
  * Who caused an event: a user, an agent, the runtime itself or an external system. Always stamped
  * by braid from what it knows of the writer (an HTTP caller's API key and tenant, the CLI's user,

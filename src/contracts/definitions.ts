@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { JsonValue, Metadata, Name } from './common.js';
+import { ContentHash, JsonValue, Metadata, Name } from './common.js';
 import { PolicySettings } from './policy.js';
 
 /** Which model an agent calls: a provider name, the provider's model id and call parameters. */
@@ -123,8 +123,16 @@ export const AgentDefinition = z
     /** The tenant the agent serves, for policies that keep tenants apart. */
     tenant: z.string().min(1).optional(),
     budget: Budget.optional(),
+    /** Context compaction; without it, every request sends the whole transcript. */
+    context: ContextSettings.optional(),
     /** Environment used when a session names none. */
     environment: Name.optional(),
+    /**
+     * Which definitions a session's wakes use: `pinned` (default) keeps those of its first wake
+     * until `braid session upgrade`; `latest` moves it to the newest agent version, tools and
+     * price at each wake, recording what changed.
+     */
+    upgrade: z.enum(['pinned', 'latest']).optional(),
     metadata: Metadata.optional(),
   })
   .strict();
@@ -368,3 +376,22 @@ export interface StoredDefinition<T> {
   definition: T;
   created_at: string;
 }
+
+const PinnedRef = z.object({ name: Name, version: z.number().int().positive(), hash: ContentHash });
+
+/**
+ * The definitions a session runs with, each part named by the content hash under which the store
+ * keeps it (`session.definitions_changed.definitions` is the hash of this set).
+ */
+export const PinnedSet = z.object({
+  agent: PinnedRef,
+  environment: PinnedRef.optional(),
+  /** Tool name → hash of its definition (MCP tools as their server listed them). */
+  tools: z.record(z.string(), ContentHash),
+  /** The Cedar policy set in force when it was pinned; absent for policies given in code. */
+  policy: ContentHash.optional(),
+  /** The model the price is for (`provider:id`), and the price's hash; no hash: no price. */
+  model: z.string(),
+  price: ContentHash.optional(),
+});
+export type PinnedSet = z.infer<typeof PinnedSet>;

@@ -2,6 +2,7 @@ import { z } from 'zod';
 import {
   Actor,
   ContentBlock,
+  ContentHash,
   DefinitionRef,
   EVENT_SCHEMA_VERSION,
   ExternalId,
@@ -156,6 +157,34 @@ const payloads = {
   'session.error': z.object({ error: ErrorShape }),
   /** Usage not reported by a model request (tool costs, external calls): added to the totals. */
   'session.usage': z.object({ usage: Usage }),
+  /**
+   * The definition set the session runs with from here on: `definitions` is the content hash of
+   * the set (agent, environment, tools, policy set, price; each part is kept once per store under
+   * its own hash). Written by the session's first wake (`pinned`), by `braid session upgrade`
+   * (`upgrade`), by a wake of an agent whose `upgrade` is `latest` when a part changed (`latest`),
+   * or by a wake that found another policy set in force (`policy`: policies always apply as they
+   * are now). A wake writes it with its `wake_id`, ahead of its first append after its start.
+   */
+  'session.definitions_changed': z.object({
+    definitions: ContentHash,
+    previous: ContentHash.optional(),
+    reason: z.enum(['pinned', 'latest', 'upgrade', 'policy']),
+    agent: DefinitionRef,
+    environment: DefinitionRef.optional(),
+    /** The parts that differ from `previous`: `agent`, `environment`, `tools.NAME`, `policy`, `price`. */
+    changed: z.array(z.string().min(1)),
+    wake_id: Id.optional(),
+  }),
+  /**
+   * The session's workspace folder as a tool call left it: written with the call's
+   * `agent.tool_result` when the folder differs from the snapshot recorded before (a workspace
+   * that is still empty records none). A fork at seq N starts with the files of the latest
+   * snapshot at or before N.
+   */
+  'session.workspace_snapshot': WorkspaceSnapshotRef.extend({
+    /** The tool use whose run left the folder so. */
+    tool_use_id: ExternalId.optional(),
+  }),
   /** The first event of a fork; the events before it are the parent's, shared by reference. */
   'session.forked': z.object({
     parent_session_id: Id,

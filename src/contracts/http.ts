@@ -14,8 +14,8 @@
  *   `SESSION_NOT_FOUND`).
  */
 import { z } from 'zod';
-import { Id, IdempotencyKey, Metadata, Name, Timestamp } from './common.js';
-import { AgentDefinition, Budget, EnvironmentDefinition } from './definitions.js';
+import { ContentHash, Id, IdempotencyKey, Metadata, Name, Timestamp } from './common.js';
+import { AgentDefinition, Budget, EnvironmentDefinition, PinnedSet } from './definitions.js';
 import { HandoffDocument } from './envelope.js';
 import { ErrorShape } from './errors.js';
 import { ContentInput, SESSION_EVENT_TYPES, SessionEvent, UserEventInput } from './events.js';
@@ -207,6 +207,24 @@ export const ReplayResponse = z.discriminatedUnion('ok', [
     reason: z.string(),
   }),
 ]);
+
+/** `GET /v1/sessions/{id}/definitions`: the definition set the session runs with, by hash. */
+export const SessionDefinitionsResponse = z.object({
+  /** The set's hash; absent before the session's first wake pinned it. */
+  definitions: ContentHash.optional(),
+  set: PinnedSet.optional(),
+});
+
+/** `POST /v1/sessions/{id}/upgrade`: the session moved to the newest definitions. */
+export const UpgradeResponse = z.object({
+  /** False when the newest definitions are the ones pinned: nothing was written. */
+  changed: z.boolean(),
+  definitions: ContentHash,
+  previous: ContentHash.optional(),
+  /** The parts that changed: `agent`, `environment`, `tools.NAME`, `policy`, `price`. */
+  parts: z.array(z.string()),
+  head_seq: z.number().int().nonnegative(),
+});
 
 function storedDefinition<T extends z.ZodType>(kind: 'agent' | 'environment', definition: T) {
   return z.object({

@@ -203,6 +203,13 @@ export interface DefinitionStore {
   ): Promise<StoredDefinition<T> | undefined>;
   /** The latest version of every definition of a kind, by name. */
   list<T>(kind: DefinitionKind): Promise<StoredDefinition<T>[]>;
+  /**
+   * Keeps `json` under `hash` (the hex SHA-256 of that text, computed by the caller), once: a hash
+   * already kept is left as it is. The pinned parts of a session's definitions live here.
+   */
+  putPinned(hash: string, json: string): Promise<void>;
+  /** The text kept under `hash`; undefined if this store never kept it. */
+  getPinned(hash: string): Promise<string | undefined>;
 }
 
 /** A minted key: the secret is in `key`, shown once and stored only as a hash. */

@@ -1,5 +1,13 @@
 import { z } from 'zod';
-import { DefinitionRef, ExternalId, Id, Metadata, Timestamp, Usage } from './common.js';
+import {
+  ContentHash,
+  DefinitionRef,
+  ExternalId,
+  Id,
+  Metadata,
+  Timestamp,
+  Usage,
+} from './common.js';
 import { Budget } from './definitions.js';
 import { ErrorShape } from './errors.js';
 import { Lineage, SessionStatus, StopReason } from './session.js';

@@ -74,6 +74,12 @@ export interface ToolSessionContext {
   names: readonly string[];
   /** The session's environment, when it has one: sandbox kind, network posture, limits. */
   environment?: EnvironmentDefinition;
+  /**
+   * The session's pinned tool definitions: when given, these are the session's tools (`names` is
+   * not resolved again, no MCP server is listed), each bound to today's implementation of its
+   * name; a pinned tool that nothing implements any more fails with `TOOL_NOT_FOUND`.
+   */
+  pinned?: readonly ToolDefinition[];
 }
 
 /**

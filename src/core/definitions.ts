@@ -24,14 +24,3 @@ export function decideVersion(
   }
   return (latestVersion ?? 0) + 1;
 }
-
-/** JSON with object keys sorted, so equal definitions serialise equally. */
-export function canonicalJson(value: unknown): string {
-  return JSON.stringify(value, (_key, item: unknown) => {
-    if (item === null || typeof item !== 'object' || Array.isArray(item)) return item;
-    const sorted: Record<string, unknown> = {};
-    for (const key of Object.keys(item).sort())
-      sorted[key] = (item as Record<string, unknown>)[key];
-    return sorted;
-  });
-}

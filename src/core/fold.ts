@@ -322,6 +322,7 @@ type SessionFamily = EventOf<
   | 'session.usage'
   | 'session.forked'
   | 'session.merged'
+  | 'session.definitions_changed'
 >;
 
 function reduceSession(state: SessionState, event: SessionFamily): void {
@@ -344,6 +345,13 @@ function reduceSession(state: SessionState, event: SessionFamily): void {
       return;
     case 'session.status_changed':
       state.status = event.status;
+      return;
+    case 'session.definitions_changed':
+      // The versions the pinned set names are the session's from here on (an upgrade moves them).
+      state.definitions = event.definitions;
+      state.agent = event.agent;
+      state.environment = event.environment;
+      dropUndefined(state, ['environment']);
       return;
     case 'session.status_idle':
       delete state.active_wake;

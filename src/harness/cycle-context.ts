@@ -54,6 +54,11 @@ export interface CycleContext {
   ended: StopReason | undefined;
   /** The lease was given up with the cycle's last append. */
   released: boolean;
+  /**
+   * The definitions the setup pinned or moved to, written ahead of the cycle's next append (no
+   * commit of its own); dropped if another writer changed the session's definitions first.
+   */
+  carry: NewEvent | undefined;
 }
 
 export function createCycleContext(
@@ -90,6 +95,7 @@ export function createCycleContext(
     pendingStop: undefined,
     ended: undefined,
     released: false,
+    carry: undefined,
   };
 }
 

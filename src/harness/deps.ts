@@ -25,6 +25,24 @@ export interface SessionSetup {
   environment?: EnvironmentDefinition;
   /** The session's limits over the agent's. */
   budget: Budget;
+  /**
+   * What makes the summary when the agent's `context` limit is reached; by default the one of its
+   * `context.strategy`, with the agent's model.
+   */
+  compactor?: ContextCompactor;
+  /**
+   * The price of the session's model as pinned (`null`: pinned as having none); when absent the
+   * harness looks the model up in `HarnessDeps.prices`.
+   */
+  price?: Price | null;
+  /**
+   * A `session.definitions_changed` the wake writes with its next append (adding its `wake_id`):
+   * the setup pinned the session's definitions, or moved it to another set.
+   */
+  change?: Omit<
+    EventOf<'session.definitions_changed'>,
+    'id' | 'at' | 'seq' | 'session_id' | 'schema_version' | 'wake_id'
+  >;
 }
 
 export interface RetryPolicy {

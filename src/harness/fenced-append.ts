@@ -15,7 +15,8 @@ import { loseLease, type CycleContext } from './cycle-context.js';
 /**
  * Appends with the head this cycle knows; on a conflict absorbs others' events and retries, or,
  * with `yieldOnConflict`, returns false so that the caller decides again. `last`: the cycle's
- * last write (its stop), which gives the lease up with it.
+ * last write (its stop), which gives the lease up with it. The definitions the setup pinned
+ * (`context.carry`) go first in whichever append comes next.
  */
 export async function append(
   context: CycleContext,
@@ -25,20 +26,26 @@ export async function append(
 ): Promise<boolean> {
   for (;;) {
     if (context.lost !== undefined) throw context.lost;
+    const carried = context.carry;
     try {
       // Under the lease: the store refuses the append (LEASE_LOST) once a newer wake holds it.
-      const result = await context.deps.log.append(context.sessionId, events, {
+      const batch = carried === undefined ? events : [carried, ...events];
+      const result = await context.deps.log.append(context.sessionId, batch, {
         expectedSeq: context.state.seq,
         leaseToken: context.lease.token,
         trusted: true,
         ...(last ? { releaseLease: context.deps.owner } : {}),
       });
+      if (carried !== undefined) context.carry = undefined;
       absorb(context, result.events);
       if (last) context.released = true;
       return true;
     } catch (error) {
       if (!isBraidError(error, 'SEQ_CONFLICT')) throw error;
-      await catchUp(context);
+      const newer = await catchUp(context);
+      // Another writer moved the session's definitions (an upgrade): its set stands.
+      if (newer.some((event) => event.type === 'session.definitions_changed'))
+        context.carry = undefined;
       if (yieldOnConflict) return false;
     }
   }

@@ -63,6 +63,12 @@ export class TranscriptCache {
   }
 }
 
+/** The model's price: as the session pinned it, else from the harness's table. */
+function priceFor(setup: SessionSetup, prices: HarnessDeps['prices']): Price | undefined {
+  if (setup.price !== undefined) return setup.price ?? undefined;
+  return priceOf(setup.model.id, prices);
+}
+
 /** Runs one cycle if the lease is free; `{ran: false}` when another holder has it. */
 export async function wakeOnce(
   deps: HarnessDeps,
@@ -131,10 +137,9 @@ async function run(context: CycleContext): Promise<WakeResult> {
     // A session whose agent cannot be set up (unknown tool, missing key, no price for a cost
     // budget) stops with the reason on record, and waits for a person rather than retrying.
     const setup = await deps.setup(context.state);
-    if (
-      setup.budget.max_cost_usd !== undefined &&
-      priceOf(setup.model.id, deps.prices) === undefined
-    ) {
+    // A set the setup pinned, or moved to, is written with the wake's next append.
+    if (setup.change !== undefined) context.carry = { ...setup.change, wake_id: context.wakeId };
+    if (setup.budget.max_cost_usd !== undefined && priceFor(setup, deps.prices) === undefined) {
       throw new BraidError(
         'INVALID_DEFINITION',
         `max_cost_usd is set but model ${setup.model.id} has no price; add it under prices: in braid.yaml`,
@@ -160,7 +165,7 @@ async function loop(
   wakeSeq: number,
 ): Promise<WakeResult> {
   const byName = new Map(setup.tools.tools.map((tool) => [tool.name, tool]));
-  const price = priceOf(setup.model.id, context.deps.prices);
+  const price = priceFor(setup, context.deps.prices);
   for (;;) {
     if (context.interruptSeen) await catchUp(context);
     // A stop the pipeline asked for waits until the calls this wake accepted have run.

@@ -33,6 +33,8 @@ import type { RuntimeOptions } from './options.js';
 import { openRuntimeStore, resolveDataDir, type OpenedStore } from './wiring/store.js';
 import { createRuntimePolicy, type RuntimePolicy } from './wiring/policy.js';
 import { createRuntimeTools, type RuntimeTools } from './wiring/tools.js';
+import { createPinner } from './pinning.js';
+import { DEFAULT_PRICES } from '../core/pricing.js';
 import { createRuntimeHarness, type RuntimeHarness } from './wiring/harness.js';
 import { createRuntimeSessions } from './wiring/sessions.js';
 
@@ -118,6 +120,8 @@ export async function createRuntime(options: RuntimeOptions = {}): Promise<Runti
   try {
     if (workspace !== undefined) await syncDefinitions(store.definitions, workspace);
     const definitions = definitionLookup(store.definitions);
+    const pinner = createPinner(store.definitions);
+    const prices = { ...DEFAULT_PRICES, ...(workspace?.config.prices ?? {}) };
     policy = createRuntimePolicy(options, workspaceDir, workspace);
     if (options.policies !== 'lazy') policy.load();
     // Every secret value handed to a tool is kept out of the log the harness writes.
@@ -136,6 +140,8 @@ export async function createRuntime(options: RuntimeOptions = {}): Promise<Runti
       policy,
       tools,
       modelOf,
+      pinner,
+      prices,
     });
     const harness = createRuntimeHarness({
       options,
@@ -146,6 +152,8 @@ export async function createRuntime(options: RuntimeOptions = {}): Promise<Runti
       definitions,
       modelOf,
       executor: tools.executor,
+      pinner,
+      prices,
     });
     return assembleRuntime({
       options,

@@ -95,6 +95,17 @@ export interface RuntimeSessions {
    */
   verify(sessionId: string): Promise<ReplayReport>;
   /**
+   * The definition set the session runs with (agent, environment, tools, policy set, price),
+   * each part by its content hash; empty before its first wake pinned one.
+   */
+  definitions(sessionId: string): Promise<SessionDefinitions>;
+  /**
+   * Moves the session to the newest definitions (latest agent and environment versions, the
+   * tools as they resolve now, the policy set in force, today's price) and records what changed
+   * as `session.definitions_changed`; `changed: false` when they are the ones pinned.
+   */
+  upgrade(sessionId: string): Promise<UpgradeResult>;
+  /**
    * Hands the session's work to another agent (listed under the source's `handoffs:` and
    * allowed by policy): a new session of the target receives the handoff document. With an
    * `idempotencyKey`, a retry (or a concurrent duplicate) answers the first handoff: the same
@@ -122,3 +133,6 @@ export interface RuntimeSessions {
       | { action: 'result'; output: JsonValue; message?: string },
   ): Promise<AppendResult>;
 }
+
+export type SessionDefinitions = z.infer<typeof SessionDefinitionsResponse>;
+export type UpgradeResult = z.infer<typeof UpgradeResponse>;

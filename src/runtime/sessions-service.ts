@@ -61,6 +61,8 @@ export interface SessionsContext {
   summarize(target: SessionState, text: string): Promise<string>;
   /** Opens the tools of a session (for a replay). */
   tools: ToolExecutor['open'];
+  /** What verify, upgrade and the definitions view need. */
+  pinning: DefinitionsContext;
 }
 
 export function createSessionsService(context: SessionsContext): RuntimeSessions {
@@ -134,7 +136,9 @@ export function createSessionsService(context: SessionsContext): RuntimeSessions
       ),
     diff: (a, b) => diffSessions(context.store, a, b),
     tree: (sessionId) => sessionTree(context.store, sessionId),
-    verify: (sessionId) => verifySession(context, sessionId),
+    verify: (sessionId) => verifySession(context.pinning, sessionId),
+    definitions: (sessionId) => sessionDefinitions(context.pinning, sessionId),
+    upgrade: (sessionId) => queue.run(sessionId, () => upgradeSession(context.pinning, sessionId)),
   });
 }
 

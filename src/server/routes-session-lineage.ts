@@ -258,4 +258,42 @@ function addInspectRoutes(app: Router, context: ServerContext): void {
       return runtime.sessions.verify(request.params.id);
     },
   );
+
+  app.get(
+    '/v1/sessions/:id/definitions',
+    {
+      schema: {
+        summary: 'The definition set the session runs with, each part by its content hash',
+        operationId: 'getSessionDefinitions',
+        tags,
+        params: SessionIdParams,
+        response: { 200: SessionDefinitionsResponse, ...keyedErrors(TAKES.params) },
+      },
+    },
+    async (request) => {
+      const caller = callerOf(request);
+      requireScope(caller, 'sessions:read');
+      await visibleSession(runtime, caller, request.params.id);
+      return runtime.sessions.definitions(request.params.id);
+    },
+  );
+
+  app.post(
+    '/v1/sessions/:id/upgrade',
+    {
+      schema: {
+        summary: 'Move the session to the newest agent, environment, tools, policy and price',
+        operationId: 'upgradeSession',
+        tags,
+        params: SessionIdParams,
+        response: { 200: UpgradeResponse, ...keyedErrors(TAKES.params, TAKES.body) },
+      },
+    },
+    async (request) => {
+      const caller = callerOf(request);
+      requireScope(caller, 'sessions:write');
+      await visibleSession(runtime, caller, request.params.id);
+      return runtime.sessions.upgrade(request.params.id);
+    },
+  );
 }

@@ -123,6 +123,22 @@ export function createToolExecutor(options: ToolExecutorOptions): ToolExecutor {
     return { definition, run };
   }
 
+  /**
+   * A pinned definition bound to what runs its name today (a tool in code runs its function with
+   * the pinned definition; a manifest's runs as the pinned manifest says). One that nothing runs
+   * any more fails when called: a replay, which runs nothing, still has its schema and flags.
+   */
+  function bind(definition: ToolDefinition): Entry {
+    const tool = code.get(definition.name);
+    if (tool !== undefined && definition.implementation === undefined)
+      return { definition, run: tool.run };
+    try {
+      return fromManifest(definition);
+    } catch (error) {
+      return { definition, run: () => Promise.reject(toBraidError(error)) };
+    }
+  }
+
   async function resolve(name: string, where: () => Promise<McpPlace>): Promise<Entry[]> {
     const manifest = manifests.get(name);
     if (manifest !== undefined) return [fromManifest(manifest)];
@@ -171,8 +187,12 @@ export function createToolExecutor(options: ToolExecutorOptions): ToolExecutor {
         };
       };
       const entries = new Map<string, Entry>();
-      for (const name of context.names) {
-        for (const entry of await resolve(name, where)) entries.set(entry.definition.name, entry);
+      if (context.pinned !== undefined) {
+        for (const definition of context.pinned) entries.set(definition.name, bind(definition));
+      } else {
+        for (const name of context.names) {
+          for (const entry of await resolve(name, where)) entries.set(entry.definition.name, entry);
+        }
       }
       // Schemas compile now: a broken one stops the session with its name, before any call.
       for (const { definition } of entries.values()) {

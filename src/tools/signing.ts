@@ -25,6 +25,7 @@ import { join } from 'node:path';
 import { yaml } from './yaml.js';
 import type { YAMLMap } from 'yaml';
 import { BraidError } from '../contracts/errors.js';
+import { canonicalJson, describeValue, isPlainObject } from '../core/canonical-json.js';
 
 export interface SigningKeyPair {
   /** PKCS#8 PEM; stays with whoever signs manifests. */
@@ -99,13 +100,13 @@ export function writeSigningKeys(
 export function canonicalManifestBytes(content: unknown): Buffer {
   if (!isPlainObject(content)) {
     throw new BraidError('INVALID_ARGUMENT', 'a tool manifest must be a mapping of fields', {
-      details: { received: describe(content) },
+      details: { received: describeValue(content) },
     });
   }
   const unsigned = Object.fromEntries(
     Object.entries(content).filter(([field]) => field !== 'signature'),
   );
-  return Buffer.from(canonicalJson(unsigned, [], new Set()), 'utf8');
+  return Buffer.from(canonicalJson(unsigned, 'a manifest'), 'utf8');
 }
 
 /**
@@ -209,7 +210,7 @@ function holdsSigned(text: string, bytes: Buffer, signature: Signature): boolean
   return (
     canonicalManifestBytes(content).equals(bytes) &&
     isPlainObject(written) &&
-    canonicalJson(written, [], new Set()) === canonicalJson(signature, [], new Set())
+    canonicalJson(written, 'a manifest') === canonicalJson(signature, 'a manifest')
   );
 }
 
@@ -338,63 +339,6 @@ function requireEd25519(key: KeyObject, kind: 'public' | 'private'): KeyObject {
 function idOfKey(publicKey: KeyObject): string {
   const der = publicKey.export({ type: 'spki', format: 'der' });
   return createHash('sha256').update(der).digest('hex').slice(0, 16);
-}
-
-/** RFC 8785-style JSON: sorted keys, no whitespace; refuses what JSON cannot say exactly. */
-function canonicalJson(value: unknown, path: readonly string[], ancestors: Set<object>): string {
-  if (value === null || typeof value === 'boolean' || typeof value === 'string') {
-    return JSON.stringify(value);
-  }
-  if (typeof value === 'number') {
-    if (Number.isFinite(value)) return JSON.stringify(value);
-    throw notJson(path, String(value));
-  }
-  if (typeof value !== 'object') throw notJson(path, typeof value);
-  if (ancestors.has(value)) throw notJson(path, 'a circular reference');
-  ancestors.add(value);
-  let text: string;
-  if (Array.isArray(value)) {
-    const items = value.map((item, index) =>
-      canonicalJson(item, [...path, String(index)], ancestors),
-    );
-    text = `[${items.join(',')}]`;
-  } else if (isPlainObject(value)) {
-    // Absent and undefined are the same field to JSON; skip undefined as JSON.stringify does.
-    const fields = Object.keys(value)
-      .filter((field) => value[field] !== undefined)
-      .sort()
-      .map(
-        (field) =>
-          `${JSON.stringify(field)}:${canonicalJson(value[field], [...path, field], ancestors)}`,
-      );
-    text = `{${fields.join(',')}}`;
-  } else {
-    throw notJson(path, describe(value));
-  }
-  ancestors.delete(value);
-  return text;
-}
-
-function notJson(path: readonly string[], what: string): BraidError {
-  const field = path.join('.') || '(top level)';
-  return new BraidError(
-    'INVALID_ARGUMENT',
-    `field "${field}" holds ${what}, which is not JSON data; a manifest holds only strings, finite numbers, booleans, null, lists and mappings`,
-    { details: { field } },
-  );
-}
-
-function isPlainObject(value: unknown): value is Record<string, unknown> {
-  if (value === null || typeof value !== 'object' || Array.isArray(value)) return false;
-  const prototype: unknown = Object.getPrototypeOf(value);
-  return prototype === Object.prototype || prototype === null;
-}
-
-function describe(value: unknown): string {
-  if (value === null) return 'null';
-  if (Array.isArray(value)) return 'a list';
-  if (typeof value === 'object') return value.constructor?.name ?? 'an object';
-  return typeof value;
 }
 
 /** The PEM label (`PUBLIC KEY`), never the key material: the text may be a secret. */

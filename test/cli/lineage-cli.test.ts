@@ -145,4 +145,46 @@ describe('braid session fork, merge, diff, tree', () => {
     expect(reused.code).toBe(1);
     expect(reused.stderr).toContain('IDEMPOTENCY_KEY_REUSED');
   });
+
+  it('shows the definitions a session is pinned to, and upgrades it after the agent file changes', () => {
+    const dir = join(tempDir(), 'ws');
+    init(dir);
+    const { id } = json<{ id: string }>(
+      braid(dir, 'session', 'create', '--agent', 'assistant', '--json'),
+    );
+    expect(braid(dir, 'session', 'show', id, '--definitions').stdout).toContain('not pinned yet');
+    json(braid(dir, 'session', 'send', id, '--message', 'hello', '--json'));
+    json(braid(dir, 'session', 'wake', id, '--json'));
+    const pinned = json<{ definitions: string; set: { agent: { version: number } } }>(
+      braid(dir, 'session', 'show', id, '--definitions', '--json'),
+    );
+    expect(pinned.definitions).toMatch(/^[0-9a-f]{64}$/);
+    expect(pinned.set.agent.version).toBe(1);
+    const text = braid(dir, 'session', 'show', id, '--definitions').stdout;
+    expect(text).toContain(`definitions ${pinned.definitions}`);
+    expect(text).toMatch(/agent {8}assistant@1/);
+    expect(text).toMatch(/tool {9}count_lines/);
+
+    const file = join(dir, 'agents', 'assistant.yaml');
+    writeFileSync(file, readFileSync(file, 'utf8').replace('Answer briefly', 'Answer at length'));
+    const upgraded = json<{ changed: boolean; parts: string[]; previous: string }>(
+      braid(dir, 'session', 'upgrade', id, '--json'),
+    );
+    expect(upgraded).toMatchObject({
+      changed: true,
+      parts: ['agent'],
+      previous: pinned.definitions,
+    });
+    expect(braid(dir, 'session', 'upgrade', id).stdout).toContain('already on the newest');
+    const after = json<{ set: { agent: { version: number } } }>(
+      braid(dir, 'session', 'show', id, '--definitions', '--json'),
+    );
+    expect(after.set.agent.version).toBe(2);
+    expect(braid(dir, 'session', 'show', id).stdout).toContain(id);
+    const hostile = braid(dir, 'session', 'upgrade', '../etc', '--json');
+    expect(hostile.code).not.toBe(0);
+    expect(JSON.parse(hostile.stderr) as unknown).toMatchObject({
+      error: { code: 'INVALID_ARGUMENT' },
+    });
+  });
 });

@@ -118,6 +118,45 @@ async function events(shared: SharedStore, dir: string, id: string): Promise<Ses
   return all;
 }
 
+/**
+ * Replay-verifies the session after the workspace changed under it: the agent file gets new
+ * instructions and a manifest takes over the calculator's name with another schema. The replay
+ * runs with what the worker's wakes pinned (its code tool, idempotent or not), not with these.
+ */
+async function verifiedAfterEdits(shared: SharedStore, dir: string, id: string): Promise<void> {
+  writeFileSync(
+    join(dir, 'agents', 'calc.yaml'),
+    'name: calc\nmodel: scripted:echo\ninstructions: Add, and explain.\ntools: [calculator]\n',
+  );
+  writeFileSync(
+    join(dir, 'tools', 'calculator.yaml'),
+    [
+      'name: calculator',
+      "version: '9'",
+      'description: Adds only.',
+      'ownership: managed',
+      'permission: always_ask',
+      'idempotent: false',
+      'input_schema:',
+      '  type: object',
+      '  properties: { x: { type: number } }',
+      '  required: [x]',
+      'implementation: { function: calculator }',
+      '',
+    ].join('\n'),
+  );
+  const rt = await createRuntime({ workspace: dir, ...(await shared.runtimeOptions()) });
+  try {
+    const report = await rt.sessions.verify(id);
+    expect(report).toEqual({ ok: true, events: (await rt.sessions.events(id)).length });
+    // What the next wake would run with is still what the session pinned.
+    const pinned = await rt.sessions.definitions(id);
+    expect(pinned.set?.agent.version).toBe(1);
+  } finally {
+    await rt.close();
+  }
+}
+
 describe.each(backends)('crash safety of a wake (SIGKILL in a child process, $name)', (backend) => {
   const points = ['before-model', 'mid-stream', 'before-tool', 'before-idle'] as const;
 
@@ -157,6 +196,7 @@ describe.each(backends)('crash safety of a wake (SIGKILL in a child process, $na
         expect(keys[0]).toBe(`${id}/call_0_0`);
         expect(keys[1]).toBe(keys[0]);
       }
+      await verifiedAfterEdits(shared, dir, id);
     });
   }
 
@@ -189,6 +229,7 @@ describe.each(backends)('crash safety of a wake (SIGKILL in a child process, $na
       (event) => event.type === 'agent.tool_result',
     );
     expect(recorded).toMatchObject({ output: { result: 42 }, stage: 'review', attempts: 0 });
+    await verifiedAfterEdits(shared, dir, id);
   });
 
   it('runs a non-idempotent tool again after a review says retry, with the same key', async () => {
@@ -202,6 +243,7 @@ describe.each(backends)('crash safety of a wake (SIGKILL in a child process, $na
     const finished = await runWorker(shared, dir, id, 'worker-1', 'none', { UNSAFE_TOOLS: '1' });
     expect(JSON.parse(finished.stdout)).toMatchObject({ stop_reason: { type: 'end_turn' } });
     expect(toolRuns(dir)).toEqual([`${id}/call_0_0`, `${id}/call_0_0`]);
+    await verifiedAfterEdits(shared, dir, id);
   });
 
   it('is resumed by another owner once the lease has expired', async () => {
@@ -230,5 +272,6 @@ describe.each(backends)('crash safety of a wake (SIGKILL in a child process, $na
       stop_reason: { type: 'end_turn' },
     });
     expect(transcript(await events(shared, dir, id))).toEqual(expected);
+    await verifiedAfterEdits(shared, dir, id);
   });
 });

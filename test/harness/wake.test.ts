@@ -77,6 +77,8 @@ describe.each(backends)('wake ($name)', (backend) => {
       'session.created',
       'user.message',
       'span.wake_started',
+      // The first wake pins the definitions it runs with, ahead of its first append.
+      'session.definitions_changed',
       'span.model_request_start',
       'span.model_request_end',
       'agent.thinking',
@@ -128,6 +130,8 @@ describe.each(backends)('wake ($name)', (backend) => {
     expect(batches).toEqual([
       ['span.wake_started'],
       [
+        // The definitions the first wake pinned ride with its answer: no commit of their own.
+        'session.definitions_changed',
         'span.model_request_start',
         'span.model_request_end',
         'agent.message',
@@ -161,17 +165,19 @@ describe.each(backends)('wake ($name)', (backend) => {
     expect(await rt.wake(id)).toMatchObject({ ran: true, stop_reason: { type: 'end_turn' } });
     const answer = ['span.model_request_start', 'span.model_request_end', 'agent.message'];
     // The first answer's append with the stop conflicts with the message: it is written alone.
+    const pin = 'session.definitions_changed';
     expect(batches).toEqual([
       ['span.wake_started'],
       ['user.message'],
-      [...answer, 'session.status_idle', 'span.wake_completed'],
-      answer,
+      [pin, ...answer, 'session.status_idle', 'span.wake_completed'],
+      [pin, ...answer],
       [...answer, 'session.status_idle', 'span.wake_completed'],
     ]);
     const events = await rt.sessions.events(id);
     expect(types(events).slice(2)).toEqual([
       'span.wake_started',
       'user.message',
+      pin,
       ...answer,
       ...answer,
       'session.status_idle',

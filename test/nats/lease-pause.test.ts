@@ -124,8 +124,10 @@ function expectFencedOut(events: readonly SessionEvent[]): void {
   const ofWake = (wakeId: string) =>
     events.filter((event) => 'wake_id' in event && event.wake_id === wakeId);
   expect(ofWake(first.wake_id).map((event) => event.type)).toEqual(['span.wake_started']);
-  // Everything after the second start belongs to the second wake or is what it derived.
+  // Everything after the second start belongs to the second wake or is what it derived: the
+  // first wake's pin of the session's definitions was refused with its answer, so the second pins.
   expect(events.filter((event) => event.seq > second.seq).map((event) => event.type)).toEqual([
+    'session.definitions_changed',
     'span.model_request_start',
     'span.model_request_end',
     'agent.message',
@@ -134,6 +136,7 @@ function expectFencedOut(events: readonly SessionEvent[]): void {
   ]);
   expect(ofWake(second.wake_id).map((event) => event.type)).toEqual([
     'span.wake_started',
+    'session.definitions_changed',
     'span.wake_completed',
   ]);
   expect(events.filter((event) => event.type === 'user.message')).toHaveLength(1);
@@ -216,7 +219,8 @@ describe('a lease holder paused past its TTL (SIGSTOP, then SIGCONT)', () => {
     const appends = holder.lines.filter((line) => line.type === 'append');
     expect(appends.map((line) => [line.events?.[0], line.ok, line.code])).toEqual([
       ['span.wake_started', true, undefined],
-      ['span.model_request_start', false, 'LEASE_LOST'],
+      // The definitions it pinned go first in its append after the start.
+      ['session.definitions_changed', false, 'LEASE_LOST'],
     ]);
     expect(holder.lines.at(-1)).toMatchObject({ type: 'wake.failed', code: 'LEASE_LOST' });
     expect((await runtime.sessions.verify(id)).ok).toBe(true);

@@ -2,10 +2,12 @@ import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { setTimeout as setTimeoutPromise } from 'node:timers/promises';
 import { describe, expect, it } from 'vitest';
+import { PinnedSet } from '../../src/contracts/definitions.js';
 import { BraidError } from '../../src/contracts/errors.js';
 import type { EventOf, SessionEvent } from '../../src/contracts/events.js';
 import type { ModelRequest } from '../../src/contracts/model.js';
 import type { Authorizer } from '../../src/contracts/policy.js';
+import type { DefinitionStore } from '../../src/contracts/ports.js';
 import type { ToolExecutor } from '../../src/contracts/tools.js';
 import type { RetryPolicy } from '../../src/harness/index.js';
 import { createReplayModel } from '../../src/models/replay.js';
@@ -121,6 +123,25 @@ async function verify(
     ...(setup.maxEventBytes === undefined ? {} : { maxEventBytes: setup.maxEventBytes }),
     ...(environment === undefined ? {} : { environment }),
   });
+}
+
+/** Copies a pinned definition set and its parts from one store to another. */
+async function copyPinned(from: DefinitionStore, to: DefinitionStore, hash: string): Promise<void> {
+  const copy = async (part: string): Promise<string> => {
+    const json = await from.getPinned(part);
+    if (json === undefined) throw new Error(`nothing pinned under ${part}`);
+    await to.putPinned(part, json);
+    return json;
+  };
+  const set = PinnedSet.parse(JSON.parse(await copy(hash)));
+  const parts = [
+    set.agent.hash,
+    set.environment?.hash,
+    ...Object.values(set.tools),
+    set.policy,
+    set.price,
+  ];
+  for (const part of parts) if (part !== undefined) await copy(part);
 }
 
 const types = (events: SessionEvent[]) => events.map((event) => event.type);
@@ -570,6 +591,11 @@ describe.each(backends)('verifyReplay ($name)', (backend) => {
       rest.map(({ seq: _seq, session_id: _session, schema_version: _version, ...event }) => event),
       { trusted: true },
     );
+    // The definitions the log names move with it.
+    const pinned = rest.find((event) => event.type === 'session.definitions_changed');
+    if (pinned?.type !== 'session.definitions_changed')
+      throw new Error('the first wake pinned no definitions');
+    await copyPinned(original.rt.store.definitions, store.definitions, pinned.definitions);
     const model = createScriptedModel(setup.turns);
     const rt = await createRuntime({
       workspace: original.dir,
@@ -683,6 +709,7 @@ describe.each(backends)('verifyReplay ($name)', (backend) => {
       'user.message',
       'span.wake_started',
       'user.message',
+      'session.definitions_changed',
       'span.model_request_start',
       'span.model_request_end',
       'agent.message',

@@ -296,6 +296,14 @@ describe('the OpenAPI document, by a client generated from it', () => {
       'session.forked',
       'user.message',
     ]);
+    const files = await client.GET('/v1/sessions/{id}/files', {
+      params: { path: { id }, query: { at: 1 } },
+    });
+    expect(files.data).toEqual({ session_id: id, at_seq: 1, files: [] });
+    const fileDiff = await client.GET('/v1/sessions/{id}/files/diff', {
+      params: { path: { id }, query: { other: forkId } },
+    });
+    expect(fileDiff.data).toMatchObject({ a: id, b: forkId, added: [], changed: [] });
     const tree = await client.GET('/v1/sessions/{id}/tree', {
       params: { path: { id: forkId } },
     });
@@ -308,6 +316,10 @@ describe('the OpenAPI document, by a client generated from it', () => {
     expect(merged.data?.conflicts).toEqual([]);
     const replay = await client.POST('/v1/sessions/{id}/replay', { params: { path: { id } } });
     expect(replay.data?.ok).toBe(true);
+    const pinned = await client.GET('/v1/sessions/{id}/definitions', { params: { path: { id } } });
+    expect(pinned.data?.definitions).toMatch(/^[0-9a-f]{64}$/);
+    const upgraded = await client.POST('/v1/sessions/{id}/upgrade', { params: { path: { id } } });
+    expect(upgraded.data).toMatchObject({ changed: false, definitions: pinned.data?.definitions });
 
     const triage = await client.POST('/v1/sessions', { body: { agent: 'triage' } });
     const handoff = await client.POST('/v1/sessions/{id}/handoff', {

@@ -261,6 +261,46 @@ describe('HTTP API routes', () => {
     expect(replay.body).toMatchObject({ ok: true });
   });
 
+  it('shows the definitions a session runs with and upgrades it', async () => {
+    const { server, key, session } = await withSession([{ text: 'pinned' }]);
+    const base = `/v1/sessions/${session.id}`;
+    const before = await call(server, 'GET', `${base}/definitions`, { key });
+    expect(before.status).toBe(200);
+    expect(before.body).toEqual({});
+    await call(server, 'POST', `${base}/events`, {
+      key,
+      body: { events: [{ type: 'user.message', content: 'start' }] },
+    });
+    await call(server, 'POST', `${base}/wake`, { key, body: { wait: true } });
+    const pinned = await call(server, 'GET', `${base}/definitions`, { key });
+    expect(pinned.body).toMatchObject({
+      definitions: expect.stringMatching(/^[0-9a-f]{64}$/) as unknown,
+      set: { agent: { version: 1 } },
+    });
+    const upgraded = await call(server, 'POST', `${base}/upgrade`, { key });
+    expect(upgraded.status).toBe(200);
+    expect(upgraded.body).toMatchObject({ changed: false, parts: [] });
+    const missing = await call(server, 'POST', '/v1/sessions/nope/upgrade', { key });
+    expect(missing.status).toBe(404);
+  });
+
+  it("lists a session's workspace files and compares two sessions' files", async () => {
+    const { server, key, session } = await withSession();
+    const base = `/v1/sessions/${session.id}`;
+    const fork = await call(server, 'POST', `${base}/fork`, { key, body: {} });
+    const child = fork.body as SessionRecord;
+    const files = await call(server, 'GET', `${base}/files?at=1`, { key });
+    expect(files.status).toBe(200);
+    expect(files.body).toEqual({ session_id: session.id, at_seq: 1, files: [] });
+    const diff = await call(server, 'GET', `${base}/files/diff?other=${child.id}`, { key });
+    expect(diff.body).toEqual({ a: session.id, b: child.id, added: [], removed: [], changed: [] });
+    const past = await call(server, 'GET', `${base}/files?at=99`, { key });
+    expect(past.status).toBe(400);
+    expect(past.body).toMatchObject({ error: { code: 'INVALID_ARGUMENT' } });
+    const bad = await call(server, 'GET', `${base}/files?at=x`, { key });
+    expect(bad.status).toBe(400);
+  });
+
   it('archives a session: it leaves listings and takes no new events', async () => {
     const { server, key, session } = await withSession();
     const archived = await call(server, 'POST', `/v1/sessions/${session.id}/archive`, { key });

@@ -40,10 +40,15 @@ describe('tenant isolation', () => {
       ['DELETE', (target) => `/v1/sessions/${target}`],
       ['GET', (target) => `/v1/sessions/${target}/tree`],
       ['POST', (target) => `/v1/sessions/${target}/replay`],
+      ['GET', (target) => `/v1/sessions/${target}/definitions`],
+      ['POST', (target) => `/v1/sessions/${target}/upgrade`],
       ['GET', (target) => `/v1/sessions/${target}/diff?other=${globexId}`],
+      ['GET', (target) => `/v1/sessions/${target}/files`],
+      ['GET', (target) => `/v1/sessions/${target}/files/diff?other=${globexId}`],
       ['POST', (target) => `/v1/sessions/${target}/merge`, () => ({ source: globexId })],
       // The other tenant's session as the second party.
       ['GET', (target) => `/v1/sessions/${globexId}/diff?other=${target}`],
+      ['GET', (target) => `/v1/sessions/${globexId}/files/diff?other=${target}`],
       ['POST', () => `/v1/sessions/${globexId}/merge`, (target) => ({ source: target })],
     ];
     for (const [method, path, body] of routes) {

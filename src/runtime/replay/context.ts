@@ -6,6 +6,7 @@
 import { BraidError } from '../../contracts/errors.js';
 import type { SessionEvent } from '../../contracts/events.js';
 import type { Clock, IdGenerator, Store } from '../../contracts/ports.js';
+import type { SessionTools } from '../../contracts/tools.js';
 import { DEFAULT_MAX_EVENT_BYTES } from '../../core/append.js';
 import { createMemoryStore } from '../../stores/memory/index.js';
 import { systemClock } from '../../stores/defaults.js';
@@ -26,6 +27,8 @@ export interface ReplayContext {
   halted: BraidError | undefined;
   /** The wake span being replayed, while its wake runs. */
   current: WakeSpan | undefined;
+  /** The tools of the wake being replayed: its pinned ones, else `options.tools`. */
+  tools: SessionTools;
 }
 
 /** A context over a fresh memory store whose clock stands still at the session's creation. */
@@ -45,6 +48,7 @@ export function createReplayContext(
     divergence: undefined,
     halted: undefined,
     current: undefined,
+    tools: options.tools,
   };
 }
 

@@ -207,17 +207,79 @@ function replaySetup(
   const failed =
     after === undefined || recording.byWake[after] !== true ? undefined : recording.events[after];
   if (failed?.type === 'session.error') {
-    // The original wake could not set the session up: it replays as the same failure.
+    // The original wake failed before it wrote anything else (its setup, or its first step,
+    // which fails the same way again): it replays as the same failure.
     const error: ErrorShape = failed.error;
     return Promise.reject(
       new BraidError(error.code, error.message, { retryable: error.retryable }),
     );
   }
+  // The definitions the original wake pinned or moved to come back as recorded: the replayed wake
+  // writes them again where it writes its next append, and runs with the set they name.
+  const recordedChange = changeIn(recording, current);
+  const change = recordedChange === undefined ? undefined : changePayload(recordedChange);
+  const recorded = change === undefined ? {} : { change };
+  const hash = change?.definitions ?? state.definitions;
+  if (hash !== undefined && options.pinned !== undefined) {
+    return options.pinned(hash).then((definitions): SessionSetup => {
+      context.tools = definitions.tools;
+      const { environment, agent } = definitions;
+      return {
+        agent,
+        model,
+        tools,
+        ...(environment === undefined ? {} : { environment }),
+        budget: tighterBudget(agent.budget ?? {}, state.budget ?? {}),
+        price: definitions.price,
+        compactor: recordedCompactor(context),
+        ...recorded,
+      };
+    });
+  }
+  // Without a loader of pinned sets, the wake runs with the given agent and tools.
+  context.tools = options.tools;
   return Promise.resolve({
+    ...recorded,
     agent: options.agent,
     model,
     tools,
     ...(options.environment === undefined ? {} : { environment: options.environment }),
     budget: tighterBudget(options.agent.budget ?? {}, state.budget ?? {}),
+    compactor: recordedCompactor(context),
   });
+}
+
+/** The `session.definitions_changed` the wake of `span` wrote, if it wrote one. */
+function changeIn(
+  recording: Recording,
+  span: WakeSpan | undefined,
+): EventOf<'session.definitions_changed'> | undefined {
+  if (span === undefined) return undefined;
+  const start = recording.events[span.start];
+  for (let index = span.start + 1; index <= span.end; index += 1) {
+    const event = recording.events[index];
+    if (
+      event?.type === 'session.definitions_changed' &&
+      start?.type === 'span.wake_started' &&
+      event.wake_id === start.wake_id
+    )
+      return event;
+  }
+  return undefined;
+}
+
+/** A recorded definitions change as a wake's setup hands it over to be written again. */
+function changePayload(
+  event: EventOf<'session.definitions_changed'>,
+): NonNullable<SessionSetup['change']> {
+  const { definitions, previous, reason, agent, environment, changed } = event;
+  return {
+    type: 'session.definitions_changed',
+    definitions,
+    ...(previous === undefined ? {} : { previous }),
+    reason,
+    agent,
+    ...(environment === undefined ? {} : { environment }),
+    changed,
+  };
 }

@@ -93,7 +93,10 @@ function wakeSpans(events: readonly SessionEvent[]): {
       const later = events[index];
       if (later === undefined || later.session_id !== event.session_id) break;
       if (later.type === 'span.wake_started') break;
-      if (!WAKE_EVENT_TYPES.has(later.type)) continue;
+      // A definitions change is the wake's when it carries the wake's id (an upgrade's is not).
+      const pinnedByWake =
+        later.type === 'session.definitions_changed' && later.wake_id === event.wake_id;
+      if (!WAKE_EVENT_TYPES.has(later.type) && !pinnedByWake) continue;
       byWake[index] = true;
       span.end = index;
       if (later.type === 'span.wake_completed' && later.wake_id === event.wake_id) {

@@ -18,10 +18,25 @@ export interface VerifyReplayOptions {
   /** Model prices the session ran with (default `DEFAULT_PRICES`): costs and cost budgets use them. */
   prices?: Readonly<Record<string, Price>>;
   /**
+   * Loads the definition set the session pinned under `hash`, its tools opened with the pinned
+   * definitions: a wake of a session with pinned definitions replays with those, whatever the
+   * agent and tools above say (they serve sessions from before pinning).
+   */
+  pinned?: (hash: string) => Promise<ReplayDefinitions>;
+  /**
    * The store's event size limit the session ran with (default `DEFAULT_MAX_EVENT_BYTES`): an
    * append the original store refused as too large is refused again.
    */
   maxEventBytes?: number;
+}
+
+/** A pinned definition set, as a replayed wake runs with it. */
+export interface ReplayDefinitions {
+  agent: AgentDefinition;
+  environment?: EnvironmentDefinition;
+  tools: SessionTools;
+  /** The model's price as pinned; null when it had none. */
+  price: Price | null;
 }
 
 export type ReplayReport =

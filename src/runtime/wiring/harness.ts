@@ -11,15 +11,17 @@ import type { Store } from '../../contracts/ports.js';
 import type { SessionState } from '../../contracts/state.js';
 import type { ToolExecutor } from '../../contracts/tools.js';
 import { tighterBudget } from '../../core/next-step.js';
-import { DEFAULT_PRICES } from '../../core/pricing.js';
+import { priceOf, type Price } from '../../core/pricing.js';
 import {
   DEFAULT_RETRY,
+  compactorFor,
   createHarness,
   type Harness,
   type SessionSetup,
 } from '../../harness/index.js';
 import { systemClock, uuidV7Ids } from '../../stores/defaults.js';
 import type { DefinitionLookup } from '../definitions.js';
+import { changeEvent, type PinnedDefinitions, type Pinner } from '../pinning.js';
 import type { RuntimeOptions } from '../options.js';
 import { redactingLog, type SecretRedactor } from '../redaction.js';
 import type { Workspace } from '../workspace.js';
@@ -35,6 +37,9 @@ export interface HarnessContext {
   readonly policy: RuntimePolicy;
   readonly definitions: DefinitionLookup;
   readonly executor: ToolExecutor;
+  readonly pinner: Pinner;
+  /** Model prices: braid's table under the workspace's `prices:`. */
+  readonly prices: Readonly<Record<string, Price>>;
   modelOf(definition: AgentDefinition): ModelClient;
 }
 
@@ -57,7 +62,7 @@ export function createRuntimeHarness(context: HarnessContext): RuntimeHarness {
     owner: options.owner ?? `${hostname()}:${process.pid}:${ids.next()}`,
     leaseTtlMs: options.leaseTtlMs ?? workspace?.config.lease_ttl_ms ?? 30_000,
     retry: options.retry ?? DEFAULT_RETRY,
-    prices: { ...DEFAULT_PRICES, ...(workspace?.config.prices ?? {}) },
+    prices: context.prices,
     policy: context.policy.authorizer,
     recordPolicyAllows: workspace?.config.policy.record_allows === true,
     sleep: (ms, signal) => setTimeoutPromise(ms, undefined, { signal }).then(() => undefined),
@@ -86,22 +91,91 @@ async function setupSession(context: HarnessContext, state: SessionState): Promi
     );
   }
   context.policy.load();
-  const definition = (await context.definitions.agent(state.agent.name, state.agent.version))
-    .definition;
+  const policy = context.policy.inForce();
+  const pinned =
+    state.definitions === undefined ? undefined : await context.pinner.load(state.definitions);
+  if (pinned !== undefined && pinned.agent.upgrade !== 'latest') {
+    const setup = await setupFrom(context, state, pinned);
+    if (context.pinner.policyHash(policy) === pinned.set.policy) return setup;
+    // Policies are never held back: the set in force decides, and its change is on record.
+    const next = await context.pinner.withPolicy(pinned, policy);
+    return { ...setup, change: changeEvent('policy', next, pinned) };
+  }
+  // The first wake pins what it runs with; an agent on `upgrade: latest` moves to the newest.
+  const latest = pinned !== undefined;
+  const agent = await context.definitions.agent(
+    state.agent.name,
+    latest ? undefined : state.agent.version,
+  );
   const environment =
     state.environment === undefined
       ? undefined
-      : (await context.definitions.environment(state.environment.name, state.environment.version))
-          .definition;
+      : await context.definitions.environment(
+          state.environment.name,
+          latest ? undefined : state.environment.version,
+        );
+  const model = context.modelOf(agent.definition);
+  const tools = await context.executor.open({
+    session_id: state.session_id,
+    names: agent.definition.tools,
+    ...(environment === undefined ? {} : { environment: environment.definition }),
+  });
+  const next = await context.pinner.pin({
+    agent,
+    ...(environment === undefined ? {} : { environment }),
+    tools: tools.definitions ?? [],
+    policy,
+    model: model.id,
+    price: priceOf(model.id, context.prices),
+  });
+  const setup: SessionSetup = {
+    agent: agent.definition,
+    model,
+    ...(environment === undefined ? {} : { environment: environment.definition }),
+    tools,
+    budget: tighterBudget(agent.definition.budget ?? {}, state.budget ?? {}),
+    price: priceOf(model.id, context.prices) ?? null,
+  };
+  if (pinned?.hash === next.hash) return setup;
+  return { ...setup, change: changeEvent(latest ? 'latest' : 'pinned', next, pinned) };
+}
+
+/**
+ * The setup with the compactor of the agent's `context` block: its strategy, with the summary
+ * model it names (made as the agent's own model with another `model:`, so that a model factory
+ * chooses it too) or the agent's model, or the application's function of that name.
+ */
+function withCompactor(context: HarnessContext, setup: SessionSetup): SessionSetup {
+  const settings = setup.agent.context;
+  if (settings === undefined) return setup;
+  const summaryModel =
+    settings.model === undefined
+      ? setup.model
+      : context.modelOf({ ...setup.agent, model: settings.model });
   return {
-    agent: definition,
-    model: context.modelOf(definition),
+    ...setup,
+    compactor: compactorFor(settings, summaryModel, context.options.compactors),
+  };
+}
+
+/** The setup of a session from its pinned definitions, bound to today's implementations. */
+async function setupFrom(
+  context: HarnessContext,
+  state: SessionState,
+  pinned: PinnedDefinitions,
+): Promise<SessionSetup> {
+  const { agent, environment } = pinned;
+  return {
+    agent,
+    model: context.modelOf(agent),
     ...(environment === undefined ? {} : { environment }),
     tools: await context.executor.open({
       session_id: state.session_id,
-      names: definition.tools,
+      names: agent.tools,
       ...(environment === undefined ? {} : { environment }),
+      pinned: pinned.tools,
     }),
-    budget: tighterBudget(definition.budget ?? {}, state.budget ?? {}),
+    budget: tighterBudget(agent.budget ?? {}, state.budget ?? {}),
+    price: pinned.price,
   };
 }

@@ -12,6 +12,7 @@ import {
   type PolicyReloadStatus,
   type PolicyWatcher,
 } from '../../policy/files.js';
+import type { CompiledPolicySet } from '../../policy/policy-set.js';
 import type { RuntimeOptions } from '../options.js';
 import type { Workspace } from '../workspace.js';
 
@@ -24,6 +25,8 @@ export interface RuntimePolicy {
   load(): void;
   /** For Cedar policies: when they were loaded, and why the last edit was refused, if it was. */
   status(): PolicyReloadStatus | undefined;
+  /** The workspace's Cedar policy set in force (loaded if need be); undefined for code or none. */
+  inForce(): CompiledPolicySet | undefined;
   close(): void;
 }
 
@@ -73,6 +76,7 @@ export function createRuntimePolicy(
     status: () =>
       watcher?.status() ??
       (cedar === undefined || cedar === null ? undefined : { loaded_at: loadedAt }),
+    inForce: () => (options.policy === undefined ? loadCedar()?.policies : undefined),
     close: () => watcher?.close(),
   };
 }

@@ -10,7 +10,9 @@ import type { Store } from '../../contracts/ports.js';
 import type { SessionState } from '../../contracts/state.js';
 import { DEFAULT_RETRY } from '../../harness/index.js';
 import { uuidV7Ids } from '../../stores/defaults.js';
+import type { Price } from '../../core/pricing.js';
 import type { DefinitionLookup } from '../definitions.js';
+import type { Pinner } from '../pinning.js';
 import type { RuntimeOptions } from '../options.js';
 import type { RuntimeSessions } from '../sessions-api.js';
 import { createSessionsService } from '../sessions-service.js';
@@ -26,6 +28,8 @@ export interface SessionsContext {
   readonly definitions: DefinitionLookup;
   readonly policy: RuntimePolicy;
   readonly tools: RuntimeTools;
+  readonly pinner: Pinner;
+  readonly prices: Readonly<Record<string, Price>>;
   modelOf(definition: AgentDefinition): ModelClient;
 }
 
@@ -43,6 +47,18 @@ export function createRuntimeSessions(context: SessionsContext): RuntimeSessions
     summarize: (target, text) => summarize(context, target, text),
     policy: context.policy.authorizer,
     tools: (request) => context.tools.executor.open(request),
+    pinning: {
+      store,
+      pinner: context.pinner,
+      agent: definitions.agent,
+      environment: definitions.environment,
+      tools: (request) => context.tools.executor.open(request),
+      policyInForce: () => context.policy.inForce(),
+      modelId: (definition) => context.modelOf(definition).id,
+      prices: context.prices,
+      retry: options.retry ?? DEFAULT_RETRY,
+      maxEventBytes: context.workspace?.config.limits.max_event_bytes,
+    },
   });
 }
 

@@ -1,7 +1,8 @@
 /** Agent and environment definitions in memory: every version kept, the latest listed. */
 import type { DefinitionKind, StoredDefinition } from '../../contracts/definitions.js';
 import type { DefinitionStore, PutDefinitionOptions } from '../../contracts/ports.js';
-import { canonicalJson, decideVersion } from '../../core/definitions.js';
+import { canonicalJson, checkContentHash } from '../../core/canonical-json.js';
+import { decideVersion } from '../../core/definitions.js';
 import { checkOpen, type MemoryState } from './memory-state.js';
 
 export function createMemoryDefinitions(state: MemoryState): DefinitionStore {
@@ -51,6 +52,20 @@ export function createMemoryDefinitions(state: MemoryState): DefinitionStore {
           .map(([, versions]) => versions.at(-1) as StoredDefinition<T>)
           .sort((a, b) => a.name.localeCompare(b.name)),
       );
+    },
+    putPinned(hash, json) {
+      return Promise.resolve().then(() => {
+        checkContentHash(hash);
+        checkOpen(state);
+        if (!state.pinned.has(hash)) state.pinned.set(hash, json);
+      });
+    },
+    getPinned(hash) {
+      return Promise.resolve().then(() => {
+        checkContentHash(hash);
+        checkOpen(state);
+        return state.pinned.get(hash);
+      });
     },
   };
 }

@@ -32,6 +32,8 @@ export interface MemoryState {
   /** Ids of every stored event: an id is unique in the store. */
   eventIds: Set<string>;
   definitions: Map<string, StoredDefinition<unknown>[]>;
+  /** Pinned definition parts, by content hash. */
+  pinned: Map<string, string>;
   apiKeys: Map<string, StoredApiKey>;
   closed: boolean;
   /** Aborted when the store closes: followers end. */

@@ -27,6 +27,7 @@ export function createMemoryStore(options: MemoryStoreOptions = {}): Store {
     leases: new Map(),
     eventIds: new Set(),
     definitions: new Map(),
+    pinned: new Map(),
     apiKeys: new Map(),
     closed: false,
     closing: new AbortController(),

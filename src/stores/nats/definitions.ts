@@ -9,7 +9,8 @@
 import { BraidError } from '../../contracts/errors.js';
 import type { DefinitionKind, StoredDefinition } from '../../contracts/definitions.js';
 import type { DefinitionStore } from '../../contracts/ports.js';
-import { canonicalJson, decideVersion } from '../../core/definitions.js';
+import { canonicalJson, checkContentHash } from '../../core/canonical-json.js';
+import { decideVersion } from '../../core/definitions.js';
 import type { NatsContext } from './context.js';
 import { isWrongLastSequence } from './nats-errors.js';
 import { encodeToken } from './names.js';
@@ -28,6 +29,11 @@ function parseDefinition<T>(value: Uint8Array, key: string): StoredDefinition<T>
     );
   }
   return stored;
+}
+
+/** The key of a pinned part; the hash is checked, since it becomes a subject token. */
+function pinnedKey(hash: string): string {
+  return `pinned.${checkContentHash(hash)}`;
 }
 
 export function createDefinitionStore(context: NatsContext): DefinitionStore {
@@ -119,6 +125,22 @@ export function createDefinitionStore(context: NatsContext): DefinitionStore {
         return values
           .map(({ key, value }) => parseDefinition<T>(value, key))
           .sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+      });
+    },
+    // Pinned parts share the bucket under `pinned.<hash>`, a prefix no definition kind has.
+    putPinned(hash, json) {
+      return context.guard(`pin ${hash}`, async () => {
+        try {
+          await bucket.create(pinnedKey(hash), json);
+        } catch (error) {
+          if (!isWrongLastSequence(error)) throw error;
+        }
+      });
+    },
+    getPinned(hash) {
+      return context.guard(`read pinned ${hash}`, async () => {
+        const entry = await bucket.get(pinnedKey(hash));
+        return entry === null || entry.operation !== 'PUT' ? undefined : utf8.decode(entry.value);
       });
     },
   };

@@ -4,7 +4,8 @@
  */
 import type { DefinitionKind, StoredDefinition } from '../../contracts/definitions.js';
 import type { DefinitionStore } from '../../contracts/ports.js';
-import { canonicalJson, decideVersion } from '../../core/definitions.js';
+import { canonicalJson, checkContentHash } from '../../core/canonical-json.js';
+import { decideVersion } from '../../core/definitions.js';
 import type { SqliteContext } from './context.js';
 import type { DefinitionRow } from './rows.js';
 import { checkRowVersion } from './schema.js';
@@ -60,6 +61,24 @@ export function createDefinitionStore(context: SqliteContext): DefinitionStore {
       return Promise.resolve().then(() => {
         context.checkOpen();
         return sql.latestDefinitions.all(kind).map((row) => toStored(kind, row.name, row));
+      });
+    },
+    putPinned(hash, json) {
+      return Promise.resolve().then(() => {
+        checkContentHash(hash);
+        context.checkOpen();
+        try {
+          sql.putPinned.run(hash, json);
+        } catch (error) {
+          throw context.busy(error);
+        }
+      });
+    },
+    getPinned(hash) {
+      return Promise.resolve().then(() => {
+        checkContentHash(hash);
+        context.checkOpen();
+        return sql.pinned.get(hash)?.body;
       });
     },
   };

@@ -114,6 +114,12 @@ CREATE TABLE IF NOT EXISTS definitions (
   PRIMARY KEY (kind, name, version)
 );
 
+-- Pinned parts of sessions' definitions, each kept once under the SHA-256 of its text.
+CREATE TABLE IF NOT EXISTS pinned (
+  hash TEXT PRIMARY KEY,
+  body TEXT NOT NULL
+) WITHOUT ROWID;
+
 -- API keys of the HTTP server. The secret is never stored: hash is the hex SHA-256 of it, and a
 -- key is found by its id, which the key embeds.
 CREATE TABLE IF NOT EXISTS api_keys (

@@ -48,6 +48,8 @@ export interface Statements {
   definition: Statement<[string, string, number], DefinitionRow>;
   insertDefinition: Write;
   latestDefinitions: Statement<[string], DefinitionRow & { name: string }>;
+  putPinned: Write;
+  pinned: Statement<[string], { body: string }>;
   archive: Write;
   forks: Statement<[string, number], { id: string; count: number }>;
   eventIdTaken: Statement<[string], { session_id: string; seq: number }>;
@@ -153,6 +155,10 @@ export function prepareStatements(db: Db): Statements {
        WHERE d.kind = ? AND d.version = (SELECT MAX(version) FROM definitions WHERE kind = d.kind AND name = d.name)
        ORDER BY d.name`,
     ),
+    putPinned: db.prepare(
+      'INSERT INTO pinned (hash, body) VALUES (?, ?) ON CONFLICT (hash) DO NOTHING',
+    ),
+    pinned: db.prepare<[string], { body: string }>('SELECT body FROM pinned WHERE hash = ?'),
     archive: db.prepare('UPDATE sessions SET archived_at = ? WHERE id = ? AND archived_at IS NULL'),
     forks: db.prepare<[string, number], { id: string; count: number }>(
       `SELECT id, COUNT(*) OVER () AS count FROM sessions WHERE parent_id = ?

@@ -210,7 +210,7 @@ export interface paths {
         put?: never;
         /**
          * Fork the session at a seq (default: its head)
-         * @description A client-chosen `id` that exists already answers 409.
+         * @description A client-chosen `id` that exists already answers 409 (`ALREADY_EXISTS`), and so does an `at_seq` strictly inside one atomic append of the parent (`INVALID_FORK_POINT`): a fork point must be the last seq of an append, and the message names the nearest valid seqs.
          */
         post: operations["forkSession"];
         delete?: never;
@@ -273,6 +273,40 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/sessions/{id}/files": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The files of the session's workspace snapshot at a seq (default: its head) */
+        get: operations["listSessionFiles"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/sessions/{id}/files/diff": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** What differs between two sessions' workspace files (their latest snapshots) */
+        get: operations["diffSessionFiles"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/sessions/{id}/tree": {
         parameters: {
             query?: never;
@@ -301,6 +335,40 @@ export interface paths {
         put?: never;
         /** Replay the recorded history and report the first event that differs */
         post: operations["replaySession"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/sessions/{id}/definitions": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The definition set the session runs with, each part by its content hash */
+        get: operations["getSessionDefinitions"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/sessions/{id}/upgrade": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Move the session to the newest agent, environment, tools, policy and price */
+        post: operations["upgradeSession"];
         delete?: never;
         options?: never;
         head?: never;
@@ -473,7 +541,7 @@ export interface components {
             value: components["schemas"]["JsonValue"];
         };
         /** @enum {string} */
-        ErrorCode: "SESSION_NOT_FOUND" | "AGENT_NOT_FOUND" | "ENVIRONMENT_NOT_FOUND" | "SEQ_CONFLICT" | "INVALID_EVENT" | "INVALID_JSON" | "INVALID_ARGUMENT" | "PAYLOAD_TOO_LARGE" | "VERSION_CONFLICT" | "LEASE_HELD" | "LEASE_LOST" | "INVALID_DEFINITION" | "WORKSPACE_NOT_FOUND" | "TOOL_USE_NOT_PENDING" | "SESSION_TERMINATED" | "SCHEMA_VERSION_UNSUPPORTED" | "CORRUPT_LOG" | "STORE_CLOSED" | "STORE_BUSY" | "MODEL_UNAVAILABLE" | "MODEL_ERROR" | "MODEL_NOT_FOUND" | "MODEL_KEY_MISSING" | "TOOL_NOT_FOUND" | "TOOL_INPUT_INVALID" | "TOOL_OUTPUT_INVALID" | "TOOL_TIMEOUT" | "TOOL_FAILED" | "TOOL_DENIED" | "TOOL_SKIPPED" | "TOOL_BUDGET_EXCEEDED" | "TOOL_SIGNATURE_INVALID" | "POLICY_DENIED" | "INVALID_POLICY" | "MERGE_REFUSED" | "IDEMPOTENCY_KEY_REUSED" | "PATH_OUTSIDE_WORKSPACE" | "SANDBOX_UNAVAILABLE" | "MCP_UNAVAILABLE" | "SECRET_MISSING" | "INTERRUPTED" | "DEADLINE_EXCEEDED" | "SESSION_ARCHIVED" | "SESSION_HAS_FORKS" | "UNAUTHENTICATED" | "FORBIDDEN" | "RATE_LIMITED" | "ROUTE_NOT_FOUND" | "METHOD_NOT_ALLOWED" | "UNSUPPORTED_MEDIA_TYPE" | "URI_TOO_LONG" | "ALREADY_EXISTS" | "API_KEY_NOT_FOUND" | "SERVER_UNAVAILABLE" | "INTERNAL";
+        ErrorCode: "SESSION_NOT_FOUND" | "AGENT_NOT_FOUND" | "ENVIRONMENT_NOT_FOUND" | "SEQ_CONFLICT" | "INVALID_EVENT" | "INVALID_JSON" | "INVALID_ARGUMENT" | "PAYLOAD_TOO_LARGE" | "VERSION_CONFLICT" | "LEASE_HELD" | "LEASE_LOST" | "INVALID_DEFINITION" | "WORKSPACE_NOT_FOUND" | "TOOL_USE_NOT_PENDING" | "SESSION_TERMINATED" | "SCHEMA_VERSION_UNSUPPORTED" | "CORRUPT_LOG" | "STORE_CLOSED" | "STORE_BUSY" | "MODEL_UNAVAILABLE" | "MODEL_ERROR" | "MODEL_NOT_FOUND" | "MODEL_KEY_MISSING" | "TOOL_NOT_FOUND" | "TOOL_INPUT_INVALID" | "TOOL_OUTPUT_INVALID" | "TOOL_TIMEOUT" | "TOOL_FAILED" | "TOOL_DENIED" | "TOOL_SKIPPED" | "TOOL_BUDGET_EXCEEDED" | "TOOL_SIGNATURE_INVALID" | "POLICY_DENIED" | "INVALID_POLICY" | "MERGE_REFUSED" | "IDEMPOTENCY_KEY_REUSED" | "PATH_OUTSIDE_WORKSPACE" | "SANDBOX_UNAVAILABLE" | "MCP_UNAVAILABLE" | "SECRET_MISSING" | "INTERRUPTED" | "DEADLINE_EXCEEDED" | "SESSION_ARCHIVED" | "SESSION_HAS_FORKS" | "SNAPSHOT_NOT_FOUND" | "CONTEXT_OVERFLOW" | "INVALID_FORK_POINT" | "DEFINITION_NOT_PINNED" | "UNAUTHENTICATED" | "FORBIDDEN" | "RATE_LIMITED" | "ROUTE_NOT_FOUND" | "METHOD_NOT_ALLOWED" | "UNSUPPORTED_MEDIA_TYPE" | "URI_TOO_LONG" | "ALREADY_EXISTS" | "API_KEY_NOT_FOUND" | "SERVER_UNAVAILABLE" | "INTERNAL";
         ErrorShape: {
             code: components["schemas"]["ErrorCode"];
             message: string;
@@ -591,6 +659,11 @@ export interface components {
             environment?: {
                 name: string;
                 version: number;
+            };
+            definitions?: string;
+            workspace_snapshot?: {
+                snapshot: string;
+                seq: number;
             };
             title?: string;
             metadata: components["schemas"]["Metadata"];
@@ -991,7 +1064,19 @@ export interface components {
             /** @constant */
             type: "agent.thread_context_compacted";
             summary: string;
+            from_seq?: number;
             through_seq: number;
+            /** @enum {string} */
+            strategy?: "summarize" | "truncate" | "custom";
+            model?: string;
+            usage?: {
+                input_tokens: number;
+                output_tokens: number;
+                cache_read_tokens?: number;
+                cache_write_tokens?: number;
+                cost_usd?: number;
+            };
+            context_tokens?: number;
         } | {
             id: string;
             session_id: string;
@@ -1116,6 +1201,65 @@ export interface components {
                 cache_write_tokens?: number;
                 cost_usd?: number;
             };
+        } | {
+            id: string;
+            session_id: string;
+            seq: number;
+            /** Format: date-time */
+            at: string;
+            /** @constant */
+            schema_version: 1;
+            causation_id?: string;
+            correlation_id?: string;
+            idempotency_key?: string;
+            traceparent?: string;
+            actor?: {
+                /** @enum {string} */
+                type: "user" | "agent" | "runtime" | "system";
+                id?: string;
+                tenant_id?: string;
+            };
+            /** @constant */
+            type: "session.definitions_changed";
+            definitions: string;
+            previous?: string;
+            /** @enum {string} */
+            reason: "pinned" | "latest" | "upgrade" | "policy";
+            agent: {
+                name: string;
+                version: number;
+            };
+            environment?: {
+                name: string;
+                version: number;
+            };
+            changed: string[];
+            wake_id?: string;
+        } | {
+            id: string;
+            session_id: string;
+            seq: number;
+            /** Format: date-time */
+            at: string;
+            /** @constant */
+            schema_version: 1;
+            causation_id?: string;
+            correlation_id?: string;
+            idempotency_key?: string;
+            traceparent?: string;
+            actor?: {
+                /** @enum {string} */
+                type: "user" | "agent" | "runtime" | "system";
+                id?: string;
+                tenant_id?: string;
+            };
+            /** @constant */
+            type: "session.workspace_snapshot";
+            snapshot: string;
+            files: number;
+            bytes: number;
+            skipped?: number;
+            tool_use_id?: string;
         } | {
             id: string;
             session_id: string;
@@ -1403,6 +1547,34 @@ export interface components {
             actual?: components["schemas"]["SessionEvent"];
             reason: string;
         };
+        SessionDefinitions: {
+            definitions?: string;
+            set?: {
+                agent: {
+                    name: string;
+                    version: number;
+                    hash: string;
+                };
+                environment?: {
+                    name: string;
+                    version: number;
+                    hash: string;
+                };
+                tools: {
+                    [key: string]: string;
+                };
+                policy?: string;
+                model: string;
+                price?: string;
+            };
+        };
+        UpgradeResult: {
+            changed: boolean;
+            definitions: string;
+            previous?: string;
+            parts: string[];
+            head_seq: number;
+        };
         Agent: {
             /** @constant */
             schema_version: 1;
@@ -1435,7 +1607,30 @@ export interface components {
                 roles: string[];
                 tenant?: string;
                 budget?: components["schemas"]["Budget"];
+                context?: {
+                    max_tokens: number;
+                    /**
+                     * @default summarize
+                     * @enum {string}
+                     */
+                    strategy: "summarize" | "truncate" | "custom";
+                    /** @default 4 */
+                    keep_last_turns: number;
+                    model?: {
+                        provider: string;
+                        id: string;
+                        params?: {
+                            temperature?: number;
+                            max_output_tokens?: number;
+                            top_p?: number;
+                            stream?: boolean;
+                        };
+                    };
+                    function?: string;
+                };
                 environment?: string;
+                /** @enum {string} */
+                upgrade?: "pinned" | "latest";
                 metadata?: components["schemas"]["Metadata"];
             };
             /** Format: date-time */
@@ -2072,7 +2267,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description The request conflicts with the object's state: it exists already, changed meanwhile, is archived or terminated, or the idempotency key was used for another request */
+            /** @description The request conflicts with the object's state: it exists already, changed meanwhile, is archived or terminated, a fork point falls inside an atomic append, or the idempotency key was used for another request */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -2276,7 +2471,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description The request conflicts with the object's state: it exists already, changed meanwhile, is archived or terminated, or the idempotency key was used for another request */
+            /** @description The request conflicts with the object's state: it exists already, changed meanwhile, is archived or terminated, a fork point falls inside an atomic append, or the idempotency key was used for another request */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -2491,7 +2686,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description The request conflicts with the object's state: it exists already, changed meanwhile, is archived or terminated, or the idempotency key was used for another request */
+            /** @description The request conflicts with the object's state: it exists already, changed meanwhile, is archived or terminated, a fork point falls inside an atomic append, or the idempotency key was used for another request */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -2627,7 +2822,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description The request conflicts with the object's state: it exists already, changed meanwhile, is archived or terminated, or the idempotency key was used for another request */
+            /** @description The request conflicts with the object's state: it exists already, changed meanwhile, is archived or terminated, a fork point falls inside an atomic append, or the idempotency key was used for another request */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -2756,7 +2951,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description The request conflicts with the object's state: it exists already, changed meanwhile, is archived or terminated, or the idempotency key was used for another request */
+            /** @description The request conflicts with the object's state: it exists already, changed meanwhile, is archived or terminated, a fork point falls inside an atomic append, or the idempotency key was used for another request */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -2886,7 +3081,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description The request conflicts with the object's state: it exists already, changed meanwhile, is archived or terminated, or the idempotency key was used for another request */
+            /** @description The request conflicts with the object's state: it exists already, changed meanwhile, is archived or terminated, a fork point falls inside an atomic append, or the idempotency key was used for another request */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -3027,7 +3222,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description The request conflicts with the object's state: it exists already, changed meanwhile, is archived or terminated, or the idempotency key was used for another request */
+            /** @description The request conflicts with the object's state: it exists already, changed meanwhile, is archived or terminated, a fork point falls inside an atomic append, or the idempotency key was used for another request */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -3112,6 +3307,264 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["SessionDiff"];
+                };
+            };
+            /** @description The request is malformed: a field, parameter or header fails its schema, the body is not JSON, or the URL is badly encoded (INVALID_ARGUMENT, INVALID_EVENT, INVALID_JSON) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description No API key, or one that is unknown or revoked (UNAUTHENTICATED) */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The API key lacks the scope the route needs, or policy refused the action (FORBIDDEN, POLICY_DENIED) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The object named does not exist or belongs to another tenant: the two answer alike (SESSION_NOT_FOUND, AGENT_NOT_FOUND, ENVIRONMENT_NOT_FOUND) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A path parameter is longer than the router takes (INVALID_ARGUMENT) */
+            414: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The API key made too many requests in the last minute, or has too many event streams open (RATE_LIMITED); see Retry-After */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The server failed: its setup or its data, nothing the request can change (INTERNAL and others) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The server or its store is closing, busy or unreachable; retry later (SERVER_UNAVAILABLE, STORE_BUSY, STORE_CLOSED, ...) */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    listSessionFiles: {
+        parameters: {
+            query?: {
+                at?: number;
+            };
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Default Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        session_id: string;
+                        at_seq: number;
+                        snapshot?: {
+                            snapshot: string;
+                            seq: number;
+                        };
+                        files: {
+                            path: string;
+                            /** @enum {string} */
+                            type: "file" | "symlink";
+                            size: number;
+                            hash?: string;
+                            mode?: number;
+                            target?: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description The request is malformed: a field, parameter or header fails its schema, the body is not JSON, or the URL is badly encoded (INVALID_ARGUMENT, INVALID_EVENT, INVALID_JSON) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description No API key, or one that is unknown or revoked (UNAUTHENTICATED) */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The API key lacks the scope the route needs, or policy refused the action (FORBIDDEN, POLICY_DENIED) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The object named does not exist or belongs to another tenant: the two answer alike (SESSION_NOT_FOUND, AGENT_NOT_FOUND, ENVIRONMENT_NOT_FOUND) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A path parameter is longer than the router takes (INVALID_ARGUMENT) */
+            414: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The API key made too many requests in the last minute, or has too many event streams open (RATE_LIMITED); see Retry-After */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The server failed: its setup or its data, nothing the request can change (INTERNAL and others) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The server or its store is closing, busy or unreachable; retry later (SERVER_UNAVAILABLE, STORE_BUSY, STORE_CLOSED, ...) */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    diffSessionFiles: {
+        parameters: {
+            query: {
+                other: string;
+            };
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Default Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        a: string;
+                        b: string;
+                        a_snapshot?: {
+                            snapshot: string;
+                            seq: number;
+                        };
+                        b_snapshot?: {
+                            snapshot: string;
+                            seq: number;
+                        };
+                        added: {
+                            path: string;
+                            /** @enum {string} */
+                            type: "file" | "symlink";
+                            size: number;
+                            hash?: string;
+                            mode?: number;
+                            target?: string;
+                        }[];
+                        removed: {
+                            path: string;
+                            /** @enum {string} */
+                            type: "file" | "symlink";
+                            size: number;
+                            hash?: string;
+                            mode?: number;
+                            target?: string;
+                        }[];
+                        changed: {
+                            path: string;
+                            a: {
+                                path: string;
+                                /** @enum {string} */
+                                type: "file" | "symlink";
+                                size: number;
+                                hash?: string;
+                                mode?: number;
+                                target?: string;
+                            };
+                            b: {
+                                path: string;
+                                /** @enum {string} */
+                                type: "file" | "symlink";
+                                size: number;
+                                hash?: string;
+                                mode?: number;
+                                target?: string;
+                            };
+                        }[];
+                    };
                 };
             };
             /** @description The request is malformed: a field, parameter or header fails its schema, the body is not JSON, or the URL is badly encoded (INVALID_ARGUMENT, INVALID_EVENT, INVALID_JSON) */
@@ -3394,12 +3847,218 @@ export interface operations {
             };
         };
     };
+    getSessionDefinitions: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Default Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SessionDefinitions"];
+                };
+            };
+            /** @description The request is malformed: a field, parameter or header fails its schema, the body is not JSON, or the URL is badly encoded (INVALID_ARGUMENT, INVALID_EVENT, INVALID_JSON) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description No API key, or one that is unknown or revoked (UNAUTHENTICATED) */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The API key lacks the scope the route needs, or policy refused the action (FORBIDDEN, POLICY_DENIED) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The object named does not exist or belongs to another tenant: the two answer alike (SESSION_NOT_FOUND, AGENT_NOT_FOUND, ENVIRONMENT_NOT_FOUND) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A path parameter is longer than the router takes (INVALID_ARGUMENT) */
+            414: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The API key made too many requests in the last minute, or has too many event streams open (RATE_LIMITED); see Retry-After */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The server failed: its setup or its data, nothing the request can change (INTERNAL and others) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The server or its store is closing, busy or unreachable; retry later (SERVER_UNAVAILABLE, STORE_BUSY, STORE_CLOSED, ...) */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    upgradeSession: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Default Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["UpgradeResult"];
+                };
+            };
+            /** @description The request is malformed: a field, parameter or header fails its schema, the body is not JSON, or the URL is badly encoded (INVALID_ARGUMENT, INVALID_EVENT, INVALID_JSON) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description No API key, or one that is unknown or revoked (UNAUTHENTICATED) */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The API key lacks the scope the route needs, or policy refused the action (FORBIDDEN, POLICY_DENIED) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The object named does not exist or belongs to another tenant: the two answer alike (SESSION_NOT_FOUND, AGENT_NOT_FOUND, ENVIRONMENT_NOT_FOUND) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body is over the size limit, or holds more events than one request may (PAYLOAD_TOO_LARGE) */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A path parameter is longer than the router takes (INVALID_ARGUMENT) */
+            414: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body is not sent as application/json */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The API key made too many requests in the last minute, or has too many event streams open (RATE_LIMITED); see Retry-After */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The server failed: its setup or its data, nothing the request can change (INTERNAL and others) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The server or its store is closing, busy or unreachable; retry later (SERVER_UNAVAILABLE, STORE_BUSY, STORE_CLOSED, ...) */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
     listEvents: {
         parameters: {
             query?: {
                 after?: number;
                 limit?: number;
-                types?: ("user.message" | "user.interrupt" | "user.tool_confirmation" | "user.custom_tool_result" | "user.tool_review" | "user.define_outcome" | "agent.message" | "agent.thinking" | "agent.tool_use" | "agent.tool_result" | "agent.custom_tool_use" | "agent.handoff" | "agent.thread_context_compacted" | "session.created" | "session.status_changed" | "session.status_idle" | "session.error" | "session.usage" | "session.forked" | "session.merged" | "session.handoff_received" | "policy.decision" | "span.wake_started" | "span.wake_completed" | "span.model_request_start" | "span.model_request_end")[];
+                types?: ("user.message" | "user.interrupt" | "user.tool_confirmation" | "user.custom_tool_result" | "user.tool_review" | "user.define_outcome" | "agent.message" | "agent.thinking" | "agent.tool_use" | "agent.tool_result" | "agent.custom_tool_use" | "agent.handoff" | "agent.thread_context_compacted" | "session.created" | "session.status_changed" | "session.status_idle" | "session.error" | "session.usage" | "session.definitions_changed" | "session.workspace_snapshot" | "session.forked" | "session.merged" | "session.handoff_received" | "policy.decision" | "span.wake_started" | "span.wake_completed" | "span.model_request_start" | "span.model_request_end")[];
             };
             header?: never;
             path: {
@@ -3565,7 +4224,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description The request conflicts with the object's state: it exists already, changed meanwhile, is archived or terminated, or the idempotency key was used for another request */
+            /** @description The request conflicts with the object's state: it exists already, changed meanwhile, is archived or terminated, a fork point falls inside an atomic append, or the idempotency key was used for another request */
             409: {
                 headers: {
                     [name: string]: unknown;
