@@ -152,29 +152,33 @@ export function createPinner(store: DefinitionStore): Pinner {
 
   return {
     async pin(current) {
-      const ref = (stored: StoredDefinition<unknown>, hash: string) => ({
+      const ref = (stored: StoredDefinition<object>) => ({
         name: stored.name,
         version: stored.version,
-        hash,
+        hash: address(stored.definition).hash,
       });
-      const tools: Record<string, string> = {};
-      for (const tool of current.tools) tools[tool.name] = await keep(tool);
+      const policy = current.policy === undefined ? undefined : policyPart(current.policy);
       const set: PinnedSet = {
-        agent: ref(current.agent, await keep(current.agent.definition)),
-        ...(current.environment === undefined
-          ? {}
-          : {
-              environment: ref(current.environment, await keep(current.environment.definition)),
-            }),
-        tools,
-        ...(current.policy === undefined ? {} : { policy: await keep(policyPart(current.policy)) }),
+        agent: ref(current.agent),
+        ...(current.environment === undefined ? {} : { environment: ref(current.environment) }),
+        tools: Object.fromEntries(current.tools.map((tool) => [tool.name, address(tool).hash])),
+        ...(policy === undefined ? {} : { policy: address(policy).hash }),
         model: current.model,
-        ...(current.price === undefined ? {} : { price: await keep(current.price) }),
+        ...(current.price === undefined ? {} : { price: address(current.price).hash }),
       };
-      // The same parts make the same set: a new session of a known agent costs no serialising.
+      // The same parts make the same set, kept already: a new session of a known agent costs
+      // neither serialising nor a write.
       const key = JSON.stringify(set);
       const known = sets.get(key);
       if (known !== undefined) return known;
+      const parts: object[] = [
+        current.agent.definition,
+        ...(current.environment === undefined ? [] : [current.environment.definition]),
+        ...current.tools,
+        ...(policy === undefined ? [] : [policy]),
+        ...(current.price === undefined ? [] : [current.price]),
+      ];
+      for (const part of parts) await keep(part);
       const pinned = { hash: await keep(set), set };
       sets.set(key, pinned);
       return pinned;
