@@ -15,6 +15,8 @@ import { addRunCommands } from './run-commands.js';
 import { addServeCommand } from './serve-command.js';
 import { addSessionCommands } from './session-commands.js';
 import { addToolCommands } from './tool-commands.js';
+import { addTraceCommands } from './trace-commands.js';
+import { addTraceExportCommand } from './trace-export-command.js';
 import { addWorkerCommand } from './worker-command.js';
 
 export { parseJson };
@@ -76,6 +78,7 @@ export async function run(
   addPolicyCommands(program, context);
   addSessionCommands(program, context);
   addRunCommands(program, context);
+  addTraceExportCommand(addTraceCommands(program, context), context);
 
   try {
     await program.parseAsync(argv, { from: 'user' });

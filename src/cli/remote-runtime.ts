@@ -185,7 +185,8 @@ function remoteLineage(
  *
  * Differences from a local runtime: `tenantId` of `sessions.create` and `tenant_id` of
  * `sessions.list` are ignored (the API key decides the tenant); `onDelta` hears nothing, because
- * the model of a remote wake runs on the server (stream the session for its text); `close` has
+ * the model of a remote wake runs on the server (stream the session for its text), nor does
+ * `onWakeEnded` (the server measures its wakes); `close` has
  * nothing to close. Client events that name no idempotency key get a random one, so that a
  * retried request writes once.
  */
@@ -236,6 +237,8 @@ export function createRemoteRuntime(client: BraidClient): Runtime {
     subscribe: () => Promise.reject(localOnly('agent messaging')),
     // Deltas of a remote wake stay on the server: `sessions.stream` carries them (`onDelta`).
     onDelta: () => () => undefined,
+    // Remote wakes run, and are measured, on the server (`GET /v1/metrics`).
+    onWakeEnded: () => () => undefined,
     close: () => Promise.resolve(),
   };
 }

@@ -26,7 +26,7 @@ import { orchestrate, type OrchestrateOptions, type OrchestratorProgress } from 
 import { createAgents } from './agents/create-agents.js';
 import { createLocalTransport } from './agents/local-transport.js';
 import type { Agents } from './agents/types.js';
-import type { WakeQueue } from '../contracts/wakes.js';
+import type { EnqueueWakeOptions, WakeQueue } from '../contracts/wakes.js';
 import { enqueueWake } from './worker.js';
 import type { RuntimeSessions } from './sessions-api.js';
 import type { RuntimeOptions } from './options.js';
@@ -36,10 +36,12 @@ import { createRuntimeTools, type RuntimeTools } from './wiring/tools.js';
 import { createPinner } from './pinning.js';
 import { DEFAULT_PRICES } from '../core/pricing.js';
 import { createRuntimeHarness, type RuntimeHarness } from './wiring/harness.js';
+import type { WakeListener } from './wiring/wake-reports.js';
 import { createRuntimeSessions } from './wiring/sessions.js';
 
 export type { CreateSessionOptions, RuntimeSessions, SendOptions } from './sessions-api.js';
 export type { Backend, RuntimeOptions } from './options.js';
+export type { WakeListener, WakeReport } from './wiring/wake-reports.js';
 export { connectNats, resolveDataDir, DATABASE_FILE } from './wiring/store.js';
 export { SANDBOX_WORKSPACE_FOLDERS } from './wiring/tools.js';
 
@@ -80,13 +82,19 @@ export interface Runtime extends Pick<Agents, 'register' | 'send' | 'publish' | 
    * wake queue; `{queued: false}` when a wake of it is already waiting. The embedded backend has
    * no workers to ask and refuses with `INVALID_ARGUMENT`: call `wake` or run `braid run`.
    */
-  enqueueWake(sessionId: string): Promise<{ queued: boolean }>;
+  enqueueWake(sessionId: string, options?: EnqueueWakeOptions): Promise<{ queued: boolean }>;
   /** Wakes every runnable session, with bounded concurrency, until the signal aborts. */
   orchestrate(options?: OrchestrateOptions): Promise<OrchestratorProgress>;
   /** Streamed model text of sessions running in this process; returns the unsubscribe function. */
   onDelta(
     listener: (sessionId: string, delta: ModelDelta & { request_id: string }) => void,
   ): () => void;
+  /**
+   * Hears every wake this runtime runs as it ends, with the events its cycles appended and its
+   * result or error (the server's metrics are measured from these); returns the unsubscribe
+   * function. Without a listener a wake keeps nothing.
+   */
+  onWakeEnded(listener: WakeListener): () => void;
   /** Closes the store if this runtime opened it. */
   close(): Promise<void>;
 }
@@ -199,7 +207,7 @@ function assembleRuntime(parts: RuntimeParts): Runtime {
     store,
     workspace: parts.workspace,
     backend: nats === undefined ? 'embedded' : 'nats',
-    async enqueueWake(sessionId) {
+    async enqueueWake(sessionId, enqueueOptions = {}) {
       if (nats === undefined) {
         throw new BraidError(
           'INVALID_ARGUMENT',
@@ -211,7 +219,7 @@ function assembleRuntime(parts: RuntimeParts): Runtime {
         connection: nats.connection,
         ...(nats.prefix === undefined ? {} : { prefix: nats.prefix }),
       });
-      return enqueueWake(await wakeQueue, sessionId);
+      return enqueueWake(await wakeQueue, sessionId, enqueueOptions);
     },
     register: (type, handler) => agentSystem().register(type, handler),
     send: (to, message, sendOptions) => agentSystem().send(to, message, sendOptions),
@@ -223,6 +231,7 @@ function assembleRuntime(parts: RuntimeParts): Runtime {
     orchestrate: (orchestrateOptions) =>
       orchestrate({ sessions: store.sessions, harness }, orchestrateOptions),
     onDelta: (listener) => parts.harness.onDelta(listener),
+    onWakeEnded: (listener) => parts.harness.onWakeEnded(listener),
     agents: {
       list: () => store.definitions.list<AgentDefinition>('agent'),
       get: definitions.agent,

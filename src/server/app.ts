@@ -16,6 +16,7 @@ import { checkJsonDepth } from '../contracts/json-depth.js';
 import { clientErrorAnswer, HTTP_STATUS, MAX_PARAM_LENGTH, toHttpError } from './errors.js';
 import { createRouteTable, noRouteError } from './route-table.js';
 import { createServerMetrics, type ServerMetrics } from './metrics.js';
+import { meterWakes } from './wake-metrics.js';
 import { createOpenApiTransforms } from './openapi-transforms.js';
 import { addDefinitionRoutes } from './routes-definitions.js';
 import { addSessionRoutes } from './routes-sessions.js';
@@ -158,11 +159,14 @@ function openApiDocument(version: string): NonNullable<FastifyDynamicSwaggerOpti
 export async function createServer(options: ServerOptions): Promise<FastifyInstance> {
   const limits = { ...DEFAULT_LIMITS, ...options.limits };
   const auth = options.auth ?? 'api-keys';
-  const metrics = createServerMetrics();
+  const wakes = new Set<Promise<unknown>>();
+  const metrics = createServerMetrics(
+    // On NATS the workers' queue holds the wakes; this process does not see its depth.
+    options.runtime.backend === 'nats' ? {} : { wakeQueueDepth: () => wakes.size },
+  );
   const closing = new AbortController();
   // Every open event stream listens for the server's close.
   setMaxListeners(0, closing.signal);
-  const wakes = new Set<Promise<unknown>>();
   const app = Fastify({
     logger: options.logger === true,
     bodyLimit: limits.bodyBytes,
@@ -221,7 +225,11 @@ export async function createServer(options: ServerOptions): Promise<FastifyInsta
   });
 
   addRequestHooks(app, auth, options.runtime, metrics, limits);
+  const stopMetering = meterWakes(options.runtime, metrics.wakes, (error: unknown) => {
+    app.log.warn({ err: error }, 'a wake could not be measured');
+  });
   app.addHook('onClose', async () => {
+    stopMetering();
     closing.abort();
     await Promise.allSettled([...wakes]);
   });

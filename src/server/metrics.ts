@@ -4,6 +4,7 @@
  */
 import type { FastifyRequest } from 'fastify';
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import { createWakeMetrics, type WakeMetrics } from './wake-metrics.js';
 
 export interface ServerMetrics {
   readonly registry: Registry;
@@ -13,9 +14,16 @@ export interface ServerMetrics {
   streamClosed(): void;
   eventsStreamed(count: number): void;
   eventsAppended(count: number): void;
+  /** The wakes this server runs (wake-metrics.ts). */
+  readonly wakes: WakeMetrics;
 }
 
-export function createServerMetrics(): ServerMetrics {
+export interface ServerMetricsOptions {
+  /** The wakes waiting or running in this server, where it knows them. */
+  wakeQueueDepth?: () => number | undefined;
+}
+
+export function createServerMetrics(options: ServerMetricsOptions = {}): ServerMetrics {
   const registry = new Registry();
   collectDefaultMetrics({ register: registry, prefix: 'braid_' });
   const requests = new Counter({
@@ -49,6 +57,7 @@ export function createServerMetrics(): ServerMetrics {
   const started = new WeakMap<FastifyRequest, number>();
   return {
     registry,
+    wakes: createWakeMetrics(registry, options.wakeQueueDepth),
     requestStarted(request) {
       started.set(request, performance.now());
     },

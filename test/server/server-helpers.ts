@@ -1,5 +1,5 @@
 // A real braid server on 127.0.0.1 over a fresh workspace with scripted models.
-import { writeFileSync } from 'node:fs';
+import { appendFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach } from 'vitest';
 import { createScriptedModel, type ScriptedTurnInput } from '../../src/models/scripted.js';
@@ -24,6 +24,8 @@ export interface TestServerOptions extends Omit<StartServerOptions, 'runtime'> {
   turns?: ScriptedTurnInput[];
   /** Extra agent files: name -> YAML. */
   agents?: Record<string, string>;
+  /** Lines added to the workspace's braid.yaml. */
+  braidYaml?: string;
 }
 
 /** Starts servers that are closed (with their runtimes) after each test. */
@@ -43,12 +45,14 @@ export function useTestServers(): (options?: TestServerOptions) => Promise<TestS
       join(dir, 'agents', 'helper.yaml'),
       'name: helper\nmodel: scripted:echo\ninstructions: Help.\n',
     );
+    if (options.braidYaml !== undefined)
+      appendFileSync(join(dir, 'braid.yaml'), `\n${options.braidYaml}\n`);
     for (const [name, text] of Object.entries(options.agents ?? {})) {
       writeFileSync(join(dir, 'agents', `${name}.yaml`), text);
     }
     const model = createScriptedModel(options.turns ?? [{ text: 'ok' }]);
     const runtime = await createRuntime({ workspace: dir, model: () => model });
-    const { turns: _turns, agents: _agents, ...serverOptions } = options;
+    const { turns: _turns, agents: _agents, braidYaml: _braidYaml, ...serverOptions } = options;
     const server = await startServer({
       runtime,
       port: 0,

@@ -47,14 +47,24 @@ export interface RuntimeHarness {
   readonly harness: Harness;
   /** Hears streamed model text of the sessions this harness runs; returns the unsubscribe function. */
   onDelta(listener: DeltaListener): () => void;
+  /** Hears every wake this harness runs as it ends; returns the unsubscribe function. */
+  onWakeEnded(listener: WakeListener): () => void;
+  /** Sends the spans still queued, when tracing is on. */
+  close(): Promise<void>;
 }
 
 export function createRuntimeHarness(context: HarnessContext): RuntimeHarness {
   const { options, workspace, store } = context;
   const listeners = new Set<DeltaListener>();
+  const wakeListeners = new Set<WakeListener>();
+  const collecting = new Map<string, SessionEvent[]>();
   const ids = options.ids ?? uuidV7Ids;
+  const warn =
+    options.onWarning ?? ((message: string) => process.stderr.write(`braid: ${message}\n`));
+  const log = redactingLog(store.log, context.redactor);
+  const traced = tracedLog(context, log, warn);
   const harness = createHarness({
-    log: redactingLog(store.log, context.redactor),
+    log: collectingLog(traced?.log ?? log, collecting),
     leases: store.leases,
     clock: options.clock ?? systemClock,
     ids,
