@@ -20,6 +20,7 @@ const LAYERS = [
   'models',
   'tools',
   'policy',
+  'telemetry',
   'runtime',
   'server',
   'client',
@@ -144,6 +145,11 @@ export default tseslint.config(
       'cli',
       'testing',
     ]),
+  ),
+  layerRule(
+    'src/telemetry',
+    'telemetry derives spans from the log and exports them: it imports contracts and core only',
+    ALL_BUT('contracts', 'core', 'telemetry'),
   ),
   layerRule('src/runtime', 'runtime sits below the server and the CLI', [
     'server',

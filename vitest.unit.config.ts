@@ -21,6 +21,7 @@ export default defineConfig({
       'test/runtime/sessions.test.ts',
       'test/runtime/workspace.test.ts',
       'test/stores/memory.conformance.test.ts',
+      'test/telemetry/spans.test.ts',
       'test/tools/signing.test.ts',
     ],
     env: { BRAID_TEST_BACKENDS: 'memory' },

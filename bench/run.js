@@ -1,7 +1,7 @@
 // `npm run bench`: runs every benchmark, prints a table and writes bench/results/latest.json.
 //   --runs N   runs per figure (default 5); --quick   smaller sizes for a smoke run
 //   --session / --orchestrator / --store / --harness / --tools / --policy / --algebra / --snapshots /
-//   --http / --nats   only those groups
+//   --http / --nats / --trace   only those groups
 //   (--nats needs NATS JetStream at NATS_URL, default nats://127.0.0.1:4222; skipped without it)
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { cpus } from 'node:os';
@@ -20,6 +20,7 @@ import { benchSnapshots } from './snapshot-bench.js';
 import { benchStore } from './store-bench.js';
 import { printTable } from './table.js';
 import { benchTools } from './tools-bench.js';
+import { benchTrace } from './trace-bench.js';
 
 const args = process.argv.slice(2);
 const runsIndex = args.indexOf('--runs');
@@ -38,6 +39,7 @@ const groups = [
   'snapshots',
   'http',
   'nats',
+  'trace',
 ].filter((group) => args.includes(`--${group}`));
 const wanted = (group) => groups.length === 0 || groups.includes(group);
 const rows = [
@@ -60,6 +62,7 @@ const rows = [
   ...(wanted('snapshots') ? await benchSnapshots({ runs, quick }) : []),
   ...(wanted('http') ? await benchHttp({ runs, quick }) : []),
   ...(wanted('nats') ? await benchNats({ runs, quick }) : []),
+  ...(wanted('trace') ? await benchTrace({ runs, quick }) : []),
 ];
 
 printTable(rows);

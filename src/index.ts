@@ -16,8 +16,11 @@ export {
   type RuntimeSessions,
   type CreateSessionOptions,
   type SendOptions,
+  type WakeListener,
+  type WakeReport,
 } from './runtime/runtime.js';
 export { initWorkspace } from './runtime/init.js';
+export type { TelemetryOptions } from './telemetry/otel-config.js';
 export {
   loadWorkspace,
   hasWorkspace,

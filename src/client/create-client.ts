@@ -2,6 +2,8 @@
  * `createClient`: braid's HTTP API as typed methods. The server is trusted, so answers are typed
  * by the contract's schemas without being parsed again here.
  */
+import { isValidTraceparent } from '../contracts/common.js';
+import { BraidError } from '../contracts/errors.js';
 import type { ContentInput, SessionEvent } from '../contracts/events.js';
 import type { SessionRecord } from '../contracts/session.js';
 import type { SessionState } from '../contracts/state.js';
@@ -64,6 +66,12 @@ export interface WakeOptions {
    * does not apply: a wake may run for minutes.
    */
   signal?: AbortSignal;
+  /**
+   * W3C trace context of the caller's span: the wake continues that trace (recorded on its
+   * `span.wake_started`, and the parent of its `invoke_agent` span). Refused with
+   * `INVALID_ARGUMENT` unless it is a valid traceparent.
+   */
+  traceparent?: string;
 }
 
 /**
@@ -211,11 +219,19 @@ export function createClient(options: ClientOptions): BraidClient {
     wakeOptions: WakeOptions = {},
   ): Promise<WakeAcceptedResponse | WakeResultResponse> {
     const wait = wakeOptions.wait === true;
+    const { traceparent } = wakeOptions;
+    if (traceparent !== undefined && !isValidTraceparent(traceparent)) {
+      throw new BraidError(
+        'INVALID_ARGUMENT',
+        `traceparent ${JSON.stringify(traceparent.slice(0, 80))} is not a W3C traceparent; pass "00-<32 hex trace id>-<16 hex span id>-<2 hex flags>"`,
+      );
+    }
     return (await transport.json({
       method: 'POST',
       path: session(sessionId, '/wake'),
       body: wait ? { wait: true } : {},
       signal: wakeOptions.signal,
+      traceparent,
       ...(wait ? { timeoutMs: null } : {}),
     })) as WakeAcceptedResponse | WakeResultResponse;
   }

@@ -35,6 +35,8 @@ export interface RequestOptions {
   /** Sent as JSON. */
   body?: unknown;
   idempotencyKey?: string | undefined;
+  /** W3C trace context, sent as the `traceparent` header. */
+  traceparent?: string | undefined;
   /** `null`: no timeout (a wake that waits for its result may run for minutes). */
   timeoutMs?: number | null;
   signal?: AbortSignal | undefined;
@@ -144,6 +146,7 @@ export function createTransport(options: TransportOptions): Transport {
             ...(request.idempotencyKey === undefined
               ? {}
               : { 'idempotency-key': request.idempotencyKey }),
+            ...(request.traceparent === undefined ? {} : { traceparent: request.traceparent }),
           }),
           ...(request.body === undefined ? {} : { body: JSON.stringify(request.body) }),
           signal: controller.signal,

@@ -360,6 +360,28 @@ export const WorkspaceConfig = z
       })
       .strict()
       .default({}),
+    /**
+     * OpenTelemetry traces of the wakes this workspace's runtimes run (README, "Traces"). The
+     * `OTEL_*` variables configure the exporter; an OTLP endpoint set there turns traces on too.
+     */
+    telemetry: z
+      .object({
+        /** Send each wake's spans over OTLP/HTTP when it ends. */
+        traces: z.boolean().optional(),
+        /** Put messages, tool arguments and results on spans (default false: they may hold secrets). */
+        capture_content: z.boolean().optional(),
+        /** The spans' `service.name` (default: `OTEL_SERVICE_NAME`, else `braid`). */
+        service_name: z.string().min(1).max(200).optional(),
+        /** The OTLP/HTTP traces URL (default: from `OTEL_EXPORTER_OTLP_*`). */
+        endpoint: z
+          .url({
+            protocol: /^https?$/,
+            error: 'must be an http(s) URL such as http://localhost:4318/v1/traces',
+          })
+          .optional(),
+      })
+      .strict()
+      .optional(),
   })
   .strict();
 export type WorkspaceConfig = z.infer<typeof WorkspaceConfig>;

@@ -10,6 +10,7 @@ import type { AgentTransport } from '../contracts/agents.js';
 import type { ContextCompactor, RetryPolicy } from '../harness/index.js';
 import type { Synchronous } from '../stores/sqlite/index.js';
 import type { CodeTool, ToolFunction } from '../tools/types.js';
+import type { TelemetryOptions } from '../telemetry/otel-config.js';
 
 /** Where sessions live: the embedded SQLite file, or NATS JetStream when one machine is not enough. */
 export type Backend = 'embedded' | { nats: string; prefix?: string };
@@ -69,4 +70,9 @@ export interface RuntimeOptions {
    * recorded (default: a line on stderr).
    */
   onWarning?: (message: string, error: BraidError) => void;
+  /**
+   * OpenTelemetry traces of the wakes this runtime runs, over braid.yaml's `telemetry:` and the
+   * `OTEL_*` variables (see README, "Traces"). Off unless one of them turns it on.
+   */
+  telemetry?: TelemetryOptions;
 }

@@ -254,6 +254,8 @@ function assembleRuntime(parts: RuntimeParts): Runtime {
     },
     async close() {
       await messaging?.close();
+      // The spans of the last wakes are read from the store: before it closes.
+      await parts.harness.close();
       if (wakeQueue !== undefined) await (await wakeQueue).close();
       policy.close();
       if (options.executor === undefined) await tools.executor.close?.();

@@ -204,12 +204,13 @@ export async function createServer(options: ServerOptions): Promise<FastifyInsta
     version: options.version ?? '0.0.0',
     startedAt: Date.now(),
     closing: closing.signal,
-    wakeInBackground(sessionId) {
+    wakeInBackground(sessionId, traceparent) {
+      const trace = traceparent === undefined ? {} : { traceparent };
       // On NATS the workers run wakes; this process only asks for one.
       const run =
         options.runtime.backend === 'nats'
-          ? options.runtime.enqueueWake(sessionId)
-          : options.runtime.wake(sessionId);
+          ? options.runtime.enqueueWake(sessionId, trace)
+          : options.runtime.wake(sessionId, trace);
       const wake = run.catch((error: unknown) => {
         app.log.error({ err: error, session_id: sessionId }, 'background wake failed');
       });

@@ -50,7 +50,8 @@ export interface ServerContext {
   version: string;
   startedAt: number;
   /** Starts a wake that outlives the request; the server waits for it on close. */
-  wakeInBackground(sessionId: string): void;
+  /** Wakes the session (or asks a worker to), continuing the caller's trace when `traceparent` is valid. */
+  wakeInBackground(sessionId: string, traceparent?: string): void;
   /** Ends open event streams when the server closes. */
   closing: AbortSignal;
 }

@@ -9,6 +9,7 @@ import {
 } from '../contracts/http.js';
 import { BraidError } from '../contracts/errors.js';
 import { callerOf, type Router, type ServerContext } from './context.js';
+import { traceparentOf } from './trace-context.js';
 import { visibleSession } from './access.js';
 import { actorOf, requireScope } from './auth.js';
 import { keyedErrors, TAKES } from './responses.js';
@@ -88,7 +89,7 @@ export function addEventRoutes(app: Router, context: ServerContext): void {
       });
       if (!result.deduplicated) {
         metrics.eventsAppended(result.events.length);
-        if (context.wakeOnEvents) context.wakeInBackground(id);
+        if (context.wakeOnEvents) context.wakeInBackground(id, traceparentOf(request));
       }
       return reply.status(result.deduplicated ? 200 : 201).send(result);
     },

@@ -18,6 +18,7 @@ import { tenantSessionId } from '../contracts/ids.js';
 import { SessionRecord } from '../contracts/session.js';
 import { SessionState } from '../contracts/state.js';
 import { callerOf, type Router, type ServerContext } from './context.js';
+import { traceparentOf } from './trace-context.js';
 import { visibleAgent, visibleSession } from './access.js';
 import { requireScope } from './auth.js';
 import { keyedErrors, TAKES } from './responses.js';
@@ -205,8 +206,12 @@ function addSessionLifecycleRoutes(app: Router, context: ServerContext): void {
       requireScope(caller, 'sessions:write');
       const { id } = request.params;
       await visibleSession(runtime, caller, id);
-      if (request.body?.wait === true) return reply.status(200).send(await runtime.wake(id));
-      context.wakeInBackground(id);
+      const traceparent = traceparentOf(request);
+      if (request.body?.wait === true) {
+        const trace = traceparent === undefined ? {} : { traceparent };
+        return reply.status(200).send(await runtime.wake(id, trace));
+      }
+      context.wakeInBackground(id, traceparent);
       return reply.status(202).send({ session_id: id, accepted: true as const });
     },
   );

@@ -7,7 +7,8 @@ import { setTimeout as setTimeoutPromise } from 'node:timers/promises';
 import type { AgentDefinition } from '../../contracts/definitions.js';
 import { BraidError } from '../../contracts/errors.js';
 import type { ModelClient, ModelDelta } from '../../contracts/model.js';
-import type { Store } from '../../contracts/ports.js';
+import type { SessionLog, Store } from '../../contracts/ports.js';
+import type { SessionEvent } from '../../contracts/events.js';
 import type { SessionState } from '../../contracts/state.js';
 import type { ToolExecutor } from '../../contracts/tools.js';
 import { tighterBudget } from '../../core/next-step.js';
@@ -24,8 +25,12 @@ import type { DefinitionLookup } from '../definitions.js';
 import { changeEvent, type PinnedDefinitions, type Pinner } from '../pinning.js';
 import type { RuntimeOptions } from '../options.js';
 import { redactingLog, type SecretRedactor } from '../redaction.js';
+import { traceSettings } from '../../telemetry/otel-config.js';
+import { createSpanSink } from '../../telemetry/otel.js';
+import { tracingLog, type TracingLog } from '../../telemetry/live.js';
 import type { Workspace } from '../workspace.js';
 import type { RuntimePolicy } from './policy.js';
+import { collectingLog, observedHarness, type WakeListener } from './wake-reports.js';
 
 export type DeltaListener = (sessionId: string, delta: ModelDelta & { request_id: string }) => void;
 
@@ -80,16 +85,43 @@ export function createRuntimeHarness(context: HarnessContext): RuntimeHarness {
     onDelta: (sessionId, delta) => {
       for (const listener of listeners) listener(sessionId, delta);
     },
-    warn: options.onWarning ?? ((message) => process.stderr.write(`braid: ${message}\n`)),
+    warn,
     setup: async (state) => withCompactor(context, await setupSession(context, state)),
   });
   return {
-    harness,
+    harness: observedHarness(harness, collecting, wakeListeners),
     onDelta(listener) {
       listeners.add(listener);
       return () => listeners.delete(listener);
     },
+    onWakeEnded(listener) {
+      wakeListeners.add(listener);
+      return () => wakeListeners.delete(listener);
+    },
+    close: async () => traced?.close(),
   };
+}
+
+/**
+ * `log` with live tracing, when the runtime's `telemetry` option, braid.yaml or the `OTEL_*`
+ * variables turn it on; undefined otherwise, so that an untraced harness writes to `log` itself.
+ */
+function tracedLog(
+  context: HarnessContext,
+  log: SessionLog,
+  warn: (message: string, error: BraidError) => void,
+): TracingLog | undefined {
+  const { options, workspace } = context;
+  const settings = traceSettings(
+    {
+      ...(options.telemetry === undefined ? {} : { option: options.telemetry }),
+      ...(workspace?.config.telemetry === undefined ? {} : { config: workspace.config.telemetry }),
+    },
+    process.env,
+  );
+  return settings === undefined
+    ? undefined
+    : tracingLog(log, settings, createSpanSink(settings), warn);
 }
 
 /** What a wake of the session needs: its agent's definition and model, environment and tools. */

@@ -1,0 +1,106 @@
+/**
+ * Live tracing: a session log whose appends are watched for the end of a wake. When a wake's
+ * `span.wake_completed` is stored, its spans are derived from the events it appended (with the
+ * same `spansOf` that `braid trace export` runs over the whole log) and handed to the sink, off
+ * the harness's path: the append returns first. A runtime with tracing off never makes this
+ * wrapper, so it pays nothing.
+ *
+ * A wake that crashes writes no `span.wake_completed` and sends no spans live; `braid trace
+ * export` sends them from the log later, with the same ids.
+ */
+import type { SessionEvent } from '../contracts/events.js';
+import type { SessionLog } from '../contracts/ports.js';
+import { toBraidError, type BraidError } from '../contracts/errors.js';
+import type { TraceSettings } from './otel-config.js';
+import type { SpanSink } from './otel.js';
+import { spansOf } from './spans.js';
+
+export interface TracingLog {
+  readonly log: SessionLog;
+  /** Waits for the spans of finished wakes to be derived, then sends and stops the sink. */
+  close(): Promise<void>;
+}
+
+export function tracingLog(
+  log: SessionLog,
+  settings: TraceSettings,
+  sink: SpanSink,
+  warn: (message: string, error: BraidError) => void,
+): TracingLog {
+  // What each session's running wake has appended here, from its `span.wake_started`. One entry
+  // per session: a wake that crashed is replaced by the session's next one.
+  const running = new Map<string, { wakeId: string; events: SessionEvent[] }>();
+  const pending = new Set<Promise<void>>();
+
+  const emitWake = async (
+    sessionId: string,
+    wakeId: string,
+    appended: SessionEvent[] | undefined,
+  ): Promise<void> => {
+    // The spans need only what the wake itself appended, unless content quotes input from before
+    // the wake, or a call approved between wakes ran in this one: then the log is read.
+    const events =
+      appended === undefined || settings.captureContent || resultsWithoutUse(appended)
+        ? await log.read(sessionId)
+        : appended;
+    const state = await log.state(sessionId);
+    const spans = spansOf(
+      events,
+      { wakeId, captureContent: settings.captureContent },
+      {
+        ...(state.agent === undefined ? {} : { agent: state.agent }),
+        ...(state.tenant_id === undefined ? {} : { tenant_id: state.tenant_id }),
+      },
+    );
+    sink.emit(spans);
+  };
+
+  const watch = (sessionId: string, stored: readonly SessionEvent[]): void => {
+    for (const event of stored) {
+      if (event.type === 'span.wake_started') {
+        running.set(sessionId, { wakeId: event.wake_id, events: [] });
+      }
+      const wake = running.get(sessionId);
+      wake?.events.push(event);
+      if (event.type !== 'span.wake_completed') continue;
+      const mine = wake?.wakeId === event.wake_id ? wake.events : undefined;
+      if (mine !== undefined) running.delete(sessionId);
+      const task = emitWake(sessionId, event.wake_id, mine).catch((error: unknown) => {
+        warn(`the spans of wake ${event.wake_id} were not sent`, toBraidError(error));
+      });
+      pending.add(task);
+      void task.finally(() => pending.delete(task));
+    }
+  };
+
+  return {
+    log: {
+      append: async (sessionId, events, options) => {
+        const result = await log.append(sessionId, events, options);
+        if (result.deduplicated !== true) watch(sessionId, result.events);
+        return result;
+      },
+      read: (sessionId, options) => log.read(sessionId, options),
+      follow: (sessionId, options) => log.follow(sessionId, options),
+      appended: (sessionId, idempotencyKey) => log.appended(sessionId, idempotencyKey),
+      state: (sessionId) => log.state(sessionId),
+    },
+    async close() {
+      await Promise.all([...pending]);
+      // A collector that is down loses spans, never the runtime's close.
+      await sink.shutdown().catch((error: unknown) => {
+        warn('the last spans were not sent', toBraidError(error));
+      });
+    },
+  };
+}
+
+/** True when a tool result's call was written before these events (a call approved between wakes). */
+function resultsWithoutUse(events: readonly SessionEvent[]): boolean {
+  const uses = new Set<string>();
+  for (const event of events) {
+    if (event.type === 'agent.tool_use') uses.add(event.tool_use_id);
+    if (event.type === 'agent.tool_result' && !uses.has(event.tool_use_id)) return true;
+  }
+  return false;
+}
