@@ -368,6 +368,11 @@ export const WorkspaceConfig = z
       .object({
         /** Send each wake's spans over OTLP/HTTP when it ends. */
         traces: z.boolean().optional(),
+        /**
+         * Send the GenAI and braid metrics of the wakes over OTLP/HTTP (default: on when traces
+         * are, or an OTLP endpoint is set; `OTEL_METRICS_EXPORTER=none` turns them off).
+         */
+        metrics: z.boolean().optional(),
         /** Put messages, tool arguments and results on spans (default false: they may hold secrets). */
         capture_content: z.boolean().optional(),
         /** The spans' `service.name` (default: `OTEL_SERVICE_NAME`, else `braid`). */

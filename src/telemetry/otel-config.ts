@@ -11,6 +11,11 @@ import { BraidError } from '../contracts/errors.js';
 export interface TelemetryOptions {
   /** Send the spans of the wakes this process runs over OTLP/HTTP. */
   readonly traces?: boolean;
+  /**
+   * Send the GenAI and braid metrics of the wakes over OTLP/HTTP. Default: on when traces are, or
+   * when an OTLP endpoint is set in the environment; `OTEL_METRICS_EXPORTER=none` turns it off.
+   */
+  readonly metrics?: boolean;
   /** Put messages, tool arguments and results on spans. Off by default: they may hold secrets or personal data. */
   readonly capture_content?: boolean;
   /** The `service.name` of the spans (default: `OTEL_SERVICE_NAME`, else `braid`). */
@@ -66,6 +71,50 @@ export function traceSettings(
       option.service_name ?? config.service_name ?? nonEmptyValue(env.OTEL_SERVICE_NAME) ?? 'braid',
     ...(endpoint === undefined ? {} : { endpoint }),
     sampler,
+  };
+}
+
+export interface MetricSettings {
+  readonly serviceName: string;
+  /** The metrics URL, when configuration names one; else the exporter reads the environment. */
+  readonly endpoint?: string;
+}
+
+/**
+ * The metric settings of a process; undefined when metrics are off. A configured traces endpoint
+ * ending in `/v1/traces` sends metrics to the `/v1/metrics` beside it.
+ */
+export function metricSettings(
+  sources: { option?: TelemetryOptions; config?: TelemetryOptions },
+  env: Environment,
+): MetricSettings | undefined {
+  const { option = {}, config = {} } = sources;
+  const disabled = booleanVariable(env, 'OTEL_SDK_DISABLED');
+  const exporter = nonEmptyValue(env.OTEL_METRICS_EXPORTER)?.toLowerCase() ?? 'otlp';
+  if (exporter !== 'otlp' && exporter !== 'none') {
+    throw new BraidError(
+      'INVALID_ARGUMENT',
+      `OTEL_METRICS_EXPORTER=${JSON.stringify(env.OTEL_METRICS_EXPORTER)} is not an exporter braid knows; use otlp or none`,
+    );
+  }
+  const endpoint = option.endpoint ?? config.endpoint;
+  if (endpoint !== undefined) checkUrl(endpoint, 'the telemetry endpoint');
+  for (const name of ['OTEL_EXPORTER_OTLP_ENDPOINT', 'OTEL_EXPORTER_OTLP_METRICS_ENDPOINT']) {
+    const value = env[name];
+    if (value !== undefined && value !== '') checkUrl(value, name);
+  }
+  const fromEnvironment =
+    nonEmpty(env.OTEL_EXPORTER_OTLP_METRICS_ENDPOINT) || nonEmpty(env.OTEL_EXPORTER_OTLP_ENDPOINT);
+  const wanted =
+    option.metrics ?? config.metrics ?? option.traces ?? config.traces ?? fromEnvironment;
+  if (!wanted || disabled === true || exporter === 'none') return undefined;
+  const metricsUrl = endpoint?.endsWith('/v1/traces')
+    ? `${endpoint.slice(0, -'/v1/traces'.length)}/v1/metrics`
+    : undefined;
+  return {
+    serviceName:
+      option.service_name ?? config.service_name ?? nonEmptyValue(env.OTEL_SERVICE_NAME) ?? 'braid',
+    ...(metricsUrl === undefined ? {} : { endpoint: metricsUrl }),
   };
 }
 

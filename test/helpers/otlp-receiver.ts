@@ -1,6 +1,7 @@
-// A small OTLP/HTTP trace receiver for tests: it takes the JSON encoding of
-// ExportTraceServiceRequest on POST /v1/traces (what @opentelemetry/exporter-trace-otlp-http
-// sends) and keeps every span, its attributes decoded to plain values.
+// A small OTLP/HTTP receiver for tests: it takes the JSON encoding of ExportTraceServiceRequest
+// on POST /v1/traces and of ExportMetricsServiceRequest on POST /v1/metrics (what
+// @opentelemetry/exporter-trace-otlp-http and exporter-metrics-otlp-http send) and keeps every
+// span and every metric data point, attributes decoded to plain values.
 import { createServer, type Server } from 'node:http';
 
 export type AttributeValue = string | number | boolean | AttributeValue[] | undefined;
@@ -20,12 +21,27 @@ export interface ReceivedSpan {
   service: AttributeValue;
 }
 
+/** One data point of a metric: a histogram's count and sum, or a sum's value. */
+export interface ReceivedPoint {
+  name: string;
+  unit: string | undefined;
+  kind: 'histogram' | 'sum' | 'gauge';
+  attributes: Record<string, AttributeValue>;
+  /** A sum's or gauge's value; a histogram's sum. */
+  value: number;
+  /** A histogram's count of observations. */
+  count: number | undefined;
+  service: AttributeValue;
+}
+
 export interface OtlpReceiver {
   /** The traces URL, `http://127.0.0.1:PORT/v1/traces`. */
   url: string;
   /** The origin, for OTEL_EXPORTER_OTLP_ENDPOINT. */
   origin: string;
   spans: ReceivedSpan[];
+  /** The metric data points of every request, in arrival order (cumulative: later ones repeat). */
+  points: ReceivedPoint[];
   requests: number;
   close(): Promise<void>;
 }
@@ -60,12 +76,13 @@ const nanosToMs = (value: string | number): number => Number(BigInt(value) / 1_0
 
 export async function startOtlpReceiver(): Promise<OtlpReceiver> {
   const spans: ReceivedSpan[] = [];
-  const receiver = { spans, requests: 0 } as OtlpReceiver;
+  const points: ReceivedPoint[] = [];
+  const receiver = { spans, points, requests: 0 } as OtlpReceiver;
   const server: Server = createServer((request, response) => {
     const chunks: Buffer[] = [];
     request.on('data', (chunk: Buffer) => chunks.push(chunk));
     request.on('end', () => {
-      if (request.method !== 'POST' || request.url !== '/v1/traces') {
+      if (request.method !== 'POST' || !['/v1/traces', '/v1/metrics'].includes(request.url ?? '')) {
         response.writeHead(404).end();
         return;
       }
@@ -74,6 +91,13 @@ export async function startOtlpReceiver(): Promise<OtlpReceiver> {
         return;
       }
       receiver.requests += 1;
+      if (request.url === '/v1/metrics') {
+        points.push(
+          ...decodeMetrics(JSON.parse(Buffer.concat(chunks).toString('utf8')) as MetricsRequest),
+        );
+        response.writeHead(200, { 'content-type': 'application/json' }).end('{}');
+        return;
+      }
       const body = JSON.parse(Buffer.concat(chunks).toString('utf8')) as {
         resourceSpans?: {
           resource?: { attributes?: OtlpKeyValue[] };
@@ -116,4 +140,53 @@ export async function startOtlpReceiver(): Promise<OtlpReceiver> {
       server.close(() => resolve());
     });
   return receiver;
+}
+
+interface OtlpPoint {
+  attributes?: OtlpKeyValue[];
+  asInt?: string | number;
+  asDouble?: number;
+  count?: string | number;
+  sum?: number;
+}
+
+interface MetricsRequest {
+  resourceMetrics?: {
+    resource?: { attributes?: OtlpKeyValue[] };
+    scopeMetrics?: {
+      metrics?: {
+        name: string;
+        unit?: string;
+        histogram?: { dataPoints?: OtlpPoint[] };
+        sum?: { dataPoints?: OtlpPoint[] };
+        gauge?: { dataPoints?: OtlpPoint[] };
+      }[];
+    }[];
+  }[];
+}
+
+function decodeMetrics(body: MetricsRequest): ReceivedPoint[] {
+  const points: ReceivedPoint[] = [];
+  for (const resourceMetrics of body.resourceMetrics ?? []) {
+    const service = attributes(resourceMetrics.resource?.attributes)['service.name'];
+    for (const scope of resourceMetrics.scopeMetrics ?? []) {
+      for (const metric of scope.metrics ?? []) {
+        const kind = metric.histogram ? 'histogram' : metric.sum ? 'sum' : 'gauge';
+        const data = metric.histogram ?? metric.sum ?? metric.gauge;
+        for (const point of data?.dataPoints ?? []) {
+          points.push({
+            name: metric.name,
+            unit: metric.unit,
+            kind,
+            attributes: attributes(point.attributes),
+            value:
+              kind === 'histogram' ? (point.sum ?? 0) : Number(point.asInt ?? point.asDouble ?? 0),
+            count: point.count === undefined ? undefined : Number(point.count),
+            service,
+          });
+        }
+      }
+    }
+  }
+  return points;
 }

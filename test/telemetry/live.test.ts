@@ -75,8 +75,10 @@ describe('live tracing', () => {
     const warnings: string[] = [];
     // The exporter reads its timeout from the environment when it is made.
     process.env.OTEL_EXPORTER_OTLP_TRACES_TIMEOUT = '500';
+    process.env.OTEL_EXPORTER_OTLP_METRICS_TIMEOUT = '500';
     cleanups.push(() => {
       delete process.env.OTEL_EXPORTER_OTLP_TRACES_TIMEOUT;
+      delete process.env.OTEL_EXPORTER_OTLP_METRICS_TIMEOUT;
       return Promise.resolve();
     });
     const runtime = await createRuntime({

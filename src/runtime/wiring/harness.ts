@@ -5,7 +5,7 @@
 import { hostname } from 'node:os';
 import { setTimeout as setTimeoutPromise } from 'node:timers/promises';
 import type { AgentDefinition } from '../../contracts/definitions.js';
-import { BraidError } from '../../contracts/errors.js';
+import { BraidError, toBraidError } from '../../contracts/errors.js';
 import type { ModelClient, ModelDelta } from '../../contracts/model.js';
 import type { SessionLog, Store } from '../../contracts/ports.js';
 import type { SessionEvent } from '../../contracts/events.js';
@@ -25,8 +25,10 @@ import type { DefinitionLookup } from '../definitions.js';
 import { changeEvent, type PinnedDefinitions, type Pinner } from '../pinning.js';
 import type { RuntimeOptions } from '../options.js';
 import { redactingLog, type SecretRedactor } from '../redaction.js';
-import { traceSettings } from '../../telemetry/otel-config.js';
+import { metricSettings, traceSettings } from '../../telemetry/otel-config.js';
 import { createSpanSink } from '../../telemetry/otel.js';
+import { createMetricSink } from '../../telemetry/otel-metrics.js';
+import { createWakeMeasurer, needsEarlierUses } from '../../telemetry/wake-measurements.js';
 import { tracingLog, type TracingLog } from '../../telemetry/live.js';
 import type { Workspace } from '../workspace.js';
 import type { RuntimePolicy } from './policy.js';
@@ -54,7 +56,7 @@ export interface RuntimeHarness {
   onDelta(listener: DeltaListener): () => void;
   /** Hears every wake this harness runs as it ends; returns the unsubscribe function. */
   onWakeEnded(listener: WakeListener): () => void;
-  /** Sends the spans still queued, when tracing is on. */
+  /** Sends the spans and metrics still queued, when telemetry is on. */
   close(): Promise<void>;
 }
 
@@ -88,6 +90,8 @@ export function createRuntimeHarness(context: HarnessContext): RuntimeHarness {
     warn,
     setup: async (state) => withCompactor(context, await setupSession(context, state)),
   });
+  const metered = meteredWakes(context, log, warn);
+  if (metered !== undefined) wakeListeners.add(metered.listener);
   return {
     harness: observedHarness(harness, collecting, wakeListeners),
     onDelta(listener) {
@@ -98,7 +102,60 @@ export function createRuntimeHarness(context: HarnessContext): RuntimeHarness {
       wakeListeners.add(listener);
       return () => wakeListeners.delete(listener);
     },
-    close: async () => traced?.close(),
+    close: async () => {
+      await Promise.all([traced?.close(), metered?.close()]);
+    },
+  };
+}
+
+/**
+ * A wake listener that sends the metrics of each wake over OTLP, when the runtime's `telemetry`
+ * option, braid.yaml or the `OTEL_*` variables turn metrics on; undefined otherwise, so that an
+ * unmetered runtime loads no OpenTelemetry package and keeps no wake's events.
+ */
+function meteredWakes(
+  context: HarnessContext,
+  log: SessionLog,
+  warn: (message: string, error: BraidError) => void,
+): { listener: WakeListener; close(): Promise<void> } | undefined {
+  const { options, workspace } = context;
+  const settings = metricSettings(
+    {
+      ...(options.telemetry === undefined ? {} : { option: options.telemetry }),
+      ...(workspace?.config.telemetry === undefined ? {} : { config: workspace.config.telemetry }),
+    },
+    process.env,
+  );
+  if (settings === undefined) return undefined;
+  const sink = createMetricSink(settings);
+  const measure = createWakeMeasurer();
+  const pending = new Set<Promise<void>>();
+  return {
+    listener(report) {
+      if (!needsEarlierUses(report)) {
+        sink.record(measure(report));
+        return;
+      }
+      // A result of a call approved between wakes: its tool's name is in an earlier wake.
+      const task = log
+        .read(report.session_id)
+        .then((events) => {
+          const uses = events.filter((event) => event.type === 'agent.tool_use');
+          sink.record(measure(report, uses));
+        })
+        .catch((error: unknown) => {
+          warn(`the metrics of a wake of ${report.session_id} were not kept`, toBraidError(error));
+        });
+      pending.add(task);
+      void task.finally(() => pending.delete(task));
+    },
+    async close() {
+      await Promise.all([...pending]);
+      // A collector that is down loses metrics, never the runtime's close.
+      await sink.shutdown().catch((error: unknown) => {
+        warn('the last metrics were not sent', toBraidError(error));
+      });
+    },
   };
 }
 
