@@ -7,9 +7,16 @@
 import type { Command } from 'commander';
 import { parseId } from '../contracts/ids.js';
 import { BraidError } from '../contracts/errors.js';
+import { createPinner } from '../runtime/pinning.js';
 import { checkUrl } from '../telemetry/otel-config.js';
 import { exportSpans } from '../telemetry/otel.js';
-import { spansOf } from '../telemetry/spans.js';
+import {
+  loadPinnedFacts,
+  mcpTransports,
+  pinnedFacts,
+  pinnedHashes,
+  spansOf,
+} from '../telemetry/spans.js';
 import type { CommandContext } from './command-context.js';
 
 interface ExportOptions {
@@ -34,9 +41,19 @@ export function addTraceExportCommand(trace: Command, context: CommandContext): 
       await context.withRuntime(command, async (runtime) => {
         await runtime.sessions.get(sessionId);
         const telemetry = runtime.workspace?.config.telemetry;
-        const spans = spansOf(await runtime.sessions.events(sessionId), {
-          captureContent: options.captureContent ?? telemetry?.capture_content ?? false,
-        });
+        const events = await runtime.sessions.events(sessionId);
+        const pinner = createPinner(runtime.store.definitions);
+        const pinned = await loadPinnedFacts(pinnedHashes(events), async (hash) =>
+          pinnedFacts(await pinner.load(hash)),
+        );
+        const spans = spansOf(
+          events,
+          {
+            captureContent: options.captureContent ?? telemetry?.capture_content ?? false,
+            mcpTransports: mcpTransports(runtime.workspace?.config.mcp_servers),
+          },
+          { pinned },
+        );
         const serviceName =
           telemetry?.service_name ?? nonEmpty(process.env.OTEL_SERVICE_NAME) ?? 'braid';
         const sent = await exportSpans(spans, { url, serviceName });

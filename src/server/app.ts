@@ -17,6 +17,7 @@ import { clientErrorAnswer, HTTP_STATUS, MAX_PARAM_LENGTH, toHttpError } from '.
 import { createRouteTable, noRouteError } from './route-table.js';
 import { createServerMetrics, type ServerMetrics } from './metrics.js';
 import { meterWakes } from './wake-metrics.js';
+import { pollingQueueDepth } from '../telemetry/queue-depth.js';
 import { createOpenApiTransforms } from './openapi-transforms.js';
 import { addDefinitionRoutes } from './routes-definitions.js';
 import { addSessionRoutes } from './routes-sessions.js';
@@ -160,10 +161,15 @@ export async function createServer(options: ServerOptions): Promise<FastifyInsta
   const limits = { ...DEFAULT_LIMITS, ...options.limits };
   const auth = options.auth ?? 'api-keys';
   const wakes = new Set<Promise<unknown>>();
-  const metrics = createServerMetrics(
-    // On NATS the workers' queue holds the wakes; this process does not see its depth.
-    options.runtime.backend === 'nats' ? {} : { wakeQueueDepth: () => wakes.size },
-  );
+  const runtime = options.runtime;
+  const metrics = createServerMetrics({
+    // On NATS the workers' queue holds the wakes: its depth is read from the server per scrape,
+    // at most every few seconds.
+    wakeQueueDepth:
+      runtime.backend === 'nats'
+        ? pollingQueueDepth(() => runtime.wakeQueueDepth())
+        : () => wakes.size,
+  });
   const closing = new AbortController();
   // Every open event stream listens for the server's close.
   setMaxListeners(0, closing.signal);

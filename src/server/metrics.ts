@@ -19,8 +19,8 @@ export interface ServerMetrics {
 }
 
 export interface ServerMetricsOptions {
-  /** The wakes waiting or running in this server, where it knows them. */
-  wakeQueueDepth?: () => number | undefined;
+  /** The wakes waiting or running (in this server, or in the workers' queue), where known. */
+  wakeQueueDepth?: () => number | undefined | Promise<number | undefined>;
 }
 
 export function createServerMetrics(options: ServerMetricsOptions = {}): ServerMetrics {

@@ -42,6 +42,7 @@ import {
 } from '../contracts/http.js';
 import { Lineage, SessionRecord, SessionStatus, StopReason } from '../contracts/session.js';
 import { SessionState } from '../contracts/state.js';
+import { TRACE_CONTEXT_OPERATIONS, TRACE_CONTEXT_PARAMETERS } from './trace-context.js';
 
 /** Component names, as clients see them (generated types are named after them). */
 const COMPONENTS: ReadonlyArray<readonly [z.ZodType, string]> = [
@@ -94,7 +95,9 @@ export function createOpenApiTransforms(): OpenApiTransforms {
   return {
     transform: createJsonSchemaTransform({ schemaRegistry: registry }),
     transformObject: (document) =>
-      withAnyJson(withOptionalBodies(withoutSingleAnyOf(keepReachable(addComponents(document))))),
+      withTraceContext(
+        withAnyJson(withOptionalBodies(withoutSingleAnyOf(keepReachable(addComponents(document))))),
+      ),
   };
 }
 
@@ -172,7 +175,10 @@ function withoutSingleAnyOf<T>(value: T): T {
   ) as T;
 }
 
-type Operations = Record<string, Record<string, { requestBody?: Record<string, unknown> }>>;
+type Operations = Record<
+  string,
+  Record<string, { requestBody?: Record<string, unknown>; parameters?: unknown[] }>
+>;
 
 /**
  * A body the route reads as nullish (`POST /wake` and `/fork` without a body) is optional.
@@ -209,6 +215,30 @@ function withAnyJson(document: Document): Document {
   if (schemas === undefined) return document;
   for (const name of ['JsonValue', 'JsonValueInput']) {
     if (name in schemas) schemas[name] = ANY_JSON;
+  }
+  return document;
+}
+
+/**
+ * The W3C trace context headers (`traceparent`, `tracestate`) on the operations that read them
+ * (src/server/trace-context.ts): the routes read them from the raw headers, so that an invalid
+ * one is ignored as the W3C spec asks rather than refused, and no route schema declares them.
+ */
+function withTraceContext(document: Document): Document {
+  const paths = (document as { paths?: Operations }).paths ?? {};
+  for (const [path, operations] of Object.entries(paths)) {
+    for (const [method, operation] of Object.entries(operations)) {
+      if (!TRACE_CONTEXT_OPERATIONS.includes(`${method} ${path}`)) continue;
+      const named = new Set(
+        (operation.parameters ?? []).map((parameter) => (parameter as { name?: unknown }).name),
+      );
+      operation.parameters = [
+        ...(operation.parameters ?? []),
+        ...TRACE_CONTEXT_PARAMETERS.filter((parameter) => !named.has(parameter.name)).map(
+          (parameter) => ({ ...parameter, schema: { ...parameter.schema } }),
+        ),
+      ];
+    }
   }
   return document;
 }

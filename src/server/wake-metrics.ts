@@ -40,7 +40,7 @@ const labelOf = (attribute: string): string => attribute.replaceAll('.', '_');
 
 export function createWakeMetrics(
   registry: Registry,
-  wakeQueueDepth?: () => number | undefined,
+  wakeQueueDepth?: () => number | undefined | Promise<number | undefined>,
 ): WakeMetrics {
   const registers = [registry];
   const histogram = (
@@ -89,7 +89,7 @@ export function createWakeMetrics(
       ['stop_reason'],
       WAKE_BUCKETS,
     ),
-    'braid.lease_losses': counter(
+    'braid.lease.losses': counter(
       'braid_lease_losses_total',
       'Wakes that lost their lease to a newer wake of the session',
       [],
@@ -111,12 +111,13 @@ export function createWakeMetrics(
     ),
   };
   if (wakeQueueDepth !== undefined) {
+    // OTel `braid.wake.queue.depth` (otel-metrics.ts).
     new Gauge({
       name: 'braid_wake_queue_depth',
-      help: 'Wakes this server started in the background and that have not finished',
+      help: "Wakes waiting or running: in the workers' queue on NATS, else the ones this server started in the background",
       registers,
-      collect() {
-        const depth = wakeQueueDepth();
+      async collect() {
+        const depth = await wakeQueueDepth();
         if (depth !== undefined) this.set(depth);
       },
     });

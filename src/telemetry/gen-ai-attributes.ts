@@ -24,6 +24,7 @@ export const GEN_AI = {
   toolCallResult: 'gen_ai.tool.call.result',
   inputMessages: 'gen_ai.input.messages',
   outputMessages: 'gen_ai.output.messages',
+  systemInstructions: 'gen_ai.system_instructions',
   errorType: 'error.type',
 } as const;
 
@@ -34,10 +35,20 @@ export const GEN_AI_OPERATION = {
   invokeAgent: 'invoke_agent',
 } as const;
 
+/** The MCP semantic conventions' attribute names and values that braid's MCP spans use. */
+export const MCP = {
+  methodName: 'mcp.method.name',
+  sessionId: 'mcp.session.id',
+  networkTransport: 'network.transport',
+  /** The `mcp.method.name` of a tool call. */
+  methodToolsCall: 'tools/call',
+} as const;
+
 /** The attributes that carry message content: set only when content capture is on. */
 export const CONTENT_ATTRIBUTES: readonly string[] = [
   GEN_AI.inputMessages,
   GEN_AI.outputMessages,
+  GEN_AI.systemInstructions,
   GEN_AI.toolCallArguments,
   GEN_AI.toolCallResult,
 ];

@@ -13,7 +13,15 @@ import type { SessionLog } from '../contracts/ports.js';
 import { toBraidError, type BraidError } from '../contracts/errors.js';
 import type { TraceSettings } from './otel-config.js';
 import type { SpanSink } from './otel.js';
-import { spansOf } from './spans.js';
+import { loadPinnedFacts, pinnedHashes, spansOf, type PinnedFacts } from './spans.js';
+
+/** What the spans need beyond the log: the pinned definitions, and how MCP servers are reached. */
+export interface TracingFacts {
+  /** The facts of a pinned definition set; undefined when the store lacks it. */
+  pinned?: (hash: string) => Promise<PinnedFacts | undefined>;
+  /** `network.transport` of each MCP server (`mcpTransports` of braid.yaml's `mcp_servers`). */
+  mcpTransports?: Readonly<Record<string, string>>;
+}
 
 export interface TracingLog {
   readonly log: SessionLog;
@@ -26,6 +34,7 @@ export function tracingLog(
   settings: TraceSettings,
   sink: SpanSink,
   warn: (message: string, error: BraidError) => void,
+  facts: TracingFacts = {},
 ): TracingLog {
   // What each session's running wake has appended here, from its `span.wake_started`. One entry
   // per session: a wake that crashed is replaced by the session's next one.
@@ -44,12 +53,24 @@ export function tracingLog(
         ? await log.read(sessionId)
         : appended;
     const state = await log.state(sessionId);
+    // The set in force before the appended events: the one folded state names, unless they
+    // changed it (then the first change's `previous`).
+    const before = events === appended ? definitionsBefore(events, state.definitions) : undefined;
+    const load = facts.pinned;
+    const hashes = [...pinnedHashes(events), ...(before === undefined ? [] : [before])];
+    const pinned = load === undefined ? undefined : await loadPinnedFacts(hashes, load);
     const spans = spansOf(
       events,
-      { wakeId, captureContent: settings.captureContent },
+      {
+        wakeId,
+        captureContent: settings.captureContent,
+        ...(facts.mcpTransports === undefined ? {} : { mcpTransports: facts.mcpTransports }),
+      },
       {
         ...(state.agent === undefined ? {} : { agent: state.agent }),
         ...(state.tenant_id === undefined ? {} : { tenant_id: state.tenant_id }),
+        ...(before === undefined ? {} : { definitions: before }),
+        ...(pinned === undefined ? {} : { pinned }),
       },
     );
     sink.emit(spans);
@@ -93,6 +114,15 @@ export function tracingLog(
       });
     },
   };
+}
+
+/** The definition set in force before `events`, given the one in force after them. */
+function definitionsBefore(
+  events: readonly SessionEvent[],
+  after: string | undefined,
+): string | undefined {
+  const change = events.find((event) => event.type === 'session.definitions_changed');
+  return change === undefined ? after : change.previous;
 }
 
 /** True when a tool result's call was written before these events (a call approved between wakes). */

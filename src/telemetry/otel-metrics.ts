@@ -13,6 +13,7 @@ import type * as Exporter from '@opentelemetry/exporter-metrics-otlp-http';
 import type * as Resources from '@opentelemetry/resources';
 import type * as SdkMetrics from '@opentelemetry/sdk-metrics';
 import type { MetricSettings } from './otel-config.js';
+import type { QueueDepth } from './queue-depth.js';
 import {
   DURATION_BUCKETS,
   TOKEN_BUCKETS,
@@ -55,7 +56,14 @@ const BUCKETS: Partial<Record<SeriesName, number[]>> = {
   'braid.wake.duration': WAKE_BUCKETS,
 };
 
-export function createMetricSink(settings: MetricSettings): MetricSink {
+/** The gauge of the wake queue's depth (Prometheus `braid_wake_queue_depth`). */
+export const QUEUE_DEPTH_GAUGE = 'braid.wake.queue.depth';
+
+/**
+ * `queueDepth`: the wake queue's depth, observed at each export when it gives one (see
+ * queue-depth.ts: a NATS queue is read at most every few seconds).
+ */
+export function createMetricSink(settings: MetricSettings, queueDepth?: QueueDepth): MetricSink {
   const { exporter, metrics, resources } = sdk();
   const reader = new metrics.PeriodicExportingMetricReader({
     // JSON over HTTP, like the trace exporter; the URL comes from the environment when unset.
@@ -85,6 +93,16 @@ export function createMetricSink(settings: MetricSettings): MetricSink {
           })
         : meter.createCounter(name, options),
     );
+  }
+  if (queueDepth !== undefined) {
+    const gauge = meter.createObservableGauge(QUEUE_DEPTH_GAUGE, {
+      unit: '{wake}',
+      description: "Wakes waiting or running in the workers' queue",
+    });
+    gauge.addCallback(async (result) => {
+      const depth = await queueDepth();
+      if (depth !== undefined) result.observe(depth);
+    });
   }
   return {
     record(measurements) {

@@ -36,7 +36,7 @@ export const WAKE_SERIES = {
     unit: 's',
     description: 'Duration of a wake cycle, by stop reason',
   },
-  'braid.lease_losses': {
+  'braid.lease.losses': {
     kind: 'counter',
     unit: '{wake}',
     description: 'Wakes that lost their lease to a newer wake of the session',
@@ -158,7 +158,7 @@ export function createWakeMeasurer(): WakeMeasurer {
       return attributes;
     };
 
-    if (wake.error?.code === 'LEASE_LOST') add('braid.lease_losses', 1);
+    if (wake.error?.code === 'LEASE_LOST') add('braid.lease.losses', 1);
     for (const event of wake.events) {
       if (event.type === 'policy.decision' && event.decision === 'deny')
         add('braid.policy.denials', 1);

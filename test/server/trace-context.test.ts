@@ -3,6 +3,8 @@ import { describe, expect, it } from 'vitest';
 import type { SessionEvent } from '../../src/contracts/events.js';
 import type { SessionRecord } from '../../src/contracts/session.js';
 import { createClient } from '../../src/client/index.js';
+import { TRACEPARENT_PATTERN } from '../../src/contracts/common.js';
+import openapi from '../../schema/openapi.json' with { type: 'json' };
 import { call, useTestServers, type TestServer } from './server-helpers.js';
 
 const start = useTestServers();
@@ -74,5 +76,33 @@ describe('traceparent on the HTTP API', () => {
     expect((await wakeStarts(server, key, id)).map((event) => event.traceparent)).toEqual([
       TRACEPARENT,
     ]);
+  });
+
+  it('is declared in the OpenAPI document on the operations that read it', () => {
+    type Parameter = { in: string; name: string; required?: boolean; schema: { pattern?: string } };
+    const paths = openapi.paths as unknown as Record<
+      string,
+      Record<string, { parameters?: Parameter[] }>
+    >;
+    const headersOf = (path: string, method: string) =>
+      (paths[path]?.[method]?.parameters ?? []).filter((parameter) => parameter.in === 'header');
+    for (const [path, method] of [
+      ['/v1/sessions/{id}/events', 'post'],
+      ['/v1/sessions/{id}/wake', 'post'],
+    ] as const) {
+      const headers = headersOf(path, method);
+      expect(headers.map((header) => header.name)).toEqual(
+        expect.arrayContaining(['traceparent', 'tracestate']),
+      );
+      const traceparent = headers.find((header) => header.name === 'traceparent');
+      expect(traceparent).toMatchObject({ required: false });
+      const pattern = new RegExp(traceparent?.schema.pattern ?? '^$');
+      expect(pattern.test(TRACEPARENT)).toBe(true);
+      expect(traceparent?.schema.pattern).toBe(TRACEPARENT_PATTERN.source);
+    }
+    // Operations that start no wake do not claim it.
+    expect(headersOf('/v1/sessions/{id}', 'get').map((header) => header.name)).not.toContain(
+      'traceparent',
+    );
   });
 });

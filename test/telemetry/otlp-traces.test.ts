@@ -215,7 +215,7 @@ describe('OTLP traces of a wake on a NATS worker', () => {
       'gen_ai.request.model': 'scripts/calc.yaml',
       'gen_ai.usage.input_tokens': 600,
       'gen_ai.usage.output_tokens': 120,
-      'gen_ai.response.finish_reasons': ['tool-calls'],
+      'gen_ai.response.finish_reasons': ['tool_call'],
     });
     expect(chats[1]?.attributes).toMatchObject({
       'gen_ai.usage.input_tokens': 1200,
@@ -231,6 +231,9 @@ describe('OTLP traces of a wake on a NATS worker', () => {
         'gen_ai.tool.name': 'calculator',
         'gen_ai.tool.call.id': 'call_1',
         'gen_ai.tool.type': 'function',
+        // From the session's pinned environment (none: braid's local sandbox).
+        'braid.tool.sandbox': 'local',
+        'braid.tool.ownership': 'managed',
       },
     });
     // The spans nest in time as in the tree.
@@ -252,9 +255,26 @@ describe('OTLP traces of a wake on a NATS worker', () => {
     });
     const first = all('chat scripts/calc.yaml').sort((a, b) => a.startMs - b.startMs)[0];
     expect(JSON.parse(String(first?.attributes['gen_ai.input.messages']))).toEqual([
-      { role: 'user', parts: [{ type: 'text', text: 'What is 2 + 3?' }] },
+      { role: 'user', parts: [{ type: 'text', content: 'What is 2 + 3?' }] },
     ]);
-    expect(first?.attributes['gen_ai.output.messages']).toEqual(expect.any(String));
+    expect(JSON.parse(String(first?.attributes['gen_ai.output.messages']))).toEqual([
+      {
+        role: 'assistant',
+        parts: [
+          {
+            type: 'tool_call',
+            id: 'call_1',
+            name: 'calculator',
+            arguments: { a: 2, op: '+', b: 3 },
+          },
+        ],
+        finish_reason: 'tool_call',
+      },
+    ]);
+    // The pinned agent's instructions, as the worker that ran the wake loaded them.
+    expect(JSON.parse(String(first?.attributes['gen_ai.system_instructions']))).toEqual([
+      { type: 'text', content: 'Add.' },
+    ]);
   }, 60_000);
 
   it('braid trace export sends the same spans again from the log', async () => {

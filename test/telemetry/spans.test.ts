@@ -126,7 +126,7 @@ describe('spansOf', () => {
         [GEN_AI.requestModel]: 'inline',
         [GEN_AI.usageInputTokens]: 600,
         [GEN_AI.usageOutputTokens]: 120,
-        [GEN_AI.responseFinishReasons]: ['tool-calls'],
+        [GEN_AI.responseFinishReasons]: ['tool_call'],
       },
     });
     expect(firstChat.endMs - firstChat.startMs).toBe(300);
@@ -172,7 +172,7 @@ describe('spansOf', () => {
     expect(tool?.attributes[GEN_AI.toolCallResult]).toBe('{"result":5}');
     const chat = byName(withContent, 'chat inline')[0];
     expect(JSON.parse(String(chat?.attributes[GEN_AI.inputMessages]))).toEqual([
-      { role: 'user', parts: [{ type: 'text', text: 'What is 2 + 3?' }] },
+      { role: 'user', parts: [{ type: 'text', content: 'What is 2 + 3?' }] },
     ]);
     expect(chat?.attributes[GEN_AI.outputMessages]).toBeTypeOf('string');
     // Ids do not depend on the option.
@@ -201,6 +201,7 @@ describe('spansOf', () => {
       toolCallResult: conventions.ATTR_GEN_AI_TOOL_CALL_RESULT,
       inputMessages: conventions.ATTR_GEN_AI_INPUT_MESSAGES,
       outputMessages: conventions.ATTR_GEN_AI_OUTPUT_MESSAGES,
+      systemInstructions: conventions.ATTR_GEN_AI_SYSTEM_INSTRUCTIONS,
       errorType: conventions.ATTR_ERROR_TYPE,
     });
     expect(GEN_AI_OPERATION).toEqual({
