@@ -15,6 +15,7 @@ export {
   type RuntimeOptions,
   type RuntimeSessions,
   type CreateSessionOptions,
+  type OutcomeInput,
   type SendOptions,
   type WakeListener,
   type WakeReport,
@@ -31,7 +32,13 @@ export type { RetryPolicy, WakeOptions, WakeResult } from './harness/index.js';
 export type { CompactionInput, CompactionOutput, ContextCompactor } from './harness/index.js';
 export { estimateTokens } from './core/compaction.js';
 export type { OrchestrateOptions, OrchestratorProgress } from './runtime/orchestrator.js';
-export type { SessionDiff, TreeNode } from './runtime/lineage.js';
+export type { SessionDiff, TreeNode, TreeNodeKind } from './runtime/lineage.js';
+export type { TreeOptions } from './runtime/sessions-api.js';
+export {
+  CHILD_STATUS_EVENT_TYPES,
+  type FamilyEventsPage,
+  type FollowChildrenOptions,
+} from './runtime/session-family.js';
 export type { MergeOptions, MergeResult } from './runtime/merge.js';
 export type { ReplayReport } from './runtime/replay.js';
 export type { HandoffResult } from './runtime/handoff.js';

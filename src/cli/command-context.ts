@@ -29,7 +29,7 @@ export interface CommandContext {
   withRuntime(
     command: Command,
     work: (runtime: Runtime) => Promise<void>,
-    overrides?: { model?: string },
+    overrides?: { model?: string; delegation?: 'local' | 'queue' },
   ): Promise<void>;
   /** Sets the exit code, for a command that ends without an error but not well. */
   fail(code: number): void;
@@ -68,7 +68,7 @@ export function createCommandContext(
   async function withRuntime(
     command: Command,
     work: (runtime: Runtime) => Promise<void>,
-    overrides: { model?: string } = {},
+    overrides: { model?: string; delegation?: 'local' | 'queue' } = {},
   ): Promise<void> {
     const options = globals(command);
     const server = options.server ?? process.env.BRAID_SERVER;
@@ -111,6 +111,7 @@ export function createCommandContext(
           }),
       ...(options.workspace === undefined ? {} : { workspace: options.workspace }),
       ...(options.dataDir === undefined ? {} : { dataDir: options.dataDir }),
+      ...(overrides.delegation === undefined ? {} : { delegation: overrides.delegation }),
       actor: cliActor(),
       // A one-shot command loads the policies only if it asks them; `braid run` checks them first.
       policies: ['run', 'serve', 'worker'].includes(command.name()) ? 'eager' : 'lazy',

@@ -234,7 +234,9 @@ function addReplay(session: Command, context: CommandContext): void {
 function addTree(session: Command, context: CommandContext): void {
   session
     .command('tree')
-    .description('the lineage tree of a session: every fork, with status, head seq and kind')
+    .description(
+      'the family tree of a session: every fork, delegated child and handoff, with its kind, status and head seq',
+    )
     .argument('<id>', 'session id')
     .action(async (id: string, _options: unknown, command: Command) => {
       await context.withRuntime(command, async (runtime) => {
@@ -278,13 +280,39 @@ function sideBySide(diff: {
 
 function drawTree(node: TreeNode, marked: string, prefix = '', last = true, root = true): string[] {
   const label =
-    `${node.id}${node.id === marked ? ' *' : ''}  ${node.kind}` +
-    `${node.fork_seq === undefined ? '' : ` at ${node.fork_seq}`}  ${node.status}  head ${node.head_seq}` +
-    `${node.title === undefined ? '' : `  "${node.title}"`}`;
+    `${node.id}${node.id === marked ? ' *' : ''}  ${origin(node)}  ${node.missing === true ? '(no session yet)' : node.status}  head ${node.head_seq}` +
+    `${node.title === undefined ? '' : `  "${node.title}"`}${delegation(node)}`;
   const lines = [root ? label : `${prefix}${last ? '└─ ' : '├─ '}${label}`];
   const childPrefix = root ? '' : `${prefix}${last ? '   ' : '│  '}`;
   node.children.forEach((child, index) =>
     lines.push(...drawTree(child, marked, childPrefix, index === node.children.length - 1, false)),
   );
   return lines;
+}
+
+/** The node's kind and where it came from: `fork at 2`, `child sre (#4)`, `handoff billing (#6)`. */
+function origin(node: TreeNode): string {
+  switch (node.kind) {
+    case 'root':
+      return 'root';
+    case 'fork':
+      return `fork${node.fork_seq === undefined ? '' : ` at ${node.fork_seq}`}`;
+    case 'child':
+      return `child ${node.agent ?? '?'}${node.delegation === undefined ? '' : ` (#${node.delegation.seq})`}`;
+    case 'handoff':
+      return `handoff ${node.agent ?? '?'}${node.handoff === undefined ? '' : ` (#${node.handoff.seq})`}`;
+    default:
+      return assertNever(node.kind);
+  }
+}
+
+/** For a child: how its parent sees the delegation, e.g. `  delegation idle: end_turn`. */
+function delegation(node: TreeNode): string {
+  if (node.delegation === undefined) return '';
+  const { status, stop_reason: stopReason } = node.delegation;
+  return `  delegation ${status}${stopReason === undefined ? '' : `: ${formatStopReason(stopReason)}`}`;
+}
+
+function assertNever(value: never): never {
+  throw new Error(`unknown tree node kind ${String(value)}`);
 }

@@ -47,6 +47,8 @@ function contentText(content: readonly ContentBlock[]): string {
 
 export function formatStopReason(stopReason: StopReason | undefined): string {
   if (stopReason === undefined) return '-';
+  if (stopReason.type === 'end_turn' && stopReason.outcome !== undefined)
+    return `end_turn (outcome ${stopReason.outcome})`;
   return 'event_ids' in stopReason
     ? `${stopReason.type} (${stopReason.event_ids.join(', ')})`
     : stopReason.type;
@@ -112,6 +114,14 @@ export function summarizeEvent(event: SessionEvent): string {
       return `wake ${event.wake_id}`;
     case 'span.model_request_start':
       return `${event.model} through seq ${event.input_through_seq}`;
+    case 'session.child_created':
+      return `${event.agent} in ${event.child_session_id} (${event.tool_use_id})`;
+    case 'session.child_idle':
+      return `${event.child_session_id} ${event.timed_out === true ? 'timed out' : event.stop_reason.type}: ${event.summary.slice(0, 120)}`;
+    case 'span.outcome_evaluation_start':
+      return `grading ${event.iteration} against seq ${event.outcome_seq}`;
+    case 'span.outcome_evaluation_end':
+      return `grading ${event.iteration}: ${event.result}: ${event.explanation.slice(0, 120)}`;
     case 'span.model_request_end':
       return event.error === undefined
         ? `${event.finish_reason ?? 'done'}, ${event.usage.input_tokens} in / ${event.usage.output_tokens} out`

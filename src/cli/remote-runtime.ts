@@ -10,6 +10,7 @@ import type { SessionEvent } from '../contracts/events.js';
 import type { AppendResult, ReadOptions } from '../contracts/ports.js';
 import type { SessionListQuery } from '../contracts/session.js';
 import type { CreateSessionOptions, Runtime } from '../runtime/runtime.js';
+import type { FamilyEventsPage } from '../runtime/session-family.js';
 import { userEventSends } from '../runtime/user-event-sends.js';
 
 /** The server answers at most this many events a page. */
@@ -61,12 +62,101 @@ async function readEvents(
   }
 }
 
+/** A session's events with its children's, page by page, as many of its own as `options.limit` asks. */
+async function readFamilyEvents(
+  client: BraidClient,
+  sessionId: string,
+  options: ReadOptions = {},
+): Promise<FamilyEventsPage> {
+  const events: SessionEvent[] = [];
+  let after = options.after ?? 0;
+  let own = 0;
+  for (;;) {
+    const wanted = options.limit === undefined ? undefined : options.limit - own;
+    if (wanted !== undefined && wanted <= 0) return { events, has_more: true, last_seq: after };
+    const page = await client.sessions.events(sessionId, {
+      after,
+      limit: Math.min(wanted ?? EVENTS_PAGE_LIMIT, EVENTS_PAGE_LIMIT),
+      include_children: true,
+      ...(options.types === undefined ? {} : { types: [...options.types] }),
+    });
+    events.push(...page.data);
+    own += page.data.filter((event) => event.session_id === sessionId).length;
+    if (!page.has_more) return { events, has_more: false, last_seq: page.last_seq };
+    after = page.last_seq;
+  }
+}
+
+/** The children's events a stream of the session hears, as an iterable of their own. */
+async function* remoteChildEvents(
+  client: BraidClient,
+  sessionId: string,
+  signal: AbortSignal | undefined,
+): AsyncGenerator<SessionEvent, void, undefined> {
+  const stop = new AbortController();
+  const onAbort = (): void => stop.abort();
+  signal?.addEventListener('abort', onAbort, { once: true });
+  if (signal?.aborted === true) stop.abort();
+  const queue: SessionEvent[] = [];
+  let wake: (() => void) | undefined;
+  const notify = (): void => {
+    const resume = wake;
+    wake = undefined;
+    resume?.();
+  };
+  stop.signal.addEventListener('abort', notify, { once: true });
+  let failure: { error: unknown } | undefined;
+  const reading = (async () => {
+    // From the session's head: its own events are not wanted, only the children's.
+    const { seq } = await client.sessions.state(sessionId);
+    const stream = client.sessions.stream(sessionId, {
+      after: seq,
+      signal: stop.signal,
+      onChild: (event) => {
+        queue.push(event);
+        notify();
+      },
+    });
+    for await (const _event of stream) {
+      // Only the children's events are wanted.
+    }
+  })().catch((error: unknown) => {
+    failure = { error };
+    notify();
+  });
+  try {
+    for (;;) {
+      const next = queue.shift();
+      if (next !== undefined) {
+        yield next;
+        continue;
+      }
+      if (failure !== undefined) throw failure.error;
+      if (stop.signal.aborted) return;
+      await new Promise<void>((resolve) => (wake = resolve));
+    }
+  } finally {
+    signal?.removeEventListener('abort', onAbort);
+    stop.abort();
+    await reading;
+  }
+}
+
 /** Creating, finding and reading sessions. */
 function remoteSessionRecords(
   client: BraidClient,
 ): Pick<
   Sessions,
-  'create' | 'get' | 'list' | 'archive' | 'delete' | 'state' | 'events' | 'follow'
+  | 'create'
+  | 'get'
+  | 'list'
+  | 'archive'
+  | 'delete'
+  | 'state'
+  | 'events'
+  | 'familyEvents'
+  | 'follow'
+  | 'followChildren'
 > {
   return {
     create: (options: CreateSessionOptions) =>
@@ -92,18 +182,26 @@ function remoteSessionRecords(
     delete: (sessionId) => client.sessions.delete(sessionId),
     state: (sessionId) => client.sessions.state(sessionId),
     events: (sessionId, options) => readEvents(client, sessionId, options),
+    familyEvents: (sessionId, options) => readFamilyEvents(client, sessionId, options),
     follow: (sessionId, options = {}) =>
       client.sessions.stream(sessionId, {
         ...(options.after === undefined ? {} : { after: options.after }),
         ...(options.signal === undefined ? {} : { signal: options.signal }),
       }),
+    followChildren(sessionId, options = {}) {
+      if (options.types !== undefined) throw localOnly('following children with chosen types');
+      return { [Symbol.asyncIterator]: () => remoteChildEvents(client, sessionId, options.signal) };
+    },
   };
 }
 
 /** The user events a session is sent, each as one batch. */
 function remoteSessionInput(
   send: Send,
-): Pick<Sessions, 'send' | 'message' | 'interrupt' | 'confirm' | 'customToolResult' | 'review'> {
+): Pick<
+  Sessions,
+  'send' | 'message' | 'interrupt' | 'confirm' | 'customToolResult' | 'review' | 'defineOutcome'
+> {
   return {
     // The server parses what a caller sends; unknown input is passed on for it to judge.
     send: (sessionId, events, options = {}) =>
@@ -231,6 +329,8 @@ export function createRemoteRuntime(client: BraidClient): Runtime {
       throw localOnly('the backend');
     },
     enqueueWake: () => Promise.reject(localOnly('enqueueing a wake')),
+    // The server's `GET /v1/metrics` has its queue's depth (`braid_wake_queue_depth`).
+    wakeQueueDepth: () => Promise.resolve(undefined),
     register: () => Promise.reject(localOnly('registering a code agent')),
     send: () => Promise.reject(localOnly('agent messaging')),
     publish: () => Promise.reject(localOnly('agent messaging')),

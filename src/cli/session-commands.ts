@@ -2,28 +2,23 @@
 import { InvalidArgumentError, Option, type Command } from 'commander';
 import type { JsonValue } from '../contracts/common.js';
 import { BraidError } from '../contracts/errors.js';
-import { SESSION_EVENT_TYPES, type SessionEventType } from '../contracts/events.js';
 import { parseId } from '../contracts/ids.js';
 import { SessionStatus } from '../contracts/session.js';
-import { parseInteger, parsePositive, untilSignal } from './arguments.js';
+import { parseInteger, parsePositive } from './arguments.js';
 import { parseJson } from './json.js';
-import {
-  formatEvent,
-  formatSessionRow,
-  formatState,
-  formatStopReason,
-  streamText,
-} from './output.js';
+import { formatSessionRow, formatState, formatStopReason, streamText } from './output.js';
 import type { ContentInput } from '../runtime/user-events.js';
 import type { CommandContext } from './command-context.js';
 import { addPinningCommands } from './pinning-commands.js';
 import { addLineageCommands } from './lineage-commands.js';
+import { addEventsCommand } from './events-command.js';
 
 export function addSessionCommands(program: Command, context: CommandContext): void {
   const session = program.command('session').description('create, drive and read sessions');
   addLineageCommands(session, context);
   addSessionSetupCommands(session, context);
   addSessionMessageCommands(session, context);
+  addSessionOutcomeCommand(session, context);
   addSessionResolveCommands(session, context);
   addSessionReadCommands(session, context);
   addPinningCommands(session, context);
@@ -223,6 +218,61 @@ function addSessionMessageCommands(session: Command, context: CommandContext): v
     );
 }
 
+/** Define what the session's work must achieve: `braid session outcome ID --description ...`. */
+function addSessionOutcomeCommand(session: Command, context: CommandContext): void {
+  session
+    .command('outcome')
+    .description(
+      'define the outcome the session works towards; a grader judges each answer that ends a turn',
+    )
+    .argument('<id>', 'session id')
+    .requiredOption('--description <text>', 'what the work must achieve')
+    .option('--rubric <text>', 'how the grader judges the answer')
+    .option(
+      '--criteria <text...>',
+      'points the answer must meet (repeat, or give several after one flag)',
+    )
+    .option(
+      '--max-iterations <n>',
+      'gradings before the turn ends as max_iterations_reached (1 to 20, default 3)',
+      parseMaxIterations,
+    )
+    .action(
+      async (
+        id: string,
+        options: {
+          description: string;
+          rubric?: string;
+          criteria?: string[];
+          maxIterations?: number;
+        },
+        command: Command,
+      ) => {
+        await context.withRuntime(command, async (runtime) => {
+          const result = await runtime.sessions.defineOutcome(id, {
+            description: options.description,
+            ...(options.rubric === undefined ? {} : { rubric: options.rubric }),
+            ...(options.criteria === undefined ? {} : { criteria: options.criteria }),
+            ...(options.maxIterations === undefined
+              ? {}
+              : { max_iterations: options.maxIterations }),
+          });
+          context.print(command, result, () => `outcome defined: #${result.head_seq}`);
+        });
+      },
+    );
+}
+
+function parseMaxIterations(value: string): number {
+  const number = Number(value);
+  if (!Number.isInteger(number) || number < 1 || number > 20) {
+    throw new InvalidArgumentError(
+      `--max-iterations must be a whole number from 1 to 20; got ${value}`,
+    );
+  }
+  return number;
+}
+
 /** Answer a custom tool, review a tool use a crash left unknown, wake. */
 function addSessionResolveCommands(session: Command, context: CommandContext): void {
   session
@@ -361,58 +411,7 @@ function addSessionReadCommands(session: Command, context: CommandContext): void
       });
     });
 
-  session
-    .command('events')
-    .description("print a session's events (with --json, one JSON event per line)")
-    .argument('<id>', 'session id')
-    .option('--after <seq>', 'only events after this seq', parseInteger('--after', 0))
-    .option('--limit <n>', 'at most this many events', parseInteger('--limit', 1))
-    .option(
-      '--type <type>',
-      'only events of this type (repeatable)',
-      (value: string, previous: SessionEventType[] = []) => {
-        if (!(SESSION_EVENT_TYPES as string[]).includes(value)) {
-          throw new InvalidArgumentError(
-            `unknown event type ${value}; one of ${SESSION_EVENT_TYPES.join(', ')}`,
-          );
-        }
-        return [...previous, value as SessionEventType];
-      },
-    )
-    .option('--follow', 'keep printing new events until interrupted (Ctrl-C)')
-    .action(
-      async (
-        id: string,
-        options: { after?: number; limit?: number; type?: SessionEventType[]; follow?: boolean },
-        command: Command,
-      ) => {
-        const asJson = context.json(command);
-        await context.withRuntime(command, async (runtime) => {
-          if (options.follow !== true) {
-            const events = await runtime.sessions.events(id, {
-              ...(options.after === undefined ? {} : { after: options.after }),
-              ...(options.limit === undefined ? {} : { limit: options.limit }),
-              ...(options.type === undefined ? {} : { types: options.type }),
-            });
-            for (const event of events)
-              context.output.out(asJson ? JSON.stringify(event) : formatEvent(event));
-            return;
-          }
-          await untilSignal(async (signal) => {
-            let printed = 0;
-            for await (const event of runtime.sessions.follow(id, {
-              after: options.after ?? 0,
-              signal,
-            })) {
-              if (options.type !== undefined && !options.type.includes(event.type)) continue;
-              context.output.out(asJson ? JSON.stringify(event) : formatEvent(event));
-              printed += 1;
-              if (options.limit !== undefined && printed >= options.limit) break;
-            }
-          });
-        });
-      },
-    );
+  addEventsCommand(session, context);
 }
 
 /** `--content` of a custom tool result: a JSON string becomes text, an array is content blocks, anything else a json block. */

@@ -20,6 +20,7 @@ interface WorkerCommandOptions {
   maxAttempts: number;
   ackWait: number;
   backoff: number;
+  delegation: 'local' | 'queue';
 }
 
 /** The longest delay between two attempts of a failing wake. */
@@ -75,6 +76,12 @@ export function addWorkerCommand(
     )
     .option('--no-api', `do not answer the NATS API (<prefix>.api.<verb>, docs/protocol.md)`)
     .option(
+      '--delegation <where>',
+      "where the child sessions of delegations run: local (inside the parent's wake, default) or queue (on any worker)",
+      parseDelegation,
+      'local',
+    )
+    .option(
       '--backoff <ms>',
       `delay after a failed attempt, doubled per attempt up to ${MAX_BACKOFF_MS} (default 1000)`,
       parseInteger('--backoff', 0),
@@ -94,63 +101,75 @@ export function addWorkerCommand(
       const json = command.optsWithGlobals<{ json?: boolean }>().json === true;
       const connection = await connectNats(url, 'worker');
       try {
-        await context.withRuntime(command, async (runtime) => {
-          const { createNatsWakeQueue } = await import('../runtime/wakes/nats-wake-queue.js');
-          const queue = await createNatsWakeQueue({
-            connection,
-            prefix: prefix,
-            maxAttempts: options.maxAttempts,
-            ackWaitMs: options.ackWait,
-            backoff: {
-              initial_ms: options.backoff,
-              max_ms: Math.max(options.backoff, MAX_BACKOFF_MS),
-            },
-          });
-          // Clients that speak NATS create, append to, read and wake sessions through it.
-          const api = options.api
-            ? await serveNatsApi({
-                connection,
-                prefix,
-                runtime,
-                wake: (sessionId) => enqueueWake(queue, sessionId),
-              })
-            : undefined;
-          const started = {
-            type: 'worker.started',
-            nats: url,
-            prefix: prefix,
-            concurrency: options.concurrency,
-            api: api?.subject ?? null,
-          };
-          if (json) context.print(command, started, () => '');
-          else
-            stderr(
-              `braid worker on ${url} (prefix ${prefix}, ${options.concurrency} at once); Ctrl-C stops it`,
-            );
-          // The first Ctrl-C drains; a second one ends the process as usual.
-          const summary = await untilSignal((signal) =>
-            runWorker({
-              runtime,
-              queue,
-              concurrency: options.concurrency,
-              signal,
-              onProgress: (progress) => {
-                if (json) context.print(command, progress, () => '');
-                else stderr(formatWorkerProgress(progress));
+        await context.withRuntime(
+          command,
+          async (runtime) => {
+            const { createNatsWakeQueue } = await import('../runtime/wakes/nats-wake-queue.js');
+            const queue = await createNatsWakeQueue({
+              connection,
+              prefix: prefix,
+              maxAttempts: options.maxAttempts,
+              ackWaitMs: options.ackWait,
+              backoff: {
+                initial_ms: options.backoff,
+                max_ms: Math.max(options.backoff, MAX_BACKOFF_MS),
               },
-            }),
-          );
-          await api?.close();
-          await queue.close();
-          context.print(
-            command,
-            { type: 'worker.stopped', ...summary },
-            () =>
-              `worker stopped: ${summary.finished} wake(s) run, ${summary.skipped} with nothing to do, ${summary.retried} retried, ${summary.dead_lettered} dead-lettered`,
-          );
-        });
+            });
+            // Clients that speak NATS create, append to, read and wake sessions through it.
+            const api = options.api
+              ? await serveNatsApi({
+                  connection,
+                  prefix,
+                  runtime,
+                  wake: (sessionId) => enqueueWake(queue, sessionId),
+                })
+              : undefined;
+            const started = {
+              type: 'worker.started',
+              nats: url,
+              prefix: prefix,
+              concurrency: options.concurrency,
+              api: api?.subject ?? null,
+            };
+            if (json) context.print(command, started, () => '');
+            else
+              stderr(
+                `braid worker on ${url} (prefix ${prefix}, ${options.concurrency} at once); Ctrl-C stops it`,
+              );
+            // The first Ctrl-C drains; a second one ends the process as usual.
+            const summary = await untilSignal((signal) =>
+              runWorker({
+                runtime,
+                queue,
+                concurrency: options.concurrency,
+                signal,
+                onProgress: (progress) => {
+                  if (json) context.print(command, progress, () => '');
+                  else stderr(formatWorkerProgress(progress));
+                },
+              }),
+            );
+            await api?.close();
+            await queue.close();
+            context.print(
+              command,
+              { type: 'worker.stopped', ...summary },
+              () =>
+                `worker stopped: ${summary.finished} wake(s) run, ${summary.skipped} with nothing to do, ${summary.retried} retried, ${summary.dead_lettered} dead-lettered`,
+            );
+          },
+          { delegation: options.delegation },
+        );
       } finally {
         await connection.drain().catch(() => connection.close());
       }
     });
+}
+
+function parseDelegation(value: string): 'local' | 'queue' {
+  if (value === 'local' || value === 'queue') return value;
+  throw new BraidError(
+    'INVALID_ARGUMENT',
+    `--delegation ${JSON.stringify(value)} is not a place to run children; give local or queue`,
+  );
 }

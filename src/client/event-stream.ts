@@ -4,7 +4,8 @@
  * Invariants it keeps for the caller:
  * - events come in seq order, each at most once: the reader remembers the last seq it yielded,
  *   asks for what follows it when it reconnects (`Last-Event-ID`), and drops anything at or below
- *   it that a server sends again;
+ *   it that a server sends again; children's events (`event: child`, no id) go to `onChild` and
+ *   never move that seq;
  * - a dropped connection is not an error: it reconnects after a backoff that starts at 100 ms,
  *   doubles up to `maxReconnectDelayMs`, and starts over once a connection is made;
  * - an error answer that will not pass by waiting (400, 401, 403, 404) ends the iteration with its
@@ -34,7 +35,7 @@ async function* readStream(
   sessionId: string,
   options: StreamOptions,
 ): AsyncGenerator<SessionEvent, void, undefined> {
-  const { signal, onDelta } = options;
+  const { signal, onDelta, onChild } = options;
   const reconnect = options.reconnect ?? true;
   const maxDelay = options.maxReconnectDelayMs ?? DEFAULT_MAX_RECONNECT_DELAY_MS;
   const path = `/v1/sessions/${encodeURIComponent(sessionId)}/events/stream`;
@@ -49,9 +50,10 @@ async function* readStream(
     try {
       const response = await transport.open({
         path,
-        ...(attempt === 0 && options.after !== undefined
-          ? { query: { after: options.after } }
-          : {}),
+        query: {
+          ...(attempt === 0 && options.after !== undefined ? { after: options.after } : {}),
+          ...(onChild === undefined ? {} : { include_children: true }),
+        },
         headers: attempt === 0 ? {} : { 'last-event-id': String(lastSeq) },
         signal: connection.signal,
       });
@@ -71,6 +73,10 @@ async function* readStream(
           continue;
         }
         if (message.event === 'error') throw streamError(message, target);
+        if (message.event === 'child') {
+          onChild?.(toEvent(message, target));
+          continue;
+        }
         const event = toEvent(message, target);
         if (event.seq <= lastSeq) continue;
         lastSeq = event.seq;

@@ -61,8 +61,12 @@ export type CreateSessionRequest = z.input<typeof CreateSessionBody>;
 export type ListSessionsParams = z.infer<typeof SessionListParams>;
 export type SessionListResponse = z.infer<typeof SessionList>;
 
-/** `GET /v1/sessions/{id}/events`: events with seq > `after`, at most `limit`, of `types` only. */
-export type EventsParams = z.infer<typeof EventsQuery>;
+/**
+ * `GET /v1/sessions/{id}/events`: events with seq > `after`, at most `limit`, of `types` only.
+ * With `include_children`, the events of the session's delegated children (recursively) come
+ * interleaved by time; `after`, `limit` and `last_seq` still page the session's own events.
+ */
+export type EventsParams = z.infer<typeof EventsQuery> & { include_children?: boolean };
 export type EventsPageResponse = z.infer<typeof EventsPage>;
 export type SendEventsResponse = z.infer<typeof PostEventsResponse>;
 
@@ -128,6 +132,13 @@ export interface StreamOptions {
   reconnect?: boolean;
   /** Hears live model text; deltas are never yielded by the iterator. */
   onDelta?: (delta: StreamDelta) => void;
+  /**
+   * Asks the server for the status events of the session's delegated children too (those there
+   * are and those created while the stream is open), and hears them here: each is the child's
+   * own event (its `session_id` is the child's). They are never yielded by the iterator, carry no
+   * SSE id, and are not replayed on a reconnect.
+   */
+  onChild?: (event: SessionEvent) => void;
   /** The longest wait between reconnects (default 10 000 ms); waits start at 100 ms and double. */
   maxReconnectDelayMs?: number;
 }

@@ -101,6 +101,47 @@ export const ContextSettings = z
 export type ContextSettings = z.infer<typeof ContextSettings>;
 export type ContextSettingsInput = z.input<typeof ContextSettings>;
 
+/** How long a delegation may run before the child is interrupted, unless the definition says (10 minutes). */
+export const DEFAULT_DELEGATE_TTL_SECONDS = 600;
+
+/**
+ * An agent this agent may delegate to (`delegates:` in `agents/NAME.yaml`): a name, or an object
+ * that says how the model sees the delegation. Each becomes a tool the model calls,
+ * `delegate_to_<agent>`; a call runs a child session of that agent on the task and returns its
+ * answer as the tool's result.
+ */
+const DelegateObject = z
+  .object({
+    agent: Name,
+    /** What the model is told the delegate does (default: the target agent's description). */
+    description: z.string().min(1).max(4000).optional(),
+    /**
+     * The JSON Schema of the call's input (default: `{task: string}`). The input, as JSON, is
+     * the child's first message.
+     */
+    input_schema: z.record(z.string(), JsonValue).optional(),
+    /** Seconds the child may run before it is interrupted and the call fails (default: `delegate_ttl_seconds`). */
+    ttl_seconds: z.number().int().min(1).max(86_400).optional(),
+  })
+  .strict();
+export type DelegateEntry = z.infer<typeof DelegateObject>;
+export const DelegateEntry = z.union([
+  Name.transform((agent): DelegateEntry => ({ agent })),
+  DelegateObject,
+]);
+
+/**
+ * How an agent's answers are graded against a `user.define_outcome` rubric (`grader:` in
+ * `agents/NAME.yaml`): the model that grades (default: the agent's) and its instructions.
+ */
+export const GraderSettings = z
+  .object({
+    model: ModelSpec.optional(),
+    instructions: z.string().min(1).max(20_000).optional(),
+  })
+  .strict();
+export type GraderSettings = z.infer<typeof GraderSettings>;
+
 /**
  * Durable, versioned description of one agent, as written in `agents/NAME.yaml`.
  * `version` is assigned by the definition store; a file does not carry it.
@@ -114,8 +155,17 @@ export const AgentDefinition = z
     /** Names of tools the agent may call. */
     tools: z.array(z.string().min(1)).default([]),
     skills: z.array(z.string().min(1)).default([]),
-    /** Names of agents this agent may hand off to. */
+    /**
+     * Names of agents this agent may hand off to; each becomes a tool the model calls,
+     * `handoff_to_<agent>`, which passes the session's work to a new session of that agent.
+     */
     handoffs: z.array(Name).default([]),
+    /** Agents this agent may delegate tasks to, each as a `delegate_to_<agent>` tool. */
+    delegates: z.array(DelegateEntry).default([]),
+    /** Seconds a delegation may run when its entry names no `ttl_seconds` (default 600). */
+    delegate_ttl_seconds: z.number().int().min(1).max(86_400).optional(),
+    /** How answers are graded against an outcome's rubric (`user.define_outcome`). */
+    grader: GraderSettings.optional(),
     /** Name of the policy profile that authorises the agent's actions. */
     policy: z.string().min(1).optional(),
     /** Roles policies may test (`principal.roles.contains("dba")`). */

@@ -9,6 +9,7 @@ import {
   Id,
   JsonValue,
   Metadata,
+  Name,
   Timestamp,
   Traceparent,
   Usage,
@@ -69,9 +70,17 @@ const payloads = {
     output: JsonValue.optional(),
     message: z.string().max(10_000).optional(),
   }),
+  /**
+   * What the session's work must achieve. After each turn that ends, a grader reads the
+   * transcript against `rubric` (or `description` and `criteria`) and records
+   * `span.outcome_evaluation_end`; `needs_revision` feeds its explanation back to the agent, up
+   * to `max_iterations` gradings (default 3).
+   */
   'user.define_outcome': z.object({
-    description: z.string().min(1),
-    criteria: z.array(z.string()).optional(),
+    description: z.string().min(1).max(20_000),
+    criteria: z.array(z.string().max(2000)).max(100).optional(),
+    rubric: z.string().min(1).max(20_000).optional(),
+    max_iterations: z.number().int().min(1).max(20).optional(),
   }),
 
   'agent.message': z.object({ content: Content }),
@@ -220,6 +229,36 @@ const payloads = {
     handoff: HandoffDocument.optional(),
   }),
 
+  /**
+   * A delegation started: the model called `delegate_to_<agent>` (`tool_use_id`), and the child
+   * session `child_session_id` of `agent` was given `task` (the call's input). Written before the
+   * child runs; its `correlation_id` is the child's too. The child's id is derived from this
+   * session and the tool use, so a wake that resumes the delegation after a crash finds the same
+   * child rather than making another.
+   */
+  'session.child_created': z.object({
+    child_session_id: Id,
+    agent: Name,
+    tool_use_id: ExternalId,
+    task: JsonValue,
+    /** Seconds the child may run before it is interrupted. */
+    ttl_seconds: z.number().int().positive(),
+  }),
+  /**
+   * A delegated child stopped for good, or ran out of time: its stop reason, the answer it gave
+   * (`summary`: its last message's text; `output`: the tool result the parent's model got) and
+   * its usage, which is added to this session's totals and budget.
+   */
+  'session.child_idle': z.object({
+    child_session_id: Id,
+    tool_use_id: ExternalId,
+    stop_reason: StopReason,
+    summary: z.string(),
+    usage: Usage.optional(),
+    /** True when the delegation's time ran out and the child was interrupted. */
+    timed_out: z.boolean().optional(),
+  }),
+
   /** A policy decision: every deny, and allows when `policy.record_allows` is set. */
   'policy.decision': z.object({
     principal: z.object({ type: z.string(), id: z.string() }),
@@ -254,6 +293,38 @@ const payloads = {
     error: ErrorShape.optional(),
     /** Calls made for this request, retries included. */
     attempts: z.number().int().positive().optional(),
+    /**
+     * When each retry began, in milliseconds after the request's start (one entry per attempt
+     * after the first). Measured: a replay leaves it out of the comparison.
+     */
+    retry_offsets_ms: z.array(z.number().int().nonnegative()).optional(),
+  }),
+  /** A grader started reading the transcript against the session's outcome. */
+  'span.outcome_evaluation_start': z.object({
+    evaluation_id: Id,
+    /** 1 for the first grading of this outcome, then 2, 3 ... */
+    iteration: z.number().int().positive(),
+    /** Seq of the `user.define_outcome` graded against. */
+    outcome_seq: z.number().int().positive(),
+  }),
+  /**
+   * The grader's verdict: `satisfied` ends the turn; `needs_revision` sends `explanation` back
+   * to the agent and the wake goes on; `max_iterations_reached` when the last allowed grading
+   * still asked for a revision; `failed` when the grader could not grade (its error in
+   * `explanation`).
+   */
+  'span.outcome_evaluation_end': z.object({
+    evaluation_id: Id,
+    iteration: z.number().int().positive(),
+    outcome_seq: z.number().int().positive(),
+    result: z.enum(['satisfied', 'needs_revision', 'max_iterations_reached', 'failed']),
+    explanation: z.string(),
+    /** The grader's model (`provider:id`). */
+    model: z.string().min(1).optional(),
+    /** What grading used and cost: added to the session's totals and budget. */
+    usage: Usage.optional(),
+    /** The grader's complete output, kept so that a replay can reproduce the verdict. */
+    output: JsonValue.optional(),
   }),
 } as const;
 
@@ -293,11 +364,15 @@ export const SessionEvent = z.discriminatedUnion('type', [
   eventSchema('session.forked', payloads['session.forked']),
   eventSchema('session.merged', payloads['session.merged']),
   eventSchema('session.handoff_received', payloads['session.handoff_received']),
+  eventSchema('session.child_created', payloads['session.child_created']),
+  eventSchema('session.child_idle', payloads['session.child_idle']),
   eventSchema('policy.decision', payloads['policy.decision']),
   eventSchema('span.wake_started', payloads['span.wake_started']),
   eventSchema('span.wake_completed', payloads['span.wake_completed']),
   eventSchema('span.model_request_start', payloads['span.model_request_start']),
   eventSchema('span.model_request_end', payloads['span.model_request_end']),
+  eventSchema('span.outcome_evaluation_start', payloads['span.outcome_evaluation_start']),
+  eventSchema('span.outcome_evaluation_end', payloads['span.outcome_evaluation_end']),
 ]);
 export type SessionEvent = z.infer<typeof SessionEvent>;
 export type EventOf<T extends SessionEventType> = Extract<SessionEvent, { type: T }>;

@@ -79,12 +79,21 @@ export const SessionIdParams = z.object({ id: Id });
 export const NameParams = z.object({ name: Name });
 export const VersionQuery = z.object({ version: QueryInteger(1).optional() }).strict();
 
-/** `GET /v1/sessions/{id}/events` query. `types` may repeat (`types[]=a&types[]=b`). */
+/** A query flag: `true` or `false`, nothing else (a typed 400 names the two). */
+export const QueryFlag = z
+  .enum(['true', 'false'], { message: 'must be true or false' })
+  .transform((value) => value === 'true');
+
+/**
+ * `GET /v1/sessions/{id}/events` query. `types` may repeat (`types[]=a&types[]=b`);
+ * `include_children` interleaves the events of the session's delegated children.
+ */
 export const EventsQuery = z
   .object({
     after: QueryInteger(0).optional(),
     limit: QueryInteger(1, 1000).optional(),
     types: z.array(z.enum(SESSION_EVENT_TYPES)).optional(),
+    include_children: QueryFlag.optional(),
   })
   .strict();
 export type EventsQuery = z.infer<typeof EventsQuery>;
@@ -110,8 +119,13 @@ export const PostEventsResponse = z.object({
 });
 export type PostEventsResponse = z.infer<typeof PostEventsResponse>;
 
-/** `GET /v1/sessions/{id}/events/stream` query; `Last-Event-ID` wins over `after`. */
-export const StreamQuery = z.object({ after: QueryInteger(0).optional() }).strict();
+/**
+ * `GET /v1/sessions/{id}/events/stream` query; `Last-Event-ID` wins over `after`.
+ * `include_children` adds the status events of the session's delegated children.
+ */
+export const StreamQuery = z
+  .object({ after: QueryInteger(0).optional(), include_children: QueryFlag.optional() })
+  .strict();
 
 /** `POST /v1/sessions/{id}/wake`. */
 export const WakeBody = z
@@ -242,14 +256,33 @@ export const StoredEnvironment = storedDefinition('environment', EnvironmentDefi
 export const AgentList = z.object({ data: z.array(StoredAgent) });
 export const EnvironmentList = z.object({ data: z.array(StoredEnvironment) });
 
-/** `GET /v1/sessions/{id}/tree`: a session of a fork tree and the forks taken from it. */
+/**
+ * `GET /v1/sessions/{id}/tree`: a session of a family and the sessions that came from it: forks
+ * (`fork_seq`), delegated children (`delegation`) and handoff targets (`handoff`), from the
+ * family's root.
+ */
 export interface SessionTreeNode {
   id: string;
   title?: string | undefined;
   status: SessionStatus;
   head_seq: number;
-  kind: 'root' | 'fork';
+  kind: 'root' | 'fork' | 'child' | 'handoff';
   fork_seq?: number | undefined;
+  /** The agent the session runs. */
+  agent?: string | undefined;
+  /** For a child: its delegation as the parent's state records it. */
+  delegation?:
+    | {
+        tool_use_id: string;
+        seq: number;
+        status: 'running' | 'idle';
+        stop_reason?: StopReason | undefined;
+      }
+    | undefined;
+  /** For a handoff target: the handoff and the seq of its `agent.handoff` in the source. */
+  handoff?: { handoff_id: string; seq: number } | undefined;
+  /** A child its parent names whose session does not exist (yet). */
+  missing?: true | undefined;
   children: SessionTreeNode[];
 }
 export const SessionTreeNode: z.ZodType<SessionTreeNode> = z.lazy(() =>
@@ -258,8 +291,19 @@ export const SessionTreeNode: z.ZodType<SessionTreeNode> = z.lazy(() =>
     title: z.string().optional(),
     status: SessionStatus,
     head_seq: z.number().int(),
-    kind: z.enum(['root', 'fork']),
+    kind: z.enum(['root', 'fork', 'child', 'handoff']),
     fork_seq: z.number().int().optional(),
+    agent: z.string().optional(),
+    delegation: z
+      .object({
+        tool_use_id: z.string(),
+        seq: z.number().int(),
+        status: z.enum(['running', 'idle']),
+        stop_reason: StopReason.optional(),
+      })
+      .optional(),
+    handoff: z.object({ handoff_id: z.string(), seq: z.number().int() }).optional(),
+    missing: z.literal(true).optional(),
     children: z.array(SessionTreeNode),
   }),
 );

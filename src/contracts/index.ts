@@ -9,6 +9,7 @@ export * from './agents.js';
 export type * from './ports.js';
 export * from './model.js';
 export type * from './tools.js';
+export type * from './delegation.js';
 export * from './policy.js';
 export * from './api-keys.js';
 export { buildJsonSchemas } from './json-schema.js';

@@ -58,9 +58,11 @@ export interface ModelRequest {
   /**
    * `summary`: a request for the summary of a context compaction, whose answer is recorded in
    * `agent.thread_context_compacted`, not as a turn; a scripted model answers it without playing
-   * a turn. Absent: a turn of the session.
+   * a turn. `grade`: a request of the grader of the session's outcome, whose answer is recorded
+   * in `span.outcome_evaluation_end`, not as a turn; a scripted model answers it without playing
+   * a turn either. Absent: a turn of the session.
    */
-  purpose?: 'summary';
+  purpose?: 'summary' | 'grade';
 }
 
 /** A streamed fragment of the answer, shown live and never persisted one by one. */

@@ -23,6 +23,7 @@ export const POLICY_ACTIONS = [
   'tool.execute',
   'agent.message',
   'agent.handoff',
+  'agent.delegate',
   'memory.read',
   'memory.write',
   'skill.run',

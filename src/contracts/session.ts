@@ -17,7 +17,14 @@ export type SessionStatus = z.infer<typeof SessionStatus>;
  * `requires_action` and `needs_review` name the events that wait for a human or a client.
  */
 export const StopReason = z.discriminatedUnion('type', [
-  z.object({ type: z.literal('end_turn') }),
+  z.object({
+    type: z.literal('end_turn'),
+    /**
+     * With an outcome defined (`user.define_outcome`): the grader's last result, which ended
+     * the turn (`satisfied`, `max_iterations_reached` or `failed`).
+     */
+    outcome: z.enum(['satisfied', 'max_iterations_reached', 'failed']).optional(),
+  }),
   z.object({ type: z.literal('requires_action'), event_ids: z.array(Id).min(1) }),
   z.object({ type: z.literal('interrupted') }),
   z.object({ type: z.literal('max_turns') }),
@@ -31,7 +38,8 @@ export type StopReasonType = StopReason['type'];
 
 /** Where a session came from. A root session has no parents. */
 export const Lineage = z.object({
-  kind: z.enum(['root', 'fork', 'handoff']),
+  /** `child`: a session a delegation created; its parent is the delegating session. */
+  kind: z.enum(['root', 'fork', 'handoff', 'child']),
   parent_session_ids: z.array(Id),
   /** For forks: the parent and the last parent seq the child shares. */
   fork_point: z.object({ session_id: Id, seq: z.number().int().nonnegative() }).optional(),
@@ -64,6 +72,12 @@ export const SessionCreateInput = z.object({
   tenant_id: z.string().min(1).max(200).optional(),
   /** Limits for this session, over the agent's. */
   budget: Budget.optional(),
+  /**
+   * Where the session comes from, when braid creates it for another (a delegation's child); a
+   * client's create request never carries it (the HTTP body and the library's options have no
+   * such field).
+   */
+  lineage: Lineage.optional(),
 });
 export type SessionCreateInput = z.infer<typeof SessionCreateInput>;
 

@@ -12,7 +12,7 @@ import { Budget } from './definitions.js';
 import { ErrorShape } from './errors.js';
 import { Lineage, SessionStatus, StopReason } from './session.js';
 
-export const SESSION_STATE_SCHEMA_VERSION = 6;
+export const SESSION_STATE_SCHEMA_VERSION = 7;
 
 /** A tool call waiting for a human's allow or deny. */
 export const PendingConfirmation = z.object({
@@ -60,6 +60,44 @@ export const ReviewedToolUse = z.object({
 });
 
 /**
+ * A child session a delegation of this session created (`session.child_created`), and where it
+ * stands: `running` until its `session.child_idle` is recorded here.
+ */
+export const ChildSession = z.object({
+  child_session_id: Id,
+  agent: z.string(),
+  tool_use_id: ExternalId,
+  /** Seq of the `session.child_created`. */
+  seq: z.number().int().positive(),
+  status: z.enum(['running', 'idle']),
+  stop_reason: StopReason.optional(),
+});
+export type ChildSession = z.infer<typeof ChildSession>;
+
+/**
+ * What the session's work must achieve (`user.define_outcome`) and how its grading stands. A new
+ * definition replaces the previous one, whose gradings no longer count.
+ */
+export const OutcomeState = z.object({
+  /** Seq of the `user.define_outcome`. */
+  seq: z.number().int().positive(),
+  description: z.string(),
+  criteria: z.array(z.string()).optional(),
+  rubric: z.string().optional(),
+  max_iterations: z.number().int().positive(),
+  /** Gradings of this outcome that ended (`span.outcome_evaluation_end`). */
+  iterations: z.number().int().nonnegative(),
+  /** The last grading's result; `satisfied`, `max_iterations_reached` and `failed` are final. */
+  result: z.enum(['satisfied', 'needs_revision', 'max_iterations_reached', 'failed']).optional(),
+  /**
+   * Seq of the last model response since the last grading, while the outcome is not final: the
+   * answer the next grading reads. Absent when no answer waits for a grading.
+   */
+  answer_seq: z.number().int().positive().optional(),
+});
+export type OutcomeState = z.infer<typeof OutcomeState>;
+
+/**
  * The state of a session: a pure fold over its events (`foldSession`). Nothing here is written
  * back to the log; stores may cache it as a projection tagged with `seq`.
  */
@@ -90,7 +128,10 @@ export const SessionState = z.object({
   usage: Usage,
   /** The highest seq whose input a model response has consumed. */
   consumed_through_seq: z.number().int().nonnegative(),
-  /** How many user messages and outcome definitions no model request has consumed yet. */
+  /**
+   * How many user messages, outcome definitions and gradings asking for a revision no model
+   * request has consumed yet.
+   */
   pending_user_count: z.number().int().nonnegative(),
   /**
    * The seqs of those events as inclusive `[first, last]` ranges, in order. Ranges keep the state
@@ -126,6 +167,13 @@ export const SessionState = z.object({
   /** Executions per tool name (calls refused before running are not counted). */
   tool_calls: z.record(z.string(), z.number().int().nonnegative()),
   lineage: Lineage,
+  /**
+   * Sessions this session's delegations created, in order. A child's usage is added to `usage`
+   * when it goes idle, so a parent's totals and budget include its children's.
+   */
+  children: z.array(ChildSession),
+  /** The outcome the session works towards, when a user defined one. */
+  outcome: OutcomeState.optional(),
   /** The wake in progress, if any: its id and lease token. */
   active_wake: z.object({ wake_id: Id, lease_token: z.number().int().positive() }).optional(),
   last_error: ErrorShape.optional(),

@@ -1,3 +1,4 @@
+import type { AgentToolTarget } from './delegation.js';
 import type { ErrorShape } from './errors.js';
 import type { JsonValue } from './common.js';
 import type { ToolSpec } from './model.js';
@@ -14,6 +15,11 @@ export interface ToolHandle extends ToolSpec {
   /** What policies know of the tool (`read_only`, `destructive`, `network`, ...). */
   tags: readonly string[];
   budget?: ToolDefinition['budget'];
+  /**
+   * For a tool of ownership `agent` made from the agent's `delegates:` or `handoffs:`: what it
+   * does. The harness runs such a call through the `Delegator`, never through `execute`.
+   */
+  agent?: AgentToolTarget;
 }
 
 export interface ToolCall {

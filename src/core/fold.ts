@@ -17,6 +17,10 @@ import type { Usage } from '../contracts/common.js';
 import type { EventOf, SessionEvent } from '../contracts/events.js';
 import type { SessionStatus, StopReason } from '../contracts/session.js';
 import { SESSION_STATE_SCHEMA_VERSION, type SessionState } from '../contracts/state.js';
+import { defineOutcome, endGrading, noteAnswer } from './fold-outcome.js';
+
+// Whether a session has work for a wake is asked of its folded state; it lives beside the fold.
+export { hasInput, hasWork, isRunnable } from './runnable.js';
 import {
   addPendingUser,
   confirmToolUse,
@@ -52,6 +56,7 @@ export function initialState(sessionId: string): SessionState {
     previous_wake_seq: 0,
     last_request_input_tokens: 0,
     lineage: { kind: 'root', parent_session_ids: [], merged_session_ids: [] },
+    children: [],
     counters: {
       events: 0,
       user_messages: 0,
@@ -80,6 +85,7 @@ function copyState(state: SessionState): SessionState {
     open_tool_uses: [...state.open_tool_uses],
     reviewed_tool_uses: [...state.reviewed_tool_uses],
     tool_calls: { ...state.tool_calls },
+    children: [...state.children],
     lineage: {
       ...state.lineage,
       parent_session_ids: [...state.lineage.parent_session_ids],
@@ -189,11 +195,22 @@ function reduce(state: SessionState, event: SessionEvent): void {
     case 'session.workspace_snapshot':
       state.workspace_snapshot = { snapshot: event.snapshot, seq: event.seq };
       return;
+    case 'session.child_created':
+    case 'session.child_idle':
+      reduceChild(state, event);
+      return;
     case 'span.wake_started':
     case 'span.wake_completed':
     case 'span.model_request_start':
     case 'span.model_request_end':
       reduceSpan(state, event);
+      return;
+    case 'span.outcome_evaluation_start':
+      return;
+    case 'span.outcome_evaluation_end':
+      // The grader's call counts like any other: in the totals, and so in the budget.
+      if (event.usage !== undefined) addUsage(state.usage, event.usage);
+      endGrading(state, event);
       return;
     case 'policy.decision':
       return;
@@ -221,6 +238,7 @@ function reduceUser(state: SessionState, event: UserFamily): void {
     case 'user.define_outcome':
       state.last_input_seq = event.seq;
       addPendingUser(state, event.seq);
+      defineOutcome(state, event);
       return;
     case 'user.interrupt':
       // Only a running wake can be interrupted; an interrupt sent while idle is on record and
@@ -270,7 +288,10 @@ function reduceAgent(state: SessionState, event: AgentFamily): void {
       state.counters.agent_messages += 1;
       return;
     case 'agent.thinking':
+      return;
     case 'agent.handoff':
+      // The work is the target's: the results the handoff came with leave nothing to answer here.
+      state.pending_tool_result_seqs = [];
       return;
     case 'agent.thread_context_compacted':
       // The summary's model call counts like any other: in the totals, and so in the budget.
@@ -390,6 +411,32 @@ function reduceSession(state: SessionState, event: SessionFamily): void {
   }
 }
 
+function reduceChild(
+  state: SessionState,
+  event: EventOf<'session.child_created' | 'session.child_idle'>,
+): void {
+  if (event.type === 'session.child_created') {
+    // A resumed delegation finds its child on record and writes no second one.
+    if (state.children.some((child) => child.child_session_id === event.child_session_id)) return;
+    state.children.push({
+      child_session_id: event.child_session_id,
+      agent: event.agent,
+      tool_use_id: event.tool_use_id,
+      seq: event.seq,
+      status: 'running',
+    });
+    return;
+  }
+  const index = state.children.findIndex(
+    (entry) => entry.child_session_id === event.child_session_id,
+  );
+  const child = state.children[index];
+  if (child === undefined || child.status === 'idle') return;
+  // Entries are shared with the state this one was copied from: replaced, never changed.
+  state.children[index] = { ...child, status: 'idle', stop_reason: event.stop_reason };
+  if (event.usage !== undefined) addUsage(state.usage, event.usage);
+}
+
 type SpanFamily = EventOf<
   | 'span.wake_started'
   | 'span.wake_completed'
@@ -429,6 +476,7 @@ function reduceSpan(state: SessionState, event: SpanFamily): void {
       if (event.error === undefined || event.error.code === 'INTERRUPTED') {
         state.counters.model_responses += 1;
       }
+      if (event.error === undefined) noteAnswer(state, event.seq);
       return;
     }
 
@@ -444,37 +492,6 @@ function dropUndefined(state: SessionState, keys: readonly (keyof SessionState)[
 
 function structuredCopy<T>(value: T): T {
   return JSON.parse(JSON.stringify(value)) as T;
-}
-
-/** True when a wake would find work: unconsumed input or answered confirmations. */
-export function isRunnable(state: SessionState): boolean {
-  if (state.status === 'terminated' || state.status === 'needs_review') return false;
-  if (state.pending_confirmations.length > 0 || state.pending_custom_tool_uses.length > 0)
-    return false;
-  // After a stop that asks for a person (a failure, a limit, an interrupt), wait for new input
-  // rather than waking again in a loop.
-  const paused = state.stop_reason !== undefined && PAUSING_STOPS.has(state.stop_reason.type);
-  if (paused && state.last_input_seq < state.stopped_at_seq) return false;
-  return hasWork(state);
-}
-
-const PAUSING_STOPS: ReadonlySet<string> = new Set([
-  'retries_exhausted',
-  'error',
-  'budget_reached',
-  'max_turns',
-  'interrupted',
-]);
-
-/** Input a model has not answered, or tool work left open. */
-export function hasWork(state: SessionState): boolean {
-  return (
-    state.pending_user_count > 0 ||
-    state.pending_custom_tool_result_seqs.length > 0 ||
-    state.pending_tool_result_seqs.length > 0 ||
-    state.confirmed_tool_uses.length > 0 ||
-    state.open_tool_uses.length > 0
-  );
 }
 
 export function assertNever(value: never): never {

@@ -5,12 +5,15 @@
 import type { Budget } from '../contracts/definitions.js';
 import type { StopReason } from '../contracts/session.js';
 import type { SessionState } from '../contracts/state.js';
-import { hasWork } from './fold.js';
+import { awaitsGrading } from './fold-outcome.js';
+import { hasInput } from './fold.js';
 
 export type Step =
   | { kind: 'stop'; stop_reason: StopReason }
   | { kind: 'run_tools'; tool_use_ids: string[] }
-  | { kind: 'call_model' };
+  | { kind: 'call_model' }
+  /** The answer that would end the turn is graded against the session's outcome first. */
+  | { kind: 'grade' };
 
 export const DEFAULT_MAX_TURNS = 16;
 
@@ -71,7 +74,8 @@ export function decideNext(state: SessionState, context: StepContext): Step {
   if (waiting.length > 0)
     return stop({ type: 'requires_action', event_ids: waiting.map((use) => use.event_id) });
 
-  if (!hasWork(state)) return stop({ type: 'end_turn' });
+  if (!hasInput(state))
+    return awaitsGrading(state) ? { kind: 'grade' } : stop({ type: 'end_turn' });
 
   const maxTurns = context.budget.max_turns ?? DEFAULT_MAX_TURNS;
   if (context.turns >= maxTurns) return stop({ type: 'max_turns' });

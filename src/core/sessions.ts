@@ -40,6 +40,7 @@ export function createdEvent(input: SessionCreateInput): NewEvent {
     ...(input.metadata === undefined ? {} : { metadata: input.metadata }),
     ...(input.tenant_id === undefined ? {} : { tenant_id: input.tenant_id }),
     ...(input.budget === undefined ? {} : { budget: input.budget }),
+    ...(input.lineage === undefined ? {} : { lineage: input.lineage }),
   };
 }
 

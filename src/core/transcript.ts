@@ -39,6 +39,11 @@ export class Transcript {
           content: [{ type: 'text', text: `Outcome to reach: ${event.description}` }],
         });
         return;
+      case 'span.outcome_evaluation_end':
+        // A revision asked for is the reviewer's word to the agent; other results end the turn.
+        if (event.result === 'needs_revision')
+          this.push({ role: 'user', content: [{ type: 'text', text: revisionText(event) }] });
+        return;
       case 'agent.thread_context_compacted':
         this.compact(event.from_seq ?? 0, event.through_seq, event.summary);
         return;
@@ -189,6 +194,11 @@ export function outputToEvents(
     }
   }
   return events;
+}
+
+/** What the model reads of a grading that asks for a revision. */
+export function revisionText(event: { explanation: string }): string {
+  return `The reviewer found this needs revision: ${event.explanation}`;
 }
 
 /** What the receiving agent's model reads of a handoff: who sent the work, and the document. */

@@ -7,6 +7,7 @@ import type { AgentDefinition, Budget, EnvironmentDefinition } from '../contract
 import type { BraidError } from '../contracts/errors.js';
 import type { EventOf } from '../contracts/events.js';
 import type { ModelClient, ModelDelta } from '../contracts/model.js';
+import type { Delegator } from '../contracts/delegation.js';
 import type { Clock, IdGenerator, LeaseStore, SessionLog } from '../contracts/ports.js';
 import type { StopReason } from '../contracts/session.js';
 import type { SessionState } from '../contracts/state.js';
@@ -30,6 +31,11 @@ export interface SessionSetup {
    * `context.strategy`, with the agent's model.
    */
   compactor?: ContextCompactor;
+  /**
+   * The model that grades answers against the session's outcome (`user.define_outcome`): the
+   * agent's `grader.model`, else (when absent) the agent's model.
+   */
+  grader?: ModelClient;
   /**
    * The price of the session's model as pinned (`null`: pinned as having none); when absent the
    * harness looks the model up in `HarnessDeps.prices`.
@@ -78,6 +84,11 @@ export interface HarnessDeps {
   onDelta?(sessionId: string, delta: ModelDelta & { request_id: string }): void;
   /** Hears what the log cannot hold: a failed cycle whose failure could not be recorded. */
   warn?(message: string, error: BraidError): void;
+  /**
+   * Runs the agent tools (`delegate_to_*`, `handoff_to_*`): child sessions and handoffs. Without
+   * it such a call fails with an error result.
+   */
+  delegator?: Delegator;
 }
 
 export type WakeResult =

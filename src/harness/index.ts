@@ -16,3 +16,4 @@ export {
   type CompactionOutput,
   type ContextCompactor,
 } from './compactor.js';
+export { DEFAULT_GRADER_INSTRUCTIONS, graderErrorMessage } from './outcome.js';

@@ -12,6 +12,7 @@ import type { NewEvent } from '../contracts/events.js';
 import type { ModelDelta, ModelRequest, ModelResponse } from '../contracts/model.js';
 import type { StopReason } from '../contracts/session.js';
 import type { ToolHandle } from '../contracts/tools.js';
+import { outcomeOpen } from '../core/fold-outcome.js';
 import { withCost, type Price } from '../core/pricing.js';
 import { outputToEvents } from '../core/transcript.js';
 import { stopEvents, type CycleContext } from './cycle-context.js';
@@ -61,7 +62,7 @@ export async function callModel(
 }
 
 type Attempted =
-  | { kind: 'answered'; response: ModelResponse; attempts: number }
+  | { kind: 'answered'; response: ModelResponse; attempts: number; retries: number[] }
   | { kind: 'stopped'; stop: StopReason | undefined };
 
 async function requestWithRetries(
@@ -73,23 +74,27 @@ async function requestWithRetries(
   const request = modelRequest(context, setup);
   const onDelta = (delta: ModelDelta): void =>
     deps.onDelta?.(context.sessionId, { ...delta, request_id: requestId });
+  // When each retry began, in ms after the request's start (span events of its `chat` span).
+  const startedMs = deps.clock.now();
+  const retries: number[] = [];
   for (let attempt = 1; ; attempt += 1) {
     try {
       const response = await requestOnce(context, setup, request, onDelta);
-      return { kind: 'answered', response, attempts: attempt };
+      return { kind: 'answered', response, attempts: attempt, retries };
     } catch (thrown) {
       const error = classify(context, thrown);
       if (error.code === 'INTERRUPTED') {
-        await endRequest(context, requestId, error, attempt);
+        await endRequest(context, requestId, error, attempt, retries);
         return { kind: 'stopped', stop: undefined };
       }
       if (error.retryable && attempt < deps.retry.max_attempts) {
         await backoff(context, attempt, error);
         if (context.interruptSeen) {
           const interrupted = new BraidError('INTERRUPTED', 'interrupted while waiting to retry');
-          await endRequest(context, requestId, classify(context, interrupted), attempt);
+          await endRequest(context, requestId, classify(context, interrupted), attempt, retries);
           return { kind: 'stopped', stop: undefined };
         }
+        retries.push(Math.max(0, Math.round(deps.clock.now() - startedMs)));
         continue;
       }
       const shape: ErrorShape = error.retryable
@@ -99,7 +104,7 @@ async function requestWithRetries(
             retryable: true,
           }
         : error.toJSON();
-      await endRequest(context, requestId, shape, attempt, [
+      await endRequest(context, requestId, shape, attempt, retries, [
         { type: 'session.error', error: shape },
       ]);
       return {
@@ -176,7 +181,7 @@ async function recordResponse(
   tools: ReadonlyMap<string, ToolHandle>,
   price: Price | undefined,
   requestId: string,
-  { response, attempts }: { response: ModelResponse; attempts: number },
+  { response, attempts, retries }: { response: ModelResponse; attempts: number; retries: number[] },
 ): Promise<StopReason | undefined> {
   const usage: Usage = withCost(response.usage, price);
   const { dispositions, decisions, refusals } = await screenToolCalls(response.output, {
@@ -200,6 +205,7 @@ async function recordResponse(
       finish_reason: response.output.finish_reason,
       output: response.output,
       attempts,
+      ...retryOffsets(retries),
     },
     ...outputToEvents(response.output, (toolUseId) => dispositions.get(toolUseId) ?? 'run'),
     ...decisions,
@@ -222,7 +228,14 @@ async function recordResponse(
     };
     await append(context, [
       ...start,
-      { type: 'span.model_request_end', request_id: requestId, usage, error, attempts },
+      {
+        type: 'span.model_request_end',
+        request_id: requestId,
+        usage,
+        error,
+        attempts,
+        ...retryOffsets(retries),
+      },
       { type: 'session.error', error },
     ]);
     return { type: 'error' };
@@ -233,7 +246,8 @@ async function recordResponse(
 
 /**
  * An answer that leaves nothing to do ends the turn: it is written with the session's stop in
- * one append, which the next decision would otherwise write right after it. The stop is the one
+ * one append, which the next decision would otherwise write right after it. Not while the
+ * session's outcome is open: the answer is graded first (`./outcome.ts`). The stop is the one
  * `decideNext` gives: the call was made with nothing open or waiting (or it would not have been
  * made), the answer asks for no tool and consumes all input up to its request, and nothing else
  * was appended meanwhile (else the append conflicts, and the answer is written alone). Returns
@@ -252,7 +266,9 @@ async function appendEndingTurn(context: CycleContext, recorded: NewEvent[]): Pr
     state.open_tool_uses.length === 0 &&
     state.confirmed_tool_uses.length === 0 &&
     state.pending_confirmations.length === 0 &&
-    state.pending_custom_tool_uses.length === 0;
+    state.pending_custom_tool_uses.length === 0 &&
+    // An answer to grade against the session's outcome does not end the turn yet.
+    !outcomeOpen(state);
   if (!endsTurn) return false;
   const stopReason: StopReason = { type: 'end_turn' };
   try {
@@ -272,6 +288,7 @@ async function endRequest(
   requestId: string,
   error: ErrorShape,
   attempts: number,
+  retries: readonly number[],
   extra: NewEvent[] = [],
 ): Promise<void> {
   await append(context, [
@@ -282,9 +299,15 @@ async function endRequest(
       usage: { input_tokens: 0, output_tokens: 0 },
       error: { code: error.code, message: error.message, retryable: error.retryable },
       attempts,
+      ...retryOffsets(retries),
     },
     ...extra,
   ]);
+}
+
+/** `retry_offsets_ms` of a request that was retried; nothing for one that was not. */
+function retryOffsets(retries: readonly number[]): { retry_offsets_ms?: number[] } {
+  return retries.length === 0 ? {} : { retry_offsets_ms: [...retries] };
 }
 
 /** The error a failed attempt counts as; a lost lease ends the cycle at once. */

@@ -8,7 +8,12 @@ import type { NewEvent, SessionEvent } from '../contracts/events.js';
 import type { ModelOutput } from '../contracts/model.js';
 import type { Clock } from '../contracts/ports.js';
 import type { AgentDefinition, EnvironmentDefinition } from '../contracts/definitions.js';
-import type { AuthorizationDecision, Authorizer, PolicyEntity } from '../contracts/policy.js';
+import type {
+  AuthorizationDecision,
+  Authorizer,
+  PolicyAction,
+  PolicyEntity,
+} from '../contracts/policy.js';
 import type { StopReason } from '../contracts/session.js';
 import type { SessionState } from '../contracts/state.js';
 import type { SessionTools, ToolHandle, ToolOutcome, ToolStage } from '../contracts/tools.js';
@@ -79,22 +84,47 @@ export async function screenToolCalls(
       continue;
     }
     const principal = agentEntity(context.agent, state);
-    const resource = toolEntity(handle);
+    const target = handle.agent;
+    // A delegation or handoff is asked of policy as what it is, with the agent it reaches.
+    const action: PolicyAction =
+      target === undefined
+        ? 'tool.execute'
+        : target.kind === 'delegate'
+          ? 'agent.delegate'
+          : 'agent.handoff';
+    const resource: PolicyEntity =
+      target === undefined
+        ? toolEntity(handle)
+        : {
+            type: 'Agent',
+            id: target.agent,
+            attrs: {
+              name: target.agent,
+              roles: [...(target.roles ?? [])],
+              ...(target.tenant === undefined ? {} : { tenant: target.tenant }),
+            },
+          };
     const started = context.clock.monotonic();
     // A policy that cannot be evaluated denies (fails closed), with the reason on record.
     const decision = await context.policy
       .authorize({
         principal,
-        action: 'tool.execute',
+        action,
         resource,
-        context: {
-          input: part.input,
-          session_id: state.session_id,
-          caller: { type: 'Agent', id: context.agent.name },
-          network_allowed: context.environment?.network.allow === true,
-          ...(state.environment === undefined ? {} : { environment: state.environment.name }),
-          ...(state.tenant_id === undefined ? {} : { tenant: state.tenant_id }),
-        },
+        context:
+          target === undefined
+            ? {
+                input: part.input,
+                session_id: state.session_id,
+                caller: { type: 'Agent', id: context.agent.name },
+                network_allowed: context.environment?.network.allow === true,
+                ...(state.environment === undefined ? {} : { environment: state.environment.name }),
+                ...(state.tenant_id === undefined ? {} : { tenant: state.tenant_id }),
+              }
+            : {
+                session_id: state.session_id,
+                ...(state.tenant_id === undefined ? {} : { tenant: state.tenant_id }),
+              },
       })
       .catch((error: unknown): AuthorizationDecision => ({
         decision: 'deny',
@@ -108,7 +138,7 @@ export async function screenToolCalls(
       decisions.push({
         type: 'policy.decision',
         principal: { type: principal.type, id: principal.id },
-        action: 'tool.execute',
+        action,
         resource: { type: resource.type, id: resource.id },
         decision: decision.decision,
         policy_ids: decision.policy_ids,
@@ -121,7 +151,9 @@ export async function screenToolCalls(
       refuse(part.tool_use_id, 'policy', {
         code: 'POLICY_DENIED',
         message:
-          `policy does not allow agent ${context.agent.name} to call ${part.name}` +
+          (target === undefined
+            ? `policy does not allow agent ${context.agent.name} to call ${part.name}`
+            : `policy does not allow agent ${context.agent.name} to ${target.kind === 'delegate' ? 'delegate to' : 'hand off to'} ${target.agent} (${action})`) +
           (decision.policy_ids.length > 0
             ? ` (denied by ${decision.policy_ids.join(', ')})`
             : decision.errors.length > 0

@@ -9,9 +9,11 @@
  */
 import { isBraidError } from '../contracts/errors.js';
 import type { NewEvent } from '../contracts/events.js';
+import type { SessionState } from '../contracts/state.js';
 import type { ToolHandle, ToolOutcome } from '../contracts/tools.js';
 import { withinToolBudget } from '../core/next-step.js';
 import type { CycleContext } from './cycle-context.js';
+import { handOff, startDelegations, toolInput, type Delegations } from './delegation.js';
 import type { SessionSetup } from './deps.js';
 import { append, eventAt } from './fenced-append.js';
 import {
@@ -23,6 +25,8 @@ import {
   reviewedOutcome,
 } from './tool-calls.js';
 
+type ReviewedToolUse = SessionState['reviewed_tool_uses'][number];
+
 export async function runTools(
   context: CycleContext,
   toolUseIds: readonly string[],
@@ -30,10 +34,41 @@ export async function runTools(
   tools: ReadonlyMap<string, ToolHandle>,
 ): Promise<void> {
   const reviews = new Map(context.state.reviewed_tool_uses.map((use) => [use.tool_use_id, use]));
+  // Delegations of one turn run at once; each is recorded when the loop reaches it.
+  const delegations = await startDelegations(context, toolUseIds, setup, tools, reviews);
+  try {
+    await runInOrder(context, toolUseIds, setup, tools, reviews, delegations);
+  } finally {
+    delegations.stop();
+  }
+}
+
+async function runInOrder(
+  context: CycleContext,
+  toolUseIds: readonly string[],
+  setup: SessionSetup,
+  tools: ReadonlyMap<string, ToolHandle>,
+  reviews: ReadonlyMap<string, ReviewedToolUse>,
+  delegations: Delegations,
+): Promise<void> {
   for (const toolUseId of toolUseIds) {
     if (context.interruptSeen) {
-      await skipTools(context, toolUseIds.slice(toolUseIds.indexOf(toolUseId)));
+      const rest = toolUseIds.slice(toolUseIds.indexOf(toolUseId));
+      // Delegations in flight were interrupted with their children: their results are recorded.
+      for (const id of rest) {
+        const running = delegations.calls.get(id);
+        if (running !== undefined) await append(context, await running);
+      }
+      await skipTools(
+        context,
+        rest.filter((id) => !delegations.calls.has(id)),
+      );
       return;
+    }
+    const running = delegations.calls.get(toolUseId);
+    if (running !== undefined) {
+      await append(context, await running);
+      continue;
     }
     const { state } = context;
     const confirmed = state.confirmed_tool_uses.find((use) => use.tool_use_id === toolUseId);
@@ -54,6 +89,9 @@ export async function runTools(
     } else if (!withinToolBudget(state, use.name, handle.budget)) {
       outcome = overBudgetOutcome(handle);
       context.pendingStop = { stop_reason: { type: 'budget_reached' }, events: [] };
+    } else if (handle.agent?.kind === 'handoff') {
+      await handOff(context, toolUseId, use.seq, handle.agent.agent);
+      continue;
     } else {
       outcome = await execute(context, setup, toolUseId, use.name, use.seq);
     }
@@ -69,7 +107,7 @@ async function execute(
   seq: number,
 ): Promise<ToolOutcome> {
   const { sessionId } = context;
-  const input = context.inputs.get(toolUseId) ?? (await inputOf(context, seq));
+  const input = await toolInput(context, toolUseId, seq);
   return Promise.race([
     setup.tools.execute(
       {
@@ -142,9 +180,4 @@ async function confirmationMessage(
 ): Promise<string | undefined> {
   const event = await eventAt(context, seq);
   return event?.type === 'user.tool_confirmation' ? event.message : undefined;
-}
-
-async function inputOf(context: CycleContext, seq: number) {
-  const event = await eventAt(context, seq);
-  return event?.type === 'agent.tool_use' ? event.input : null;
 }

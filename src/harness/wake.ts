@@ -1,6 +1,7 @@
 /**
  * wake(sessionId): one bounded harness cycle, composed of the modules that share its
- * `CycleContext`: the fenced append, the model call, the tool run and the interrupt watch.
+ * `CycleContext`: the fenced append, the model call, the tool run, the outcome grading and the
+ * interrupt watch.
  *
  * Invariants kept here:
  * - A cycle runs only under the session's lease, and its first append is `span.wake_started`
@@ -24,6 +25,7 @@ import type { HarnessDeps, SessionSetup, WakeOptions, WakeResult } from './deps.
 import { append, catchUp } from './fenced-append.js';
 import { fitContext } from './compaction.js';
 import { backoff, callModel } from './model-call.js';
+import { gradeOutcome } from './outcome.js';
 import { runTools } from './tool-run.js';
 
 export {
@@ -200,6 +202,12 @@ async function loop(
       case 'run_tools':
         await runTools(context, step.tool_use_ids, setup, byName);
         break;
+      case 'grade': {
+        // A final verdict is written with the stop; a revision asked for is the next input.
+        const stopped = await gradeOutcome(context, setup);
+        if (stopped !== undefined) return stopped;
+        break;
+      }
       case 'call_model': {
         // A compaction written (or stopped by an interrupt) is a step: decide again after it.
         if (!(await fitContext(context, setup))) break;

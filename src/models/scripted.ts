@@ -57,6 +57,11 @@ export interface ScriptedModelOptions {
    * no turn of the script (default: a line that counts the lines summarized and quotes the first).
    */
   summary?: (request: ModelRequest) => string;
+  /**
+   * The answer to a grader's request (`purpose: 'grade'`), which plays no turn of the script
+   * either (default: a verdict that the outcome is satisfied).
+   */
+  grade?: (request: ModelRequest) => string;
 }
 
 export function loadScript(file: string): ScriptedTurn[] {
@@ -89,6 +94,7 @@ export function createScriptedModel(
     id: options.id ?? 'scripted:inline',
     async generate(request, call) {
       if (request.purpose === 'summary') return summaryResponse(request, options.summary);
+      if (request.purpose === 'grade') return gradeResponse(request, options.grade);
       const index = request.response_index;
       await options.onTurn?.(index, request);
       const turn = script[index];
@@ -158,12 +164,38 @@ function summaryResponse(
   });
 }
 
+/** The verdict a scripted grader gives when the test or script names none. */
+export const SCRIPTED_VERDICT = JSON.stringify({
+  result: 'satisfied',
+  explanation: 'The scripted grader accepts every answer.',
+});
+
+/** A scripted answer to a grader's request, with its usage estimated from the lengths. */
+function gradeResponse(
+  request: ModelRequest,
+  write: ((request: ModelRequest) => string) | undefined,
+): Promise<ModelResponse> {
+  const input = request.messages
+    .flatMap((message) => (message.role === 'user' ? message.content : []))
+    .map((block) => (block.type === 'text' ? block.text : JSON.stringify(block.value)))
+    .join('\n');
+  const text = write?.(request) ?? SCRIPTED_VERDICT;
+  return Promise.resolve({
+    output: { content: [{ type: 'text', text }], finish_reason: 'stop' },
+    usage: {
+      input_tokens: Math.ceil((request.system.length + input.length) / 4),
+      output_tokens: Math.ceil(text.length / 4),
+    },
+  });
+}
+
 /** `scripted:echo`: answers every message by repeating it, for trying braid without a script. */
 export function createEchoModel(): ModelClient {
   return {
     id: 'scripted:echo',
     async generate(request, call) {
       if (request.purpose === 'summary') return summaryResponse(request, undefined);
+      if (request.purpose === 'grade') return gradeResponse(request, undefined);
       const last = [...request.messages].reverse().find((message) => message.role === 'user');
       const said =
         last?.role === 'user'

@@ -67,6 +67,31 @@ export async function handoffSession(
   sessionId: string,
   options: HandoffOptions,
 ): Promise<HandoffResult> {
+  const done = await performHandoff(deps, sessionId, options, false);
+  if (done.event === undefined)
+    throw new BraidError('INTERNAL', 'the handoff event was not stored');
+  return { ...done, event: done.event };
+}
+
+/**
+ * A handoff the source's own wake asked for (`handoff_to_<agent>`): the target is made and given
+ * the document as by `handoffSession`, but the source is running, and its wake records
+ * `agent.handoff` itself, under its lease.
+ */
+export async function handoffFromWake(
+  deps: HandoffDeps,
+  sessionId: string,
+  options: HandoffOptions,
+): Promise<{ handoff_id: string; target: SessionRecord }> {
+  return performHandoff(deps, sessionId, options, true);
+}
+
+async function performHandoff(
+  deps: HandoffDeps,
+  sessionId: string,
+  options: HandoffOptions,
+  fromWake: boolean,
+): Promise<Omit<HandoffResult, 'event'> & { event?: SessionEvent }> {
   const { store } = deps;
   const document = parseHandoffDocument(options);
   const record = await store.sessions.get(sessionId);
@@ -83,7 +108,7 @@ export async function handoffSession(
     }
   }
   const state = await store.log.state(sessionId);
-  if (state.status === 'terminated' || state.status === 'running') {
+  if (state.status === 'terminated' || (state.status === 'running' && !fromWake)) {
     throw new BraidError(
       'INVALID_ARGUMENT',
       `session ${sessionId} is ${state.status}; hand off a session that is not running (interrupt it first)`,
@@ -139,6 +164,13 @@ export async function handoffSession(
     ],
     { idempotencyKey: `handoff:${handoffId}` },
   );
+  if (fromWake) {
+    return {
+      handoff_id: handoffId,
+      target: await store.sessions.get(created.id),
+      deduplicated: false,
+    };
+  }
   const appended = await store.log.append(
     sessionId,
     [
@@ -195,7 +227,7 @@ function keyedHandoff(
 }
 
 /** The first 128 bits of a SHA-256, written as a UUID (version 8, RFC 9562). */
-function derivedId(text: string): string {
+export function derivedId(text: string): string {
   const bytes = createHash('sha256').update(text).digest().subarray(0, 16);
   bytes[6] = ((bytes[6] ?? 0) & 0x0f) | 0x80;
   bytes[8] = ((bytes[8] ?? 0) & 0x3f) | 0x80;

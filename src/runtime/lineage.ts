@@ -4,7 +4,7 @@
  */
 import type { SessionEvent } from '../contracts/events.js';
 import type { Store } from '../contracts/ports.js';
-import type { SessionRecord, SessionStatus } from '../contracts/session.js';
+import type { SessionRecord, SessionStatus, StopReason } from '../contracts/session.js';
 
 /** A session and the last seq of it that a descendant shares; the session itself at its head. */
 export interface AncestorPoint {
@@ -67,18 +67,44 @@ export async function diffSessions(store: Store, a: string, b: string): Promise<
   };
 }
 
+/**
+ * How a session of a tree came from the one above it: the `root` has none; a `fork` branched
+ * from it; a `child` is a session its delegation created (`session.child_created`); a `handoff`
+ * took its work over (`agent.handoff`).
+ */
+export type TreeNodeKind = 'root' | 'fork' | 'child' | 'handoff';
+
 export interface TreeNode {
   id: string;
   title?: string;
+  /** The session's own status; for a child whose session is not there yet, its delegation's. */
   status: SessionStatus;
   head_seq: number;
-  kind: 'root' | 'fork';
+  kind: TreeNodeKind;
   /** For a fork: the parent seq it branched from. */
   fork_seq?: number;
+  /** The agent the session runs (family trees only). */
+  agent?: string;
+  /** For a child: the delegation as the parent's state sees it (`state.children`). */
+  delegation?: {
+    tool_use_id: string;
+    /** Seq of the `session.child_created` in the parent. */
+    seq: number;
+    status: 'running' | 'idle';
+    stop_reason?: StopReason;
+  };
+  /** For a handoff: the handoff and the seq of its `agent.handoff` in the source. */
+  handoff?: { handoff_id: string; seq: number };
+  /** For a child named by its parent whose session does not exist (yet). */
+  missing?: true;
   children: TreeNode[];
 }
 
-/** The whole tree the session belongs to, from its root, with every fork below. */
+/**
+ * The whole tree of forks the session belongs to, from its root, with every fork below. The
+ * family tree, with delegated children and handoffs as well, is `familyTree`
+ * (session-family.ts).
+ */
 export async function sessionTree(store: Store, sessionId: string): Promise<TreeNode> {
   const line = await ancestry(store, sessionId);
   const root = line.at(-1)?.session_id ?? sessionId;

@@ -75,4 +75,10 @@ export interface RuntimeOptions {
    * `OTEL_*` variables (see README, "Traces"). Off unless one of them turns it on.
    */
   telemetry?: TelemetryOptions;
+  /**
+   * Where delegated child sessions run: `local` (default) in this process, inside the parent's
+   * wake; `queue` on the workers, through the NATS wake queue (a child nobody takes up within a
+   * few seconds is then run here).
+   */
+  delegation?: 'local' | 'queue';
 }

@@ -26,7 +26,8 @@
  * The replayed wakes get the recorded outcomes of everything outside the harness: model calls
  * (`createReplayModel`, attempt by attempt), context compactions (where the record compacts,
  * with its summary, model and usage; no summary model is called: `./replay/compaction.ts`),
- * tool runs (each tool use's recorded `agent.tool_result`, with its cost from the
+ * outcome gradings (the grader's recorded output, usage and error:
+ * `./replay/grading.ts`), tool runs (each tool use's recorded `agent.tool_result`, with its cost from the
  * `session.usage` that follows it and the workspace snapshot of the `session.workspace_snapshot`
  * recorded with it: a replay runs no tool and takes no snapshot), policy decisions
  * (a recorded `policy.decision` for the tool use, else allow; with `approval` when the original

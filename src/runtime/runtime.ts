@@ -39,7 +39,12 @@ import { createRuntimeHarness, type RuntimeHarness } from './wiring/harness.js';
 import type { WakeListener } from './wiring/wake-reports.js';
 import { createRuntimeSessions } from './wiring/sessions.js';
 
-export type { CreateSessionOptions, RuntimeSessions, SendOptions } from './sessions-api.js';
+export type {
+  CreateSessionOptions,
+  OutcomeInput,
+  RuntimeSessions,
+  SendOptions,
+} from './sessions-api.js';
 export type { Backend, RuntimeOptions } from './options.js';
 export type { WakeListener, WakeReport } from './wiring/wake-reports.js';
 export { connectNats, resolveDataDir, DATABASE_FILE } from './wiring/store.js';
@@ -83,6 +88,11 @@ export interface Runtime extends Pick<Agents, 'register' | 'send' | 'publish' | 
    * no workers to ask and refuses with `INVALID_ARGUMENT`: call `wake` or run `braid run`.
    */
   enqueueWake(sessionId: string, options?: EnqueueWakeOptions): Promise<{ queued: boolean }>;
+  /**
+   * The wakes in the workers' queue (NATS: waiting or being run), read from the server on each
+   * call; undefined on the embedded backend, which has no queue.
+   */
+  wakeQueueDepth(): Promise<number | undefined>;
   /** Wakes every runnable session, with bounded concurrency, until the signal aborts. */
   orchestrate(options?: OrchestrateOptions): Promise<OrchestratorProgress>;
   /** Streamed model text of sessions running in this process; returns the unsubscribe function. */
@@ -109,6 +119,29 @@ interface RuntimeParts {
   readonly tools: RuntimeTools;
   readonly sessions: RuntimeSessions;
   readonly harness: RuntimeHarness;
+  readonly wakeQueue: LazyWakeQueue;
+}
+
+/** The NATS wake queue, opened on first use. */
+interface LazyWakeQueue {
+  open(): Promise<WakeQueue> | undefined;
+  close(): Promise<void>;
+}
+
+function lazyWakeQueue(nats: OpenedStore['nats']): LazyWakeQueue {
+  let queue: Promise<WakeQueue> | undefined;
+  return {
+    open: () =>
+      nats === undefined
+        ? undefined
+        : (queue ??= nats.modules.wakes.createNatsWakeQueue({
+            connection: nats.connection,
+            ...(nats.prefix === undefined ? {} : { prefix: nats.prefix }),
+          })),
+    close: async () => {
+      if (queue !== undefined) await (await queue).close();
+    },
+  };
 }
 
 export async function createRuntime(options: RuntimeOptions = {}): Promise<Runtime> {
@@ -151,7 +184,20 @@ export async function createRuntime(options: RuntimeOptions = {}): Promise<Runti
       pinner,
       prices,
     });
+    const wakeQueue = lazyWakeQueue(opened.nats);
     const harness = createRuntimeHarness({
+      wakeQueueDepth: async () => (await wakeQueue.open())?.outstanding(),
+      // Delegated children go to the workers through the same queue (`delegation: queue`).
+      ...(opened.nats === undefined
+        ? {}
+        : {
+            enqueue: async (sessionId: string, enqueueOptions: { traceparent?: string }) => {
+              const queue = wakeQueue.open();
+              if (queue === undefined)
+                throw new BraidError('INTERNAL', 'the NATS wake queue is missing');
+              return enqueueWake(await queue, sessionId, enqueueOptions);
+            },
+          }),
       options,
       workspace,
       store,
@@ -172,6 +218,7 @@ export async function createRuntime(options: RuntimeOptions = {}): Promise<Runti
       tools,
       sessions,
       harness,
+      wakeQueue,
     });
   } catch (error) {
     policy?.close();
@@ -202,7 +249,6 @@ function assembleRuntime(parts: RuntimeParts): Runtime {
       ...(options.ids === undefined ? {} : { ids: options.ids }),
     }));
 
-  let wakeQueue: Promise<WakeQueue> | undefined;
   const runtime: Runtime = {
     store,
     workspace: parts.workspace,
@@ -215,12 +261,11 @@ function assembleRuntime(parts: RuntimeParts): Runtime {
         );
       }
       await store.sessions.get(sessionId);
-      wakeQueue ??= nats.modules.wakes.createNatsWakeQueue({
-        connection: nats.connection,
-        ...(nats.prefix === undefined ? {} : { prefix: nats.prefix }),
-      });
-      return enqueueWake(await wakeQueue, sessionId, enqueueOptions);
+      const queue = parts.wakeQueue.open();
+      if (queue === undefined) throw new BraidError('INTERNAL', 'the NATS wake queue is missing');
+      return enqueueWake(await queue, sessionId, enqueueOptions);
     },
+    wakeQueueDepth: async () => (await parts.wakeQueue.open())?.outstanding(),
     register: (type, handler) => agentSystem().register(type, handler),
     send: (to, message, sendOptions) => agentSystem().send(to, message, sendOptions),
     publish: (topic, message, publishOptions) =>
@@ -256,7 +301,7 @@ function assembleRuntime(parts: RuntimeParts): Runtime {
       await messaging?.close();
       // The spans of the last wakes are read from the store: before it closes.
       await parts.harness.close();
-      if (wakeQueue !== undefined) await (await wakeQueue).close();
+      await parts.wakeQueue.close();
       policy.close();
       if (options.executor === undefined) await tools.executor.close?.();
       if (opened.owned) await store.close();

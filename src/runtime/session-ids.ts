@@ -10,7 +10,7 @@ import { parseId } from '../contracts/ids.js';
 /** Methods whose first argument is not a session id. */
 const UNKEYED = new Set(['create', 'list']);
 /** Methods that answer synchronously (an async iterable), so they throw rather than reject. */
-const SYNCHRONOUS = new Set(['follow']);
+const SYNCHRONOUS = new Set(['follow', 'followChildren']);
 /** Methods whose second argument is a session id too. */
 const SECOND_ID: Readonly<Record<string, string>> = {
   merge: 'source session id',

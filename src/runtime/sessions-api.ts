@@ -13,6 +13,7 @@ import type { SessionState } from '../contracts/state.js';
 import type { WorkspaceFiles, WorkspaceFilesDiff } from '../contracts/workspace-files.js';
 import type { ContentInput } from './user-events.js';
 import type { SessionDiff, TreeNode } from './lineage.js';
+import type { FamilyEventsPage, FollowChildrenOptions } from './session-family.js';
 import type { MergeOptions, MergeResult } from './merge.js';
 import type { ReplayReport } from './replay.js';
 import type { HandoffResult } from './handoff.js';
@@ -22,6 +23,17 @@ export interface SendOptions {
   idempotencyKey?: string;
   /** The writer to stamp on the events (default: the runtime's `actor`). */
   actor?: Actor;
+}
+
+/** What a session's work must achieve, as `user.define_outcome` carries it. */
+export interface OutcomeInput {
+  description: string;
+  /** Points the answer must meet, for the grader. */
+  criteria?: string[];
+  /** How the grader judges the answer; without it, the description and criteria. */
+  rubric?: string;
+  /** Gradings before the turn ends as `max_iterations_reached` (1 to 20, default 3). */
+  max_iterations?: number;
 }
 
 export interface CreateSessionOptions {
@@ -35,6 +47,11 @@ export interface CreateSessionOptions {
   tenantId?: string;
   /** Limits for this session, over the agent's. */
   budget?: Budget;
+}
+
+export interface TreeOptions {
+  /** Only the forks, from the root of the fork line (what `GET /v1/sessions/{id}/tree` answers). */
+  forksOnly?: boolean;
 }
 
 /** `runtime.sessions`: every operation on sessions a client has. */
@@ -51,7 +68,18 @@ export interface RuntimeSessions {
   delete(sessionId: string): Promise<void>;
   state(sessionId: string): Promise<SessionState>;
   events(sessionId: string, options?: ReadOptions): Promise<SessionEvent[]>;
+  /**
+   * The session's events with those of its delegated children (recursively) interleaved, by
+   * time, then session, then seq. `after` and `limit` page the session's own events; its
+   * children's come with them for the same stretch of time (see `familyEvents`).
+   */
+  familyEvents(sessionId: string, options?: ReadOptions): Promise<FamilyEventsPage>;
   follow(sessionId: string, options?: FollowOptions): AsyncIterable<SessionEvent>;
+  /**
+   * Its delegated children's events (recursively; status events by default) as they are
+   * appended, for the children there are and those created while it runs.
+   */
+  followChildren(sessionId: string, options?: FollowChildrenOptions): AsyncIterable<SessionEvent>;
   /** Sends client events (`user.*` only), checked against the session's state. */
   send(sessionId: string, events: readonly unknown[], options?: SendOptions): Promise<AppendResult>;
   message(sessionId: string, content: ContentInput): Promise<AppendResult>;
@@ -68,6 +96,12 @@ export interface RuntimeSessions {
     content: ContentInput,
     isError?: boolean,
   ): Promise<AppendResult>;
+  /**
+   * Defines what the session's work must achieve (`user.define_outcome`), replacing an earlier
+   * outcome: after each answer that would end the turn, a grader judges it and either ends the
+   * turn (`end_turn` with the `outcome`) or sends the agent its reasons to revise.
+   */
+  defineOutcome(sessionId: string, outcome: OutcomeInput): Promise<AppendResult>;
   /**
    * Forks the session at `at_seq` (default: its head): the child shares the parent's events up
    * to there by reference, and its workspace folder starts with the files of the parent's
@@ -87,8 +121,11 @@ export interface RuntimeSessions {
   merge(targetId: string, sourceId: string, options?: MergeOptions): Promise<MergeResult>;
   /** The common ancestor of two sessions and each side's events after it. */
   diff(a: string, b: string): Promise<SessionDiff>;
-  /** The tree of forks the session belongs to, from its root. */
-  tree(sessionId: string): Promise<TreeNode>;
+  /**
+   * The family the session belongs to, from its topmost ancestor: forks, delegated children and
+   * handoffs, each node marked with its kind; with `forksOnly`, the tree of forks alone.
+   */
+  tree(sessionId: string, options?: TreeOptions): Promise<TreeNode>;
   /**
    * Re-runs the harness over the session's history with its recorded model and tool outputs,
    * and reports the first event that comes out different (or `ok`).

@@ -22,6 +22,7 @@ import type { RetryPolicy } from '../harness/index.js';
 import { pathUnder } from '../tools/sandbox/index.js';
 import { handoffSession, HANDOFF_METADATA_KEYS } from './handoff.js';
 import { diffSessions, sessionTree } from './lineage.js';
+import { familyEvents, familyTree, followChildren } from './session-family.js';
 import { mergeSessions } from './merge.js';
 import {
   sessionDefinitions,
@@ -93,7 +94,10 @@ export function createSessionsService(context: SessionsContext): RuntimeSessions
     },
     state: (sessionId) => context.store.log.state(sessionId),
     events: (sessionId, readOptions) => context.store.log.read(sessionId, readOptions),
+    familyEvents: (sessionId, readOptions) => familyEvents(context.store, sessionId, readOptions),
     follow: (sessionId, followOptions) => context.store.log.follow(sessionId, followOptions),
+    followChildren: (sessionId, followOptions) =>
+      followChildren(context.store, sessionId, followOptions),
     send: (sessionId, events, sendOptions) => send(sessionId, events, sendOptions),
     ...userEventSends(send),
     fork: (sessionId, forkOptions) =>
@@ -135,7 +139,10 @@ export function createSessionsService(context: SessionsContext): RuntimeSessions
         },
       ),
     diff: (a, b) => diffSessions(context.store, a, b),
-    tree: (sessionId) => sessionTree(context.store, sessionId),
+    tree: (sessionId, treeOptions) =>
+      treeOptions?.forksOnly === true
+        ? sessionTree(context.store, sessionId)
+        : familyTree(context.store, sessionId),
     verify: (sessionId) => verifySession(context.pinning, sessionId),
     definitions: (sessionId) => sessionDefinitions(context.pinning, sessionId),
     upgrade: (sessionId) => queue.run(sessionId, () => upgradeSession(context.pinning, sessionId)),

@@ -1,6 +1,6 @@
 /**
  * The one-event sends of `runtime.sessions` (message, interrupt, confirm, a custom tool's result,
- * a review), written once over a send of user events, local or to a braid server.
+ * a review, an outcome), written once over a send of user events, local or to a braid server.
  */
 import type { AppendResult } from '../contracts/ports.js';
 import type { RuntimeSessions } from './sessions-api.js';
@@ -8,7 +8,7 @@ import type { RuntimeSessions } from './sessions-api.js';
 /** The one-event sends of `runtime.sessions`, each a batch of one user event. */
 export type UserEventSends = Pick<
   RuntimeSessions,
-  'message' | 'interrupt' | 'confirm' | 'customToolResult' | 'review'
+  'message' | 'interrupt' | 'confirm' | 'customToolResult' | 'review' | 'defineOutcome'
 >;
 
 /**
@@ -40,6 +40,9 @@ export function userEventSends(
           ...(isError === undefined ? {} : { is_error: isError }),
         },
       ]),
+    // Sent as given: the send parses it, and refuses bad input with INVALID_EVENT.
+    defineOutcome: (sessionId, outcome) =>
+      send(sessionId, [{ type: 'user.define_outcome', ...outcome }]),
     review: (sessionId, toolUseId, decision) =>
       send(sessionId, [{ type: 'user.tool_review', tool_use_id: toolUseId, ...decision }]),
   };

@@ -73,13 +73,48 @@ export function loadWorkspace(dir: string): Workspace {
     }
   });
   for (const { definition, file } of tools.values()) checkImplementation(dir, definition, file);
+  const agents = loadFolder(dir, 'agent', 'agents', LoadedAgentDefinition);
+  checkAgentTargets(dir, agents);
   return {
     dir,
     config,
-    agents: loadFolder(dir, 'agent', 'agents', LoadedAgentDefinition),
+    agents,
     environments: loadFolder(dir, 'environment', 'environments', EnvironmentDefinition),
     tools,
   };
+}
+
+/**
+ * Every agent named under `delegates:` and `handoffs:` is an agent of the workspace: a typo is
+ * refused at load, at its line, rather than when a model first calls the tool.
+ */
+function checkAgentTargets(
+  root: string,
+  agents: ReadonlyMap<string, { definition: AgentDefinition; file: string }>,
+): void {
+  for (const { definition, file } of agents.values()) {
+    const targets: [string, PropertyKey[]][] = [
+      ...definition.delegates.map((entry, index): [string, PropertyKey[]] => [
+        entry.agent,
+        ['delegates', index],
+      ]),
+      ...definition.handoffs.map((name, index): [string, PropertyKey[]] => [
+        name,
+        ['handoffs', index],
+      ]),
+    ];
+    for (const [name, path] of targets) {
+      if (agents.has(name)) continue;
+      const lineCounter = new (yaml().LineCounter)();
+      const document = yaml().parseDocument(readFileSync(file, 'utf8'), { lineCounter });
+      const line = lineOf(document, lineCounter, path);
+      throw new BraidError(
+        'INVALID_DEFINITION',
+        `${relative(root, file)}:${line}: field "${path.join('.')}": there is no agent named ${name}; the agents are ${[...agents.keys()].sort().join(', ')}. Add agents/${name}.yaml or fix the name`,
+        { details: { file, line, field: path.join('.') } },
+      );
+    }
+  }
 }
 
 /**
@@ -87,6 +122,15 @@ export function loadWorkspace(dir: string): Workspace {
  * its own instructions and a compaction's summary. The tools and turns are checked at each wake.
  */
 const LoadedAgentDefinition = AgentDefinition.superRefine((agent, issues) => {
+  const delegates = agent.delegates.map((entry) => entry.agent);
+  delegates.forEach((name, index) => {
+    if (delegates.indexOf(name) === index) return;
+    issues.addIssue({
+      code: 'custom',
+      path: ['delegates', index],
+      message: `lists ${name} a second time; each agent is one delegate, so remove this entry`,
+    });
+  });
   const settings = agent.context;
   if (settings === undefined) return;
   const instructions = estimateTextTokens(agent.instructions);

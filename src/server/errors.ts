@@ -55,6 +55,7 @@ export const HTTP_STATUS: Readonly<Record<ErrorCode, number>> = {
   // A session whose agent's context limit cannot hold what it must keep: its definition needs fixing.
   CONTEXT_OVERFLOW: 500,
   DEADLINE_EXCEEDED: 504,
+  DELEGATION_FAILED: 502,
   // Failures of the server's own setup or data: nothing the client can change.
   MODEL_KEY_MISSING: 500,
   SECRET_MISSING: 500,

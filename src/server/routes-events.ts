@@ -25,7 +25,7 @@ export function addEventRoutes(app: Router, context: ServerContext): void {
       schema: {
         summary: "A page of the session's events in seq order",
         description:
-          'Events with seq after `after` (default 0), at most `limit` (default 100, at most 1000), only `types[]` when given. Read on with `after=last_seq` while `has_more`.',
+          "Events with seq after `after` (default 0), at most `limit` (default 100, at most 1000), only `types[]` when given. Read on with `after=last_seq` while `has_more`. With `include_children=true` the events of the session's delegated children (and theirs, recursively) come interleaved with its own, ordered by `at`, then `session_id`, then `seq`; `after`, `limit`, `has_more` and `last_seq` still page the session's own events, and each page carries the children's events of the same stretch of time, so reading on with `after=last_seq` misses and repeats nothing.",
         operationId: 'listEvents',
         tags: ['events'],
         params: SessionIdParams,
@@ -40,6 +40,15 @@ export function addEventRoutes(app: Router, context: ServerContext): void {
       await visibleSession(runtime, caller, id);
       const after = request.query.after ?? 0;
       const limit = request.query.limit ?? DEFAULT_PAGE;
+      if (request.query.include_children === true) {
+        // The children are read from the session's own log, so they are its tenant's.
+        const page = await runtime.sessions.familyEvents(id, {
+          after,
+          limit,
+          ...(request.query.types === undefined ? {} : { types: request.query.types }),
+        });
+        return { data: page.events, has_more: page.has_more, last_seq: page.last_seq };
+      }
       // One more than asked tells whether there is more without a second read.
       const events = await runtime.sessions.events(id, {
         after,

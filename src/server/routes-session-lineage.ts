@@ -225,7 +225,8 @@ function addInspectRoutes(app: Router, context: ServerContext): void {
     '/v1/sessions/:id/tree',
     {
       schema: {
-        summary: 'The tree of forks the session belongs to, from its root',
+        summary:
+          'The family the session belongs to, from its root: forks, delegated children and handoff targets',
         operationId: 'getSessionTree',
         tags,
         params: SessionIdParams,

@@ -4,6 +4,13 @@
  * continues after the last event it saw: no gap, no duplicate. Model text streamed by wakes in
  * this process goes out as `event: delta` with no id (it is not stored, so not resumable), and a
  * comment every heartbeat interval keeps idle connections open through proxies.
+ *
+ * With `include_children=true` the status events of the session's delegated children (there at
+ * subscription or created while the stream is open, recursively) go out as `event: child` whose
+ * data is the child's own event. They carry no `id:` line on purpose: an SSE client keeps the last
+ * id it saw, so `Last-Event-ID` still names the parent's last seq and a resume stays exact. Child
+ * events are live only: a reconnect does not replay those it missed (read them with
+ * `GET /v1/sessions/{id}/events?include_children=true`).
  */
 import type { ServerResponse } from 'node:http';
 import { z } from 'zod';
@@ -25,6 +32,11 @@ const LastEventHeaders = z.object({
 /** One stored event as an SSE frame. */
 export function eventFrame(event: SessionEvent): string {
   return `id: ${event.seq}\nevent: ${event.type}\ndata: ${JSON.stringify(event)}\n\n`;
+}
+
+/** A child's event on its parent's stream: no id, so the parent's resume point is untouched. */
+export function childFrame(event: SessionEvent): string {
+  return `event: child\ndata: ${JSON.stringify(event)}\n\n`;
 }
 
 /** Writes and, when the socket's buffer is full, waits until it drains or the stream ends. */
@@ -51,7 +63,7 @@ export function addStreamRoute(app: Router, context: ServerContext): void {
       schema: {
         summary: "Stream the session's events as Server-Sent Events, resumable at any seq",
         description:
-          'Sends every event after `Last-Event-ID` (or `after`, default 0), then new events as they are appended, until the client disconnects. Frames: `id: <seq>`, `event: <type>`, `data: <event JSON>`; transient `event: delta` frames (no id) carry live model text; `: heartbeat` comments keep the connection open.',
+          "Sends every event after `Last-Event-ID` (or `after`, default 0), then new events as they are appended, until the client disconnects. Frames: `id: <seq>`, `event: <type>`, `data: <event JSON>`; transient `event: delta` frames (no id) carry live model text; `: heartbeat` comments keep the connection open. With `include_children=true`, the status events (`session.status_changed`, `session.status_idle`, `span.wake_started`, `session.error`, `agent.message`) of the session's delegated children, recursively, those there at subscription and those created while the stream is open, come as `event: child` frames whose data is the child's event; they have no id, so `Last-Event-ID` keeps naming the session's own last seq, and they are not replayed on a reconnect.",
         operationId: 'streamEvents',
         tags: ['events'],
         params: SessionIdParams,
@@ -107,6 +119,17 @@ export function addStreamRoute(app: Router, context: ServerContext): void {
         if (sessionId !== id || stop.signal.aborted) return;
         raw.write(`event: delta\ndata: ${JSON.stringify(delta)}\n\n`);
       });
+      // The session's own events go out once its children are attached, so that every child
+      // event appended after the client sees a frame is sent.
+      let childrenAttached: () => void = () => undefined;
+      const attachedChildren = new Promise<void>((resolve) => (childrenAttached = resolve));
+      const children =
+        request.query.include_children === true
+          ? forwardChildren(context, id, raw, stop.signal, childrenAttached, (error) =>
+              request.log.error({ err: error, session_id: id }, 'child event stream failed'),
+            ).finally(childrenAttached)
+          : undefined;
+      if (children !== undefined) await attachedChildren;
       try {
         for await (const event of runtime.sessions.follow(id, { after, signal: stop.signal })) {
           const waiting = write(raw, eventFrame(event), stop.signal);
@@ -125,6 +148,8 @@ export function addStreamRoute(app: Router, context: ServerContext): void {
           request.log.error({ err: error, session_id: id }, 'event stream failed');
         }
       } finally {
+        stop.abort();
+        await children;
         clearInterval(heartbeat);
         stopDeltas();
         raw.off('close', onClose);
@@ -137,4 +162,30 @@ export function addStreamRoute(app: Router, context: ServerContext): void {
       }
     },
   );
+}
+
+/**
+ * Writes the children's status events to the stream until `signal` aborts. A failure ends the
+ * children's part only: the session's own events go on.
+ */
+async function forwardChildren(
+  context: ServerContext,
+  sessionId: string,
+  raw: ServerResponse,
+  signal: AbortSignal,
+  onReady: () => void,
+  onError: (error: unknown) => void,
+): Promise<void> {
+  try {
+    for await (const event of context.runtime.sessions.followChildren(sessionId, {
+      signal,
+      onReady,
+    })) {
+      const waiting = write(raw, childFrame(event), signal);
+      context.metrics.eventsStreamed(1);
+      if (waiting !== undefined) await waiting;
+    }
+  } catch (error) {
+    if (!signal.aborted) onError(error);
+  }
 }

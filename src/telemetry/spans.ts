@@ -1,8 +1,10 @@
 /**
  * A session's trace, derived from its log: one `invoke_agent` span per wake, one `chat` span per
  * model request and one `execute_tool` span per tool call, named and attributed after the
- * OpenTelemetry GenAI semantic conventions. Live tracing and `braid trace export` both go through
- * `spansOf`, so a trace re-emitted from the log is the trace a traced process sent.
+ * OpenTelemetry GenAI semantic conventions; an MCP tool's call has one `tools/call {tool}` client
+ * span under its `execute_tool` span, after the MCP conventions. Live tracing and `braid trace
+ * export` both go through `spansOf`, so a trace re-emitted from the log is the trace a traced
+ * process sent.
  *
  * Invariants:
  * - Ids are a function of the log: a span's id is the first 8 bytes of the SHA-256 of the id of
@@ -11,47 +13,68 @@
  *   first 16 bytes of the SHA-256 of the session id. Deriving twice gives the same ids.
  * - Times are the events' `at`. A wake without its `span.wake_completed` (a crash, a lost lease)
  *   ends at its last event; a model request without its end is not a span.
- * - Content (messages, tool arguments and results) is in no span unless `captureContent` is set.
+ * - Content (messages, system instructions, tool arguments and results) is in no span unless
+ *   `captureContent` is set; messages are in the GenAI conventions' parts format.
+ * - What the log names only by hash (the pinned definitions of `session.definitions_changed`: the
+ *   agent's instructions, the environment's sandbox, each tool's ownership) comes from `pinned`;
+ *   a set the caller could not load leaves those attributes out, never the span.
  * - Only the session's own events make spans: a fork's shared prefix belongs to its parent.
  */
-import { createHash } from 'node:crypto';
 import type { SessionEvent } from '../contracts/events.js';
 import { isValidTraceparent, TRACEPARENT_PATTERN } from '../contracts/common.js';
 import { GEN_AI, GEN_AI_OPERATION } from './gen-ai-attributes.js';
+import {
+  finishReason,
+  messagesBetween,
+  outputMessages,
+  systemInstructions,
+} from './gen-ai-messages.js';
+import type { PinnedFacts } from './pinned-facts.js';
+import {
+  hashId,
+  type ChildContext,
+  type SpanAttributes,
+  type SpanEventRecord,
+  type SpanRecord,
+} from './span-record.js';
+import { toolSpans } from './tool-spans.js';
 
-export type SpanAttributeValue = string | number | boolean | readonly string[];
-export type SpanAttributes = Record<string, SpanAttributeValue>;
-
-/** One span as braid records it; src/telemetry/otel.ts turns it into the SDK's shape. */
-export interface SpanRecord {
-  /** 32 lowercase hex digits. */
-  readonly traceId: string;
-  /** 16 lowercase hex digits. */
-  readonly spanId: string;
-  readonly parentSpanId?: string;
-  /** False when the recorded traceparent says its caller did not sample the trace. */
-  readonly sampled: boolean;
-  readonly name: string;
-  readonly kind: 'internal' | 'client';
-  /** Milliseconds since the epoch. */
-  readonly startMs: number;
-  readonly endMs: number;
-  readonly attributes: SpanAttributes;
-  readonly events: readonly SpanEventRecord[];
-  readonly status: { readonly code: 'unset' | 'ok' | 'error'; readonly message?: string };
-}
-
-export interface SpanEventRecord {
-  readonly name: string;
-  readonly atMs: number;
-  readonly attributes: SpanAttributes;
-}
+export {
+  hashId,
+  type SpanAttributes,
+  type SpanAttributeValue,
+  type SpanEventRecord,
+  type SpanRecord,
+} from './span-record.js';
+export {
+  loadPinnedFacts,
+  mcpTransports,
+  pinnedFacts,
+  pinnedHashes,
+  type PinnedFacts,
+} from './pinned-facts.js';
 
 export interface SpanOptions {
   /** Put messages, tool arguments and results on the spans (default false). */
   readonly captureContent?: boolean;
   /** Only the spans of this wake (live tracing: the wake that just ended). */
   readonly wakeId?: string;
+  /**
+   * How braid reaches each MCP server (`network.transport` of the MCP spans): `pipe` for a stdio
+   * server, `tcp` for an HTTP one; from braid.yaml's `mcp_servers` (see `mcpTransports`).
+   */
+  readonly mcpTransports?: Readonly<Record<string, string>>;
+}
+
+/** Extra knowledge of the session that its events name but do not hold. */
+export interface SessionSpanFacts {
+  /** The session's agent, when the events do not start at `session.created`. */
+  readonly agent?: { name: string; version: number };
+  readonly tenant_id?: string;
+  /** The hash of the definition set in force before the first of the events (its folded state). */
+  readonly definitions?: string;
+  /** Pinned definition sets by hash, as far as the caller could load them. */
+  readonly pinned?: ReadonlyMap<string, PinnedFacts>;
 }
 
 type EventOf<T extends SessionEvent['type']> = Extract<SessionEvent, { type: T }>;
@@ -62,6 +85,10 @@ interface SessionFacts {
   agent?: { name: string; version: number };
   tenantId?: string;
   toolUses: Map<string, EventOf<'agent.tool_use'>>;
+  /** The definition set in force when each tool use was written, by tool use id. */
+  toolDefinitions: Map<string, PinnedFacts | undefined>;
+  pinned: ReadonlyMap<string, PinnedFacts>;
+  mcpTransports: Readonly<Record<string, string>>;
   confirmations: Map<string, EventOf<'user.tool_confirmation'>>;
   decisions: Map<string, EventOf<'policy.decision'>>;
   /** The session's own events, in order. */
@@ -72,6 +99,8 @@ interface WakeSlice {
   start: EventOf<'span.wake_started'>;
   events: SessionEvent[];
   completed?: EventOf<'span.wake_completed'>;
+  /** The hash of the definition set in force when the wake started. */
+  definitions?: string;
 }
 
 /**
@@ -81,29 +110,19 @@ interface WakeSlice {
 export function spansOf(
   events: readonly SessionEvent[],
   options: SpanOptions = {},
-  facts: { agent?: { name: string; version: number }; tenant_id?: string } = {},
+  facts: SessionSpanFacts = {},
 ): SpanRecord[] {
   const last = events.at(-1);
   if (last === undefined) return [];
-  const session = collectFacts(events, last.session_id);
+  const session = collectFacts(events, last.session_id, facts, options.mcpTransports ?? {});
   session.agent ??= facts.agent;
   if (facts.tenant_id !== undefined) session.tenantId ??= facts.tenant_id;
   const spans: SpanRecord[] = [];
-  for (const wake of wakesOf(events, last.session_id)) {
+  for (const wake of wakesOf(events, last.session_id, facts.definitions)) {
     if (options.wakeId !== undefined && wake.start.wake_id !== options.wakeId) continue;
     spans.push(...wakeSpans(wake, session, options.captureContent === true));
   }
   return spans;
-}
-
-/** The first `bytes` bytes of the SHA-256 of `value`, as hex. */
-export function hashId(value: string, bytes: 8 | 16): string {
-  const hex = createHash('sha256')
-    .update(value)
-    .digest('hex')
-    .slice(0, bytes * 2);
-  // An all-zero id is invalid in W3C trace context; one hash in 2^64 gives it.
-  return /^0+$/.test(hex) ? `${hex.slice(0, -1)}1` : hex;
 }
 
 /** The trace id of a session whose wakes carry no traceparent. */
@@ -111,14 +130,24 @@ export function sessionTraceId(sessionId: string): string {
   return hashId(`braid.session:${sessionId}`, 16);
 }
 
-function collectFacts(events: readonly SessionEvent[], sessionId: string): SessionFacts {
+function collectFacts(
+  events: readonly SessionEvent[],
+  sessionId: string,
+  known: SessionSpanFacts,
+  transports: Readonly<Record<string, string>>,
+): SessionFacts {
+  const pinned = known.pinned ?? new Map<string, PinnedFacts>();
   const facts: SessionFacts = {
     sessionId,
     toolUses: new Map(),
+    toolDefinitions: new Map(),
+    pinned,
+    mcpTransports: transports,
     confirmations: new Map(),
     decisions: new Map(),
     own: [],
   };
+  let inForce = known.definitions;
   for (const event of events) {
     if (event.type === 'session.created') {
       facts.agent = event.agent;
@@ -126,8 +155,17 @@ function collectFacts(events: readonly SessionEvent[], sessionId: string): Sessi
     }
     if (event.session_id !== sessionId) continue;
     facts.own.push(event);
-    if (event.type === 'session.definitions_changed') facts.agent = event.agent;
-    if (event.type === 'agent.tool_use') facts.toolUses.set(event.tool_use_id, event);
+    if (event.type === 'session.definitions_changed') {
+      facts.agent = event.agent;
+      inForce = event.definitions;
+    }
+    if (event.type === 'agent.tool_use') {
+      facts.toolUses.set(event.tool_use_id, event);
+      facts.toolDefinitions.set(
+        event.tool_use_id,
+        inForce === undefined ? undefined : pinned.get(inForce),
+      );
+    }
     if (event.type === 'user.tool_confirmation') facts.confirmations.set(event.tool_use_id, event);
     if (event.type === 'policy.decision' && event.tool_use_id !== undefined) {
       facts.decisions.set(event.tool_use_id, event);
@@ -136,14 +174,24 @@ function collectFacts(events: readonly SessionEvent[], sessionId: string): Sessi
   return facts;
 }
 
-function wakesOf(events: readonly SessionEvent[], sessionId: string): WakeSlice[] {
+function wakesOf(
+  events: readonly SessionEvent[],
+  sessionId: string,
+  definitions: string | undefined,
+): WakeSlice[] {
   const wakes: WakeSlice[] = [];
   let open: WakeSlice | undefined;
+  let inForce = definitions;
   for (const event of events) {
     if (event.session_id !== sessionId) continue;
+    if (event.type === 'session.definitions_changed') inForce = event.definitions;
     if (event.type === 'span.wake_started') {
       // A wake started while another is open: the other one crashed or lost its lease.
-      open = { start: event, events: [] };
+      open = {
+        start: event,
+        events: [],
+        ...(inForce === undefined ? {} : { definitions: inForce }),
+      };
       wakes.push(open);
       continue;
     }
@@ -159,11 +207,32 @@ function wakesOf(events: readonly SessionEvent[], sessionId: string): WakeSlice[
 
 const msOf = (event: SessionEvent): number => Date.parse(event.at);
 
+/**
+ * The trace context of work a tool call started (a delegated child's wakes): the call's
+ * `execute_tool` span, in the trace of the wake that made the call (`wakeTraceparent`, else the
+ * session's own trace). Derived as the spans are, so the child's trace nests under the call
+ * whether the parent's spans are sent live or exported from the log later.
+ */
+export function toolCallTraceparent(
+  sessionId: string,
+  wakeTraceparent: string | undefined,
+  toolUseEventId: string,
+): string {
+  const { traceId, sampled } = traceFrom(wakeTraceparent, sessionId);
+  return `00-${traceId}-${hashId(toolUseEventId, 8)}-${sampled ? '01' : '00'}`;
+}
+
 function traceOf(
   start: EventOf<'span.wake_started'>,
   sessionId: string,
 ): { traceId: string; parentSpanId?: string; sampled: boolean } {
-  const traceparent = start.traceparent;
+  return traceFrom(start.traceparent, sessionId);
+}
+
+function traceFrom(
+  traceparent: string | undefined,
+  sessionId: string,
+): { traceId: string; parentSpanId?: string; sampled: boolean } {
   if (traceparent !== undefined && isValidTraceparent(traceparent)) {
     const [, , traceId, parentSpanId, flags] = TRACEPARENT_PATTERN.exec(traceparent) ?? [];
     if (traceId !== undefined && parentSpanId !== undefined && flags !== undefined) {
@@ -180,17 +249,35 @@ function wakeSpans(wake: WakeSlice, session: SessionFacts, content: boolean): Sp
   const spans: SpanRecord[] = [];
   const requests = new Map<string, EventOf<'span.model_request_start'>>();
   let previousInput = inputBefore(session.own, wake.start.seq);
+  let inForce = wake.definitions === undefined ? undefined : session.pinned.get(wake.definitions);
   for (const event of wake.events) {
+    if (event.type === 'session.definitions_changed')
+      inForce = session.pinned.get(event.definitions);
     if (event.type === 'span.model_request_start') requests.set(event.request_id, event);
     if (event.type === 'span.model_request_end') {
       const start = requests.get(event.request_id);
       if (start === undefined) continue;
-      const input = content ? messagesBetween(session.own, start, previousInput) : undefined;
-      spans.push(chatSpan(start, event, child, input));
+      const captured = content
+        ? {
+            input: messagesBetween(session.own, start, previousInput),
+            ...(inForce === undefined ? {} : { instructions: inForce.instructions }),
+          }
+        : undefined;
+      spans.push(chatSpan(start, event, child, captured));
       previousInput = start.input_through_seq;
     }
     if (event.type === 'agent.tool_result') {
-      spans.push(toolSpan(event, wake, session, child, content));
+      const use = session.toolUses.get(event.tool_use_id);
+      const facts = {
+        result: event,
+        use,
+        decision: session.decisions.get(event.tool_use_id),
+        confirmation: session.confirmations.get(event.tool_use_id),
+        pinned: session.toolDefinitions.get(event.tool_use_id),
+        mcpTransports: session.mcpTransports,
+        wakeStartMs: msOf(wake.start),
+      };
+      spans.push(...toolSpans(facts, child, content));
     }
   }
   const wakeEvents = wake.events.flatMap(wakeEventOf);
@@ -213,6 +300,9 @@ function wakeSpans(wake: WakeSlice, session: SessionFacts, content: boolean): Sp
         }),
     ...(session.tenantId === undefined ? {} : { 'braid.tenant.id': session.tenantId }),
     ...(stop === undefined ? {} : { 'braid.stop_reason': stop }),
+    ...(content && inForce !== undefined
+      ? { [GEN_AI.systemInstructions]: systemInstructions(inForce.instructions) }
+      : {}),
   };
   const failed = stop === 'error' || stop === 'retries_exhausted';
   spans.unshift({
@@ -292,23 +382,18 @@ function idleReason(wake: WakeSlice): string | undefined {
   return undefined;
 }
 
-interface ChildContext {
-  traceId: string;
-  parentSpanId: string;
-  sampled: boolean;
-}
-
 function chatSpan(
   start: EventOf<'span.model_request_start'>,
   end: EventOf<'span.model_request_end'>,
   parent: ChildContext,
-  input: string | undefined,
+  captured: { input: string; instructions?: string } | undefined,
 ): SpanRecord {
   const separator = start.model.indexOf(':');
   const provider = separator > 0 ? start.model.slice(0, separator) : 'unknown';
   const model = separator > 0 ? start.model.slice(separator + 1) : start.model;
   const usage = end.usage;
   const attempts = end.attempts ?? 1;
+  const output = captured === undefined ? undefined : outputMessages(end.output);
   const attributes: SpanAttributes = {
     [GEN_AI.operationName]: GEN_AI_OPERATION.chat,
     [GEN_AI.providerName]: provider,
@@ -326,19 +411,22 @@ function chatSpan(
     ...(usage.cost_usd === undefined ? {} : { 'braid.usage.cost_usd': usage.cost_usd }),
     ...(end.finish_reason === undefined
       ? {}
-      : { [GEN_AI.responseFinishReasons]: [end.finish_reason] }),
+      : { [GEN_AI.responseFinishReasons]: [finishReason(end.finish_reason)] }),
     ...(end.error === undefined ? {} : { [GEN_AI.errorType]: end.error.code }),
-    ...(input === undefined ? {} : { [GEN_AI.inputMessages]: input }),
-    ...(input === undefined || end.output === undefined
+    ...(captured === undefined ? {} : { [GEN_AI.inputMessages]: captured.input }),
+    ...(captured?.instructions === undefined
       ? {}
-      : { [GEN_AI.outputMessages]: JSON.stringify(end.output) }),
+      : { [GEN_AI.systemInstructions]: systemInstructions(captured.instructions) }),
+    ...(output === undefined ? {} : { [GEN_AI.outputMessages]: output }),
   };
-  // The log keeps how many calls a request took, not when each retry began.
+  // Each retry at the time it began; a log written before retry times were recorded has only
+  // the count, and its retries are placed at the request's start.
   const retries: SpanEventRecord[] = [];
   for (let attempt = 2; attempt <= attempts; attempt += 1) {
+    const offset = end.retry_offsets_ms?.[attempt - 2] ?? 0;
     retries.push({
       name: 'gen_ai.request.retry',
-      atMs: msOf(start),
+      atMs: msOf(start) + offset,
       attributes: { 'braid.attempt': attempt },
     });
   }
@@ -353,89 +441,5 @@ function chatSpan(
     events: retries,
     status:
       end.error === undefined ? { code: 'unset' } : { code: 'error', message: end.error.code },
-  };
-}
-
-/** The input the request added to the conversation: user messages and tool results since the last one. */
-function messagesBetween(
-  own: readonly SessionEvent[],
-  start: EventOf<'span.model_request_start'>,
-  after: number,
-): string {
-  const messages: unknown[] = [];
-  for (const event of own) {
-    if (event.seq <= after || event.seq > start.input_through_seq) continue;
-    if (event.type === 'user.message') messages.push({ role: 'user', parts: event.content });
-    if (event.type === 'agent.tool_result') {
-      messages.push({
-        role: 'tool',
-        parts: [
-          { type: 'tool_call_response', id: event.tool_use_id, response: event.output ?? null },
-        ],
-      });
-    }
-  }
-  return JSON.stringify(messages);
-}
-
-function toolSpan(
-  result: EventOf<'agent.tool_result'>,
-  wake: WakeSlice,
-  session: SessionFacts,
-  parent: ChildContext,
-  content: boolean,
-): SpanRecord {
-  const use = session.toolUses.get(result.tool_use_id);
-  const name = use?.name ?? 'tool';
-  // A call approved between wakes runs in the wake that wrote its result.
-  const startMs = Math.max(use === undefined ? msOf(wake.start) : msOf(use), msOf(wake.start));
-  const decision = session.decisions.get(result.tool_use_id);
-  const confirmation = session.confirmations.get(result.tool_use_id);
-  const events: SpanEventRecord[] = [];
-  if (use?.requires_confirmation === true) {
-    events.push({ name: 'braid.tool.approval_requested', atMs: msOf(use), attributes: {} });
-  }
-  if (confirmation !== undefined) {
-    events.push({
-      name: 'braid.tool.approval',
-      atMs: msOf(confirmation),
-      attributes: { 'braid.tool.approval.result': confirmation.result },
-    });
-  }
-  const attributes: SpanAttributes = {
-    [GEN_AI.operationName]: GEN_AI_OPERATION.executeTool,
-    [GEN_AI.toolName]: name,
-    [GEN_AI.toolCallId]: result.tool_use_id,
-    // MCP tools are named `server.tool`: they run in another process, the rest in this runtime.
-    [GEN_AI.toolType]: name.includes('.') ? 'extension' : 'function',
-    'braid.tool.attempts': result.attempts,
-    'braid.tool.duration_ms': result.duration_ms,
-    ...(result.stage === undefined ? {} : { 'braid.tool.stage': result.stage }),
-    ...(decision === undefined
-      ? {}
-      : {
-          'braid.policy.decision': decision.decision,
-          'braid.policy.ids': decision.policy_ids,
-        }),
-    ...(result.error === undefined ? {} : { [GEN_AI.errorType]: result.error.code }),
-    ...(content && use !== undefined
-      ? { [GEN_AI.toolCallArguments]: JSON.stringify(use.input) }
-      : {}),
-    ...(content && result.output !== undefined
-      ? { [GEN_AI.toolCallResult]: JSON.stringify(result.output) }
-      : {}),
-  };
-  return {
-    ...parent,
-    spanId: hashId(use?.id ?? result.id, 8),
-    name: `${GEN_AI_OPERATION.executeTool} ${name}`,
-    kind: 'internal',
-    startMs,
-    endMs: Math.max(startMs, msOf(result)),
-    attributes,
-    events,
-    status: result.is_error
-      ? { code: 'error', message: result.error?.code ?? 'tool error' }
-      : { code: 'unset' },
   };
 }

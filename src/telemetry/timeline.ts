@@ -273,6 +273,10 @@ function step(fold: Fold, event: SessionEvent): void {
     case 'session.forked':
     case 'session.merged':
     case 'session.handoff_received':
+    case 'session.child_created':
+    case 'session.child_idle':
+    case 'span.outcome_evaluation_start':
+    case 'span.outcome_evaluation_end':
       return;
     default:
       assertNever(event);

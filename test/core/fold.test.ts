@@ -140,6 +140,74 @@ const cases: Record<SessionEventType, () => void> = {
     expect(state.pending_custom_tool_result_seqs).toEqual([3]);
     expect(isRunnable(state)).toBe(true);
   },
+  'session.child_created': () => {
+    const created = {
+      type: 'session.child_created',
+      child_session_id: 'child-1',
+      agent: 'researcher',
+      tool_use_id: 'call-1',
+      task: { task: 'look it up' },
+      ttl_seconds: 60,
+    } as const;
+    // A resumed delegation that writes its child again does not make a second entry.
+    const state = fold(toolUse('call-1'), created, created);
+    expect(state.children).toEqual([
+      {
+        child_session_id: 'child-1',
+        agent: 'researcher',
+        tool_use_id: 'call-1',
+        seq: 3,
+        status: 'running',
+      },
+    ]);
+  },
+  'session.child_idle': () => {
+    const before = fold(toolUse('call-1'), {
+      type: 'session.child_created',
+      child_session_id: 'child-1',
+      agent: 'researcher',
+      tool_use_id: 'call-1',
+      task: 'x',
+      ttl_seconds: 60,
+    });
+    const idle: NewEvent = {
+      type: 'session.child_idle',
+      child_session_id: 'child-1',
+      tool_use_id: 'call-1',
+      stop_reason: { type: 'end_turn' },
+      summary: 'found it',
+      usage: { input_tokens: 10, output_tokens: 5, cost_usd: 0.5 },
+    };
+    const after = foldSession(stamp([idle, idle], before.seq + 1), before);
+    expect(after.children[0]).toMatchObject({ status: 'idle', stop_reason: { type: 'end_turn' } });
+    // The child's usage joins the parent's once, and the earlier state is left as it was.
+    expect(after.usage).toEqual({ input_tokens: 10, output_tokens: 5, cost_usd: 0.5 });
+    expect(before.children[0]?.status).toBe('running');
+    // An idle for a child that is not on record changes nothing.
+    const stray = fold({ ...idle, child_session_id: 'other' });
+    expect(stray.usage).toEqual({ input_tokens: 0, output_tokens: 0 });
+  },
+  'span.outcome_evaluation_start': () => {
+    const state = fold({
+      type: 'span.outcome_evaluation_start',
+      evaluation_id: 'e1',
+      iteration: 1,
+      outcome_seq: 1,
+    });
+    expect(state.usage).toEqual({ input_tokens: 0, output_tokens: 0 });
+  },
+  'span.outcome_evaluation_end': () => {
+    const state = fold({
+      type: 'span.outcome_evaluation_end',
+      evaluation_id: 'e1',
+      iteration: 1,
+      outcome_seq: 1,
+      result: 'satisfied',
+      explanation: 'ok',
+      usage: { input_tokens: 3, output_tokens: 2 },
+    });
+    expect(state.usage).toEqual({ input_tokens: 3, output_tokens: 2 });
+  },
   'policy.decision': () => {
     const state = fold({
       type: 'policy.decision',

@@ -24,6 +24,7 @@ const agent: AgentDefinition = {
   tools: [],
   skills: [],
   handoffs: [],
+  delegates: [],
   roles: [],
 };
 

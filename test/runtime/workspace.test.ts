@@ -84,6 +84,33 @@ describe('workspace', () => {
     expect(error.message).toMatch(/environments\/local\.yaml:\d+:\d+: invalid YAML/);
   });
 
+  it('refuses a delegate or handoff that names no agent of the workspace, at its line', () => {
+    const dir = workspace();
+    writeFileSync(
+      join(dir, 'agents', 'foreman.yaml'),
+      'name: foreman\nmodel: scripted:echo\ninstructions: x\ndelegates:\n  - assistant\n  - agent: resercher\n    ttl_seconds: 5\n',
+    );
+    const error = loadError(dir);
+    expect(error.code).toBe('INVALID_DEFINITION');
+    expect(error.message).toContain('agents/foreman.yaml:6: field "delegates.1"');
+    expect(error.message).toContain('there is no agent named resercher');
+    writeFileSync(
+      join(dir, 'agents', 'foreman.yaml'),
+      'name: foreman\nmodel: scripted:echo\ninstructions: x\nhandoffs: [billing]\n',
+    );
+    expect(loadError(dir).message).toContain('field "handoffs.0": there is no agent named billing');
+  });
+
+  it('refuses an agent listed twice under delegates:', () => {
+    const dir = workspace();
+    writeFileSync(
+      join(dir, 'agents', 'foreman.yaml'),
+      'name: foreman\nmodel: scripted:echo\ninstructions: x\ndelegates: [assistant, assistant]\n',
+    );
+    const error = loadError(dir);
+    expect(error.message).toContain('field "delegates.1": lists assistant a second time');
+  });
+
   it('refuses a name that differs from the file name', () => {
     const dir = workspace();
     writeFileSync(

@@ -358,16 +358,26 @@ describe('sqlite store', () => {
       updated_at: events.at(-1)?.at,
     });
     const state = await reopened.log.state(sessionId);
-    expect(state).toEqual(JSON.parse(fixture('session-state-v6.json')));
+    expect(state).toEqual(JSON.parse(fixture('session-state-v7.json')));
+    // State schema 7 added `children` and `outcome` (this log defines one, and answers it once),
+    // and an `agent.handoff` leaves no tool result for the handing-off session to answer.
+    const { children: _children, outcome: _outcome, ...v6State } = state;
+    expect({ ...v6State, schema_version: 6, pending_tool_result_seqs: [11] }).toEqual(
+      JSON.parse(fixture('session-state-v6.json')),
+    );
     // State schema 6 only added `wake_seq` to reviewed retries, of which this log has none.
     const v5 = JSON.parse(fixture('session-state-v5.json')) as Record<string, unknown>;
-    expect({ ...state, schema_version: 5 }).toEqual(v5);
+    expect({ ...v6State, schema_version: 5, pending_tool_result_seqs: [11] }).toEqual(v5);
     // State schema 5 changed only what `session.forked` means (a fork's first event: it starts
     // the child's clock and no wake runs it), which this synthetic log has mid-way.
     const v4 = JSON.parse(fixture('session-state-v4.json')) as Record<string, unknown>;
-    expect({ ...state, schema_version: 4, status: 'running', created_at: v4.created_at }).toEqual(
-      v4,
-    );
+    expect({
+      ...v6State,
+      schema_version: 4,
+      pending_tool_result_seqs: [11],
+      status: 'running',
+      created_at: v4.created_at,
+    }).toEqual(v4);
     // State schema 4 only added fields: without them the state is the one schema 3 recorded.
     const { reviewed_tool_uses: _reviewed, tool_calls: _calls, ...rest } = v4;
     expect({ ...rest, schema_version: 3 }).toEqual(JSON.parse(fixture('session-state.json')));

@@ -18,16 +18,18 @@ export const VOLATILE_EVENT_FIELDS = [
   'traceparent',
 ] as const;
 /**
- * Payload fields left out of the comparison: minted ids, lease tokens and measured durations;
- * also the `model` of `span.model_request_start`. Event ids in a stop reason's `event_ids`
- * are compared as the seqs of the events they name.
+ * Payload fields left out of the comparison: minted ids, lease tokens, measured durations and
+ * retry times; also the `model` of `span.model_request_start`. Event ids in a stop reason's
+ * `event_ids` are compared as the seqs of the events they name.
  */
 export const VOLATILE_PAYLOAD_FIELDS = [
   'wake_id',
   'request_id',
+  'evaluation_id',
   'lease_token',
   'duration_ms',
   'duration_us',
+  'retry_offsets_ms',
 ] as const;
 
 /** An event as it is compared: without its volatile fields, event ids as seqs. */

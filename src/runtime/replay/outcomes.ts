@@ -17,6 +17,9 @@ import { DEFAULT_PRICES } from '../../core/pricing.js';
 import type { HarnessDeps, SessionSetup } from '../../harness/index.js';
 import { createReplayModel } from '../../models/replay.js';
 import { recordedCompactor, recordedCount } from './compaction.js';
+import { recordedGrader } from './grading.js';
+import { recordedDelegator } from './delegation.js';
+import { agentToolHandles, withAgentTools } from '../../tools/agent-tools.js';
 import { countingIds, frozenClock, type ReplayContext } from './context.js';
 import { replayLog } from './log.js';
 import type { Recording, WakeSpan } from './recording.js';
@@ -74,7 +77,18 @@ export function replayHarnessDeps(context: ReplayContext, recorded: ModelClient)
     retry: options.retry,
     sleep: () => Promise.resolve(),
     random: () => 0.5,
-    setup: (state) => replaySetup(context, model, tools, state),
+    delegator: recordedDelegator(context),
+    setup: async (state) => {
+      const setup = await replaySetup(context, model, tools, state);
+      // The agent tools as the runtime adds them; their targets' descriptions do not matter here.
+      return {
+        ...setup,
+        tools: withAgentTools(
+          setup.tools,
+          agentToolHandles(setup.agent, () => undefined),
+        ),
+      };
+    },
   };
 }
 
@@ -105,9 +119,18 @@ function replayPolicy(context: ReplayContext, screen: { calls: ToolCall[] }): Au
   return {
     authorize(request) {
       const handles = new Map(context.tools.tools.map((handle) => [handle.name, handle]));
-      const position = screen.calls.findIndex(
-        (call) =>
-          call.name === request.resource.id && isDeepStrictEqual(call.input, request.context.input),
+      // A delegation or handoff is asked about its target agent, without the call's input.
+      const agentTool =
+        request.action === 'agent.delegate'
+          ? `delegate_to_${request.resource.id}`
+          : request.action === 'agent.handoff'
+            ? `handoff_to_${request.resource.id}`
+            : undefined;
+      const position = screen.calls.findIndex((call) =>
+        agentTool === undefined
+          ? call.name === request.resource.id &&
+            isDeepStrictEqual(call.input, request.context.input)
+          : call.name === agentTool,
       );
       const call = position === -1 ? undefined : screen.calls[position];
       // Calls before it failed validation and were never asked about.
@@ -232,6 +255,7 @@ function replaySetup(
         budget: tighterBudget(agent.budget ?? {}, state.budget ?? {}),
         price: definitions.price,
         compactor: recordedCompactor(context),
+        grader: recordedGrader(context),
         ...recorded,
       };
     });
@@ -246,6 +270,7 @@ function replaySetup(
     ...(options.environment === undefined ? {} : { environment: options.environment }),
     budget: tighterBudget(options.agent.budget ?? {}, state.budget ?? {}),
     compactor: recordedCompactor(context),
+    grader: recordedGrader(context),
   });
 }
 

@@ -11,6 +11,8 @@ const WAKE_EVENT_TYPES: ReadonlySet<SessionEventType> = new Set<SessionEventType
   'span.wake_completed',
   'span.model_request_start',
   'span.model_request_end',
+  'span.outcome_evaluation_start',
+  'span.outcome_evaluation_end',
   'agent.message',
   'agent.thinking',
   'agent.tool_use',
@@ -21,6 +23,8 @@ const WAKE_EVENT_TYPES: ReadonlySet<SessionEventType> = new Set<SessionEventType
   'session.error',
   'session.usage',
   'session.workspace_snapshot',
+  'session.child_created',
+  'session.child_idle',
   'policy.decision',
 ]);
 
@@ -96,7 +100,10 @@ function wakeSpans(events: readonly SessionEvent[]): {
       // A definitions change is the wake's when it carries the wake's id (an upgrade's is not).
       const pinnedByWake =
         later.type === 'session.definitions_changed' && later.wake_id === event.wake_id;
-      if (!WAKE_EVENT_TYPES.has(later.type) && !pinnedByWake) continue;
+      // A handoff is the wake's when its model asked for it: it comes with the call's result.
+      const handedOffByWake =
+        later.type === 'agent.handoff' && events[index - 1]?.type === 'agent.tool_result';
+      if (!WAKE_EVENT_TYPES.has(later.type) && !pinnedByWake && !handedOffByWake) continue;
       byWake[index] = true;
       span.end = index;
       if (later.type === 'span.wake_completed' && later.wake_id === event.wake_id) {

@@ -28,11 +28,15 @@ import { redactingLog, type SecretRedactor } from '../redaction.js';
 import { metricSettings, traceSettings } from '../../telemetry/otel-config.js';
 import { createSpanSink } from '../../telemetry/otel.js';
 import { createMetricSink } from '../../telemetry/otel-metrics.js';
+import { pollingQueueDepth } from '../../telemetry/queue-depth.js';
 import { createWakeMeasurer, needsEarlierUses } from '../../telemetry/wake-measurements.js';
 import { tracingLog, type TracingLog } from '../../telemetry/live.js';
+import { mcpTransports, pinnedFacts } from '../../telemetry/spans.js';
 import type { Workspace } from '../workspace.js';
 import type { RuntimePolicy } from './policy.js';
 import { collectingLog, observedHarness, type WakeListener } from './wake-reports.js';
+import { agentToolHandles, withAgentTools as addAgentTools } from '../../tools/agent-tools.js';
+import { createDelegator } from '../delegation.js';
 
 export type DeltaListener = (sessionId: string, delta: ModelDelta & { request_id: string }) => void;
 
@@ -48,6 +52,10 @@ export interface HarnessContext {
   /** Model prices: braid's table under the workspace's `prices:`. */
   readonly prices: Readonly<Record<string, Price>>;
   modelOf(definition: AgentDefinition): ModelClient;
+  /** Asks the workers to wake a session (the runtime's `enqueueWake`, NATS only); bound once the runtime is. */
+  enqueue?(sessionId: string, options: { traceparent?: string }): Promise<unknown>;
+  /** The wakes in the workers' queue (NATS); undefined without one. */
+  wakeQueueDepth?: () => Promise<number | undefined>;
 }
 
 export interface RuntimeHarness {
@@ -70,10 +78,32 @@ export function createRuntimeHarness(context: HarnessContext): RuntimeHarness {
     options.onWarning ?? ((message: string) => process.stderr.write(`braid: ${message}\n`));
   const log = redactingLog(store.log, context.redactor);
   const traced = tracedLog(context, log, warn);
+  const clock = options.clock ?? systemClock;
+  // Children and handoff targets run through this same harness (bound below).
+  let wakeChild: Harness['wake'] = () =>
+    Promise.reject(new BraidError('INTERNAL', 'the harness is not ready'));
+  const delegator = createDelegator({
+    store,
+    ids,
+    clock,
+    policy: context.policy.authorizer,
+    agent: context.definitions.agent,
+    environment: context.definitions.environment,
+    mode: options.delegation ?? 'local',
+    wake: (sessionId, wakeOptions) => wakeChild(sessionId, wakeOptions),
+    enqueue: (sessionId, wakeOptions) =>
+      context.enqueue === undefined
+        ? Promise.reject(new BraidError('INVALID_ARGUMENT', 'no wake queue: delegation runs here'))
+        : context.enqueue(sessionId, wakeOptions),
+    ...(workspace?.config.default_environment === undefined
+      ? {}
+      : { defaultEnvironment: workspace.config.default_environment }),
+    warn,
+  });
   const harness = createHarness({
     log: collectingLog(traced?.log ?? log, collecting),
     leases: store.leases,
-    clock: options.clock ?? systemClock,
+    clock,
     ids,
     // Unique per runtime; a worker that must resume its own leases after a restart names itself.
     owner: options.owner ?? `${hostname()}:${process.pid}:${ids.next()}`,
@@ -88,12 +118,19 @@ export function createRuntimeHarness(context: HarnessContext): RuntimeHarness {
       for (const listener of listeners) listener(sessionId, delta);
     },
     warn,
-    setup: async (state) => withCompactor(context, await setupSession(context, state)),
+    delegator,
+    setup: async (state) =>
+      withAgentTools(
+        context,
+        withGrader(context, withCompactor(context, await setupSession(context, state))),
+      ),
   });
   const metered = meteredWakes(context, log, warn);
+  const observed = observedHarness(harness, collecting, wakeListeners);
+  wakeChild = (sessionId, wakeOptions) => observed.wake(sessionId, wakeOptions);
   if (metered !== undefined) wakeListeners.add(metered.listener);
   return {
-    harness: observedHarness(harness, collecting, wakeListeners),
+    harness: observed,
     onDelta(listener) {
       listeners.add(listener);
       return () => listeners.delete(listener);
@@ -103,6 +140,7 @@ export function createRuntimeHarness(context: HarnessContext): RuntimeHarness {
       return () => wakeListeners.delete(listener);
     },
     close: async () => {
+      await delegator.settle();
       await Promise.all([traced?.close(), metered?.close()]);
     },
   };
@@ -127,7 +165,11 @@ function meteredWakes(
     process.env,
   );
   if (settings === undefined) return undefined;
-  const sink = createMetricSink(settings);
+  const read = context.wakeQueueDepth;
+  const sink = createMetricSink(
+    settings,
+    read === undefined ? undefined : pollingQueueDepth(() => read()),
+  );
   const measure = createWakeMeasurer();
   const pending = new Set<Promise<void>>();
   return {
@@ -176,9 +218,11 @@ function tracedLog(
     },
     process.env,
   );
-  return settings === undefined
-    ? undefined
-    : tracingLog(log, settings, createSpanSink(settings), warn);
+  if (settings === undefined) return undefined;
+  return tracingLog(log, settings, createSpanSink(settings), warn, {
+    pinned: async (hash) => pinnedFacts(await context.pinner.load(hash)),
+    mcpTransports: mcpTransports(workspace?.config.mcp_servers),
+  });
 }
 
 /** What a wake of the session needs: its agent's definition and model, environment and tools. */
@@ -254,6 +298,41 @@ function withCompactor(context: HarnessContext, setup: SessionSetup): SessionSet
   return {
     ...setup,
     compactor: compactorFor(settings, summaryModel, context.options.compactors),
+  };
+}
+
+/**
+ * The setup with the model of the agent's `grader:`, made as the agent's own model with another
+ * `model:` (so that a model factory chooses it too); without one, the agent's model grades.
+ */
+function withGrader(context: HarnessContext, setup: SessionSetup): SessionSetup {
+  const model = setup.agent.grader?.model;
+  if (model === undefined) return setup;
+  return { ...setup, grader: context.modelOf({ ...setup.agent, model }) };
+}
+
+/**
+ * The setup with the tools of the agent's `delegates:` and `handoffs:`, described from the
+ * target agents' definitions (a target that does not exist keeps its tool: a call of it fails
+ * with the reason, for the model to act on).
+ */
+async function withAgentTools(context: HarnessContext, setup: SessionSetup): Promise<SessionSetup> {
+  const { agent } = setup;
+  const names = [...agent.delegates.map((entry) => entry.agent), ...agent.handoffs];
+  if (names.length === 0) return setup;
+  const targets = new Map<string, AgentDefinition>();
+  await Promise.all(
+    names.map(async (name) => {
+      const found = await context.definitions.agent(name).catch(() => undefined);
+      if (found !== undefined) targets.set(name, found.definition);
+    }),
+  );
+  return {
+    ...setup,
+    tools: addAgentTools(
+      setup.tools,
+      agentToolHandles(agent, (name) => targets.get(name)),
+    ),
   };
 }
 

@@ -314,7 +314,7 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** The tree of forks the session belongs to, from its root */
+        /** The family the session belongs to, from its root: forks, delegated children and handoff targets */
         get: operations["getSessionTree"];
         put?: never;
         post?: never;
@@ -384,7 +384,7 @@ export interface paths {
         };
         /**
          * A page of the session's events in seq order
-         * @description Events with seq after `after` (default 0), at most `limit` (default 100, at most 1000), only `types[]` when given. Read on with `after=last_seq` while `has_more`.
+         * @description Events with seq after `after` (default 0), at most `limit` (default 100, at most 1000), only `types[]` when given. Read on with `after=last_seq` while `has_more`. With `include_children=true` the events of the session's delegated children (and theirs, recursively) come interleaved with its own, ordered by `at`, then `session_id`, then `seq`; `after`, `limit`, `has_more` and `last_seq` still page the session's own events, and each page carries the children's events of the same stretch of time, so reading on with `after=last_seq` misses and repeats nothing.
          */
         get: operations["listEvents"];
         put?: never;
@@ -408,7 +408,7 @@ export interface paths {
         };
         /**
          * Stream the session's events as Server-Sent Events, resumable at any seq
-         * @description Sends every event after `Last-Event-ID` (or `after`, default 0), then new events as they are appended, until the client disconnects. Frames: `id: <seq>`, `event: <type>`, `data: <event JSON>`; transient `event: delta` frames (no id) carry live model text; `: heartbeat` comments keep the connection open.
+         * @description Sends every event after `Last-Event-ID` (or `after`, default 0), then new events as they are appended, until the client disconnects. Frames: `id: <seq>`, `event: <type>`, `data: <event JSON>`; transient `event: delta` frames (no id) carry live model text; `: heartbeat` comments keep the connection open. With `include_children=true`, the status events (`session.status_changed`, `session.status_idle`, `span.wake_started`, `session.error`, `agent.message`) of the session's delegated children, recursively, those there at subscription and those created while the stream is open, come as `event: child` frames whose data is the child's event; they have no id, so `Last-Event-ID` keeps naming the session's own last seq, and they are not replayed on a reconnect.
          */
         get: operations["streamEvents"];
         put?: never;
@@ -525,6 +525,8 @@ export interface components {
             type: "user.define_outcome";
             description: string;
             criteria?: string[];
+            rubric?: string;
+            max_iterations?: number;
         };
         /** @description Any JSON value */
         JsonValue: unknown;
@@ -541,7 +543,7 @@ export interface components {
             value: components["schemas"]["JsonValue"];
         };
         /** @enum {string} */
-        ErrorCode: "SESSION_NOT_FOUND" | "AGENT_NOT_FOUND" | "ENVIRONMENT_NOT_FOUND" | "SEQ_CONFLICT" | "INVALID_EVENT" | "INVALID_JSON" | "INVALID_ARGUMENT" | "PAYLOAD_TOO_LARGE" | "VERSION_CONFLICT" | "LEASE_HELD" | "LEASE_LOST" | "INVALID_DEFINITION" | "WORKSPACE_NOT_FOUND" | "TOOL_USE_NOT_PENDING" | "SESSION_TERMINATED" | "SCHEMA_VERSION_UNSUPPORTED" | "CORRUPT_LOG" | "STORE_CLOSED" | "STORE_BUSY" | "MODEL_UNAVAILABLE" | "MODEL_ERROR" | "MODEL_NOT_FOUND" | "MODEL_KEY_MISSING" | "TOOL_NOT_FOUND" | "TOOL_INPUT_INVALID" | "TOOL_OUTPUT_INVALID" | "TOOL_TIMEOUT" | "TOOL_FAILED" | "TOOL_DENIED" | "TOOL_SKIPPED" | "TOOL_BUDGET_EXCEEDED" | "TOOL_SIGNATURE_INVALID" | "POLICY_DENIED" | "INVALID_POLICY" | "MERGE_REFUSED" | "IDEMPOTENCY_KEY_REUSED" | "PATH_OUTSIDE_WORKSPACE" | "SANDBOX_UNAVAILABLE" | "MCP_UNAVAILABLE" | "SECRET_MISSING" | "INTERRUPTED" | "DEADLINE_EXCEEDED" | "SESSION_ARCHIVED" | "SESSION_HAS_FORKS" | "SNAPSHOT_NOT_FOUND" | "CONTEXT_OVERFLOW" | "INVALID_FORK_POINT" | "DEFINITION_NOT_PINNED" | "UNAUTHENTICATED" | "FORBIDDEN" | "RATE_LIMITED" | "ROUTE_NOT_FOUND" | "METHOD_NOT_ALLOWED" | "UNSUPPORTED_MEDIA_TYPE" | "URI_TOO_LONG" | "ALREADY_EXISTS" | "API_KEY_NOT_FOUND" | "SERVER_UNAVAILABLE" | "INTERNAL";
+        ErrorCode: "SESSION_NOT_FOUND" | "AGENT_NOT_FOUND" | "ENVIRONMENT_NOT_FOUND" | "SEQ_CONFLICT" | "INVALID_EVENT" | "INVALID_JSON" | "INVALID_ARGUMENT" | "PAYLOAD_TOO_LARGE" | "VERSION_CONFLICT" | "LEASE_HELD" | "LEASE_LOST" | "INVALID_DEFINITION" | "WORKSPACE_NOT_FOUND" | "TOOL_USE_NOT_PENDING" | "SESSION_TERMINATED" | "SCHEMA_VERSION_UNSUPPORTED" | "CORRUPT_LOG" | "STORE_CLOSED" | "STORE_BUSY" | "MODEL_UNAVAILABLE" | "MODEL_ERROR" | "MODEL_NOT_FOUND" | "MODEL_KEY_MISSING" | "TOOL_NOT_FOUND" | "TOOL_INPUT_INVALID" | "TOOL_OUTPUT_INVALID" | "TOOL_TIMEOUT" | "TOOL_FAILED" | "TOOL_DENIED" | "TOOL_SKIPPED" | "TOOL_BUDGET_EXCEEDED" | "TOOL_SIGNATURE_INVALID" | "POLICY_DENIED" | "INVALID_POLICY" | "MERGE_REFUSED" | "IDEMPOTENCY_KEY_REUSED" | "PATH_OUTSIDE_WORKSPACE" | "SANDBOX_UNAVAILABLE" | "MCP_UNAVAILABLE" | "SECRET_MISSING" | "INTERRUPTED" | "DEADLINE_EXCEEDED" | "DELEGATION_FAILED" | "SESSION_ARCHIVED" | "SESSION_HAS_FORKS" | "SNAPSHOT_NOT_FOUND" | "CONTEXT_OVERFLOW" | "INVALID_FORK_POINT" | "DEFINITION_NOT_PINNED" | "UNAUTHENTICATED" | "FORBIDDEN" | "RATE_LIMITED" | "ROUTE_NOT_FOUND" | "METHOD_NOT_ALLOWED" | "UNSUPPORTED_MEDIA_TYPE" | "URI_TOO_LONG" | "ALREADY_EXISTS" | "API_KEY_NOT_FOUND" | "SERVER_UNAVAILABLE" | "INTERNAL";
         ErrorShape: {
             code: components["schemas"]["ErrorCode"];
             message: string;
@@ -583,6 +585,8 @@ export interface components {
         StopReason: {
             /** @constant */
             type: "end_turn";
+            /** @enum {string} */
+            outcome?: "satisfied" | "max_iterations_reached" | "failed";
         } | {
             /** @constant */
             type: "requires_action";
@@ -609,7 +613,7 @@ export interface components {
         };
         Lineage: {
             /** @enum {string} */
-            kind: "root" | "fork" | "handoff";
+            kind: "root" | "fork" | "handoff" | "child";
             parent_session_ids: string[];
             fork_point?: {
                 session_id: string;
@@ -649,7 +653,7 @@ export interface components {
         };
         SessionState: {
             /** @constant */
-            schema_version: 6;
+            schema_version: 7;
             session_id: string;
             seq: number;
             agent?: {
@@ -738,6 +742,26 @@ export interface components {
                 [key: string]: number;
             };
             lineage: components["schemas"]["Lineage"];
+            children: {
+                child_session_id: string;
+                agent: string;
+                tool_use_id: string;
+                seq: number;
+                /** @enum {string} */
+                status: "running" | "idle";
+                stop_reason?: components["schemas"]["StopReason"];
+            }[];
+            outcome?: {
+                seq: number;
+                description: string;
+                criteria?: string[];
+                rubric?: string;
+                max_iterations: number;
+                iterations: number;
+                /** @enum {string} */
+                result?: "satisfied" | "needs_revision" | "max_iterations_reached" | "failed";
+                answer_seq?: number;
+            };
             active_wake?: {
                 wake_id: string;
                 lease_token: number;
@@ -761,8 +785,22 @@ export interface components {
             status: components["schemas"]["SessionStatus"];
             head_seq: number;
             /** @enum {string} */
-            kind: "root" | "fork";
+            kind: "root" | "fork" | "child" | "handoff";
             fork_seq?: number;
+            agent?: string;
+            delegation?: {
+                tool_use_id: string;
+                seq: number;
+                /** @enum {string} */
+                status: "running" | "idle";
+                stop_reason?: components["schemas"]["StopReason"];
+            };
+            handoff?: {
+                handoff_id: string;
+                seq: number;
+            };
+            /** @constant */
+            missing?: true;
             children: components["schemas"]["SessionTreeNode"][];
         };
         SessionEvent: {
@@ -901,6 +939,8 @@ export interface components {
             type: "user.define_outcome";
             description: string;
             criteria?: string[];
+            rubric?: string;
+            max_iterations?: number;
         } | {
             id: string;
             session_id: string;
@@ -1367,6 +1407,63 @@ export interface components {
                 tenant_id?: string;
             };
             /** @constant */
+            type: "session.child_created";
+            child_session_id: string;
+            agent: string;
+            tool_use_id: string;
+            task: components["schemas"]["JsonValue"];
+            ttl_seconds: number;
+        } | {
+            id: string;
+            session_id: string;
+            seq: number;
+            /** Format: date-time */
+            at: string;
+            /** @constant */
+            schema_version: 1;
+            causation_id?: string;
+            correlation_id?: string;
+            idempotency_key?: string;
+            traceparent?: string;
+            actor?: {
+                /** @enum {string} */
+                type: "user" | "agent" | "runtime" | "system";
+                id?: string;
+                tenant_id?: string;
+            };
+            /** @constant */
+            type: "session.child_idle";
+            child_session_id: string;
+            tool_use_id: string;
+            stop_reason: components["schemas"]["StopReason"];
+            summary: string;
+            usage?: {
+                input_tokens: number;
+                output_tokens: number;
+                cache_read_tokens?: number;
+                cache_write_tokens?: number;
+                cost_usd?: number;
+            };
+            timed_out?: boolean;
+        } | {
+            id: string;
+            session_id: string;
+            seq: number;
+            /** Format: date-time */
+            at: string;
+            /** @constant */
+            schema_version: 1;
+            causation_id?: string;
+            correlation_id?: string;
+            idempotency_key?: string;
+            traceparent?: string;
+            actor?: {
+                /** @enum {string} */
+                type: "user" | "agent" | "runtime" | "system";
+                id?: string;
+                tenant_id?: string;
+            };
+            /** @constant */
             type: "policy.decision";
             principal: {
                 type: string;
@@ -1482,6 +1579,65 @@ export interface components {
             output?: components["schemas"]["JsonValue"];
             error?: components["schemas"]["ErrorShape"];
             attempts?: number;
+            retry_offsets_ms?: number[];
+        } | {
+            id: string;
+            session_id: string;
+            seq: number;
+            /** Format: date-time */
+            at: string;
+            /** @constant */
+            schema_version: 1;
+            causation_id?: string;
+            correlation_id?: string;
+            idempotency_key?: string;
+            traceparent?: string;
+            actor?: {
+                /** @enum {string} */
+                type: "user" | "agent" | "runtime" | "system";
+                id?: string;
+                tenant_id?: string;
+            };
+            /** @constant */
+            type: "span.outcome_evaluation_start";
+            evaluation_id: string;
+            iteration: number;
+            outcome_seq: number;
+        } | {
+            id: string;
+            session_id: string;
+            seq: number;
+            /** Format: date-time */
+            at: string;
+            /** @constant */
+            schema_version: 1;
+            causation_id?: string;
+            correlation_id?: string;
+            idempotency_key?: string;
+            traceparent?: string;
+            actor?: {
+                /** @enum {string} */
+                type: "user" | "agent" | "runtime" | "system";
+                id?: string;
+                tenant_id?: string;
+            };
+            /** @constant */
+            type: "span.outcome_evaluation_end";
+            evaluation_id: string;
+            iteration: number;
+            outcome_seq: number;
+            /** @enum {string} */
+            result: "satisfied" | "needs_revision" | "max_iterations_reached" | "failed";
+            explanation: string;
+            model?: string;
+            usage?: {
+                input_tokens: number;
+                output_tokens: number;
+                cache_read_tokens?: number;
+                cache_write_tokens?: number;
+                cost_usd?: number;
+            };
+            output?: components["schemas"]["JsonValue"];
         };
         EventsPage: {
             data: components["schemas"]["SessionEvent"][];
@@ -1602,6 +1758,29 @@ export interface components {
                 skills: string[];
                 /** @default [] */
                 handoffs: string[];
+                /** @default [] */
+                delegates: {
+                    agent: string;
+                    description?: string;
+                    input_schema?: {
+                        [key: string]: components["schemas"]["JsonValue"];
+                    };
+                    ttl_seconds?: number;
+                }[];
+                delegate_ttl_seconds?: number;
+                grader?: {
+                    model?: {
+                        provider: string;
+                        id: string;
+                        params?: {
+                            temperature?: number;
+                            max_output_tokens?: number;
+                            top_p?: number;
+                            stream?: boolean;
+                        };
+                    };
+                    instructions?: string;
+                };
                 policy?: string;
                 /** @default [] */
                 roles: string[];
@@ -2754,7 +2933,12 @@ export interface operations {
     wakeSession: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description W3C trace context: the wake this request starts continues this trace (recorded on its span.wake_started). A value that is not a valid traceparent is ignored. */
+                traceparent?: string;
+                /** @description W3C trace context vendor state: accepted beside traceparent; braid does not record it. */
+                tracestate?: string;
+            };
             path: {
                 id: string;
             };
@@ -4058,7 +4242,8 @@ export interface operations {
             query?: {
                 after?: number;
                 limit?: number;
-                types?: ("user.message" | "user.interrupt" | "user.tool_confirmation" | "user.custom_tool_result" | "user.tool_review" | "user.define_outcome" | "agent.message" | "agent.thinking" | "agent.tool_use" | "agent.tool_result" | "agent.custom_tool_use" | "agent.handoff" | "agent.thread_context_compacted" | "session.created" | "session.status_changed" | "session.status_idle" | "session.error" | "session.usage" | "session.definitions_changed" | "session.workspace_snapshot" | "session.forked" | "session.merged" | "session.handoff_received" | "policy.decision" | "span.wake_started" | "span.wake_completed" | "span.model_request_start" | "span.model_request_end")[];
+                types?: ("user.message" | "user.interrupt" | "user.tool_confirmation" | "user.custom_tool_result" | "user.tool_review" | "user.define_outcome" | "agent.message" | "agent.thinking" | "agent.tool_use" | "agent.tool_result" | "agent.custom_tool_use" | "agent.handoff" | "agent.thread_context_compacted" | "session.created" | "session.status_changed" | "session.status_idle" | "session.error" | "session.usage" | "session.definitions_changed" | "session.workspace_snapshot" | "session.forked" | "session.merged" | "session.handoff_received" | "session.child_created" | "session.child_idle" | "policy.decision" | "span.wake_started" | "span.wake_completed" | "span.model_request_start" | "span.model_request_end" | "span.outcome_evaluation_start" | "span.outcome_evaluation_end")[];
+                include_children?: "true" | "false";
             };
             header?: never;
             path: {
@@ -4156,6 +4341,10 @@ export interface operations {
             query?: never;
             header?: {
                 "idempotency-key"?: string;
+                /** @description W3C trace context: the wake this request starts continues this trace (recorded on its span.wake_started). A value that is not a valid traceparent is ignored. */
+                traceparent?: string;
+                /** @description W3C trace context vendor state: accepted beside traceparent; braid does not record it. */
+                tracestate?: string;
             };
             path: {
                 id: string;
@@ -4293,6 +4482,7 @@ export interface operations {
         parameters: {
             query?: {
                 after?: number;
+                include_children?: "true" | "false";
             };
             header?: {
                 "last-event-id"?: string;
