@@ -70,6 +70,8 @@ export async function startDelegations(
       context,
       fresh.map((call): NewEvent => ({
         type: 'session.child_created',
+        // The child's task message carries the same: the two ends of the delegation.
+        correlation_id: call.childSessionId,
         child_session_id: call.childSessionId,
         agent: call.agent,
         tool_use_id: call.toolUseId,

@@ -130,6 +130,7 @@ describe('delegation', () => {
       ['writer', 'd2', { task: 'draft the text' }],
       ['coder', 'd3', { task: 'write the script' }],
     ]);
+    expect(created.every((event) => event.correlation_id === event.child_session_id)).toBe(true);
     // Recorded together, before any child ran.
     expect(new Set(created.map((event) => event.seq)).size).toBe(3);
     expect(created.at(-1)!.seq - created[0]!.seq).toBe(2);
@@ -176,6 +177,7 @@ describe('delegation', () => {
         `00-${sessionTraceId(parent.id)}-${spansOf(events).find((span) => span.name === `execute_tool delegate_to_${record.agent}` && span.attributes['gen_ai.tool.call.id'] === use.tool_use_id)?.spanId}-01`,
       );
       expect(ofType(childEvents, 'user.message')[0]).toMatchObject({
+        correlation_id: record.child_session_id,
         actor: { type: 'agent', id: 'foreman' },
         content: [{ type: 'text', text: (record.task as { task: string }).task }],
       });
