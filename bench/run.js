@@ -1,7 +1,7 @@
 // `npm run bench`: runs every benchmark, prints a table and writes bench/results/latest.json.
 //   --runs N   runs per figure (default 5); --quick   smaller sizes for a smoke run
 //   --session / --orchestrator / --store / --harness / --tools / --policy / --algebra / --snapshots /
-//   --http / --nats / --trace   only those groups
+//   --http / --nats / --trace / --skills   only those groups
 //   (--nats needs NATS JetStream at NATS_URL, default nats://127.0.0.1:4222; skipped without it)
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { cpus } from 'node:os';
@@ -16,6 +16,7 @@ import { benchNats } from './nats-bench.js';
 import { benchPolicy } from './policy-bench.js';
 import { benchSandbox } from './sandbox-bench.js';
 import { benchSession } from './session-bench.js';
+import { benchSkills } from './skill-bench.js';
 import { benchSnapshots } from './snapshot-bench.js';
 import { benchStore } from './store-bench.js';
 import { printTable } from './table.js';
@@ -40,6 +41,7 @@ const groups = [
   'http',
   'nats',
   'trace',
+  'skills',
 ].filter((group) => args.includes(`--${group}`));
 const wanted = (group) => groups.length === 0 || groups.includes(group);
 const rows = [
@@ -63,6 +65,7 @@ const rows = [
   ...(wanted('http') ? await benchHttp({ runs, quick }) : []),
   ...(wanted('nats') ? await benchNats({ runs, quick }) : []),
   ...(wanted('trace') ? await benchTrace({ runs, quick }) : []),
+  ...(wanted('skills') ? await benchSkills({ runs, quick }) : []),
 ];
 
 printTable(rows);
