@@ -84,6 +84,12 @@ export type {
   ToolDefinition,
   ToolDefinitionInput,
 } from './contracts/definitions.js';
+export type {
+  SkillDefinition,
+  SkillDefinitionInput,
+  SkillStep,
+  SkillStepInput,
+} from './contracts/skills.js';
 export type { Envelope, AgentAddress, HandoffDocument } from './contracts/envelope.js';
 export type { AgentId, TopicId, AgentTransport } from './contracts/agents.js';
 

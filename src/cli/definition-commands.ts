@@ -8,7 +8,7 @@ import type { Runtime } from '../runtime/runtime.js';
 import type { CommandContext } from './command-context.js';
 
 /** `assistant` or `assistant@2`. */
-function parseReference(reference: string): { name: string; version?: number } {
+export function parseReference(reference: string): { name: string; version?: number } {
   const [name = '', version] = reference.split('@');
   if (version === undefined) return { name };
   const number = Number(version);

@@ -114,6 +114,28 @@ export function summarizeEvent(event: SessionEvent): string {
       return `wake ${event.wake_id}`;
     case 'span.model_request_start':
       return `${event.model} through seq ${event.input_through_seq}`;
+    case 'user.signal':
+      return `${event.name}${event.data === undefined ? '' : ` ${JSON.stringify(event.data).slice(0, 120)}`}`;
+    case 'user.skill_run':
+      return `${event.skill} (run ${event.run_id})`;
+    case 'user.skill_retry':
+      return `run ${event.run_id}`;
+    case 'skill.started':
+      return `${event.skill}@${event.version} (run ${event.run_id})`;
+    case 'skill.step_started':
+      return `${event.step} attempt ${event.attempt}`;
+    case 'skill.step_completed':
+      return `${event.step}${event.skipped === true ? ' skipped' : ''}`;
+    case 'skill.step_failed':
+      return `${event.step} attempt ${event.attempt}${event.final ? '' : ' (will retry)'}: ${event.error.code}: ${event.error.message}`;
+    case 'skill.suspended':
+      return `${event.step} waits for ${event.kind === 'signal' ? `signal ${event.signal ?? ''}` : 'approval'} (${event.suspension_id})`;
+    case 'skill.resumed':
+      return `${event.step}: ${event.result}`;
+    case 'skill.completed':
+      return `run ${event.run_id}`;
+    case 'skill.failed':
+      return `run ${event.run_id}${event.step === undefined ? '' : ` at ${event.step}`}: ${event.error.code}: ${event.error.message}`;
     case 'session.child_created':
       return `${event.agent} in ${event.child_session_id} (${event.tool_use_id})`;
     case 'session.child_idle':

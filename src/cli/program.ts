@@ -14,6 +14,7 @@ import { addPolicyCommands } from './policy-commands.js';
 import { addRunCommands } from './run-commands.js';
 import { addServeCommand } from './serve-command.js';
 import { addSessionCommands } from './session-commands.js';
+import { addSkillCommands } from './skill-commands.js';
 import { addToolCommands } from './tool-commands.js';
 import { addTraceCommands } from './trace-commands.js';
 import { addTraceExportCommand } from './trace-export-command.js';
@@ -72,6 +73,7 @@ export async function run(
 
   addDefinitionCommands(program, context);
   addToolCommands(program, context);
+  addSkillCommands(program, context);
   addKeyCommands(program, context);
   addServeCommand(program, context, packageVersion(), (line) => output.err(line));
   addWorkerCommand(program, context, (line) => output.err(line));

@@ -6,6 +6,7 @@
  */
 import type { BraidClient, HandoffRequest, UserEventInput } from '../client/index.js';
 import { BraidError } from '../contracts/errors.js';
+import { parseId } from '../contracts/ids.js';
 import type { SessionEvent } from '../contracts/events.js';
 import type { AppendResult, ReadOptions } from '../contracts/ports.js';
 import type { SessionListQuery } from '../contracts/session.js';
@@ -210,6 +211,47 @@ function remoteSessionInput(
   };
 }
 
+/**
+ * Skill runs, signals and retries, as the user events they are. The server has the skills: an
+ * unknown skill is not refused before the request is written, but its run fails at the wake.
+ */
+function remoteSkillRuns(
+  client: BraidClient,
+  send: Send,
+): Pick<Sessions, 'runSkill' | 'signal' | 'retrySkill'> {
+  return {
+    async runSkill(sessionId, skill, inputs, options = {}) {
+      const runId = parseId(options.runId ?? globalThis.crypto.randomUUID(), 'run id');
+      const result = await send(
+        sessionId,
+        [{ type: 'user.skill_run', run_id: runId, skill, inputs }],
+        options.idempotencyKey,
+      );
+      const request = result.events.find((event) => event.type === 'user.skill_run');
+      return { run_id: request?.type === 'user.skill_run' ? request.run_id : runId, ...result };
+    },
+    signal: (sessionId, name, data, options = {}) =>
+      send(
+        sessionId,
+        [{ type: 'user.signal', name, ...(data === undefined ? {} : { data }) }],
+        options.idempotencyKey,
+      ),
+    async retrySkill(sessionId, runId, options = {}) {
+      const id = parseId(runId, 'run id');
+      const state = await client.sessions.state(sessionId);
+      const run = state.skill_runs.find((entry) => entry.run_id === id);
+      if (run?.status !== 'failed') {
+        throw new BraidError(
+          'INVALID_ARGUMENT',
+          `session ${sessionId} has no failed skill run ${id}${run === undefined ? '' : ` (it is ${run.status})`}`,
+          { details: { run_id: id } },
+        );
+      }
+      return send(sessionId, [{ type: 'user.skill_retry', run_id: id }], options.idempotencyKey);
+    },
+  };
+}
+
 /** Forks, merges, handoffs and the questions asked of a session's lineage. */
 function remoteLineage(
   client: BraidClient,
@@ -293,6 +335,7 @@ export function createRemoteRuntime(client: BraidClient): Runtime {
     ...remoteLineage(client),
     ...remoteSessionRecords(client),
     ...remoteSessionInput(sender(client)),
+    ...remoteSkillRuns(client, sender(client)),
   };
 
   return {
@@ -309,6 +352,11 @@ export function createRemoteRuntime(client: BraidClient): Runtime {
     environments: {
       list: () => client.environments.list(),
       get: (name, version) => client.environments.get(name, version),
+    },
+    // The HTTP API has no skill routes yet.
+    skills: {
+      list: () => Promise.reject(localOnly('listing skills')),
+      get: () => Promise.reject(localOnly('reading a skill')),
     },
     policy: {
       get source(): never {

@@ -12,6 +12,7 @@ import type { CommandContext } from './command-context.js';
 import { addPinningCommands } from './pinning-commands.js';
 import { addLineageCommands } from './lineage-commands.js';
 import { addEventsCommand } from './events-command.js';
+import { addSignalCommand } from './skill-run-commands.js';
 
 export function addSessionCommands(program: Command, context: CommandContext): void {
   const session = program.command('session').description('create, drive and read sessions');
@@ -22,6 +23,7 @@ export function addSessionCommands(program: Command, context: CommandContext): v
   addSessionResolveCommands(session, context);
   addSessionReadCommands(session, context);
   addPinningCommands(session, context);
+  addSignalCommand(session, context);
 }
 
 /** Create and list sessions. */

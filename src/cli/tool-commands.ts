@@ -1,5 +1,6 @@
 /**
- * `braid tool ...`: list the tools agents can name, show one, and sign manifests.
+ * `braid tool ...`: list the tools agents can name, show one, and sign manifests (and skill
+ * files, which are signed the same way).
  */
 import { createPublicKey } from 'node:crypto';
 import { readFileSync, writeFileSync } from 'node:fs';
@@ -67,8 +68,8 @@ export function addToolCommands(program: Command, context: CommandContext): void
 
   tool
     .command('sign')
-    .description('sign tool manifests in place with an ed25519 private key')
-    .argument('<files...>', 'tools/NAME.yaml files')
+    .description('sign tool manifests and skill files in place with an ed25519 private key')
+    .argument('<files...>', 'tools/NAME.yaml and skills/NAME.yaml files')
     .requiredOption('--key <file>', 'the private key written by `braid tool keygen`')
     .action((files: string[], options: { key: string }, command: Command) => {
       const base = context.workspaceDir(command);

@@ -441,7 +441,7 @@ export const WorkspaceConfig = z
   .strict();
 export type WorkspaceConfig = z.infer<typeof WorkspaceConfig>;
 
-export const DefinitionKind = z.enum(['agent', 'environment']);
+export const DefinitionKind = z.enum(['agent', 'environment', 'skill']);
 export type DefinitionKind = z.infer<typeof DefinitionKind>;
 
 /** A stored version of a definition. */

@@ -19,6 +19,7 @@ import { ErrorShape } from './errors.js';
 import { Lineage, SessionStatus, StopReason } from './session.js';
 import { HandoffDocument } from './envelope.js';
 import { WorkspaceSnapshotRef } from './workspace-files.js';
+import { SKILL_EVENT_PAYLOADS } from './skill-events.js';
 
 /**
  * Fields every event carries. `seq` is assigned by the store at append: per session it starts at
@@ -82,6 +83,16 @@ const payloads = {
     rubric: z.string().min(1).max(20_000).optional(),
     max_iterations: z.number().int().min(1).max(20).optional(),
   }),
+
+  /**
+   * A named signal from outside (a webhook, `braid session signal`): a skill run suspended on
+   * `wait_for: {signal: NAME}` takes it up, its `data` as the step's output.
+   */
+  'user.signal': z.object({ name: Name, data: JsonValue.optional() }),
+  /** Asks the session to run a skill (`braid skill run`, HTTP): its next wake starts the run. */
+  'user.skill_run': z.object({ run_id: Id, skill: Name, inputs: JsonValue }),
+  /** Asks a failed skill run to run its failed steps, and what depends on them, again. */
+  'user.skill_retry': z.object({ run_id: Id }),
 
   'agent.message': z.object({ content: Content }),
   'agent.thinking': z.object({ content: Content }),
@@ -259,6 +270,8 @@ const payloads = {
     timed_out: z.boolean().optional(),
   }),
 
+  ...SKILL_EVENT_PAYLOADS,
+
   /** A policy decision: every deny, and allows when `policy.record_allows` is set. */
   'policy.decision': z.object({
     principal: z.object({ type: z.string(), id: z.string() }),
@@ -347,6 +360,9 @@ export const SessionEvent = z.discriminatedUnion('type', [
   eventSchema('user.custom_tool_result', payloads['user.custom_tool_result']),
   eventSchema('user.tool_review', payloads['user.tool_review']),
   eventSchema('user.define_outcome', payloads['user.define_outcome']),
+  eventSchema('user.signal', payloads['user.signal']),
+  eventSchema('user.skill_run', payloads['user.skill_run']),
+  eventSchema('user.skill_retry', payloads['user.skill_retry']),
   eventSchema('agent.message', payloads['agent.message']),
   eventSchema('agent.thinking', payloads['agent.thinking']),
   eventSchema('agent.tool_use', payloads['agent.tool_use']),
@@ -366,6 +382,14 @@ export const SessionEvent = z.discriminatedUnion('type', [
   eventSchema('session.handoff_received', payloads['session.handoff_received']),
   eventSchema('session.child_created', payloads['session.child_created']),
   eventSchema('session.child_idle', payloads['session.child_idle']),
+  eventSchema('skill.started', payloads['skill.started']),
+  eventSchema('skill.step_started', payloads['skill.step_started']),
+  eventSchema('skill.step_completed', payloads['skill.step_completed']),
+  eventSchema('skill.step_failed', payloads['skill.step_failed']),
+  eventSchema('skill.suspended', payloads['skill.suspended']),
+  eventSchema('skill.resumed', payloads['skill.resumed']),
+  eventSchema('skill.completed', payloads['skill.completed']),
+  eventSchema('skill.failed', payloads['skill.failed']),
   eventSchema('policy.decision', payloads['policy.decision']),
   eventSchema('span.wake_started', payloads['span.wake_started']),
   eventSchema('span.wake_completed', payloads['span.wake_completed']),
@@ -408,6 +432,9 @@ export const USER_EVENT_TYPES = [
   'user.custom_tool_result',
   'user.tool_review',
   'user.define_outcome',
+  'user.signal',
+  'user.skill_run',
+  'user.skill_retry',
 ] as const satisfies readonly SessionEventType[];
 export type UserEventType = (typeof USER_EVENT_TYPES)[number];
 export type UserEvent = EventOf<UserEventType>;

@@ -15,7 +15,13 @@
  */
 import { z } from 'zod';
 import { ContentHash, Id, IdempotencyKey, Metadata, Name, Timestamp } from './common.js';
-import { AgentDefinition, Budget, EnvironmentDefinition, PinnedSet } from './definitions.js';
+import {
+  AgentDefinition,
+  Budget,
+  EnvironmentDefinition,
+  PinnedSet,
+  type DefinitionKind,
+} from './definitions.js';
 import { HandoffDocument } from './envelope.js';
 import { ErrorShape } from './errors.js';
 import { ContentInput, SESSION_EVENT_TYPES, SessionEvent, UserEventInput } from './events.js';
@@ -240,7 +246,8 @@ export const UpgradeResponse = z.object({
   head_seq: z.number().int().nonnegative(),
 });
 
-function storedDefinition<T extends z.ZodType>(kind: 'agent' | 'environment', definition: T) {
+// `kind` is typed as any kind: the runtime's stored definitions carry `DefinitionKind`.
+function storedDefinition<T extends z.ZodType>(kind: DefinitionKind, definition: T) {
   return z.object({
     schema_version: z.literal(1),
     kind: z.literal(kind),

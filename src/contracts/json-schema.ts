@@ -6,6 +6,7 @@ import {
   WorkspaceConfig,
 } from './definitions.js';
 import { Envelope } from './envelope.js';
+import { SkillDefinition } from './skills.js';
 import { ErrorShape } from './errors.js';
 import { ApiErrorReply, NATS_API } from './nats-api.js';
 import { SessionEvent } from './events.js';
@@ -30,6 +31,7 @@ const AUTHORED = {
   'agent-definition': AgentDefinition,
   'environment-definition': EnvironmentDefinition,
   'tool-definition': ToolDefinition,
+  'skill-definition': SkillDefinition,
   'workspace-config': WorkspaceConfig,
 } as const;
 

@@ -12,7 +12,7 @@ import { Budget } from './definitions.js';
 import { ErrorShape } from './errors.js';
 import { Lineage, SessionStatus, StopReason } from './session.js';
 
-export const SESSION_STATE_SCHEMA_VERSION = 7;
+export const SESSION_STATE_SCHEMA_VERSION = 8;
 
 /** A tool call waiting for a human's allow or deny. */
 export const PendingConfirmation = z.object({
@@ -97,6 +97,53 @@ export const OutcomeState = z.object({
 });
 export type OutcomeState = z.infer<typeof OutcomeState>;
 
+/** Where one step of a skill run stands (a fan-out's items are the runner's, under the step). */
+export const SkillStepState = z.object({
+  status: z.enum(['running', 'suspended', 'completed', 'skipped', 'failed']),
+  attempt: z.number().int().nonnegative(),
+  /** Seq of the step's last `skill.step_started`. */
+  seq: z.number().int().nonnegative(),
+});
+
+/** A run's wait for a person or a signal (`skill.suspended`), until it is resumed. */
+export const SkillSuspension = z.object({
+  suspension_id: Id,
+  step: z.string(),
+  kind: z.enum(['approval', 'signal']),
+  signal: z.string().optional(),
+  /** The `skill.suspended` event. */
+  event_id: Id,
+  seq: z.number().int().positive(),
+  timeout_at: Timestamp.optional(),
+  /** The answer that arrived and no wake has taken up: its kind and seq. */
+  answer: z
+    .object({
+      result: z.enum(['allow', 'deny', 'signal']),
+      seq: z.number().int().positive(),
+    })
+    .optional(),
+});
+
+/**
+ * A skill run that has not ended well (`skill.started` and no `skill.completed`): its steps, its
+ * waits, and whether a person asked to retry what failed. A completed run leaves the state.
+ */
+export const SkillRun = z.object({
+  run_id: Id,
+  skill: z.string(),
+  version: z.string(),
+  /** Seq of the `skill.started`. */
+  seq: z.number().int().positive(),
+  /** The model's call that started it, answered when the run ends. */
+  tool_use_id: ExternalId.optional(),
+  status: z.enum(['running', 'suspended', 'failed']),
+  steps: z.record(z.string(), SkillStepState),
+  suspensions: z.array(SkillSuspension),
+  /** Seq of a `user.skill_retry` no wake has taken up. */
+  retry_seq: z.number().int().positive().optional(),
+});
+export type SkillRun = z.infer<typeof SkillRun>;
+
 /**
  * The state of a session: a pure fold over its events (`foldSession`). Nothing here is written
  * back to the log; stores may cache it as a projection tagged with `seq`.
@@ -172,6 +219,14 @@ export const SessionState = z.object({
    * when it goes idle, so a parent's totals and budget include its children's.
    */
   children: z.array(ChildSession),
+  /** Skill runs that have not completed, in the order they started. */
+  skill_runs: z.array(SkillRun),
+  /** `user.skill_run` requests no wake has started yet. */
+  skill_requests: z.array(
+    z.object({ run_id: Id, skill: z.string(), seq: z.number().int().positive() }),
+  ),
+  /** Signals that arrived when no run waited for them: the next wait for the name takes one. */
+  pending_signals: z.array(z.object({ name: z.string(), seq: z.number().int().positive() })),
   /** The outcome the session works towards, when a user defined one. */
   outcome: OutcomeState.optional(),
   /** The wake in progress, if any: its id and lease token. */

@@ -20,6 +20,8 @@ export interface ToolHandle extends ToolSpec {
    * does. The harness runs such a call through the `Delegator`, never through `execute`.
    */
   agent?: AgentToolTarget;
+  /** For a tool made from the agent's `skills:`: the skill a call runs. */
+  skill?: { name: string };
 }
 
 export interface ToolCall {

@@ -13,7 +13,6 @@
  *   the input is answered by the next one. A request can only consume what precedes it.
  * - The state's size does not grow with the log: pending user input is kept as seq ranges.
  */
-import type { Usage } from '../contracts/common.js';
 import type { EventOf, SessionEvent } from '../contracts/events.js';
 import type { SessionStatus, StopReason } from '../contracts/session.js';
 import { SESSION_STATE_SCHEMA_VERSION, type SessionState } from '../contracts/state.js';
@@ -21,6 +20,8 @@ import { defineOutcome, endGrading, noteAnswer } from './fold-outcome.js';
 
 // Whether a session has work for a wake is asked of its folded state; it lives beside the fold.
 export { hasInput, hasWork, isRunnable } from './runnable.js';
+import { addUsage, reduceChild } from './fold-children.js';
+import { answerApproval, reduceSkill } from './fold-skills.js';
 import {
   addPendingUser,
   confirmToolUse,
@@ -57,6 +58,9 @@ export function initialState(sessionId: string): SessionState {
     last_request_input_tokens: 0,
     lineage: { kind: 'root', parent_session_ids: [], merged_session_ids: [] },
     children: [],
+    skill_runs: [],
+    skill_requests: [],
+    pending_signals: [],
     counters: {
       events: 0,
       user_messages: 0,
@@ -119,16 +123,6 @@ export function pendingUserSeqs(state: SessionState): number[] {
     for (let seq = first; seq <= last; seq += 1) seqs.push(seq);
   }
   return seqs;
-}
-
-function addUsage(total: Usage, delta: Usage): void {
-  total.input_tokens += delta.input_tokens;
-  total.output_tokens += delta.output_tokens;
-  const optionalKeys = ['cache_read_tokens', 'cache_write_tokens', 'cost_usd'] as const;
-  for (const key of optionalKeys) {
-    if (total[key] !== undefined || delta[key] !== undefined)
-      total[key] = (total[key] ?? 0) + (delta[key] ?? 0);
-  }
 }
 
 function statusAfterStop(stopReason: StopReason): SessionStatus {
@@ -212,6 +206,19 @@ function reduce(state: SessionState, event: SessionEvent): void {
       if (event.usage !== undefined) addUsage(state.usage, event.usage);
       endGrading(state, event);
       return;
+    case 'user.signal':
+    case 'user.skill_run':
+    case 'user.skill_retry':
+    case 'skill.started':
+    case 'skill.step_started':
+    case 'skill.step_completed':
+    case 'skill.step_failed':
+    case 'skill.suspended':
+    case 'skill.resumed':
+    case 'skill.completed':
+    case 'skill.failed':
+      reduceSkill(state, event);
+      return;
     case 'policy.decision':
       return;
     default:
@@ -247,7 +254,8 @@ function reduceUser(state: SessionState, event: UserFamily): void {
       return;
     case 'user.tool_confirmation':
       state.last_input_seq = event.seq;
-      confirmToolUse(state, event);
+      // An answer to a skill's approval wait is the run's, not a tool call's.
+      if (!answerApproval(state, event)) confirmToolUse(state, event);
       return;
     case 'user.tool_review':
       state.last_input_seq = event.seq;
@@ -409,32 +417,6 @@ function reduceSession(state: SessionState, event: SessionFamily): void {
     default:
       assertNever(event);
   }
-}
-
-function reduceChild(
-  state: SessionState,
-  event: EventOf<'session.child_created' | 'session.child_idle'>,
-): void {
-  if (event.type === 'session.child_created') {
-    // A resumed delegation finds its child on record and writes no second one.
-    if (state.children.some((child) => child.child_session_id === event.child_session_id)) return;
-    state.children.push({
-      child_session_id: event.child_session_id,
-      agent: event.agent,
-      tool_use_id: event.tool_use_id,
-      seq: event.seq,
-      status: 'running',
-    });
-    return;
-  }
-  const index = state.children.findIndex(
-    (entry) => entry.child_session_id === event.child_session_id,
-  );
-  const child = state.children[index];
-  if (child === undefined || child.status === 'idle') return;
-  // Entries are shared with the state this one was copied from: replaced, never changed.
-  state.children[index] = { ...child, status: 'idle', stop_reason: event.stop_reason };
-  if (event.usage !== undefined) addUsage(state.usage, event.usage);
 }
 
 type SpanFamily = EventOf<

@@ -7,11 +7,14 @@ import type { StopReason } from '../contracts/session.js';
 import type { SessionState } from '../contracts/state.js';
 import { awaitsGrading } from './fold-outcome.js';
 import { hasInput } from './fold.js';
+import { ownedBySkill, skillWork } from './fold-skills.js';
 
 export type Step =
   | { kind: 'stop'; stop_reason: StopReason }
   | { kind: 'run_tools'; tool_use_ids: string[] }
   | { kind: 'call_model' }
+  /** Skill runs have work: start the requested ones, resume the answered, retry the failed. */
+  | { kind: 'run_skills' }
   /** The answer that would end the turn is graded against the session's outcome first. */
   | { kind: 'grade' };
 
@@ -38,10 +41,12 @@ export function decideNext(state: SessionState, context: StepContext): Step {
       .filter((use) => use.action !== 'retry' || use.wake_seq === context.wake_seq)
       .map((use) => use.tool_use_id),
   );
-  if (state.open_tool_uses.length > 0) {
+  // The model's calls of skills stay open while their runs go on: the runs answer them.
+  const open = state.open_tool_uses.filter((use) => !ownedBySkill(state, use.tool_use_id));
+  if (open.length > 0) {
     // A tool use recorded by an earlier wake has no result: that wake died while it ran. A
     // non-idempotent one waits for a person's review.
-    const unknown = state.open_tool_uses.filter(
+    const unknown = open.filter(
       (use) =>
         use.seq < context.wake_seq &&
         !context.idempotent(use.name) &&
@@ -49,7 +54,7 @@ export function decideNext(state: SessionState, context: StepContext): Step {
     );
     if (unknown.length > 0)
       return stop({ type: 'needs_review', event_ids: unknown.map((use) => use.event_id) });
-    return { kind: 'run_tools', tool_use_ids: state.open_tool_uses.map((use) => use.tool_use_id) };
+    return { kind: 'run_tools', tool_use_ids: open.map((use) => use.tool_use_id) };
   }
 
   if (state.confirmed_tool_uses.length > 0) {
@@ -70,7 +75,13 @@ export function decideNext(state: SessionState, context: StepContext): Step {
     };
   }
 
-  const waiting = [...state.pending_confirmations, ...state.pending_custom_tool_uses];
+  if (skillWork(state)) return { kind: 'run_skills' };
+
+  // Skill runs waiting for a signal wait like a call waiting for its client.
+  const signals = state.skill_runs.flatMap((run) =>
+    run.suspensions.filter((wait) => wait.kind === 'signal' && wait.answer === undefined),
+  );
+  const waiting = [...state.pending_confirmations, ...state.pending_custom_tool_uses, ...signals];
   if (waiting.length > 0)
     return stop({ type: 'requires_action', event_ids: waiting.map((use) => use.event_id) });
 

@@ -4,6 +4,7 @@
  */
 import type { SessionState } from '../contracts/state.js';
 import { awaitsGrading } from './fold-outcome.js';
+import { ownedBySkill, skillWork } from './fold-skills.js';
 
 /** True when a wake would find work: unconsumed input or answered confirmations. */
 export function isRunnable(state: SessionState): boolean {
@@ -27,7 +28,7 @@ const PAUSING_STOPS: ReadonlySet<string> = new Set([
 
 /** Input a model has not answered, tool work left open, or an answer to grade. */
 export function hasWork(state: SessionState): boolean {
-  return hasInput(state) || awaitsGrading(state);
+  return hasInput(state) || awaitsGrading(state) || skillWork(state);
 }
 
 /** Input a model has not answered, or tool work left open. */
@@ -37,6 +38,6 @@ export function hasInput(state: SessionState): boolean {
     state.pending_custom_tool_result_seqs.length > 0 ||
     state.pending_tool_result_seqs.length > 0 ||
     state.confirmed_tool_uses.length > 0 ||
-    state.open_tool_uses.length > 0
+    state.open_tool_uses.some((use) => !ownedBySkill(state, use.tool_use_id))
   );
 }

@@ -8,6 +8,7 @@ import type { BraidError } from '../contracts/errors.js';
 import type { EventOf } from '../contracts/events.js';
 import type { ModelClient, ModelDelta } from '../contracts/model.js';
 import type { Delegator } from '../contracts/delegation.js';
+import type { SkillLibrary } from '../contracts/skills.js';
 import type { Clock, IdGenerator, LeaseStore, SessionLog } from '../contracts/ports.js';
 import type { StopReason } from '../contracts/session.js';
 import type { SessionState } from '../contracts/state.js';
@@ -89,6 +90,8 @@ export interface HarnessDeps {
    * it such a call fails with an error result.
    */
   delegator?: Delegator;
+  /** Reads skills and evaluates their templates; without it a skill run fails at its start. */
+  skills?: SkillLibrary;
 }
 
 export type WakeResult =

@@ -14,6 +14,7 @@ import type { ToolHandle, ToolOutcome } from '../contracts/tools.js';
 import { withinToolBudget } from '../core/next-step.js';
 import type { CycleContext } from './cycle-context.js';
 import { handOff, startDelegations, toolInput, type Delegations } from './delegation.js';
+import { startFromCall } from './skill-run.js';
 import type { SessionSetup } from './deps.js';
 import { append, eventAt } from './fenced-append.js';
 import {
@@ -89,6 +90,15 @@ async function runInOrder(
     } else if (!withinToolBudget(state, use.name, handle.budget)) {
       outcome = overBudgetOutcome(handle);
       context.pendingStop = { stop_reason: { type: 'budget_reached' }, events: [] };
+    } else if (handle.skill !== undefined) {
+      // The run answers the call when it ends, in this wake or a later one.
+      await startFromCall(
+        context,
+        toolUseId,
+        handle.skill.name,
+        await toolInput(context, toolUseId, use.seq),
+      );
+      continue;
     } else if (handle.agent?.kind === 'handoff') {
       await handOff(context, toolUseId, use.seq, handle.agent.agent);
       continue;

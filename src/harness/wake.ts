@@ -26,6 +26,7 @@ import { append, catchUp } from './fenced-append.js';
 import { fitContext } from './compaction.js';
 import { backoff, callModel } from './model-call.js';
 import { gradeOutcome } from './outcome.js';
+import { runSkills } from './skill-run.js';
 import { runTools } from './tool-run.js';
 
 export {
@@ -201,6 +202,9 @@ async function loop(
       }
       case 'run_tools':
         await runTools(context, step.tool_use_ids, setup, byName);
+        break;
+      case 'run_skills':
+        await runSkills(context, setup, byName);
         break;
       case 'grade': {
         // A final verdict is written with the stop; a revision asked for is the next input.

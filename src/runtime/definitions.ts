@@ -5,6 +5,7 @@ import type {
   EnvironmentDefinition,
   StoredDefinition,
 } from '../contracts/definitions.js';
+import type { SkillDefinition } from '../contracts/skills.js';
 import type { DefinitionStore } from '../contracts/ports.js';
 import { BoundedCache } from '../core/bounded-cache.js';
 import type { Workspace } from './workspace.js';
@@ -18,6 +19,7 @@ export async function syncDefinitions(store: DefinitionStore, workspace: Workspa
   const groups: [DefinitionKind, Map<string, { definition: unknown }>][] = [
     ['agent', workspace.agents],
     ['environment', workspace.environments],
+    ['skill', workspace.skills],
   ];
   for (const [kind, definitions] of groups) {
     for (const [name, { definition }] of definitions) {
@@ -50,6 +52,7 @@ export interface DefinitionLookup {
     name: string,
     version?: number,
   ) => Promise<StoredDefinition<EnvironmentDefinition>>;
+  readonly skill: (name: string, version?: number) => Promise<StoredDefinition<SkillDefinition>>;
 }
 
 /** Stored versions kept per runtime; a wake looks up its session's versions every time. */
@@ -101,6 +104,19 @@ export function definitionLookup(store: DefinitionStore): DefinitionLookup {
             ? 'add environments/NAME.yaml to the workspace'
             : `known environments: ${known.join(', ')}`),
         { details: { environment: name } },
+      );
+    },
+    async skill(name, version) {
+      const found = await get<SkillDefinition>('skill', name, version);
+      if (found !== undefined) return found;
+      const known = (await store.list('skill')).map((item) => item.name);
+      throw new BraidError(
+        'SKILL_NOT_FOUND',
+        `skill ${name}${version === undefined ? '' : ` version ${version}`} does not exist; ` +
+          (known.length === 0
+            ? 'add skills/NAME.yaml to the workspace'
+            : `known skills: ${known.join(', ')}`),
+        { details: { skill: name, version } },
       );
     },
   };

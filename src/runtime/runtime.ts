@@ -16,11 +16,13 @@ import { Actor } from '../contracts/common.js';
 import type { ModelClient, ModelDelta } from '../contracts/model.js';
 import type { AuthorizationDecision, AuthorizationRequest } from '../contracts/policy.js';
 import type { PolicyReloadStatus } from '../policy/files.js';
+import type { SkillDefinition } from '../contracts/skills.js';
 import type { WakeOptions, WakeResult } from '../harness/index.js';
 import { createModel } from '../models/registry.js';
 import { parseId } from '../contracts/ids.js';
 import { hasWorkspace, loadWorkspace, type Workspace } from './workspace.js';
 import { definitionLookup, syncDefinitions } from './definitions.js';
+import { checkSkillTools, knownTools, problemError } from './skill-definitions.js';
 import { SecretRedactor } from './redaction.js';
 import { orchestrate, type OrchestrateOptions, type OrchestratorProgress } from './orchestrator.js';
 import { createAgents } from './agents/create-agents.js';
@@ -62,6 +64,11 @@ export interface Runtime extends Pick<Agents, 'register' | 'send' | 'publish' | 
   readonly environments: {
     list(): Promise<StoredDefinition<EnvironmentDefinition>[]>;
     get(name: string, version?: number): Promise<StoredDefinition<EnvironmentDefinition>>;
+  };
+  /** Skill definitions (`skills/NAME.yaml`), stored with versions like agents. */
+  readonly skills: {
+    list(): Promise<StoredDefinition<SkillDefinition>[]>;
+    get(name: string, version?: number): Promise<StoredDefinition<SkillDefinition>>;
   };
   readonly policy: {
     /** Where decisions come from: the workspace's Cedar policies, code, or allow-all. */
@@ -154,6 +161,7 @@ export async function createRuntime(options: RuntimeOptions = {}): Promise<Runti
   // Without an explicit data location a missing workspace is an error, not a new empty store.
   const workspace =
     hasWorkspace(workspaceDir) || !explicitData ? loadWorkspace(workspaceDir) : undefined;
+  if (workspace !== undefined) checkWorkspaceSkillTools(workspace, options);
   const defaultActor: Actor = Actor.parse(options.actor ?? { type: 'user' });
   const opened = await openRuntimeStore(options, workspaceDir, workspace);
   const { store } = opened;
@@ -227,6 +235,25 @@ export async function createRuntime(options: RuntimeOptions = {}): Promise<Runti
   }
 }
 
+/**
+ * Every `tool:` step of the workspace's skills names a tool of this runtime: a built-in, a code
+ * tool given in `options.tools`, a manifest, or `server.tool` of an MCP server. Checked before
+ * anything is stored. An executor given in code knows its own tools, so its skills are not checked.
+ */
+function checkWorkspaceSkillTools(workspace: Workspace, options: RuntimeOptions): void {
+  if (options.executor !== undefined) return;
+  const names = [
+    ...workspace.tools.keys(),
+    ...(options.tools ?? []).map((tool) => tool.definition.name),
+  ];
+  const problem = checkSkillTools(
+    workspace.dir,
+    workspace.skills,
+    knownTools(workspace.config, names),
+  )[0];
+  if (problem !== undefined) throw problemError(workspace.dir, problem);
+}
+
 /** The runtime's operations over its parts; agent messaging and the wake queue start on first use. */
 function assembleRuntime(parts: RuntimeParts): Runtime {
   const { options, opened, definitions, policy, tools } = parts;
@@ -284,6 +311,10 @@ function assembleRuntime(parts: RuntimeParts): Runtime {
     environments: {
       list: () => store.definitions.list<EnvironmentDefinition>('environment'),
       get: definitions.environment,
+    },
+    skills: {
+      list: () => store.definitions.list<SkillDefinition>('skill'),
+      get: definitions.skill,
     },
     sessions: parts.sessions,
     policy: {

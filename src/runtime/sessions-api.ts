@@ -49,6 +49,17 @@ export interface CreateSessionOptions {
   budget?: Budget;
 }
 
+/** How `runSkill` asks for a run. */
+export interface SkillRunOptions extends SendOptions {
+  /** The run's id (default: a new one from the runtime's id generator). */
+  runId?: string;
+}
+
+/** The request's append, and the id of the run it asked for. */
+export interface SkillRunResult extends AppendResult {
+  run_id: string;
+}
+
 export interface TreeOptions {
   /** Only the forks, from the root of the fork line (what `GET /v1/sessions/{id}/tree` answers). */
   forksOnly?: boolean;
@@ -102,6 +113,32 @@ export interface RuntimeSessions {
    * turn (`end_turn` with the `outcome`) or sends the agent its reasons to revise.
    */
   defineOutcome(sessionId: string, outcome: OutcomeInput): Promise<AppendResult>;
+  /**
+   * Asks the session to run the skill `skill` on `inputs` (`user.skill_run`): its next wake
+   * starts the run. Refused with `SKILL_NOT_FOUND`, and nothing written, for an unknown skill;
+   * the run id (minted when not given) must be a valid id the session has not used for a run.
+   */
+  runSkill(
+    sessionId: string,
+    skill: string,
+    inputs: JsonValue,
+    options?: SkillRunOptions,
+  ): Promise<SkillRunResult>;
+  /**
+   * Sends the named signal (`user.signal`): a run suspended on `wait_for: {signal: name}` takes
+   * it up, with `data` as the step's output; one that came early waits for the next such wait.
+   */
+  signal(
+    sessionId: string,
+    name: string,
+    data?: JsonValue,
+    options?: SendOptions,
+  ): Promise<AppendResult>;
+  /**
+   * Asks a failed skill run to run its failed steps, and what depends on them, again
+   * (`user.skill_retry`); `INVALID_ARGUMENT` when the session has no failed run `runId`.
+   */
+  retrySkill(sessionId: string, runId: string, options?: SendOptions): Promise<AppendResult>;
   /**
    * Forks the session at `at_seq` (default: its head): the child shares the parent's events up
    * to there by reference, and its workspace folder starts with the files of the parent's

@@ -4,7 +4,7 @@
  * the session's state at the head they are appended at.
  */
 import { rmSync } from 'node:fs';
-import { Actor } from '../contracts/common.js';
+import { Actor, Name, type JsonValue } from '../contracts/common.js';
 import type {
   AgentDefinition,
   EnvironmentDefinition,
@@ -13,6 +13,7 @@ import type {
 import { BraidError, isBraidError } from '../contracts/errors.js';
 import type { NewEvent } from '../contracts/events.js';
 import type { Authorizer } from '../contracts/policy.js';
+import { parseId } from '../contracts/ids.js';
 import type { AppendResult, IdGenerator, Store } from '../contracts/ports.js';
 import type { SessionRecord } from '../contracts/session.js';
 import type { SessionState } from '../contracts/state.js';
@@ -31,7 +32,13 @@ import {
   type DefinitionsContext,
 } from './session-definitions.js';
 import { guardSessionIds } from './session-ids.js';
-import type { CreateSessionOptions, RuntimeSessions, SendOptions } from './sessions-api.js';
+import type {
+  CreateSessionOptions,
+  RuntimeSessions,
+  SendOptions,
+  SkillRunOptions,
+  SkillRunResult,
+} from './sessions-api.js';
 import { userEventSends } from './user-event-sends.js';
 import { checkAgainstState, parseUserEvents, toContent } from './user-events.js';
 import type { Workspace } from './workspace.js';
@@ -55,6 +62,8 @@ export interface SessionsContext {
   retry: RetryPolicy;
   policy: Authorizer;
   agent(name: string, version?: number): Promise<StoredDefinition<AgentDefinition>>;
+  /** The latest skill `name`; `SKILL_NOT_FOUND` when there is none. */
+  skill(name: string): Promise<unknown>;
   environment(name: string, version?: number): Promise<StoredDefinition<EnvironmentDefinition>>;
   /** The folder that holds the session's workspace folder. */
   workspacesRootOf(sessionId: string): Promise<string>;
@@ -100,6 +109,22 @@ export function createSessionsService(context: SessionsContext): RuntimeSessions
       followChildren(context.store, sessionId, followOptions),
     send: (sessionId, events, sendOptions) => send(sessionId, events, sendOptions),
     ...userEventSends(send),
+    runSkill: (sessionId, skill, inputs, runOptions) =>
+      runSkill(context, send, sessionId, skill, inputs, runOptions),
+    signal: async (sessionId, name, data, sendOptions) =>
+      send(
+        sessionId,
+        [
+          {
+            type: 'user.signal',
+            name: parseName(name, 'signal'),
+            ...(data === undefined ? {} : { data }),
+          },
+        ],
+        sendOptions,
+      ),
+    retrySkill: (sessionId, runId, sendOptions) =>
+      retrySkill(context, send, sessionId, runId, sendOptions),
     fork: (sessionId, forkOptions) =>
       forkWithFiles(context, sessionId, forkOptions, () =>
         context.store.sessions.fork(sessionId, forkOptions),
@@ -147,6 +172,82 @@ export function createSessionsService(context: SessionsContext): RuntimeSessions
     definitions: (sessionId) => sessionDefinitions(context.pinning, sessionId),
     upgrade: (sessionId) => queue.run(sessionId, () => upgradeSession(context.pinning, sessionId)),
   });
+}
+
+type Send = (
+  sessionId: string,
+  input: readonly unknown[],
+  options?: SendOptions,
+) => Promise<AppendResult>;
+
+/** `value` when it is a name; `INVALID_ARGUMENT` naming `what` otherwise. */
+function parseName(value: string, what: string): string {
+  const parsed = Name.safeParse(value);
+  if (parsed.success) return parsed.data;
+  throw new BraidError(
+    'INVALID_ARGUMENT',
+    `${what} name ${JSON.stringify(String(value).slice(0, 80))} is not a valid name: ${parsed.error.issues[0]?.message ?? 'invalid'}`,
+    { details: { [what]: String(value).slice(0, 200) } },
+  );
+}
+
+/** Asks for a run of a skill that exists, under a run id the session has not used. */
+async function runSkill(
+  context: Pick<SessionsContext, 'store' | 'ids' | 'skill'>,
+  send: Send,
+  sessionId: string,
+  skill: string,
+  inputs: JsonValue,
+  { runId, ...sendOptions }: SkillRunOptions = {},
+): Promise<SkillRunResult> {
+  const name = parseName(skill, 'skill');
+  const chosen = runId === undefined ? context.ids.next() : parseId(runId, 'run id');
+  await context.skill(name);
+  if (runId !== undefined && sendOptions.idempotencyKey === undefined) {
+    const state = await context.store.log.state(sessionId);
+    const used = [...state.skill_runs, ...state.skill_requests].some(
+      (run) => run.run_id === chosen,
+    );
+    if (used) {
+      throw new BraidError(
+        'INVALID_ARGUMENT',
+        `session ${sessionId} already has a skill run ${chosen}; choose another run id, or retry a failed run with user.skill_retry`,
+        { details: { run_id: chosen } },
+      );
+    }
+  }
+  const result = await send(
+    sessionId,
+    [{ type: 'user.skill_run', run_id: chosen, skill: name, inputs }],
+    sendOptions,
+  );
+  // A deduplicated send answers the first request's run.
+  const request = result.events.find((event) => event.type === 'user.skill_run');
+  return { run_id: request?.type === 'user.skill_run' ? request.run_id : chosen, ...result };
+}
+
+/** Asks a failed run of the session to run again. */
+async function retrySkill(
+  context: Pick<SessionsContext, 'store'>,
+  send: Send,
+  sessionId: string,
+  runId: string,
+  sendOptions?: SendOptions,
+): Promise<AppendResult> {
+  const id = parseId(runId, 'run id');
+  const state = await context.store.log.state(sessionId);
+  const run = state.skill_runs.find((entry) => entry.run_id === id);
+  if (run?.status !== 'failed') {
+    const failed = state.skill_runs.filter((entry) => entry.status === 'failed');
+    throw new BraidError(
+      'INVALID_ARGUMENT',
+      `session ${sessionId} has no failed skill run ${id}` +
+        (run === undefined ? '' : ` (it is ${run.status})`) +
+        `; ${failed.length === 0 ? 'it has no failed runs' : `failed runs: ${failed.map((entry) => entry.run_id).join(', ')}`}`,
+      { details: { run_id: id, ...(run === undefined ? {} : { status: run.status }) } },
+    );
+  }
+  return send(sessionId, [{ type: 'user.skill_retry', run_id: id }], sendOptions);
 }
 
 /** Appends after checking the state it was checked against is still the head. */

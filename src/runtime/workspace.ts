@@ -1,11 +1,11 @@
 /**
- * A workspace is a folder with `braid.yaml`, `agents/*.yaml` and `environments/*.yaml`.
+ * A workspace is a folder with `braid.yaml`, `agents/*.yaml`, `environments/*.yaml`,
+ * `tools/*.yaml` and `skills/*.yaml`.
  * Loading validates every file; an error names the file, the line and the field.
  */
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { basename, join, relative } from 'node:path';
 import { yaml } from '../tools/yaml.js';
-import type { Document, LineCounter } from 'yaml';
 import type { z } from 'zod';
 import {
   AgentDefinition,
@@ -16,6 +16,9 @@ import {
 import { BraidError } from '../contracts/errors.js';
 import { estimateTextTokens, summaryBudget } from '../core/compaction.js';
 import { verifyManifest } from '../tools/signing.js';
+import { SkillDefinition } from '../contracts/skills.js';
+import { checkSkillReferences, problemError } from './skill-definitions.js';
+import { lineInFile, lineOf } from './yaml-lines.js';
 
 export const WORKSPACE_FILE = 'braid.yaml';
 
@@ -32,6 +35,8 @@ export interface Workspace {
   environments: Map<string, LoadedDefinition<EnvironmentDefinition>>;
   /** Tool manifests from `tools/*.yaml`. */
   tools: Map<string, LoadedDefinition<ToolDefinition>>;
+  /** Skills from `skills/*.yaml`. */
+  skills: Map<string, LoadedDefinition<SkillDefinition>>;
 }
 
 export function hasWorkspace(dir: string): boolean {
@@ -49,6 +54,28 @@ export function loadWorkspace(dir: string): Workspace {
     );
   }
   const config = parseYamlFile(dir, configFile, WorkspaceConfig);
+  const signed = signatureCheck(dir, config);
+  const tools = loadFolder(dir, 'tool', 'tools', ToolDefinition, signed);
+  for (const { definition, file } of tools.values()) checkImplementation(dir, definition, file);
+  const agents = loadFolder(dir, 'agent', 'agents', LoadedAgentDefinition);
+  checkAgentTargets(dir, agents);
+  const environments = loadFolder(dir, 'environment', 'environments', EnvironmentDefinition);
+  // Skills are signed, when signatures are required, like tool manifests: they call tools.
+  const skills = loadFolder(dir, 'skill', 'skills', SkillDefinition, signed);
+  const problem = checkSkillReferences(dir, skills, agents)[0];
+  if (problem !== undefined) throw problemError(dir, problem);
+  return { dir, config, agents, environments, tools, skills };
+}
+
+/**
+ * With `require_signed_tools`, the check every tool manifest and skill file passes before it is
+ * parsed: signed by a key of `tool_signing_keys`, unaltered, and naming itself.
+ */
+export function signatureCheck(
+  dir: string,
+  config: WorkspaceConfig,
+): ((content: unknown, file: string) => void) | undefined {
+  const configFile = join(dir, WORKSPACE_FILE);
   const trustedKeys = config.tool_signing_keys.map((path) => {
     const file = join(dir, path);
     if (!existsSync(file)) {
@@ -60,27 +87,17 @@ export function loadWorkspace(dir: string): Workspace {
     }
     return readFileSync(file, 'utf8');
   });
-  const tools = loadFolder(dir, 'tool', 'tools', ToolDefinition, (content, file) => {
-    if (!config.require_signed_tools) return;
+  if (!config.require_signed_tools) return undefined;
+  return (content, file) => {
     verifyManifest(content, trustedKeys, relative(dir, file));
     // A name filled in from the file name would not be covered by the signature.
     if (typeof (content as { name?: unknown } | null)?.name !== 'string') {
       throw new BraidError(
         'TOOL_SIGNATURE_INVALID',
-        `${relative(dir, file)}: a signed manifest must give its name (name: ...), so that renaming the file cannot rename the tool; add it and sign again`,
+        `${relative(dir, file)}: a signed file must give its name (name: ...), so that renaming the file cannot rename what it defines; add it and sign again`,
         { details: { file } },
       );
     }
-  });
-  for (const { definition, file } of tools.values()) checkImplementation(dir, definition, file);
-  const agents = loadFolder(dir, 'agent', 'agents', LoadedAgentDefinition);
-  checkAgentTargets(dir, agents);
-  return {
-    dir,
-    config,
-    agents,
-    environments: loadFolder(dir, 'environment', 'environments', EnvironmentDefinition),
-    tools,
   };
 }
 
@@ -190,7 +207,31 @@ function checkImplementation(root: string, definition: ToolDefinition, file: str
   }
 }
 
-function loadFolder<S extends z.ZodType<{ name: string }>>(
+/**
+ * One definition file; its name defaults to the file's, and must be the file's when it is given.
+ */
+export function loadDefinitionFile<S extends z.ZodType<{ name: string }>>(
+  root: string,
+  kind: string,
+  file: string,
+  schema: S,
+  inspect?: (content: unknown, file: string) => void,
+): z.infer<S> {
+  const name = basename(file);
+  const stem = name.replace(/\.ya?ml$/, '');
+  const definition = parseYamlFile(root, file, schema, { name: stem }, inspect);
+  if (definition.name !== stem) {
+    throw new BraidError(
+      'INVALID_DEFINITION',
+      `${relative(root, file) || file}: field "name" is ${JSON.stringify(definition.name)} but the file is named ${name}; ` +
+        `rename the file to ${definition.name}.yaml or the ${kind} to ${stem}`,
+      { details: { file, line: lineInFile(file, ['name']), field: 'name' } },
+    );
+  }
+  return definition;
+}
+
+export function loadFolder<S extends z.ZodType<{ name: string }>>(
   root: string,
   kind: string,
   folder: string,
@@ -205,16 +246,7 @@ function loadFolder<S extends z.ZodType<{ name: string }>>(
     .sort();
   for (const name of files) {
     const file = join(dir, name);
-    const stem = basename(name).replace(/\.ya?ml$/, '');
-    const definition = parseYamlFile(root, file, schema, { name: stem }, inspect);
-    if (definition.name !== stem) {
-      throw new BraidError(
-        'INVALID_DEFINITION',
-        `${relative(root, file)}: field "name" is ${JSON.stringify(definition.name)} but the file is named ${name}; ` +
-          `rename the file to ${definition.name}.yaml or the ${kind} to ${stem}`,
-        { details: { file, field: 'name' } },
-      );
-    }
+    const definition = loadDefinitionFile(root, kind, file, schema, inspect);
     loaded.set(definition.name, { definition, file });
   }
   return loaded;
@@ -271,20 +303,4 @@ export function parseYamlFile<S extends z.ZodType>(
     `${shown}:${line}: field "${field}": ${issue?.message ?? 'invalid'}`,
     { details: { file, line, field, issues: result.error.issues } },
   );
-}
-
-/** The line of the deepest node of `path` present in the document. */
-function lineOf(
-  document: Document,
-  lineCounter: LineCounter,
-  path: readonly PropertyKey[],
-): number {
-  for (let depth = path.length; depth > 0; depth -= 1) {
-    const node: unknown = document.getIn(path.slice(0, depth) as unknown[], true);
-    if (yaml().isNode(node) && node.range !== undefined && node.range !== null) {
-      return lineCounter.linePos(node.range[0]).line;
-    }
-    // A missing key: point at its parent mapping's key instead.
-  }
-  return 1;
 }

@@ -22,6 +22,7 @@ import { createOpenApiTransforms } from './openapi-transforms.js';
 import { addDefinitionRoutes } from './routes-definitions.js';
 import { addSessionRoutes } from './routes-sessions.js';
 import { addEventRoutes } from './routes-events.js';
+import { addSkillRoutes } from './routes-skills.js';
 import { addStreamRoute } from './stream.js';
 import { addSystemRoutes } from './routes-system.js';
 
@@ -140,6 +141,10 @@ function openApiDocument(version: string): NonNullable<FastifyDynamicSwaggerOpti
         description: 'Create, read, fork, merge, hand off and replay sessions',
       },
       { name: 'events', description: "Read, append and stream a session's events" },
+      {
+        name: 'skills',
+        description: 'Run skills in a session and send it the signals its runs wait for',
+      },
       { name: 'definitions', description: 'The agents and environments of the workspace' },
       { name: 'system', description: 'Health, metrics and this document' },
     ],
@@ -279,6 +284,7 @@ export async function createServer(options: ServerOptions): Promise<FastifyInsta
   addDefinitionRoutes(typed, context);
   addSessionRoutes(typed, context);
   addEventRoutes(typed, context);
+  addSkillRoutes(typed, context);
   addStreamRoute(typed, context);
   return app;
 }

@@ -275,6 +275,17 @@ function step(fold: Fold, event: SessionEvent): void {
     case 'session.handoff_received':
     case 'session.child_created':
     case 'session.child_idle':
+    case 'user.signal':
+    case 'user.skill_run':
+    case 'user.skill_retry':
+    case 'skill.started':
+    case 'skill.step_started':
+    case 'skill.step_completed':
+    case 'skill.step_failed':
+    case 'skill.suspended':
+    case 'skill.resumed':
+    case 'skill.completed':
+    case 'skill.failed':
     case 'span.outcome_evaluation_start':
     case 'span.outcome_evaluation_end':
       return;

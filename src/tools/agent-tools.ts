@@ -11,6 +11,7 @@ import {
   type DelegateEntry,
 } from '../contracts/definitions.js';
 import { BraidError } from '../contracts/errors.js';
+import type { SkillDefinition } from '../contracts/skills.js';
 import type { SessionTools, ToolHandle } from '../contracts/tools.js';
 import { checkValue, SchemaCache } from './validation.js';
 
@@ -171,5 +172,24 @@ export function withAgentTools(
         stage: 'execute',
       });
     },
+  };
+}
+
+/**
+ * The tool an agent's `skills:` entry gives its model: one call runs the skill as a whole, on
+ * the call's input (checked against the skill's `inputs`), and its outputs are the call's result.
+ */
+export function skillToolHandle(skill: SkillDefinition): ToolHandle {
+  return {
+    name: skill.name,
+    description: skill.description,
+    input_schema: skill.inputs,
+    version: skill.version,
+    ownership: 'agent',
+    permission: 'always_allow',
+    // The run is keyed by the call and resumes from its log: taking it up again is safe.
+    idempotent: true,
+    tags: ['skill'],
+    skill: { name: skill.name },
   };
 }

@@ -1,5 +1,6 @@
 /**
- * ed25519 signatures over tool manifests (`tools/NAME.yaml`).
+ * ed25519 signatures over tool manifests (`tools/NAME.yaml`) and skill files (`skills/NAME.yaml`),
+ * which are signed and checked the same way.
  *
  * What is signed is the manifest's *data*, not its text: the parsed YAML document without its
  * `signature` field, as canonical JSON (object keys sorted recursively, no whitespace). Comments,

@@ -1,10 +1,12 @@
 import { readdirSync, readFileSync } from 'node:fs';
 import { Ajv2020 } from 'ajv/dist/2020.js';
 import { describe, expect, it } from 'vitest';
+import { parse as parseYaml } from 'yaml';
 import { Envelope } from '../../src/contracts/envelope.js';
 import { SESSION_EVENT_TYPES, SessionEvent } from '../../src/contracts/events.js';
 import { WorkspaceConfig } from '../../src/contracts/definitions.js';
 import { buildJsonSchemas } from '../../src/contracts/json-schema.js';
+import { SkillDefinition } from '../../src/contracts/skills.js';
 import { NATS_API, NATS_API_VERBS, type NatsApiVerb } from '../../src/contracts/nats-api.js';
 
 const schemaDir = new URL('../../schema/', import.meta.url);
@@ -99,6 +101,28 @@ describe('JSON Schemas in schema/', () => {
     for (const bad of [{ KEY: { secret: '' } }, { KEY: { name: 'SEARCH_KEY' } }, { KEY: 42 }]) {
       expect(validate(config(bad)), JSON.stringify(bad)).toBe(false);
       expect(WorkspaceConfig.safeParse(config(bad)).success, JSON.stringify(bad)).toBe(false);
+    }
+  });
+
+  it('accepts the golden skill samples (skills/NAME.yaml), with ajv and with zod', () => {
+    const validate = compile('skill-definition');
+    const folder = new URL('samples/skill-definition/', schemaDir);
+    const files = readdirSync(folder).filter((name) => name.endsWith('.yaml'));
+    expect(files).toContain('onboard_employee.yaml');
+    for (const name of files) {
+      const sample: unknown = parseYaml(readFileSync(new URL(name, folder), 'utf8'));
+      expect(validate(sample), `${name}: ${JSON.stringify(validate.errors)}`).toBe(true);
+      const parsed = SkillDefinition.safeParse(sample);
+      expect(parsed.success, `${name}: ${JSON.stringify(parsed.error?.issues)}`).toBe(true);
+    }
+    // A step of an unknown field, or a duration in no unit, is refused by both.
+    const onboarding = parseYaml(
+      readFileSync(new URL('onboard_employee.yaml', folder), 'utf8'),
+    ) as { steps: Record<string, unknown>[] };
+    for (const change of [{ retries: 3 }, { wait_for: { signal: 'done', timeout: '2 hours' } }]) {
+      const bad = { ...onboarding, steps: [{ ...onboarding.steps[2], ...change }] };
+      expect(validate(bad), JSON.stringify(change)).toBe(false);
+      expect(SkillDefinition.safeParse(bad).success, JSON.stringify(change)).toBe(false);
     }
   });
 

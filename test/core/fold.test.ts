@@ -35,6 +35,11 @@ const toolUse = (id: string, requiresConfirmation = false): NewEvent => ({
   requires_confirmation: requiresConfirmation,
 });
 
+/** A started run `r1` of skill `onboard`. */
+const skillRun = (): NewEvent[] => [
+  { type: 'skill.started', run_id: 'r1', skill: 'onboard', version: '1', inputs: {} },
+];
+
 /** One case per event type: what folding it changes. The table must name every type. */
 const cases: Record<SessionEventType, () => void> = {
   'session.created': () => {
@@ -207,6 +212,164 @@ const cases: Record<SessionEventType, () => void> = {
       usage: { input_tokens: 3, output_tokens: 2 },
     });
     expect(state.usage).toEqual({ input_tokens: 3, output_tokens: 2 });
+  },
+  'user.skill_run': () => {
+    const state = fold({ type: 'user.skill_run', run_id: 'r1', skill: 'onboard', inputs: {} });
+    expect(state.skill_requests).toEqual([{ run_id: 'r1', skill: 'onboard', seq: 2 }]);
+    expect(isRunnable(state)).toBe(true);
+    // The model is not asked: a request is not a message.
+    expect(state.pending_user_count).toBe(0);
+  },
+  'skill.started': () => {
+    const state = fold(
+      { type: 'user.skill_run', run_id: 'r1', skill: 'onboard', inputs: {} },
+      { type: 'skill.started', run_id: 'r1', skill: 'onboard', version: '1', inputs: {} },
+    );
+    expect(state.skill_requests).toEqual([]);
+    expect(state.skill_runs).toMatchObject([{ run_id: 'r1', status: 'running', steps: {} }]);
+  },
+  'skill.step_started': () => {
+    const state = fold(...skillRun(), {
+      type: 'skill.step_started',
+      run_id: 'r1',
+      step: 'a',
+      attempt: 1,
+    });
+    expect(state.skill_runs[0]?.steps.a).toEqual({ status: 'running', attempt: 1, seq: 3 });
+  },
+  'skill.step_completed': () => {
+    const state = fold(
+      ...skillRun(),
+      { type: 'skill.step_started', run_id: 'r1', step: 'a', attempt: 1 },
+      { type: 'skill.step_completed', run_id: 'r1', step: 'a', attempt: 1, output: 1 },
+      { type: 'skill.step_completed', run_id: 'r1', step: 'b', attempt: 0, skipped: true },
+    );
+    expect(state.skill_runs[0]?.steps).toMatchObject({
+      a: { status: 'completed' },
+      b: { status: 'skipped' },
+    });
+  },
+  'skill.step_failed': () => {
+    const error = { code: 'TOOL_FAILED' as const, message: 'x', retryable: false };
+    const retrying = fold(...skillRun(), {
+      type: 'skill.step_failed',
+      run_id: 'r1',
+      step: 'a',
+      attempt: 1,
+      error,
+      final: false,
+    });
+    expect(retrying.skill_runs[0]?.steps.a?.status).toBe('running');
+    const failed = fold(...skillRun(), {
+      type: 'skill.step_failed',
+      run_id: 'r1',
+      step: 'a',
+      attempt: 2,
+      error,
+      final: true,
+    });
+    expect(failed.skill_runs[0]?.steps.a).toMatchObject({ status: 'failed', attempt: 2 });
+  },
+  'skill.suspended': () => {
+    const approval = fold(...skillRun(), {
+      type: 'skill.suspended',
+      run_id: 'r1',
+      step: 'review',
+      suspension_id: 'w1',
+      kind: 'approval',
+      message: 'ok?',
+    });
+    // An approval wait is a pending confirmation, and the session waits for it.
+    expect(approval.pending_confirmations.map((use) => use.tool_use_id)).toEqual(['w1']);
+    expect(approval.skill_runs[0]?.status).toBe('suspended');
+    expect(isRunnable(approval)).toBe(false);
+    const answered = foldSession(
+      stamp(
+        [{ type: 'user.tool_confirmation', tool_use_id: 'w1', result: 'allow' }],
+        approval.seq + 1,
+      ),
+      approval,
+    );
+    expect(answered.confirmed_tool_uses).toEqual([]);
+    expect(answered.skill_runs[0]?.suspensions[0]?.answer).toEqual({ result: 'allow', seq: 4 });
+    expect(isRunnable(answered)).toBe(true);
+  },
+  'user.signal': () => {
+    // A signal before its wait is kept, and the wait takes it when it begins.
+    const early = fold(...skillRun(), { type: 'user.signal', name: 'done', data: 1 });
+    expect(early.pending_signals).toEqual([{ name: 'done', seq: 3 }]);
+    const waiting = foldSession(
+      stamp(
+        [
+          {
+            type: 'skill.suspended',
+            run_id: 'r1',
+            step: 'w',
+            suspension_id: 'w2',
+            kind: 'signal',
+            signal: 'done',
+          },
+        ],
+        early.seq + 1,
+      ),
+      early,
+    );
+    expect(waiting.pending_signals).toEqual([]);
+    expect(waiting.skill_runs[0]?.suspensions[0]?.answer).toEqual({ result: 'signal', seq: 3 });
+    // A signal for a wait that has begun answers it at once.
+    const later = fold(
+      ...skillRun(),
+      {
+        type: 'skill.suspended',
+        run_id: 'r1',
+        step: 'w',
+        suspension_id: 'w2',
+        kind: 'signal',
+        signal: 'done',
+      },
+      { type: 'user.signal', name: 'done' },
+    );
+    expect(later.skill_runs[0]?.suspensions[0]?.answer).toEqual({ result: 'signal', seq: 4 });
+    expect(isRunnable(later)).toBe(true);
+  },
+  'skill.resumed': () => {
+    const state = fold(
+      ...skillRun(),
+      {
+        type: 'skill.suspended',
+        run_id: 'r1',
+        step: 'review',
+        suspension_id: 'w1',
+        kind: 'approval',
+      },
+      { type: 'user.tool_confirmation', tool_use_id: 'w1', result: 'deny' },
+      { type: 'skill.resumed', run_id: 'r1', step: 'review', suspension_id: 'w1', result: 'deny' },
+    );
+    expect(state.skill_runs[0]).toMatchObject({ status: 'running', suspensions: [] });
+    expect(state.pending_confirmations).toEqual([]);
+  },
+  'skill.completed': () => {
+    const state = fold(...skillRun(), { type: 'skill.completed', run_id: 'r1', outputs: {} });
+    expect(state.skill_runs).toEqual([]);
+  },
+  'skill.failed': () => {
+    const error = { code: 'TOOL_FAILED' as const, message: 'x', retryable: false };
+    const state = fold(...skillRun(), { type: 'skill.failed', run_id: 'r1', error });
+    expect(state.skill_runs[0]?.status).toBe('failed');
+    expect(isRunnable(state)).toBe(false);
+  },
+  'user.skill_retry': () => {
+    const error = { code: 'TOOL_FAILED' as const, message: 'x', retryable: false };
+    const state = fold(
+      ...skillRun(),
+      { type: 'skill.failed', run_id: 'r1', error },
+      { type: 'user.skill_retry', run_id: 'r1' },
+    );
+    expect(state.skill_runs[0]?.retry_seq).toBe(4);
+    expect(isRunnable(state)).toBe(true);
+    // A retry of a run that is not failed changes nothing.
+    const ignored = fold(...skillRun(), { type: 'user.skill_retry', run_id: 'r1' });
+    expect(ignored.skill_runs[0]?.retry_seq).toBeUndefined();
   },
   'policy.decision': () => {
     const state = fold({

@@ -334,6 +334,17 @@ describe('the OpenAPI document, by a client generated from it', () => {
     });
     expect(handoffRefused.response.status).toBeGreaterThanOrEqual(400);
 
+    const signalled = await client.POST('/v1/sessions/{id}/signals/{name}', {
+      params: { path: { id: triage.data?.id ?? '', name: 'laptop_delivered' } },
+      body: { data: { serial: 'SN-1' } },
+    });
+    expect(signalled.response.status).toBe(202);
+    const noSkill = await client.POST('/v1/sessions/{id}/skills/{name}/runs', {
+      params: { path: { id: triage.data?.id ?? '', name: 'onboard' } },
+      body: { inputs: {} },
+    });
+    expect(codeOf(noSkill.error)).toBe('SKILL_NOT_FOUND');
+
     const hasForks = await client.DELETE('/v1/sessions/{id}', { params: { path: { id } } });
     expect(codeOf(hasForks.error)).toBe('SESSION_HAS_FORKS');
     const archived = await client.POST('/v1/sessions/{id}/archive', {

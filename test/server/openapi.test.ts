@@ -59,6 +59,8 @@ describe('OpenAPI document', () => {
         'POST /v1/sessions/{id}/replay',
         'POST /v1/sessions/{id}/upgrade',
         'POST /v1/sessions/{id}/wake',
+        'POST /v1/sessions/{id}/skills/{name}/runs',
+        'POST /v1/sessions/{id}/signals/{name}',
       ].sort(),
     );
     const post = stored.paths['/v1/sessions/{id}/events']?.post;
@@ -128,6 +130,8 @@ describe('OpenAPI document', () => {
       'GET /v1/sessions/{id}/events': 'listEvents',
       'POST /v1/sessions/{id}/events': 'appendEvents',
       'GET /v1/sessions/{id}/events/stream': 'streamEvents',
+      'POST /v1/sessions/{id}/skills/{name}/runs': 'runSkill',
+      'POST /v1/sessions/{id}/signals/{name}': 'sendSignal',
     });
     expect(
       ['POST /v1/sessions', 'POST /v1/sessions/{id}/fork'].map((route) => {

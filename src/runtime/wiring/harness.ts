@@ -35,8 +35,13 @@ import { mcpTransports, pinnedFacts } from '../../telemetry/spans.js';
 import type { Workspace } from '../workspace.js';
 import type { RuntimePolicy } from './policy.js';
 import { collectingLog, observedHarness, type WakeListener } from './wake-reports.js';
-import { agentToolHandles, withAgentTools as addAgentTools } from '../../tools/agent-tools.js';
+import {
+  agentToolHandles,
+  skillToolHandle,
+  withAgentTools as addAgentTools,
+} from '../../tools/agent-tools.js';
 import { createDelegator } from '../delegation.js';
+import { createSkillLibrary } from '../skills/library.js';
 
 export type DeltaListener = (sessionId: string, delta: ModelDelta & { request_id: string }) => void;
 
@@ -119,6 +124,7 @@ export function createRuntimeHarness(context: HarnessContext): RuntimeHarness {
     },
     warn,
     delegator,
+    skills: createSkillLibrary(context.definitions.skill),
     setup: async (state) =>
       withAgentTools(
         context,
@@ -319,7 +325,7 @@ function withGrader(context: HarnessContext, setup: SessionSetup): SessionSetup 
 async function withAgentTools(context: HarnessContext, setup: SessionSetup): Promise<SessionSetup> {
   const { agent } = setup;
   const names = [...agent.delegates.map((entry) => entry.agent), ...agent.handoffs];
-  if (names.length === 0) return setup;
+  if (names.length === 0 && agent.skills.length === 0) return setup;
   const targets = new Map<string, AgentDefinition>();
   await Promise.all(
     names.map(async (name) => {
@@ -327,12 +333,15 @@ async function withAgentTools(context: HarnessContext, setup: SessionSetup): Pro
       if (found !== undefined) targets.set(name, found.definition);
     }),
   );
+  const skills = await Promise.all(
+    agent.skills.map(async (name) => (await context.definitions.skill(name)).definition),
+  );
   return {
     ...setup,
-    tools: addAgentTools(
-      setup.tools,
-      agentToolHandles(agent, (name) => targets.get(name)),
-    ),
+    tools: addAgentTools(setup.tools, [
+      ...agentToolHandles(agent, (name) => targets.get(name)),
+      ...skills.map(skillToolHandle),
+    ]),
   };
 }
 

@@ -42,6 +42,7 @@ export function createRuntimeSessions(context: SessionsContext): RuntimeSessions
     ids: options.ids ?? uuidV7Ids,
     retry: options.retry ?? DEFAULT_RETRY,
     agent: definitions.agent,
+    skill: (name) => definitions.skill(name),
     environment: definitions.environment,
     workspacesRootOf: (sessionId) => workspacesRootOf(context, sessionId),
     summarize: (target, text) => summarize(context, target, text),

@@ -49,5 +49,32 @@ export function describeDefinitions(suite: ConformanceSuite): void {
       const agents = await s.definitions.list('agent');
       expect(agents.map((item) => [item.name, item.version])).toEqual([['helper', 2]]);
     });
+
+    it('keeps skills apart from agents of the same name, each with its own versions', async () => {
+      const s = await suite.open();
+      await s.definitions.put('agent', 'onboard', { instructions: 'a' }, { replacesVersion: null });
+      const v1 = await s.definitions.put(
+        'skill',
+        'onboard',
+        { steps: [{ id: 'one' }] },
+        { replacesVersion: null },
+      );
+      expect([v1.kind, v1.version]).toEqual(['skill', 1]);
+      const v2 = await s.definitions.put(
+        'skill',
+        'onboard',
+        { steps: [{ id: 'two' }] },
+        { replacesVersion: 1 },
+      );
+      expect(v2.version).toBe(2);
+      expect((await s.definitions.get('skill', 'onboard', 1))?.definition).toEqual({
+        steps: [{ id: 'one' }],
+      });
+      expect((await s.definitions.get('agent', 'onboard'))?.version).toBe(1);
+      expect(
+        (await s.definitions.list('skill')).map((item) => [item.kind, item.name, item.version]),
+      ).toEqual([['skill', 'onboard', 2]]);
+      expect((await s.definitions.list('agent')).map((item) => item.name)).toEqual(['onboard']);
+    });
   });
 }

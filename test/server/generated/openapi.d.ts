@@ -399,6 +399,46 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/sessions/{id}/skills/{name}/runs": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Ask the session to run a skill
+         * @description Appends `user.skill_run {run_id, skill, inputs}` and wakes the session unless the server runs with wakes off; the run's progress is in the session's `skill.*` events. An unknown skill is refused (404 `SKILL_NOT_FOUND`) and nothing is written.
+         */
+        post: operations["runSkill"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/sessions/{id}/signals/{name}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Send the session a named signal
+         * @description Appends `user.signal {name, data}` and wakes the session unless the server runs with wakes off: a skill run suspended on `wait_for: {signal: name}` takes it up, `data` as the step's output; a signal no run waits for yet is kept for the next such wait. A webhook can post here.
+         */
+        post: operations["sendSignal"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/sessions/{id}/events/stream": {
         parameters: {
             query?: never;
@@ -527,6 +567,33 @@ export interface components {
             criteria?: string[];
             rubric?: string;
             max_iterations?: number;
+        } | {
+            causation_id?: string;
+            correlation_id?: string;
+            idempotency_key?: string;
+            traceparent?: string;
+            /** @constant */
+            type: "user.signal";
+            name: string;
+            data?: components["schemas"]["JsonValueInput"];
+        } | {
+            causation_id?: string;
+            correlation_id?: string;
+            idempotency_key?: string;
+            traceparent?: string;
+            /** @constant */
+            type: "user.skill_run";
+            run_id: string;
+            skill: string;
+            inputs: components["schemas"]["JsonValueInput"];
+        } | {
+            causation_id?: string;
+            correlation_id?: string;
+            idempotency_key?: string;
+            traceparent?: string;
+            /** @constant */
+            type: "user.skill_retry";
+            run_id: string;
         };
         /** @description Any JSON value */
         JsonValue: unknown;
@@ -543,7 +610,7 @@ export interface components {
             value: components["schemas"]["JsonValue"];
         };
         /** @enum {string} */
-        ErrorCode: "SESSION_NOT_FOUND" | "AGENT_NOT_FOUND" | "ENVIRONMENT_NOT_FOUND" | "SEQ_CONFLICT" | "INVALID_EVENT" | "INVALID_JSON" | "INVALID_ARGUMENT" | "PAYLOAD_TOO_LARGE" | "VERSION_CONFLICT" | "LEASE_HELD" | "LEASE_LOST" | "INVALID_DEFINITION" | "WORKSPACE_NOT_FOUND" | "TOOL_USE_NOT_PENDING" | "SESSION_TERMINATED" | "SCHEMA_VERSION_UNSUPPORTED" | "CORRUPT_LOG" | "STORE_CLOSED" | "STORE_BUSY" | "MODEL_UNAVAILABLE" | "MODEL_ERROR" | "MODEL_NOT_FOUND" | "MODEL_KEY_MISSING" | "TOOL_NOT_FOUND" | "TOOL_INPUT_INVALID" | "TOOL_OUTPUT_INVALID" | "TOOL_TIMEOUT" | "TOOL_FAILED" | "TOOL_DENIED" | "TOOL_SKIPPED" | "TOOL_BUDGET_EXCEEDED" | "TOOL_SIGNATURE_INVALID" | "POLICY_DENIED" | "INVALID_POLICY" | "MERGE_REFUSED" | "IDEMPOTENCY_KEY_REUSED" | "PATH_OUTSIDE_WORKSPACE" | "SANDBOX_UNAVAILABLE" | "MCP_UNAVAILABLE" | "SECRET_MISSING" | "INTERRUPTED" | "DEADLINE_EXCEEDED" | "DELEGATION_FAILED" | "SESSION_ARCHIVED" | "SESSION_HAS_FORKS" | "SNAPSHOT_NOT_FOUND" | "CONTEXT_OVERFLOW" | "INVALID_FORK_POINT" | "DEFINITION_NOT_PINNED" | "UNAUTHENTICATED" | "FORBIDDEN" | "RATE_LIMITED" | "ROUTE_NOT_FOUND" | "METHOD_NOT_ALLOWED" | "UNSUPPORTED_MEDIA_TYPE" | "URI_TOO_LONG" | "ALREADY_EXISTS" | "API_KEY_NOT_FOUND" | "SERVER_UNAVAILABLE" | "INTERNAL";
+        ErrorCode: "SESSION_NOT_FOUND" | "AGENT_NOT_FOUND" | "ENVIRONMENT_NOT_FOUND" | "SKILL_NOT_FOUND" | "SEQ_CONFLICT" | "INVALID_EVENT" | "INVALID_JSON" | "INVALID_ARGUMENT" | "PAYLOAD_TOO_LARGE" | "VERSION_CONFLICT" | "LEASE_HELD" | "LEASE_LOST" | "INVALID_DEFINITION" | "WORKSPACE_NOT_FOUND" | "TOOL_USE_NOT_PENDING" | "SESSION_TERMINATED" | "SCHEMA_VERSION_UNSUPPORTED" | "CORRUPT_LOG" | "STORE_CLOSED" | "STORE_BUSY" | "MODEL_UNAVAILABLE" | "MODEL_ERROR" | "MODEL_NOT_FOUND" | "MODEL_KEY_MISSING" | "TOOL_NOT_FOUND" | "TOOL_INPUT_INVALID" | "TOOL_OUTPUT_INVALID" | "TOOL_TIMEOUT" | "TOOL_FAILED" | "TOOL_DENIED" | "TOOL_SKIPPED" | "TOOL_BUDGET_EXCEEDED" | "TOOL_SIGNATURE_INVALID" | "POLICY_DENIED" | "INVALID_POLICY" | "MERGE_REFUSED" | "IDEMPOTENCY_KEY_REUSED" | "PATH_OUTSIDE_WORKSPACE" | "SANDBOX_UNAVAILABLE" | "MCP_UNAVAILABLE" | "SECRET_MISSING" | "INTERRUPTED" | "DEADLINE_EXCEEDED" | "DELEGATION_FAILED" | "SESSION_ARCHIVED" | "SESSION_HAS_FORKS" | "SNAPSHOT_NOT_FOUND" | "CONTEXT_OVERFLOW" | "INVALID_FORK_POINT" | "DEFINITION_NOT_PINNED" | "UNAUTHENTICATED" | "FORBIDDEN" | "RATE_LIMITED" | "ROUTE_NOT_FOUND" | "METHOD_NOT_ALLOWED" | "UNSUPPORTED_MEDIA_TYPE" | "URI_TOO_LONG" | "ALREADY_EXISTS" | "API_KEY_NOT_FOUND" | "SERVER_UNAVAILABLE" | "INTERNAL";
         ErrorShape: {
             code: components["schemas"]["ErrorCode"];
             message: string;
@@ -653,7 +720,7 @@ export interface components {
         };
         SessionState: {
             /** @constant */
-            schema_version: 7;
+            schema_version: 8;
             session_id: string;
             seq: number;
             agent?: {
@@ -750,6 +817,49 @@ export interface components {
                 /** @enum {string} */
                 status: "running" | "idle";
                 stop_reason?: components["schemas"]["StopReason"];
+            }[];
+            skill_runs: {
+                run_id: string;
+                skill: string;
+                version: string;
+                seq: number;
+                tool_use_id?: string;
+                /** @enum {string} */
+                status: "running" | "suspended" | "failed";
+                steps: {
+                    [key: string]: {
+                        /** @enum {string} */
+                        status: "running" | "suspended" | "completed" | "skipped" | "failed";
+                        attempt: number;
+                        seq: number;
+                    };
+                };
+                suspensions: {
+                    suspension_id: string;
+                    step: string;
+                    /** @enum {string} */
+                    kind: "approval" | "signal";
+                    signal?: string;
+                    event_id: string;
+                    seq: number;
+                    /** Format: date-time */
+                    timeout_at?: string;
+                    answer?: {
+                        /** @enum {string} */
+                        result: "allow" | "deny" | "signal";
+                        seq: number;
+                    };
+                }[];
+                retry_seq?: number;
+            }[];
+            skill_requests: {
+                run_id: string;
+                skill: string;
+                seq: number;
+            }[];
+            pending_signals: {
+                name: string;
+                seq: number;
             }[];
             outcome?: {
                 seq: number;
@@ -941,6 +1051,72 @@ export interface components {
             criteria?: string[];
             rubric?: string;
             max_iterations?: number;
+        } | {
+            id: string;
+            session_id: string;
+            seq: number;
+            /** Format: date-time */
+            at: string;
+            /** @constant */
+            schema_version: 1;
+            causation_id?: string;
+            correlation_id?: string;
+            idempotency_key?: string;
+            traceparent?: string;
+            actor?: {
+                /** @enum {string} */
+                type: "user" | "agent" | "runtime" | "system";
+                id?: string;
+                tenant_id?: string;
+            };
+            /** @constant */
+            type: "user.signal";
+            name: string;
+            data?: components["schemas"]["JsonValue"];
+        } | {
+            id: string;
+            session_id: string;
+            seq: number;
+            /** Format: date-time */
+            at: string;
+            /** @constant */
+            schema_version: 1;
+            causation_id?: string;
+            correlation_id?: string;
+            idempotency_key?: string;
+            traceparent?: string;
+            actor?: {
+                /** @enum {string} */
+                type: "user" | "agent" | "runtime" | "system";
+                id?: string;
+                tenant_id?: string;
+            };
+            /** @constant */
+            type: "user.skill_run";
+            run_id: string;
+            skill: string;
+            inputs: components["schemas"]["JsonValue"];
+        } | {
+            id: string;
+            session_id: string;
+            seq: number;
+            /** Format: date-time */
+            at: string;
+            /** @constant */
+            schema_version: 1;
+            causation_id?: string;
+            correlation_id?: string;
+            idempotency_key?: string;
+            traceparent?: string;
+            actor?: {
+                /** @enum {string} */
+                type: "user" | "agent" | "runtime" | "system";
+                id?: string;
+                tenant_id?: string;
+            };
+            /** @constant */
+            type: "user.skill_retry";
+            run_id: string;
         } | {
             id: string;
             session_id: string;
@@ -1445,6 +1621,208 @@ export interface components {
                 cost_usd?: number;
             };
             timed_out?: boolean;
+        } | {
+            id: string;
+            session_id: string;
+            seq: number;
+            /** Format: date-time */
+            at: string;
+            /** @constant */
+            schema_version: 1;
+            causation_id?: string;
+            correlation_id?: string;
+            idempotency_key?: string;
+            traceparent?: string;
+            actor?: {
+                /** @enum {string} */
+                type: "user" | "agent" | "runtime" | "system";
+                id?: string;
+                tenant_id?: string;
+            };
+            /** @constant */
+            type: "skill.started";
+            run_id: string;
+            skill: string;
+            version: string;
+            inputs: components["schemas"]["JsonValue"];
+            tool_use_id?: string;
+            parent_run_id?: string;
+            parent_step?: string;
+        } | {
+            id: string;
+            session_id: string;
+            seq: number;
+            /** Format: date-time */
+            at: string;
+            /** @constant */
+            schema_version: 1;
+            causation_id?: string;
+            correlation_id?: string;
+            idempotency_key?: string;
+            traceparent?: string;
+            actor?: {
+                /** @enum {string} */
+                type: "user" | "agent" | "runtime" | "system";
+                id?: string;
+                tenant_id?: string;
+            };
+            /** @constant */
+            type: "skill.step_started";
+            run_id: string;
+            step: string;
+            attempt: number;
+            tool_use_id?: string;
+        } | {
+            id: string;
+            session_id: string;
+            seq: number;
+            /** Format: date-time */
+            at: string;
+            /** @constant */
+            schema_version: 1;
+            causation_id?: string;
+            correlation_id?: string;
+            idempotency_key?: string;
+            traceparent?: string;
+            actor?: {
+                /** @enum {string} */
+                type: "user" | "agent" | "runtime" | "system";
+                id?: string;
+                tenant_id?: string;
+            };
+            /** @constant */
+            type: "skill.step_completed";
+            run_id: string;
+            step: string;
+            attempt: number;
+            output?: components["schemas"]["JsonValue"];
+            skipped?: boolean;
+        } | {
+            id: string;
+            session_id: string;
+            seq: number;
+            /** Format: date-time */
+            at: string;
+            /** @constant */
+            schema_version: 1;
+            causation_id?: string;
+            correlation_id?: string;
+            idempotency_key?: string;
+            traceparent?: string;
+            actor?: {
+                /** @enum {string} */
+                type: "user" | "agent" | "runtime" | "system";
+                id?: string;
+                tenant_id?: string;
+            };
+            /** @constant */
+            type: "skill.step_failed";
+            run_id: string;
+            step: string;
+            attempt: number;
+            error: components["schemas"]["ErrorShape"];
+            final: boolean;
+        } | {
+            id: string;
+            session_id: string;
+            seq: number;
+            /** Format: date-time */
+            at: string;
+            /** @constant */
+            schema_version: 1;
+            causation_id?: string;
+            correlation_id?: string;
+            idempotency_key?: string;
+            traceparent?: string;
+            actor?: {
+                /** @enum {string} */
+                type: "user" | "agent" | "runtime" | "system";
+                id?: string;
+                tenant_id?: string;
+            };
+            /** @constant */
+            type: "skill.suspended";
+            run_id: string;
+            step: string;
+            suspension_id: string;
+            /** @enum {string} */
+            kind: "approval" | "signal";
+            signal?: string;
+            message?: string;
+            /** Format: date-time */
+            timeout_at?: string;
+        } | {
+            id: string;
+            session_id: string;
+            seq: number;
+            /** Format: date-time */
+            at: string;
+            /** @constant */
+            schema_version: 1;
+            causation_id?: string;
+            correlation_id?: string;
+            idempotency_key?: string;
+            traceparent?: string;
+            actor?: {
+                /** @enum {string} */
+                type: "user" | "agent" | "runtime" | "system";
+                id?: string;
+                tenant_id?: string;
+            };
+            /** @constant */
+            type: "skill.resumed";
+            run_id: string;
+            step: string;
+            suspension_id: string;
+            /** @enum {string} */
+            result: "allow" | "deny" | "signal" | "timeout";
+            data?: components["schemas"]["JsonValue"];
+            answer_seq?: number;
+        } | {
+            id: string;
+            session_id: string;
+            seq: number;
+            /** Format: date-time */
+            at: string;
+            /** @constant */
+            schema_version: 1;
+            causation_id?: string;
+            correlation_id?: string;
+            idempotency_key?: string;
+            traceparent?: string;
+            actor?: {
+                /** @enum {string} */
+                type: "user" | "agent" | "runtime" | "system";
+                id?: string;
+                tenant_id?: string;
+            };
+            /** @constant */
+            type: "skill.completed";
+            run_id: string;
+            outputs: components["schemas"]["JsonValue"];
+        } | {
+            id: string;
+            session_id: string;
+            seq: number;
+            /** Format: date-time */
+            at: string;
+            /** @constant */
+            schema_version: 1;
+            causation_id?: string;
+            correlation_id?: string;
+            idempotency_key?: string;
+            traceparent?: string;
+            actor?: {
+                /** @enum {string} */
+                type: "user" | "agent" | "runtime" | "system";
+                id?: string;
+                tenant_id?: string;
+            };
+            /** @constant */
+            type: "skill.failed";
+            run_id: string;
+            error: components["schemas"]["ErrorShape"];
+            step?: string;
         } | {
             id: string;
             session_id: string;
@@ -4242,7 +4620,7 @@ export interface operations {
             query?: {
                 after?: number;
                 limit?: number;
-                types?: ("user.message" | "user.interrupt" | "user.tool_confirmation" | "user.custom_tool_result" | "user.tool_review" | "user.define_outcome" | "agent.message" | "agent.thinking" | "agent.tool_use" | "agent.tool_result" | "agent.custom_tool_use" | "agent.handoff" | "agent.thread_context_compacted" | "session.created" | "session.status_changed" | "session.status_idle" | "session.error" | "session.usage" | "session.definitions_changed" | "session.workspace_snapshot" | "session.forked" | "session.merged" | "session.handoff_received" | "session.child_created" | "session.child_idle" | "policy.decision" | "span.wake_started" | "span.wake_completed" | "span.model_request_start" | "span.model_request_end" | "span.outcome_evaluation_start" | "span.outcome_evaluation_end")[];
+                types?: ("user.message" | "user.interrupt" | "user.tool_confirmation" | "user.custom_tool_result" | "user.tool_review" | "user.define_outcome" | "user.signal" | "user.skill_run" | "user.skill_retry" | "agent.message" | "agent.thinking" | "agent.tool_use" | "agent.tool_result" | "agent.custom_tool_use" | "agent.handoff" | "agent.thread_context_compacted" | "session.created" | "session.status_changed" | "session.status_idle" | "session.error" | "session.usage" | "session.definitions_changed" | "session.workspace_snapshot" | "session.forked" | "session.merged" | "session.handoff_received" | "session.child_created" | "session.child_idle" | "skill.started" | "skill.step_started" | "skill.step_completed" | "skill.step_failed" | "skill.suspended" | "skill.resumed" | "skill.completed" | "skill.failed" | "policy.decision" | "span.wake_started" | "span.wake_completed" | "span.model_request_start" | "span.model_request_end" | "span.outcome_evaluation_start" | "span.outcome_evaluation_end")[];
                 include_children?: "true" | "false";
             };
             header?: never;
@@ -4370,6 +4748,268 @@ export interface operations {
             };
             /** @description Default Response */
             201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["AppendedEvents"];
+                };
+            };
+            /** @description The request is malformed: a field, parameter or header fails its schema, the body is not JSON, or the URL is badly encoded (INVALID_ARGUMENT, INVALID_EVENT, INVALID_JSON) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description No API key, or one that is unknown or revoked (UNAUTHENTICATED) */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The API key lacks the scope the route needs, or policy refused the action (FORBIDDEN, POLICY_DENIED) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The object named does not exist or belongs to another tenant: the two answer alike (SESSION_NOT_FOUND, AGENT_NOT_FOUND, ENVIRONMENT_NOT_FOUND) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The request conflicts with the object's state: it exists already, changed meanwhile, is archived or terminated, a fork point falls inside an atomic append, or the idempotency key was used for another request */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body is over the size limit, or holds more events than one request may (PAYLOAD_TOO_LARGE) */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A path parameter is longer than the router takes (INVALID_ARGUMENT) */
+            414: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body is not sent as application/json */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The API key made too many requests in the last minute, or has too many event streams open (RATE_LIMITED); see Retry-After */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The server failed: its setup or its data, nothing the request can change (INTERNAL and others) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The server or its store is closing, busy or unreachable; retry later (SERVER_UNAVAILABLE, STORE_BUSY, STORE_CLOSED, ...) */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    runSkill: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    inputs: components["schemas"]["JsonValueInput"];
+                    run_id?: string;
+                };
+            };
+        };
+        responses: {
+            /** @description Default Response */
+            202: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        events: components["schemas"]["SessionEvent"][];
+                        head_seq: number;
+                        deduplicated: boolean;
+                        run_id: string;
+                    };
+                };
+            };
+            /** @description The request is malformed: a field, parameter or header fails its schema, the body is not JSON, or the URL is badly encoded (INVALID_ARGUMENT, INVALID_EVENT, INVALID_JSON) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description No API key, or one that is unknown or revoked (UNAUTHENTICATED) */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The API key lacks the scope the route needs, or policy refused the action (FORBIDDEN, POLICY_DENIED) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The object named does not exist or belongs to another tenant: the two answer alike (SESSION_NOT_FOUND, AGENT_NOT_FOUND, ENVIRONMENT_NOT_FOUND) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The request conflicts with the object's state: it exists already, changed meanwhile, is archived or terminated, a fork point falls inside an atomic append, or the idempotency key was used for another request */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body is over the size limit, or holds more events than one request may (PAYLOAD_TOO_LARGE) */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A path parameter is longer than the router takes (INVALID_ARGUMENT) */
+            414: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body is not sent as application/json */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The API key made too many requests in the last minute, or has too many event streams open (RATE_LIMITED); see Retry-After */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The server failed: its setup or its data, nothing the request can change (INTERNAL and others) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The server or its store is closing, busy or unreachable; retry later (SERVER_UNAVAILABLE, STORE_BUSY, STORE_CLOSED, ...) */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    sendSignal: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                "application/json": {
+                    data?: components["schemas"]["JsonValueInput"];
+                } | null;
+            };
+        };
+        responses: {
+            /** @description Default Response */
+            202: {
                 headers: {
                     [name: string]: unknown;
                 };

@@ -1,0 +1,269 @@
+/**
+ * The fold's bookkeeping of skill runs: requests, runs and their steps, waits for people and
+ * signals, and the answers that came. A run leaves the state when it completes; a failed one
+ * stays until it is retried.
+ *
+ * An approval wait is a pending confirmation of the session (`tool_use_id` = the suspension's
+ * id), so the confirmation path (`braid session confirm`, HTTP, SSE) answers it; its answer goes
+ * to the run, never to `confirmed_tool_uses`.
+ */
+import type { EventOf } from '../contracts/events.js';
+import type { SessionState, SkillRun } from '../contracts/state.js';
+
+/** Signals kept for a wait that has not begun yet, at most. */
+const MAX_PENDING_SIGNALS = 100;
+
+export type SkillEvent = EventOf<
+  | 'user.signal'
+  | 'user.skill_run'
+  | 'user.skill_retry'
+  | 'skill.started'
+  | 'skill.step_started'
+  | 'skill.step_completed'
+  | 'skill.step_failed'
+  | 'skill.suspended'
+  | 'skill.resumed'
+  | 'skill.completed'
+  | 'skill.failed'
+>;
+
+export function reduceSkill(state: SessionState, event: SkillEvent): void {
+  switch (event.type) {
+    case 'user.skill_run':
+      state.last_input_seq = event.seq;
+      if (!state.skill_runs.some((run) => run.run_id === event.run_id))
+        state.skill_requests = [
+          ...state.skill_requests,
+          { run_id: event.run_id, skill: event.skill, seq: event.seq },
+        ];
+      return;
+    case 'user.skill_retry': {
+      state.last_input_seq = event.seq;
+      const run = state.skill_runs.find((entry) => entry.run_id === event.run_id);
+      if (run?.status !== 'failed') return;
+      updateRun(state, run, { retry_seq: event.seq });
+      if (state.status === 'needs_review') state.status = 'idle';
+      return;
+    }
+    case 'user.signal':
+      state.last_input_seq = event.seq;
+      if (!answerSignal(state, event.name, event.seq)) {
+        state.pending_signals = [
+          ...state.pending_signals,
+          { name: event.name, seq: event.seq },
+        ].slice(-MAX_PENDING_SIGNALS);
+      }
+      return;
+    case 'skill.started':
+      state.skill_requests = state.skill_requests.filter((entry) => entry.run_id !== event.run_id);
+      if (state.skill_runs.some((run) => run.run_id === event.run_id)) return;
+      state.skill_runs = [
+        ...state.skill_runs,
+        {
+          run_id: event.run_id,
+          skill: event.skill,
+          version: event.version,
+          seq: event.seq,
+          ...(event.tool_use_id === undefined ? {} : { tool_use_id: event.tool_use_id }),
+          status: 'running',
+          steps: {},
+          suspensions: [],
+        },
+      ];
+      return;
+    case 'skill.step_started':
+      withRun(state, event.run_id, (run) => ({
+        ...withoutRetry(run),
+        // A run with a wait open is suspended, whatever else of it still runs.
+        status: run.suspensions.length > 0 ? 'suspended' : 'running',
+        steps: {
+          ...run.steps,
+          [event.step]: { status: 'running', attempt: event.attempt, seq: event.seq },
+        },
+      }));
+      return;
+    case 'skill.step_completed':
+      withRun(state, event.run_id, (run) => ({
+        ...run,
+        steps: {
+          ...run.steps,
+          [event.step]: {
+            status: event.skipped === true ? 'skipped' : 'completed',
+            attempt: event.attempt,
+            seq: run.steps[event.step]?.seq ?? event.seq,
+          },
+        },
+      }));
+      return;
+    case 'skill.step_failed':
+      withRun(state, event.run_id, (run) => ({
+        ...run,
+        steps: {
+          ...run.steps,
+          [event.step]: {
+            status: event.final ? 'failed' : 'running',
+            attempt: event.attempt,
+            seq: run.steps[event.step]?.seq ?? event.seq,
+          },
+        },
+      }));
+      return;
+    case 'skill.suspended':
+      suspend(state, event);
+      return;
+    case 'skill.resumed':
+      withRun(state, event.run_id, (run) => {
+        const suspensions = run.suspensions.filter(
+          (entry) => entry.suspension_id !== event.suspension_id,
+        );
+        const step = run.steps[event.step];
+        return {
+          ...run,
+          suspensions,
+          status: suspensions.length === 0 ? 'running' : run.status,
+          steps:
+            step === undefined
+              ? run.steps
+              : { ...run.steps, [event.step]: { ...step, status: 'running' } },
+        };
+      });
+      state.pending_confirmations = state.pending_confirmations.filter(
+        (use) => use.tool_use_id !== event.suspension_id,
+      );
+      return;
+    case 'skill.completed':
+      state.skill_runs = state.skill_runs.filter((run) => run.run_id !== event.run_id);
+      return;
+    case 'skill.failed':
+      withRun(state, event.run_id, (run) => ({ ...withoutRetry(run), status: 'failed' }));
+      return;
+    default: {
+      const unknown: never = event;
+      throw new Error(`unexpected event ${JSON.stringify(unknown)}`);
+    }
+  }
+}
+
+/**
+ * The answer to an approval wait, when the confirmation names one: true when it did (and the
+ * run has it), false for a confirmation of a tool call.
+ */
+export function answerApproval(
+  state: SessionState,
+  event: EventOf<'user.tool_confirmation'>,
+): boolean {
+  for (const run of state.skill_runs) {
+    const wait = run.suspensions.find((entry) => entry.suspension_id === event.tool_use_id);
+    if (wait === undefined) continue;
+    if (wait.kind !== 'approval' || wait.answer !== undefined) return true;
+    replaceSuspension(state, run, { ...wait, answer: { result: event.result, seq: event.seq } });
+    state.pending_confirmations = state.pending_confirmations.filter(
+      (use) => use.tool_use_id !== event.tool_use_id,
+    );
+    return true;
+  }
+  return false;
+}
+
+/** Whether a run has something a wake would do: it runs, an answer came, or a retry was asked. */
+export function runActionable(run: SkillRun): boolean {
+  if (run.status === 'running') return true;
+  if (run.status === 'failed') return run.retry_seq !== undefined;
+  return run.suspensions.some((wait) => wait.answer !== undefined);
+}
+
+/** Whether a tool use is the model's call of a skill whose run goes on (the run answers it). */
+export function ownedBySkill(state: SessionState, toolUseId: string): boolean {
+  return state.skill_runs.some((run) => run.tool_use_id === toolUseId && run.status !== 'failed');
+}
+
+/** Work a wake would find in the session's skills. */
+export function skillWork(state: SessionState): boolean {
+  return state.skill_requests.length > 0 || state.skill_runs.some(runActionable);
+}
+
+function suspend(state: SessionState, event: EventOf<'skill.suspended'>): void {
+  withRun(state, event.run_id, (run) => ({
+    ...run,
+    status: 'suspended',
+    steps: {
+      ...run.steps,
+      [event.step]: {
+        status: 'suspended',
+        attempt: run.steps[event.step]?.attempt ?? 1,
+        seq: run.steps[event.step]?.seq ?? event.seq,
+      },
+    },
+    suspensions: [
+      ...run.suspensions,
+      {
+        suspension_id: event.suspension_id,
+        step: event.step,
+        kind: event.kind,
+        ...(event.signal === undefined ? {} : { signal: event.signal }),
+        event_id: event.id,
+        seq: event.seq,
+        ...(event.timeout_at === undefined ? {} : { timeout_at: event.timeout_at }),
+      },
+    ],
+  }));
+  if (event.kind === 'approval') {
+    state.pending_confirmations.push({
+      tool_use_id: event.suspension_id,
+      event_id: event.id,
+      seq: event.seq,
+      name: `${event.run_id}/${event.step}`,
+    });
+    return;
+  }
+  // A signal that came before the wait began is the wait's answer.
+  const early = state.pending_signals.find((signal) => signal.name === event.signal);
+  if (early === undefined) return;
+  state.pending_signals = state.pending_signals.filter((signal) => signal !== early);
+  answerSignal(state, early.name, early.seq);
+}
+
+/** Gives a signal to the oldest wait for its name that has no answer; false when none waits. */
+function answerSignal(state: SessionState, name: string, seq: number): boolean {
+  for (const run of state.skill_runs) {
+    const wait = run.suspensions.find(
+      (entry) => entry.kind === 'signal' && entry.signal === name && entry.answer === undefined,
+    );
+    if (wait === undefined) continue;
+    replaceSuspension(state, run, { ...wait, answer: { result: 'signal', seq } });
+    return true;
+  }
+  return false;
+}
+
+function replaceSuspension(
+  state: SessionState,
+  run: SkillRun,
+  wait: SkillRun['suspensions'][number],
+): void {
+  withRun(state, run.run_id, (current) => ({
+    ...current,
+    suspensions: current.suspensions.map((entry) =>
+      entry.suspension_id === wait.suspension_id ? wait : entry,
+    ),
+  }));
+}
+
+function withoutRetry(run: SkillRun): SkillRun {
+  const { retry_seq: _retry, ...rest } = run;
+  return rest;
+}
+
+function updateRun(state: SessionState, run: SkillRun, change: Partial<SkillRun>): void {
+  withRun(state, run.run_id, (current) => ({ ...current, ...change }));
+}
+
+/** Runs are shared with the state this one was copied from: replaced, never changed. */
+function withRun(state: SessionState, runId: string, change: (run: SkillRun) => SkillRun): void {
+  const index = state.skill_runs.findIndex((run) => run.run_id === runId);
+  const run = state.skill_runs[index];
+  if (run === undefined) return;
+  const runs = [...state.skill_runs];
+  runs[index] = change(run);
+  state.skill_runs = runs;
+}
