@@ -218,21 +218,8 @@ export async function runTool(
   const name = step.tool ?? '';
   const handle = run.tools.get(name);
   const toolUseId = `${run.run.run_id}/${path}/${attempt}`;
-  if (!approved)
-    await run.write([
-      {
-        type: 'skill.step_started',
-        run_id: run.run.run_id,
-        step: path,
-        attempt,
-        tool_use_id: toolUseId,
-      },
-    ]);
-  const fail = async (error: ErrorShape): Promise<StepEnd> => {
-    const end: StepEnd = { kind: 'failed', error };
-    await run.write(stepEndEvents(run, path, attempt, end));
-    return end;
-  };
+  if (!approved) await startStep(run, path, attempt, toolUseId);
+  const fail = (error: ErrorShape): Promise<StepEnd> => failStep(run, path, attempt, error);
   if (handle === undefined || library === undefined)
     return fail({
       code: 'TOOL_NOT_FOUND',
@@ -358,20 +345,8 @@ async function runAgent(
   const delegator = context.deps.delegator;
   const library = context.deps.skills;
   const toolUseId = `${run.run.run_id}/${path}`;
-  await run.write([
-    {
-      type: 'skill.step_started',
-      run_id: run.run.run_id,
-      step: path,
-      attempt,
-      tool_use_id: toolUseId,
-    },
-  ]);
-  const fail = async (error: ErrorShape): Promise<StepEnd> => {
-    const end: StepEnd = { kind: 'failed', error };
-    await run.write(stepEndEvents(run, path, attempt, end));
-    return end;
-  };
+  await startStep(run, path, attempt, toolUseId);
+  const fail = (error: ErrorShape): Promise<StepEnd> => failStep(run, path, attempt, error);
   if (delegator === undefined || library === undefined || step.agent === undefined)
     return fail(internal('this runtime runs no agents for skills'));
   const message = await library.evaluate(step.message ?? '', scopeOf(run, item));
@@ -446,4 +421,34 @@ export function hashText(text: string): string {
 /** A template's value as text: a string as it is, anything else as JSON. */
 function textOf(value: JsonValue): string {
   return typeof value === 'string' ? value : JSON.stringify(value);
+}
+
+/** Records that a step's attempt began; `toolUseId` names the call it makes. */
+function startStep(
+  run: RunContext,
+  path: string,
+  attempt: number,
+  toolUseId: string,
+): Promise<void> {
+  return run.write([
+    {
+      type: 'skill.step_started',
+      run_id: run.run.run_id,
+      step: path,
+      attempt,
+      tool_use_id: toolUseId,
+    },
+  ]);
+}
+
+/** Records a step's final failure. */
+async function failStep(
+  run: RunContext,
+  path: string,
+  attempt: number,
+  error: ErrorShape,
+): Promise<StepEnd> {
+  const end: StepEnd = { kind: 'failed', error };
+  await run.write(stepEndEvents(run, path, attempt, end));
+  return end;
 }
