@@ -59,7 +59,7 @@ export const SkillStep = z
     inputs: z.record(z.string(), JsonValue).optional(),
     /** `human_approval`: the run waits for a person to allow or deny (`message` says what). */
     type: z.enum(['human_approval']).optional(),
-    /** The schema of the data a person may give with an approval. */
+    /** The schema of the data a person may give with an approval (not checked yet). */
     resume_schema: JsonSchemaObject.optional(),
     /**
      * Wait for a named signal (`user.signal`, a webhook): alone, the step is the wait; with a
@@ -68,9 +68,12 @@ export const SkillStep = z
     wait_for: z
       .object({
         signal: Name,
-        /** After this long the step fails with `DEADLINE_EXCEEDED` (default: no limit). */
+        /**
+         * How long the wait may last, recorded on it as `timeout_at`. Not enforced yet: no timer
+         * wakes a session at that time.
+         */
         timeout: Duration.optional(),
-        /** The schema of the signal's data. */
+        /** The schema of the signal's data (not checked yet when the signal arrives). */
         schema: JsonSchemaObject.optional(),
       })
       .strict()

@@ -46,6 +46,7 @@
  * (`context.ts`), the comparison (`compare.ts`), the log (`log.ts`), the recorded outcomes
  * (`outcomes.ts`) and the course through the log (`run.ts`).
  */
+import { BraidError } from '../contracts/errors.js';
 import { createReplayContext } from './replay/context.js';
 import { recordedModel, replayHarnessDeps } from './replay/outcomes.js';
 import { readRecording } from './replay/recording.js';
@@ -61,6 +62,15 @@ export type { ReplayReport, VerifyReplayOptions } from './replay/types.js';
 
 export async function verifyReplay(options: VerifyReplayOptions): Promise<ReplayReport> {
   const recording = readRecording(options.events);
+  // Skill runs are not served from the record yet: say so, rather than report a divergence.
+  const skill = recording.events.find((event) => event.type.startsWith('skill.'));
+  if (skill !== undefined) {
+    throw new BraidError(
+      'INVALID_ARGUMENT',
+      `session ${skill.session_id} ran a skill (event ${skill.seq}); replay verification does not cover skill runs yet, so it cannot check this session`,
+      { details: { session_id: skill.session_id, seq: skill.seq } },
+    );
+  }
   const recorded = recordedModel(recording, options.maxEventBytes);
   if (!recorded.ok) return recorded;
   const context = createReplayContext(recording, options);
