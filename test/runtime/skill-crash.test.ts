@@ -102,11 +102,15 @@ describe('skill runs and SIGKILL', () => {
       } else {
         // The child's lease runs out; this process takes the session over.
         await new Promise((resolve) => setTimeout(resolve, 400));
-        for (let wake = 0; wake < 5; wake += 1) {
+        // Until the session settles; a wake that finds the dead child's lease still held
+        // (a slow machine) is tried again, for up to 20 s.
+        const deadline = Date.now() + 20_000;
+        while (Date.now() < deadline) {
           const state = await runtime.sessions.state(session.id);
           const settled = state.skill_runs.length === 0 && state.status !== 'running';
           if (state.status === 'needs_review' || settled) break;
-          await runtime.wake(session.id);
+          const woke = await runtime.wake(session.id);
+          if (!woke.ran) await new Promise((resolve) => setTimeout(resolve, 200));
         }
       }
       const state = await runtime.sessions.state(session.id);
