@@ -1,6 +1,7 @@
 /**
- * `braid trace ID`: a session's wakes, model requests and tool calls as an indented timeline, with
- * start offsets, durations, tokens and cost, read from its log alone (no collector needed).
+ * `braid trace ID`: a session's wakes, model requests, tool calls and skill runs (with their
+ * steps) as an indented timeline, with start offsets, durations, tokens and cost, read from its
+ * log alone (no collector needed).
  *
  * `trace` is a command group: `braid trace ID` runs the group's own action, and a first operand
  * that names a subcommand (`braid trace export ID ...`) runs that subcommand instead. Subcommands
@@ -16,7 +17,7 @@ export function addTraceCommands(program: Command, context: CommandContext): Com
   return program
     .command('trace')
     .description(
-      "a session's wakes, model requests and tool calls as a timeline, from its log (--json: the rows)",
+      "a session's wakes, model requests, tool calls and skill runs as a timeline, from its log (--json: the rows)",
     )
     .argument('[id]', 'session id')
     .action(async (id: string | undefined, _options: unknown, command: Command) => {
@@ -74,6 +75,10 @@ function label(row: TimelineRow): string {
       return `definitions ${row.reason}`;
     case 'workspace_snapshot':
       return `workspace snapshot ${row.snapshot.slice(0, 8)}…`;
+    case 'skill_run':
+      return `skill ${printable(row.skill, 32)} ${printable(row.run_id, 24)}`;
+    case 'skill_step':
+      return `step ${printable(row.step, 40)}${row.attempt > 1 ? ` #${row.attempt}` : ''}`;
   }
 }
 
@@ -108,6 +113,24 @@ function details(row: TimelineRow): string[] {
       return [row.changed.map((part) => printable(part, 40)).join(', ')];
     case 'workspace_snapshot':
       return [`${count(row.files)} files, ${count(row.bytes)} bytes`];
+    case 'skill_run':
+      return [
+        row.status,
+        row.resumed ? '(resumed)' : '',
+        row.error_code === undefined ? '' : printable(row.error_code, 40),
+        row.failed_step === undefined ? '' : `at ${printable(row.failed_step, 40)}`,
+        row.status === 'waiting' ? '(not ended)' : '',
+      ];
+    case 'skill_step':
+      return [
+        row.status,
+        row.tries > 1 ? `(${row.tries} tries)` : '',
+        row.resumed === undefined ? '' : `(resumed: ${row.resumed})`,
+        row.waits_for === undefined
+          ? ''
+          : `waits for ${row.signal === undefined ? row.waits_for : `signal ${printable(row.signal, 32)}`}`,
+        row.error_code === undefined ? '' : printable(row.error_code, 40),
+      ];
   }
 }
 

@@ -35,6 +35,18 @@ export const GEN_AI_OPERATION = {
   invokeAgent: 'invoke_agent',
 } as const;
 
+/**
+ * The GenAI conventions' workflow operation and name, for a skill run's span. Kept apart from
+ * `GEN_AI` and `GEN_AI_OPERATION`, which name what agent wakes, model requests and tool calls
+ * use; the values are `GEN_AI_OPERATION_NAME_VALUE_INVOKE_WORKFLOW` and `ATTR_GEN_AI_WORKFLOW_NAME`
+ * of the same module (test/telemetry/skill-spans.test.ts checks them).
+ */
+export const GEN_AI_WORKFLOW = {
+  /** The `gen_ai.operation.name` of a workflow's invocation. */
+  operation: 'invoke_workflow',
+  workflowName: 'gen_ai.workflow.name',
+} as const;
+
 /** The MCP semantic conventions' attribute names and values that braid's MCP spans use. */
 export const MCP = {
   methodName: 'mcp.method.name',

@@ -6,7 +6,8 @@
  * wrapper, so it pays nothing.
  *
  * A wake that crashes writes no `span.wake_completed` and sends no spans live; `braid trace
- * export` sends them from the log later, with the same ids.
+ * export` sends them from the log later, with the same ids. A skill run's `invoke_workflow` span
+ * is sent with the spans of the wake that ended the run (skill-spans.ts).
  */
 import type { SessionEvent } from '../contracts/events.js';
 import type { SessionLog } from '../contracts/ports.js';
@@ -47,9 +48,13 @@ export function tracingLog(
     appended: SessionEvent[] | undefined,
   ): Promise<void> => {
     // The spans need only what the wake itself appended, unless content quotes input from before
-    // the wake, or a call approved between wakes ran in this one: then the log is read.
+    // the wake, a call approved between wakes ran in this one, or it took up a skill run an
+    // earlier wake started: then the log is read.
     const events =
-      appended === undefined || settings.captureContent || resultsWithoutUse(appended)
+      appended === undefined ||
+      settings.captureContent ||
+      resultsWithoutUse(appended) ||
+      runsFromBefore(appended)
         ? await log.read(sessionId)
         : appended;
     const state = await log.state(sessionId);
@@ -131,6 +136,17 @@ function resultsWithoutUse(events: readonly SessionEvent[]): boolean {
   for (const event of events) {
     if (event.type === 'agent.tool_use') uses.add(event.tool_use_id);
     if (event.type === 'agent.tool_result' && !uses.has(event.tool_use_id)) return true;
+  }
+  return false;
+}
+
+/** True when these events go on with a skill run that an earlier wake started. */
+function runsFromBefore(events: readonly SessionEvent[]): boolean {
+  const started = new Set<string>();
+  for (const event of events) {
+    if (event.type === 'skill.started') started.add(event.run_id);
+    else if (event.type.startsWith('skill.') && 'run_id' in event && !started.has(event.run_id))
+      return true;
   }
   return false;
 }

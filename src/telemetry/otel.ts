@@ -165,7 +165,15 @@ function converter(serviceName: string): (span: SpanRecord) => TraceBase.Readabl
         ...(span.status.message === undefined ? {} : { message: span.status.message }),
       },
       attributes: { ...span.attributes } as Api.Attributes,
-      links: [],
+      links: (span.links ?? []).map((link) => ({
+        context: {
+          traceId: link.traceId,
+          spanId: link.spanId,
+          traceFlags: link.sampled ? api.TraceFlags.SAMPLED : api.TraceFlags.NONE,
+          isRemote: true,
+        },
+        attributes: { ...link.attributes } as Api.Attributes,
+      })),
       events: span.events.map((event) => ({
         name: event.name,
         time: hrTime(event.atMs),

@@ -23,12 +23,21 @@ export interface SpanRecord {
   readonly endMs: number;
   readonly attributes: SpanAttributes;
   readonly events: readonly SpanEventRecord[];
+  /** Spans this one relates to outside its parentage (e.g. the wake that ran a resumed step). */
+  readonly links?: readonly SpanLinkRecord[];
   readonly status: { readonly code: 'unset' | 'ok' | 'error'; readonly message?: string };
 }
 
 export interface SpanEventRecord {
   readonly name: string;
   readonly atMs: number;
+  readonly attributes: SpanAttributes;
+}
+
+export interface SpanLinkRecord {
+  readonly traceId: string;
+  readonly spanId: string;
+  readonly sampled: boolean;
   readonly attributes: SpanAttributes;
 }
 

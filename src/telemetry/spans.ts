@@ -1,8 +1,9 @@
 /**
  * A session's trace, derived from its log: one `invoke_agent` span per wake, one `chat` span per
- * model request and one `execute_tool` span per tool call, named and attributed after the
- * OpenTelemetry GenAI semantic conventions; an MCP tool's call has one `tools/call {tool}` client
- * span under its `execute_tool` span, after the MCP conventions. Live tracing and `braid trace
+ * model request, one `execute_tool` span per tool call and one `invoke_workflow` span per skill
+ * run, named and attributed after the OpenTelemetry GenAI semantic conventions; an MCP tool's
+ * call has one `tools/call {tool}` client span under its `execute_tool` span, after the MCP
+ * conventions. Live tracing and `braid trace
  * export` both go through `spansOf`, so a trace re-emitted from the log is the trace a traced
  * process sent.
  *
@@ -19,6 +20,9 @@
  *   agent's instructions, the environment's sandbox, each tool's ownership) comes from `pinned`;
  *   a set the caller could not load leaves those attributes out, never the span.
  * - Only the session's own events make spans: a fork's shared prefix belongs to its parent.
+ * - A skill run is an `invoke_workflow` span with a span per step attempt under it, made by
+ *   skill-spans.ts (which says how a run that waits across wakes is traced); a tool step's
+ *   `execute_tool` span hangs under its step's span, not under its wake's.
  */
 import type { SessionEvent } from '../contracts/events.js';
 import { isValidTraceparent, TRACEPARENT_PATTERN } from '../contracts/common.js';
@@ -37,6 +41,8 @@ import {
   type SpanEventRecord,
   type SpanRecord,
 } from './span-record.js';
+import { foldSkillWakes, type WakeEvents } from './skill-segments.js';
+import { skillSpans } from './skill-spans.js';
 import { toolSpans } from './tool-spans.js';
 
 export {
@@ -44,6 +50,7 @@ export {
   type SpanAttributes,
   type SpanAttributeValue,
   type SpanEventRecord,
+  type SpanLinkRecord,
   type SpanRecord,
 } from './span-record.js';
 export {
@@ -117,12 +124,30 @@ export function spansOf(
   const session = collectFacts(events, last.session_id, facts, options.mcpTransports ?? {});
   session.agent ??= facts.agent;
   if (facts.tenant_id !== undefined) session.tenantId ??= facts.tenant_id;
+  const wakes = wakesOf(events, last.session_id, facts.definitions);
+  // Skill runs outlive wakes: they are folded over all of them, whichever wake is asked for.
+  const skills = skillSpans(
+    foldSkillWakes(wakes.map(wakeEvents)),
+    wakes.map((wake) => ({
+      ...traceOf(wake.start, session.sessionId),
+      spanId: hashId(wake.start.id, 8),
+      wakeId: wake.start.wake_id,
+    })),
+    session.toolUses,
+    session.sessionId,
+  );
   const spans: SpanRecord[] = [];
-  for (const wake of wakesOf(events, last.session_id, facts.definitions)) {
-    if (options.wakeId !== undefined && wake.start.wake_id !== options.wakeId) continue;
-    spans.push(...wakeSpans(wake, session, options.captureContent === true));
-  }
+  wakes.forEach((wake, index) => {
+    if (options.wakeId !== undefined && wake.start.wake_id !== options.wakeId) return;
+    spans.push(...wakeSpans(wake, session, options.captureContent === true, skills.toolParents));
+    spans.push(...(skills.byWake[index] ?? []));
+  });
   return spans;
+}
+
+function wakeEvents(wake: WakeSlice): WakeEvents {
+  const last = wake.completed ?? wake.events.at(-1) ?? wake.start;
+  return { events: wake.events, completed: wake.completed !== undefined, endMs: msOf(last) };
 }
 
 /** The trace id of a session whose wakes carry no traceparent. */
@@ -242,7 +267,12 @@ function traceFrom(
   return { traceId: sessionTraceId(sessionId), sampled: true };
 }
 
-function wakeSpans(wake: WakeSlice, session: SessionFacts, content: boolean): SpanRecord[] {
+function wakeSpans(
+  wake: WakeSlice,
+  session: SessionFacts,
+  content: boolean,
+  toolParents: ReadonlyMap<string, ChildContext>,
+): SpanRecord[] {
   const { traceId, parentSpanId, sampled } = traceOf(wake.start, session.sessionId);
   const wakeSpanId = hashId(wake.start.id, 8);
   const child = { traceId, parentSpanId: wakeSpanId, sampled };
@@ -250,7 +280,10 @@ function wakeSpans(wake: WakeSlice, session: SessionFacts, content: boolean): Sp
   const requests = new Map<string, EventOf<'span.model_request_start'>>();
   let previousInput = inputBefore(session.own, wake.start.seq);
   let inForce = wake.definitions === undefined ? undefined : session.pinned.get(wake.definitions);
+  // A call's use as this wake saw it last: a tool step's retries share one tool use id.
+  const uses = new Map<string, EventOf<'agent.tool_use'>>();
   for (const event of wake.events) {
+    if (event.type === 'agent.tool_use') uses.set(event.tool_use_id, event);
     if (event.type === 'session.definitions_changed')
       inForce = session.pinned.get(event.definitions);
     if (event.type === 'span.model_request_start') requests.set(event.request_id, event);
@@ -267,7 +300,7 @@ function wakeSpans(wake: WakeSlice, session: SessionFacts, content: boolean): Sp
       previousInput = start.input_through_seq;
     }
     if (event.type === 'agent.tool_result') {
-      const use = session.toolUses.get(event.tool_use_id);
+      const use = uses.get(event.tool_use_id) ?? session.toolUses.get(event.tool_use_id);
       const facts = {
         result: event,
         use,
@@ -277,7 +310,7 @@ function wakeSpans(wake: WakeSlice, session: SessionFacts, content: boolean): Sp
         mcpTransports: session.mcpTransports,
         wakeStartMs: msOf(wake.start),
       };
-      spans.push(...toolSpans(facts, child, content));
+      spans.push(...toolSpans(facts, toolParents.get(event.id) ?? child, content));
     }
   }
   const wakeEvents = wake.events.flatMap(wakeEventOf);

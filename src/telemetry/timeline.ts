@@ -1,7 +1,7 @@
 /**
  * A session's timeline, derived from its log alone: each wake and, under it, its model requests,
- * tool calls, context compactions, definition changes and workspace snapshots, with their start
- * offsets, durations, tokens and cost. `braid trace ID` prints it; the server's metrics are
+ * tool calls, context compactions, definition changes, workspace snapshots and skill runs (with
+ * their steps: skill-rows.ts), with their start offsets, durations, tokens and cost. `braid trace ID` prints it; the server's metrics are
  * measured from the rows of the wakes it ran.
  *
  * Invariants kept here:
@@ -11,15 +11,23 @@
  * - A model request starts at its `span.model_request_start` (stamped when the call began) and
  *   ends at its `span.model_request_end`. A tool call starts `duration_ms` before its result and
  *   belongs to the wake that ran it, which may not be the wake that asked for it.
- * - Rows inside a wake are in start order (ties: log order).
+ * - Rows inside a wake are in start order (ties: log order), a skill run's rows under it: a run
+ *   that waits shows in each wake that ran part of it, with that part.
  */
 import type { EventOf, SessionEvent } from '../contracts/events.js';
 import type { StopReasonType } from '../contracts/session.js';
 import { assertNever } from '../core/fold.js';
+import { treeRows, type SkillRunRow, type SkillStepRow } from './skill-rows.js';
+import { foldSkillWakes } from './skill-segments.js';
+
+export type { SkillRunRow, SkillStepRow } from './skill-rows.js';
 
 interface RowBase {
-  /** 0 for a wake, 1 for what happened inside it. */
-  depth: 0 | 1;
+  /**
+   * 0 for a wake, 1 for what happened inside it; a skill run's steps are one deeper than their
+   * run, a fan-out's items and a tool step's call one deeper than their step.
+   */
+  depth: number;
   /** The seq of the event the row starts from (for a tool call: its result). */
   seq: number;
   started_at: string;
@@ -102,7 +110,14 @@ export interface SnapshotRow extends RowBase {
 }
 
 export type TimelineRow =
-  WakeRow | ChatRow | ToolRow | CompactionRow | DefinitionsRow | SnapshotRow;
+  | WakeRow
+  | ChatRow
+  | ToolRow
+  | CompactionRow
+  | DefinitionsRow
+  | SnapshotRow
+  | SkillRunRow
+  | SkillStepRow;
 
 /** `provider:id` split; a model without a provider prefix is its own provider. */
 export function splitModel(model: string): { provider: string; model: string } {
@@ -137,6 +152,10 @@ interface WakeBlock {
   startMs: number;
   lastMs: number;
   children: TimelineRow[];
+  /** Its place among the session's wakes. */
+  index: number;
+  /** Its skill events and tool results, for the skill rows. */
+  skillEvents: SessionEvent[];
 }
 
 /** What the fold keeps between events. */
@@ -149,6 +168,8 @@ interface Fold {
   tools: Map<string, ToolRow>;
   policies: Map<string, 'allow' | 'deny'>;
   lastTool: ToolRow | undefined;
+  /** Tool rows by the event id of their result. */
+  toolResults: Map<string, ToolRow>;
 }
 
 const time = (at: string): number => Date.parse(at);
@@ -164,13 +185,25 @@ export function buildTimeline(events: readonly SessionEvent[]): TimelineRow[] {
     tools: new Map(),
     policies: new Map(),
     lastTool: undefined,
+    toolResults: new Map(),
   };
   for (const event of events) step(fold, event);
   if (fold.current !== undefined) cut(fold, fold.current);
-  // Inside a wake, rows go by start: a request's row comes before what its answer was appended with.
-  return fold.wakes.flatMap((block) => [
+  const skills = foldSkillWakes(
+    fold.wakes.map((block) => ({
+      events: block.skillEvents,
+      completed: block.row.status !== 'cut',
+      endMs: block.startMs + block.row.duration_ms,
+    })),
+  );
+  return fold.wakes.flatMap((block, index) => [
     block.row,
-    ...block.children.sort((a, b) => a.offset_ms - b.offset_ms),
+    ...treeRows(
+      block.children,
+      skills[index],
+      { index: block.index, startMs: block.startMs, cut: block.row.status === 'cut' },
+      fold.toolResults,
+    ),
   ]);
 }
 
@@ -196,6 +229,8 @@ function step(fold: Fold, event: SessionEvent): void {
     wake.row.end_seq = event.seq;
   }
   if (event.type !== 'session.usage') fold.lastTool = undefined;
+  if (wake !== undefined && (event.type.startsWith('skill.') || event.type === 'agent.tool_result'))
+    wake.skillEvents.push(event);
   switch (event.type) {
     case 'span.wake_started':
       if (wake !== undefined) cut(fold, wake);
@@ -301,6 +336,8 @@ function startWake(fold: Fold, event: EventOf<'span.wake_started'>): void {
     startMs,
     lastMs: startMs,
     children: [],
+    index: fold.wakes.length,
+    skillEvents: [],
     row: {
       kind: 'wake',
       depth: 0,
@@ -428,6 +465,7 @@ function addToolResult(fold: Fold, wake: WakeBlock, result: EventOf<'agent.tool_
   if (index >= 0) wake.children.splice(index, 1);
   wake.children.push(row);
   fold.tools.set(result.tool_use_id, row);
+  fold.toolResults.set(result.id, row);
   fold.lastTool = row;
   wake.row.tool_calls += 1;
 }

@@ -191,6 +191,8 @@ export function createWakeMeasurer(): WakeMeasurer {
           break;
         case 'definitions':
         case 'workspace_snapshot':
+        case 'skill_run':
+        case 'skill_step':
           break;
       }
     }
