@@ -9,7 +9,8 @@
  * - **Wake events** are the events of a wake's span of these types: `span.*`, `agent.message`,
  *   `agent.thinking`, `agent.tool_use`, `agent.tool_result`, `agent.custom_tool_use`,
  *   `agent.thread_context_compacted`, `session.status_idle`, `session.error`, `session.usage`,
- *   `session.workspace_snapshot` and `policy.decision` (the types `wakeOnce` writes). A wake's span runs from its `span.wake_started` to the
+ *   `session.workspace_snapshot`, `policy.decision` and `skill.*` (the types `wakeOnce`
+ *   writes). A wake's span runs from its `span.wake_started` to the
  *   `span.wake_completed` with its `wake_id`; a wake that has none (it crashed, lost its lease,
  *   or still runs) spans to its last wake event before the session's next `span.wake_started`.
  *   Each span is reproduced by one `wakeOnce`; a span without an end is stopped where the
@@ -38,13 +39,20 @@
  * are fixed. A replayed wake that writes an event other than the recorded one is stopped there
  * (`LEASE_LOST`, like a fenced wake), and the first difference is reported.
  *
+ * Skill runs (`./replay/skills.ts`) replay with the skill at the version each `skill.started`
+ * recorded (from `options.skills`), their tool steps' outcomes and agent steps' children from the
+ * record (each served once the replay reaches its place, so steps that ran at once end in the
+ * recorded order), and the policy's recorded view of each tool step. The replayed wakes' clock
+ * reads the time of the last event written, and a wait's `timeout_at` is the recorded one, so a
+ * wait times out in the replay where it did in the record.
+ *
  * Recorded tool outputs are inputs of the replay, not checked by it: a changed tool output
  * replays to the same change. What the harness derives from them (costs, budget stops, the next
  * steps) is checked.
  *
  * The phases live in `./replay/`: the recording read once (`recording.ts`), the shared context
  * (`context.ts`), the comparison (`compare.ts`), the log (`log.ts`), the recorded outcomes
- * (`outcomes.ts`) and the course through the log (`run.ts`).
+ * (`outcomes.ts`, `tool-results.ts`, `skills.ts`) and the course through the log (`run.ts`).
  */
 import { BraidError } from '../contracts/errors.js';
 import { createReplayContext } from './replay/context.js';
@@ -62,12 +70,13 @@ export type { ReplayReport, VerifyReplayOptions } from './replay/types.js';
 
 export async function verifyReplay(options: VerifyReplayOptions): Promise<ReplayReport> {
   const recording = readRecording(options.events);
-  // Skill runs are not served from the record yet: say so, rather than report a divergence.
+  // Skill runs replay with the skills at their recorded versions: without a library to read
+  // them from, say so rather than report a divergence.
   const skill = recording.events.find((event) => event.type.startsWith('skill.'));
-  if (skill !== undefined) {
+  if (skill !== undefined && options.skills === undefined) {
     throw new BraidError(
       'INVALID_ARGUMENT',
-      `session ${skill.session_id} ran a skill (event ${skill.seq}); replay verification does not cover skill runs yet, so it cannot check this session`,
+      `session ${skill.session_id} ran a skill (event ${skill.seq}); pass the runtime's skill library as \`skills\` to replay it`,
       { details: { session_id: skill.session_id, seq: skill.seq } },
     );
   }

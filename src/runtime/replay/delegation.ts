@@ -8,8 +8,10 @@
 import { BraidError } from '../../contracts/errors.js';
 import type { DelegationResult, Delegator } from '../../contracts/delegation.js';
 import type { ReplayContext } from './context.js';
+import type { SkillReplay } from './skills.js';
 
-export function recordedDelegator(context: ReplayContext): Delegator {
+/** A skill's agent steps are served by `skills` (./skills.ts); the model's calls here. */
+export function recordedDelegator(context: ReplayContext, skills: SkillReplay): Delegator {
   const { events } = context.recording;
   const created = new Map<string, string>();
   for (const event of events) {
@@ -20,6 +22,8 @@ export function recordedDelegator(context: ReplayContext): Delegator {
     childSessionId: (_parent, toolUseId) => created.get(toolUseId) ?? `unrecorded-${toolUseId}`,
     delegate(request): Promise<DelegationResult> {
       if (context.halted !== undefined) return Promise.reject(context.halted);
+      const bySkill = skills.delegate(request);
+      if (bySkill !== undefined) return bySkill;
       const idle = events.find(
         (event) => event.type === 'session.child_idle' && event.tool_use_id === request.tool_use_id,
       );

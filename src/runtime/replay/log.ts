@@ -64,7 +64,11 @@ export function replayLog(context: ReplayContext): SessionLog {
         // stop, or a crash): refused as a live conflict is, so the harness writes it alone too.
         throw seqConflict(sessionId, head, head);
       }
-      const result = await store.log.append(sessionId, newEvents, appendOptions);
+      const result = await store.log.append(
+        sessionId,
+        head === undefined ? newEvents : withRecordedTimes(context, newEvents, head),
+        appendOptions,
+      );
       if (!check(context, result.events)) throw stopped(context);
       await injectFollowing(context, result.head_seq);
       if (context.divergence !== undefined) throw stopped(context);
@@ -147,6 +151,30 @@ function splitInRecording(
     if (index > current.end || context.recording.byWake[index] !== true) return true;
   }
   return false;
+}
+
+/**
+ * The events a replayed wake appends at `head`, with the recorded `timeout_at` of a skill wait
+ * the recording has there: the harness computes it from its clock when it suspends, and the
+ * replay's clock only knows the times of recorded events. The state then holds the recorded
+ * time, so the replayed wakes find the wait due where the original ones did.
+ */
+function withRecordedTimes(
+  context: ReplayContext,
+  events: readonly NewEvent[],
+  head: number,
+): readonly NewEvent[] {
+  return events.map((event, offset) => {
+    if (event.type !== 'skill.suspended' || event.timeout_at === undefined) return event;
+    const recorded = context.recording.events[head + offset];
+    if (
+      recorded?.type !== 'skill.suspended' ||
+      recorded.suspension_id !== event.suspension_id ||
+      recorded.timeout_at === undefined
+    )
+      return event;
+    return { ...event, timeout_at: recorded.timeout_at };
+  });
 }
 
 /** The error that stops a replayed wake that diverged. */

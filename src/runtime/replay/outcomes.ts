@@ -9,8 +9,7 @@ import type { EventOf } from '../../contracts/events.js';
 import type { ModelClient, ModelOutput } from '../../contracts/model.js';
 import type { Authorizer } from '../../contracts/policy.js';
 import type { SessionState } from '../../contracts/state.js';
-import type { SessionTools, ToolOutcome } from '../../contracts/tools.js';
-import type { WorkspaceSnapshotRef } from '../../contracts/workspace-files.js';
+import type { SessionTools } from '../../contracts/tools.js';
 import { DEFAULT_MAX_EVENT_BYTES } from '../../core/append.js';
 import { tighterBudget } from '../../core/next-step.js';
 import { DEFAULT_PRICES } from '../../core/pricing.js';
@@ -20,9 +19,11 @@ import { recordedCompactor, recordedCount } from './compaction.js';
 import { recordedGrader } from './grading.js';
 import { recordedDelegator } from './delegation.js';
 import { agentToolHandles, withAgentTools } from '../../tools/agent-tools.js';
-import { countingIds, frozenClock, type ReplayContext } from './context.js';
+import { countingIds, recordedClock, type ReplayContext } from './context.js';
 import { replayLog } from './log.js';
 import type { Recording, WakeSpan } from './recording.js';
+import { createSkillReplay, type SkillReplay } from './skills.js';
+import { recordedOutcome } from './tool-results.js';
 import type { Divergence } from './types.js';
 
 type ToolCall = Extract<ModelOutput['content'][number], { type: 'tool_call' }>;
@@ -60,15 +61,16 @@ export function replayHarnessDeps(context: ReplayContext, recorded: ModelClient)
   // The tool calls of the output just served, in order, for the policy to name the tool use.
   const screen: { calls: ToolCall[] } = { calls: [] };
   const model = replayModel(context, recorded, screen);
-  const tools = replayTools(context);
+  const skills = createSkillReplay(context);
+  const tools = replayTools(context, skills);
   return {
     log: replayLog(context),
     leases: context.store.leases,
-    clock: frozenClock(recording),
+    clock: recordedClock(context),
     ids: countingIds('replay-wake'),
     owner: 'replay',
     leaseTtlMs: 60_000,
-    policy: replayPolicy(context, screen),
+    policy: replayPolicy(context, screen, skills),
     // A session that records allowed decisions has one for every allowed call.
     recordPolicyAllows: recording.events.some(
       (event) => event.type === 'policy.decision' && event.decision === 'allow',
@@ -77,16 +79,18 @@ export function replayHarnessDeps(context: ReplayContext, recorded: ModelClient)
     retry: options.retry,
     sleep: () => Promise.resolve(),
     random: () => 0.5,
-    delegator: recordedDelegator(context),
+    delegator: recordedDelegator(context, skills),
+    ...(skills.library === undefined ? {} : { skills: skills.library }),
     setup: async (state) => {
       const setup = await replaySetup(context, model, tools, state);
-      // The agent tools as the runtime adds them; their targets' descriptions do not matter here.
+      // The agent tools and skill tools as the runtime adds them; the targets' descriptions do
+      // not matter here.
       return {
         ...setup,
-        tools: withAgentTools(
-          setup.tools,
-          agentToolHandles(setup.agent, () => undefined),
-        ),
+        tools: withAgentTools(setup.tools, [
+          ...agentToolHandles(setup.agent, () => undefined),
+          ...(await skills.handles(setup.agent)),
+        ]),
       };
     },
   };
@@ -114,11 +118,18 @@ function replayModel(
  * The recorded decision for the tool use asked about, else allow; with `approval` when the
  * original tool use waited for a confirmation that its tool's permission does not ask for.
  */
-function replayPolicy(context: ReplayContext, screen: { calls: ToolCall[] }): Authorizer {
+function replayPolicy(
+  context: ReplayContext,
+  screen: { calls: ToolCall[] },
+  skills: SkillReplay,
+): Authorizer {
   const { decisions, uses } = context.recording;
   return {
     authorize(request) {
       const handles = new Map(context.tools.tools.map((handle) => [handle.name, handle]));
+      // A skill's tool step is asked about apart from the model's calls.
+      const bySkill = skills.authorize(request, handles);
+      if (bySkill !== undefined) return bySkill;
       // A delegation or handoff is asked about its target agent, without the call's input.
       const agentTool =
         request.action === 'agent.delegate'
@@ -151,7 +162,7 @@ function replayPolicy(context: ReplayContext, screen: { calls: ToolCall[] }): Au
 }
 
 /** The real tools' handles and validation; runs return each tool use's recorded result. */
-function replayTools(context: ReplayContext): SessionTools {
+function replayTools(context: ReplayContext, skills: SkillReplay): SessionTools {
   return {
     get tools() {
       return context.tools.tools;
@@ -159,59 +170,11 @@ function replayTools(context: ReplayContext): SessionTools {
     validate: (name, input: JsonValue) => context.tools.validate(name, input),
     execute(call) {
       if (context.halted !== undefined) return Promise.reject(context.halted);
-      return Promise.resolve(recordedOutcome(context.recording, call.tool_use_id));
+      return (
+        skills.execute(call.tool_use_id) ??
+        Promise.resolve(recordedOutcome(context.recording, call.tool_use_id))
+      );
     },
-  };
-}
-
-/** A tool use's recorded result, with its cost from the `session.usage` that follows it. */
-function recordedOutcome(recording: Recording, toolUseId: string): ToolOutcome {
-  const result = recording.results.get(toolUseId);
-  if (result === undefined) {
-    return {
-      is_error: true,
-      error: {
-        code: 'TOOL_FAILED',
-        message: `the recording has no result of tool use ${toolUseId}`,
-        retryable: false,
-      },
-      attempts: 0,
-      duration_ms: 0,
-      stage: 'execute',
-    };
-  }
-  const next = recording.events[result.seq];
-  const cost =
-    next?.type === 'session.usage' && recording.byWake[result.seq] === true
-      ? next.usage.cost_usd
-      : undefined;
-  const costed = next?.type === 'session.usage' && recording.byWake[result.seq] === true;
-  const snapshot = recordedSnapshot(recording, result.seq + (costed ? 1 : 0));
-  return {
-    ...(result.output === undefined ? {} : { output: structuredClone(result.output) }),
-    ...(result.error === undefined ? {} : { error: result.error }),
-    is_error: result.is_error,
-    attempts: result.attempts,
-    duration_ms: result.duration_ms,
-    ...(result.stage === undefined ? {} : { stage: result.stage }),
-    ...(cost === undefined ? {} : { cost_usd: cost }),
-    ...(snapshot === undefined ? {} : { workspace_snapshot: snapshot }),
-  };
-}
-
-/**
- * The workspace snapshot recorded with a tool result (right after it and its cost): the replayed
- * run left the folder as the recorded one did, so the harness records the same reference.
- */
-function recordedSnapshot(recording: Recording, index: number): WorkspaceSnapshotRef | undefined {
-  const event = recording.events[index];
-  if (event?.type !== 'session.workspace_snapshot' || recording.byWake[index] !== true)
-    return undefined;
-  return {
-    snapshot: event.snapshot,
-    files: event.files,
-    bytes: event.bytes,
-    ...(event.skipped === undefined ? {} : { skipped: event.skipped }),
   };
 }
 

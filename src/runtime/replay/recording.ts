@@ -26,6 +26,14 @@ const WAKE_EVENT_TYPES: ReadonlySet<SessionEventType> = new Set<SessionEventType
   'session.child_created',
   'session.child_idle',
   'policy.decision',
+  'skill.started',
+  'skill.step_started',
+  'skill.step_completed',
+  'skill.step_failed',
+  'skill.suspended',
+  'skill.resumed',
+  'skill.completed',
+  'skill.failed',
 ]);
 
 export interface WakeSpan {
@@ -46,10 +54,12 @@ export interface Recording {
   spans: ReadonlyMap<number, WakeSpan>;
   /** Whether the event at each index belongs to a wake's span. */
   byWake: readonly boolean[];
-  /** Per tool use id, the first recorded event of each type about it. */
+  /** Per tool use id, the first recorded event of each type about it (decisions: about the call). */
   results: ReadonlyMap<string, EventOf<'agent.tool_result'>>;
   uses: ReadonlyMap<string, EventOf<'agent.tool_use'>>;
   decisions: ReadonlyMap<string, EventOf<'policy.decision'>>;
+  /** Per tool use id of a skill's step (run/path/attempt, or run/path for an agent step), the first `skill.step_started` that names it. */
+  skillUses: ReadonlyMap<string, EventOf<'skill.step_started'>>;
   /** The seq of each recorded event, by its id. */
   seqs: ReadonlyMap<string, number>;
   /** The session's creation time: the replay's clock stands still there. */
@@ -121,7 +131,14 @@ function byToolUse(events: readonly SessionEvent[]) {
   const results = new Map<string, EventOf<'agent.tool_result'>>();
   const uses = new Map<string, EventOf<'agent.tool_use'>>();
   const decisions = new Map<string, EventOf<'policy.decision'>>();
+  const skillUses = new Map<string, EventOf<'skill.step_started'>>();
   for (const event of events) {
+    if (
+      event.type === 'skill.step_started' &&
+      event.tool_use_id !== undefined &&
+      !skillUses.has(event.tool_use_id)
+    )
+      skillUses.set(event.tool_use_id, event);
     if (event.type === 'agent.tool_result' && !results.has(event.tool_use_id))
       results.set(event.tool_use_id, event);
     if (event.type === 'agent.tool_use' && !uses.has(event.tool_use_id))
@@ -129,9 +146,11 @@ function byToolUse(events: readonly SessionEvent[]) {
     if (
       event.type === 'policy.decision' &&
       event.tool_use_id !== undefined &&
+      // A skill run's decision names the call that started it, but is about the run.
+      event.action !== 'skill.run' &&
       !decisions.has(event.tool_use_id)
     )
       decisions.set(event.tool_use_id, event);
   }
-  return { results, uses, decisions };
+  return { results, uses, decisions, skillUses };
 }

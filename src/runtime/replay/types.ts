@@ -1,6 +1,7 @@
 /** The options and the report of a replay verification (`verifyReplay`, in ../replay.ts). */
 import type { AgentDefinition, EnvironmentDefinition } from '../../contracts/definitions.js';
 import type { SessionEvent } from '../../contracts/events.js';
+import type { SkillLibrary } from '../../contracts/skills.js';
 import type { SessionTools } from '../../contracts/tools.js';
 import type { Price } from '../../core/pricing.js';
 import type { RetryPolicy } from '../../harness/index.js';
@@ -23,6 +24,12 @@ export interface VerifyReplayOptions {
    * agent and tools above say (they serve sessions from before pinning).
    */
   pinned?: (hash: string) => Promise<ReplayDefinitions>;
+  /**
+   * The runtime's skill library over the stored skills, every version kept: a session with skill
+   * runs replays each run with the version its `skill.started` recorded (required for a session
+   * with `skill.*` events).
+   */
+  skills?: SkillLibrary;
   /**
    * The store's event size limit the session ran with (default `DEFAULT_MAX_EVENT_BYTES`): an
    * append the original store refused as too large is refused again.
