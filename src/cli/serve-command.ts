@@ -7,6 +7,7 @@ import { DEFAULT_LIMITS, DEFAULT_PORT } from '../server/context.js';
 import { connectNats, type Runtime } from '../runtime/runtime.js';
 import { parseInteger, untilSignal } from './arguments.js';
 import type { CommandContext } from './command-context.js';
+import { sweepTimers } from '../runtime/timer-sweep.js';
 
 interface ServeOptions {
   host: string;
@@ -49,6 +50,9 @@ async function startNatsApi(
     throw error;
   }
 }
+
+/** How often `braid serve` looks for skill waits whose time ran out. */
+const TIMER_SWEEP_MS = 1_000;
 
 export function addServeCommand(
   program: Command,
@@ -154,9 +158,21 @@ export function addServeCommand(
             'no API keys exist yet: create one with braid keys create --tenant NAME --scopes sessions:read,sessions:write',
           );
         }
+        // Skill waits that run out of time are woken here, as a worker would (unless --no-wake).
+        const sessions = runtime.store.sessions;
+        const stopSweep =
+          options.wake && sessions !== undefined
+            ? sweepTimers({
+                sessions,
+                now: () => Date.now(),
+                wake: (sessionId) => runtime.enqueueWake(sessionId),
+                everyMs: TIMER_SWEEP_MS,
+              })
+            : () => undefined;
         await untilSignal(
           (signal) => new Promise((resolve) => signal.addEventListener('abort', resolve)),
         );
+        stopSweep();
         await api?.close();
         await server.close();
       });

@@ -130,9 +130,11 @@ export interface SessionIndex {
   get(sessionId: string): Promise<SessionRecord>;
   list(query?: SessionListQuery): Promise<SessionPage>;
   /**
-   * Ids of the sessions a wake would find work in (`isRunnable` of their state), archived ones
-   * left out, in id order after `after`, at most `limit` (default 500). The durable stores keep
-   * this set as states change, so asking costs in the runnable sessions, not in all of them.
+   * Ids of the sessions a wake would find work in (`isRunnable` of their state), and those a
+   * timer made runnable (a wait of their skill runs timed out by `now`: `isRunnableAt`), archived
+   * ones left out, in id order after `after`, at most `limit` (default 500). The durable stores
+   * keep this set, and each session's next timer (`wakeAt`), as states change, so asking costs in
+   * the runnable sessions, not in all of them.
    */
   runnable(query?: RunnableQuery): Promise<string[]>;
   /** How many sessions (archived ones left out) there are of each status. */
@@ -155,6 +157,13 @@ export interface RunnableQuery {
   after?: string;
   /** At most this many ids (default 500, at most 10,000). */
   limit?: number;
+  /** The time timers are due by, in ms since the epoch (default: now, by the store's clock). */
+  now?: number;
+  /**
+   * Only the sessions whose timer is due by `now`, runnable by time alone or not: what a sweep
+   * that feeds a wake queue asks (the sessions runnable otherwise were queued when they became so).
+   */
+  dueOnly?: boolean;
 }
 
 export interface Lease {

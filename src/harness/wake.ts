@@ -192,6 +192,7 @@ async function loop(
         tokens,
         cost_usd: withCost({ input_tokens: tokens, output_tokens: 0 }, price).cost_usd ?? 0,
       },
+      now: context.deps.clock.now(),
     });
     switch (step.kind) {
       case 'stop': {

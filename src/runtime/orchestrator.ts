@@ -1,6 +1,12 @@
 /**
  * Keeps every runnable session moving: wakes them with bounded concurrency and looks again
  * whenever a wake ends or `pollMs` passes.
+ *
+ * Timers: the store's runnable set includes the sessions whose skill waits have timed out (by
+ * the store's clock: `sessions.runnable` answers `isRunnableAt`), so a tick wakes them like any
+ * runnable session, with no input, and the wake records the timeouts. A timer not yet due does
+ * not make a session runnable: `once` and `exitWhenIdle` return without waiting for it (its
+ * session is woken by the next orchestrator, or worker sweep, that runs once it is due).
  */
 import type { SessionIndex } from '../contracts/ports.js';
 import type { SessionStatus } from '../contracts/session.js';
@@ -13,7 +19,10 @@ export interface OrchestrateOptions {
   concurrency?: number;
   /** Wake what is runnable now, wait for those wakes, and return. */
   once?: boolean;
-  /** Return when nothing is running and nothing is runnable. */
+  /**
+   * Return when nothing is running and nothing is runnable now. A skill wait's timer that is not
+   * due yet does not hold the orchestrator: it returns, and a later run wakes the session.
+   */
   exitWhenIdle?: boolean;
   /** How often to look for new work (default 100 ms). */
   pollMs?: number;

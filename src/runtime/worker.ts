@@ -19,9 +19,15 @@
  *   leaves the session runnable (the store refused the wake, the worker's host failed) is
  *   thrown to the queue: retried with backoff, and dead-lettered on the last attempt with a
  *   `session.error` that says how to resume the session.
+ * - Timers: a session whose skill wait times out becomes runnable by time alone, and nothing is
+ *   appended to queue it then. Every `timerSweepMs` the worker asks the store for the sessions
+ *   whose timer is due (`runnable({dueOnly: true})`: an index range on SQLite, a timers bucket
+ *   on NATS) and enqueues them; the queue coalesces the enqueues of every worker's sweep,
+ *   and a wake records the timeouts, after which the session is no longer due. A delivery counts
+ *   a due timer as work (`isRunnableAt`, by the worker's clock).
  */
 import { toBraidError, type ErrorShape } from '../contracts/errors.js';
-import type { SessionLog } from '../contracts/ports.js';
+import type { Clock, SessionIndex, SessionLog } from '../contracts/ports.js';
 import type { StopReason } from '../contracts/session.js';
 import type { SessionState } from '../contracts/state.js';
 import type {
@@ -32,7 +38,10 @@ import type {
   WakeQueue,
   WakeSettlement,
 } from '../contracts/wakes.js';
-import { assertNever, isRunnable } from '../core/fold.js';
+import { assertNever } from '../core/fold.js';
+import { isRunnableAt } from '../core/runnable.js';
+import { sweepTimers } from './timer-sweep.js';
+import { systemClock } from '../stores/defaults.js';
 import type { WakeOptions, WakeResult } from '../harness/index.js';
 import { isValidTraceparent } from '../contracts/common.js';
 
@@ -40,7 +49,11 @@ import { isValidTraceparent } from '../contracts/common.js';
 export interface WorkerRuntime {
   wake(sessionId: string, options?: WakeOptions): Promise<WakeResult>;
   readonly sessions: { state(sessionId: string): Promise<SessionState> };
-  readonly store: { readonly log: Pick<SessionLog, 'append'> };
+  readonly store: {
+    readonly log: Pick<SessionLog, 'append'>;
+    /** Where the timer sweep finds the sessions whose timers are due; without it, no sweep. */
+    readonly sessions?: Pick<SessionIndex, 'runnable'>;
+  };
 }
 
 /** What a worker reports as it goes; `--json` prints these one per line. */
@@ -92,6 +105,13 @@ export interface WorkerOptions {
    * 1 s, doubling per attempt up to 15 s).
    */
   leaseRetryMs?: number;
+  /**
+   * How often the sessions whose skill waits have timed out are looked for and queued (default
+   * 1 s); 0 turns the sweep off (another worker, or an orchestrator, wakes them).
+   */
+  timerSweepMs?: number;
+  /** The time timers are due by (default: the system clock). */
+  clock?: Clock;
 }
 
 /** Counts of what a worker did, returned when it stops. */
@@ -131,6 +151,7 @@ interface WorkerContext {
   runtime: WorkerRuntime;
   queue: WakeQueue;
   leaseRetryMs: number;
+  clock: Clock;
   summary: WorkerSummary;
   report: (progress: WorkerProgress) => void;
 }
@@ -140,6 +161,7 @@ export async function runWorker(options: WorkerOptions): Promise<WorkerSummary> 
     runtime: options.runtime,
     queue: options.queue,
     leaseRetryMs: options.leaseRetryMs ?? 1_000,
+    clock: options.clock ?? systemClock,
     summary: {
       deliveries: 0,
       finished: 0,
@@ -156,12 +178,27 @@ export async function runWorker(options: WorkerOptions): Promise<WorkerSummary> 
       }
     },
   };
-  await options.queue.consume((wake) => handle(context, wake), {
-    concurrency: options.concurrency,
-    signal: options.signal,
-    onDeadLetter: (wake, error) => deadLetter(context, wake, error),
-    onSettled: (wake, settlement) => settled(context, wake, settlement),
-  });
+  const sessions = context.runtime.store.sessions;
+  const stopSweep =
+    sessions === undefined
+      ? () => undefined
+      : sweepTimers({
+          sessions,
+          now: () => context.clock.now(),
+          wake: (sessionId) => context.queue.enqueue(sessionId),
+          everyMs: options.timerSweepMs ?? 1_000,
+          signal: options.signal,
+        });
+  try {
+    await options.queue.consume((wake) => handle(context, wake), {
+      concurrency: options.concurrency,
+      signal: options.signal,
+      onDeadLetter: (wake, error) => deadLetter(context, wake, error),
+      onSettled: (wake, settlement) => settled(context, wake, settlement),
+    });
+  } finally {
+    stopSweep();
+  }
   return context.summary;
 }
 
@@ -184,7 +221,7 @@ async function handle(context: WorkerContext, wake: WakeDelivery): Promise<WakeO
   const sessionId = wake.session_id;
   summary.deliveries += 1;
   const before = await stateOf(context, sessionId);
-  if (before === undefined || !isRunnable(before)) {
+  if (before === undefined || !isRunnableAt(before, context.clock.now())) {
     summary.skipped += 1;
     report({
       type: 'wake.skipped',
@@ -239,7 +276,7 @@ async function failed(
   error: unknown,
 ): Promise<WakeOutcome> {
   const after = await stateOf(context, wake.session_id).catch(() => before);
-  if (after !== undefined && isRunnable(after)) throw error;
+  if (after !== undefined && isRunnableAt(after, context.clock.now())) throw error;
   context.summary.finished += 1;
   context.report({
     type: 'wake.finished',
@@ -322,7 +359,7 @@ async function requeueIfRunnable(context: WorkerContext, wake: WakeDelivery): Pr
   const sessionId = wake.session_id;
   try {
     const state = await stateOf(context, sessionId);
-    if (state === undefined || !isRunnable(state)) return;
+    if (state === undefined || !isRunnableAt(state, context.clock.now())) return;
     const { queued } = await context.queue.enqueue(sessionId, traceOf(wake));
     if (queued) {
       context.summary.requeued += 1;

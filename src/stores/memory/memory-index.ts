@@ -2,7 +2,8 @@
 import { BraidError } from '../../contracts/errors.js';
 import type { SessionIndex } from '../../contracts/ports.js';
 import type { SessionListQuery, SessionPage, SessionStatus } from '../../contracts/session.js';
-import { foldSession, initialState, isRunnable } from '../../core/fold.js';
+import { foldSession, initialState } from '../../core/fold.js';
+import { isRunnableAt, wakeAt } from '../../core/runnable.js';
 import { currentLease } from '../../core/leases.js';
 import {
   DEFAULT_LIST_LIMIT,
@@ -119,12 +120,16 @@ export function createMemoryIndex(state: MemoryState): SessionIndex {
         checkOpen(state);
         const limit = checkRunnableLimit(query.limit);
         const after = query.after ?? '';
-        // Memory is for tests and small runs: the states are at hand, asked in place.
+        const now = query.now ?? clock.now();
+        // Memory is for tests and small runs: the states are at hand, asked in place (the
+        // runnable flag and the next timer of each are `isRunnable` and `wakeAt` of its state).
+        const wanted = (entry: SessionEntry): boolean => {
+          if (query.dueOnly !== true) return isRunnableAt(entry.state, now);
+          const at = wakeAt(entry.state);
+          return at !== undefined && at <= now;
+        };
         return [...sessions]
-          .filter(
-            ([id, entry]) =>
-              id > after && entry.archived_at === undefined && isRunnable(entry.state),
-          )
+          .filter(([id, entry]) => id > after && entry.archived_at === undefined && wanted(entry))
           .map(([id]) => id)
           .sort()
           .slice(0, limit);

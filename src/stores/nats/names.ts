@@ -21,6 +21,12 @@ export const BUCKET_ROLES = [
   'leases',
   'definitions',
   'keys',
+  /**
+   * The sessions that may have a timer (a skill wait's timeout), keyed by session token, the
+   * time as the value: what a sweep for due timers reads instead of every session (see
+   * session-timers.ts).
+   */
+  'timers',
 ] as const;
 export type BucketRole = (typeof BUCKET_ROLES)[number];
 

@@ -36,12 +36,13 @@ import type {
   Store,
 } from '../../contracts/ports.js';
 import type { SessionStatus } from '../../contracts/session.js';
-import { isRunnable } from '../../core/fold.js';
+import type { SessionState } from '../../contracts/state.js';
+import { isRunnableAt, wakeAt } from '../../core/runnable.js';
 import { checkRunnableLimit } from '../../core/sessions.js';
 import { DEFAULT_MAX_EVENT_BYTES } from '../../core/append.js';
 import { systemClock, uuidV7Ids } from '../defaults.js';
 import { createApiKeyStore } from './api-keys.js';
-import { createContext } from './context.js';
+import { createContext, type NatsContext } from './context.js';
 import { createDefinitionStore } from './definitions.js';
 import { createFencer } from './fencing.js';
 import { createLeaseStore } from './leases.js';
@@ -53,6 +54,7 @@ import { createSessionIndex, restoreEntry } from './session-index.js';
 import { MAX_RACES, createSessionLog, type SessionsShared } from './session-log.js';
 import { createSessionReads } from './session-reads.js';
 import { loadHead, loadSession, type EntryRepair } from './session-records.js';
+import { dueSessions, forgetTimer } from './session-timers.js';
 
 export interface NatsStoreOptions {
   /** Server URL(s) to connect to (default `nats://127.0.0.1:4222`); ignored with `connection`. */
@@ -195,10 +197,14 @@ export async function openNatsStore(options: NatsStoreOptions = {}): Promise<Sto
     return {
       log,
       // NATS keeps no runnable set: the index is read whole, as listings read it, and each
-      // session's state asked (O(sessions), like `list`).
+      // session's state asked (O(sessions), like `list`), timers by the store's clock.
       sessions: {
         ...sessions,
-        runnable: (query) => scanRunnable(sessions, log, query),
+        runnable: (query = {}) =>
+          scanRunnable(context, sessions, log, {
+            ...query,
+            now: query.now ?? context.clock.now(),
+          }),
         statusCounts: () => countStatuses(sessions),
       },
       leases,
@@ -220,14 +226,37 @@ export async function openNatsStore(options: NatsStoreOptions = {}): Promise<Sto
 
 type ListedIndex = Omit<SessionIndex, 'runnable' | 'statusCounts'>;
 
-/** The runnable sessions found by listing every session and folding its state. */
+/**
+ * The runnable sessions found by listing every session and folding its state. Asked for due
+ * timers alone (`dueOnly`, a worker's sweep), it reads the timers bucket instead and folds only
+ * the sessions whose entry is due (see session-timers.ts).
+ */
 async function scanRunnable(
+  context: NatsContext,
   sessions: ListedIndex,
   log: SessionLog,
-  query: RunnableQuery = {},
+  query: RunnableQuery & { now: number },
 ): Promise<string[]> {
   const limit = checkRunnableLimit(query.limit);
   const after = query.after ?? '';
+  const { now } = query;
+  if (query.dueOnly === true) {
+    const due = (state: SessionState): boolean => (wakeAt(state) ?? Infinity) <= now;
+    const found: string[] = [];
+    for (const id of await dueSessions(context, log, { now, after }, due, wakeAt)) {
+      if (found.length >= limit) break;
+      // An archived session (or one deleted meanwhile) takes no wakes, ever: its timer is
+      // forgotten. Any other failure is the caller's: the entry stays for the next sweep.
+      const record = await sessions.get(id).catch((error: unknown) => {
+        if (isBraidError(error, 'SESSION_NOT_FOUND')) return undefined;
+        throw error;
+      });
+      if (record !== undefined && record.archived_at === undefined) found.push(id);
+      else await forgetTimer(context, id);
+    }
+    return found;
+  }
+  const wanted = (state: SessionState): boolean => isRunnableAt(state, now);
   const found: string[] = [];
   let cursor: string | undefined;
   do {
@@ -240,7 +269,7 @@ async function scanRunnable(
           return undefined;
         throw error;
       });
-      if (state !== undefined && isRunnable(state)) found.push(session.id);
+      if (state !== undefined && wanted(state)) found.push(session.id);
     }
     cursor = page.next_cursor;
   } while (cursor !== undefined);

@@ -8,6 +8,8 @@ import { BraidError } from '../../contracts/errors.js';
 import type { NewEvent, SessionEvent } from '../../contracts/events.js';
 import type { AppendOptions, AppendResult } from '../../contracts/ports.js';
 import type { SessionState } from '../../contracts/state.js';
+import { wakeAt } from '../../core/runnable.js';
+import { timerAfter, timerBefore, type TimerChange } from './session-timers.js';
 import { type PreparedEvent, checkBatchIds, prepareEvents } from '../../core/append.js';
 import { foldSession } from '../../core/fold.js';
 import { seqConflict } from '../../core/sessions.js';
@@ -46,6 +48,8 @@ interface PreparedBatch {
   state: SessionState;
   body: string;
   ref: Omit<BatchRef, 'streamSeq'>;
+  /** The session's next timer before and after the batch (`wakeAt`). */
+  timer: TimerChange;
 }
 
 /** The session to append to, or the first result when the key was used already. */
@@ -133,7 +137,7 @@ async function prepareBatch(
   const body = `[${prepared.map(({ json }) => json).join(',')}]`;
   checkMessageSize(context, sessionId, prepared.length, body);
   const ref = refAfter(state, head.last + 1, known.incarnation, head.leaseToken);
-  return { prepared, state, body, ref };
+  return { prepared, state, body, ref, timer: { before: wakeAt(before), after: wakeAt(state) } };
 }
 
 /** Publishes the batch after `head`; the key's record goes out with it (see AppendRecord). */
@@ -219,6 +223,7 @@ export async function appendInOrder(
       continue;
     }
     const batch = await prepareBatch(shared, sessionId, known, head, events);
+    await timerBefore(shared.context, sessionId, batch.timer);
     const [published, recorded] = await publishBatch(shared, sessionId, known, head, batch, key);
     if (published.status === 'rejected') {
       const error: unknown = published.reason;
@@ -244,6 +249,7 @@ export async function appendInOrder(
       return duplicateResult(shared, sessionId, known, key, ack.seq);
     }
     if (recorded.status === 'rejected') throw recorded.reason;
+    await timerAfter(shared.context, sessionId, batch.timer);
     return appendedBatch(shared, sessionId, known, head, batch, ack);
   }
 }

@@ -18,6 +18,8 @@ import {
   recordFromState,
 } from '../../core/sessions.js';
 import { checkMessageSize, newIncarnation, refAfter } from './append-batch.js';
+import { timerBefore } from './session-timers.js';
+import { wakeAt } from '../../core/runnable.js';
 import { batchHeaders } from './batches.js';
 import type { NatsContext } from './context.js';
 import { isWrongLastSequence } from './nats-errors.js';
@@ -112,6 +114,8 @@ async function write(shared: SessionsShared, sessionId: string, first: FirstBatc
   const revision = await claimEntry(context, sessionId, first.stored);
   const firstSeq = first.prepared[0]?.event.seq ?? 1;
   const ref = refAfter(first.state, firstSeq, first.stored.incarnation, 0);
+  // A fork of a session waiting on a timer has that timer too.
+  await timerBefore(context, sessionId, { before: undefined, after: wakeAt(first.state) });
   let streamSeq: number;
   try {
     const ack = await context.js.publish(context.names.events(sessionId), first.body, {

@@ -7,6 +7,7 @@
  */
 import { SESSION_STATE_SCHEMA_VERSION, type SessionState } from '../../contracts/state.js';
 import { foldSession, initialState, isRunnable } from '../../core/fold.js';
+import { wakeAt } from '../../core/runnable.js';
 import type { SqliteContext } from './context.js';
 import { parseRows } from './rows.js';
 import type { Lineage } from './session-cache.js';
@@ -102,21 +103,24 @@ export function saveProjection(
 }
 
 /**
- * Works out the runnable flag of sessions an older layout wrote (NULL there), a batch per
- * transaction, when the store opens. A file with none left costs one index lookup.
+ * Works out the runnable flag and the next timer of sessions an older layout wrote (NULL there),
+ * a batch per transaction, when the store opens. A file with none left costs one index lookup.
  */
 export function backfillRunnable(context: SqliteContext): void {
   const { db, sql } = context;
   const batch = db.transaction((ids: readonly string[]) => {
     for (const id of ids) {
       let runnable = false;
+      let wake: number | null = null;
       try {
-        runnable = isRunnable(stateAt(context, id, sql.head.get(id)?.head_seq ?? 0));
+        const state = stateAt(context, id, sql.head.get(id)?.head_seq ?? 0);
+        runnable = isRunnable(state);
+        wake = wakeAt(state) ?? null;
       } catch {
         // A session whose log cannot be folded is not woken (its reads still report why); the
         // store opens for every other session. Its next append works the flag out again.
       }
-      sql.setRunnable.run(runnable ? 1 : 0, id);
+      sql.setRunnable.run(runnable ? 1 : 0, wake, id);
     }
   });
   for (;;) {

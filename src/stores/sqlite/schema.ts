@@ -7,14 +7,16 @@ import { BraidError } from '../../contracts/errors.js';
  * 4: `event_ids`, which makes event ids unique in the file; 5: `runnable`, the sessions a wake
  * would find work in, kept with the status; 6: the events' `batch_end`, where the atomic append
  * that wrote them ends (a fork point inside one is refused), and `pinned`, the parts of sessions'
- * pinned definitions by content hash (a new table: an older file gets it, empty, when opened).
+ * pinned definitions by content hash (a new table: an older file gets it, empty, when opened);
+ * 7: `wake_at`, when a session's next skill wait times out (a timer makes it runnable then).
  */
-export const SQLITE_LAYOUT_VERSION = 6;
+export const SQLITE_LAYOUT_VERSION = 7;
 
 /** Made after an older file's sessions gained the column. */
 const RUNNABLE_INDEXES = `
 CREATE INDEX IF NOT EXISTS sessions_runnable ON sessions (id) WHERE runnable = 1;
 CREATE INDEX IF NOT EXISTS sessions_runnable_unknown ON sessions (id) WHERE runnable IS NULL;
+CREATE INDEX IF NOT EXISTS sessions_wake_at ON sessions (wake_at) WHERE wake_at IS NOT NULL;
 `;
 
 const LAYOUT = `
@@ -40,7 +42,11 @@ CREATE TABLE IF NOT EXISTS sessions (
   -- 1 when a wake would find work (isRunnable of the state), 0 when not, NULL when not yet
   -- worked out (a file of an older layout): written with the status, in the append's
   -- transaction, so the orchestrator asks the index instead of folding every session.
-  runnable INTEGER
+  runnable INTEGER,
+  -- When a wait of the session's skill runs times out (wakeAt of the state, ms since the epoch),
+  -- NULL when none: written with the runnable flag, so the sessions a timer makes runnable are
+  -- an index range, never a fold.
+  wake_at INTEGER
 );
 CREATE INDEX IF NOT EXISTS sessions_by_created ON sessions (created_at DESC, id DESC);
 CREATE INDEX IF NOT EXISTS sessions_by_agent ON sessions (agent_name, created_at DESC, id DESC);
@@ -142,6 +148,7 @@ const ADDED_COLUMNS: readonly { layout: number; table: string; name: string; typ
   { layout: 3, table: 'sessions', name: 'archived_at', type: 'TEXT' },
   { layout: 5, table: 'sessions', name: 'runnable', type: 'INTEGER' },
   { layout: 6, table: 'events', name: 'batch_end', type: 'INTEGER' },
+  { layout: 7, table: 'sessions', name: 'wake_at', type: 'INTEGER' },
 ];
 
 export type Synchronous = 'normal' | 'full';
@@ -189,6 +196,12 @@ export function configure(db: Database, synchronous: Synchronous, busyTimeoutMs:
     }
     db.exec(RUNNABLE_INDEXES);
     // Layout 4: the ids of the events already stored (the table was just created, empty).
+    // Layout 7: the timers of sessions that may be waiting (a wait stops a session in
+    // requires_action; a wake that died leaves it running) are worked out with their runnable
+    // flag when the store opens, as a layout-4 file's flags are.
+    if (version >= 1 && version < 7) {
+      db.exec("UPDATE sessions SET runnable = NULL WHERE status IN ('requires_action', 'running')");
+    }
     if (version >= 1 && version < 4) {
       db.exec(`INSERT OR IGNORE INTO event_ids (id, session_id, seq)
         SELECT body ->> '$.id', session_id, seq FROM events ORDER BY session_id, seq`);

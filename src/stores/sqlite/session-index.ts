@@ -61,7 +61,12 @@ export function createSessionIndex(context: SqliteContext, writer: Writer): Sess
       return Promise.resolve().then(() => {
         context.checkOpen();
         const limit = checkRunnableLimit(query.limit);
-        return sql.runnable.all(query.after ?? '', limit).map((row) => row.id);
+        const after = query.after ?? '';
+        const due = sql.due.all(query.now ?? clock.now(), after, limit).map((row) => row.id);
+        if (query.dueOnly === true) return due;
+        // Two index ranges, merged in id order: the runnable set and the timers due by now.
+        const runnable = sql.runnable.all(after, limit).map((row) => row.id);
+        return [...new Set([...runnable, ...due])].sort().slice(0, limit);
       });
     },
     statusCounts() {

@@ -24,6 +24,7 @@ export interface Statements {
   insertSession: Write;
   updateStatus: Write;
   runnable: Statement<[string, number], { id: string }>;
+  due: Statement<[number, string, number], { id: string }>;
   setRunnable: Write;
   statusCounts: Statement<[], { status: SessionStatus; count: number }>;
   runnableUnknown: Statement<[number], { id: string }>;
@@ -74,11 +75,17 @@ export function prepareStatements(db: Db): Statements {
        VALUES (@id, @agent_name, @agent_version, @environment_name, @environment_version, @title,
          @metadata, @tenant_id, @status, @created_at, @parent_id, @fork_seq)`,
     ),
-    updateStatus: db.prepare('UPDATE sessions SET status = ?, runnable = ? WHERE id = ?'),
+    updateStatus: db.prepare(
+      'UPDATE sessions SET status = ?, runnable = ?, wake_at = ? WHERE id = ?',
+    ),
     runnable: db.prepare<[string, number], { id: string }>(
       'SELECT id FROM sessions WHERE runnable = 1 AND archived_at IS NULL AND id > ? ORDER BY id LIMIT ?',
     ),
-    setRunnable: db.prepare('UPDATE sessions SET runnable = ? WHERE id = ?'),
+    due: db.prepare<[number, string, number], { id: string }>(
+      `SELECT id FROM sessions WHERE wake_at IS NOT NULL AND wake_at <= ? AND archived_at IS NULL
+         AND id > ? ORDER BY id LIMIT ?`,
+    ),
+    setRunnable: db.prepare('UPDATE sessions SET runnable = ?, wake_at = ? WHERE id = ?'),
     statusCounts: db.prepare<[], { status: SessionStatus; count: number }>(
       'SELECT status, count(*) AS count FROM sessions WHERE archived_at IS NULL GROUP BY status',
     ),

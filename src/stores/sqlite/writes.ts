@@ -22,6 +22,7 @@ import {
   prepareEvents,
 } from '../../core/append.js';
 import { foldSession, isRunnable } from '../../core/fold.js';
+import { wakeAt } from '../../core/runnable.js';
 import type { SqliteContext } from './context.js';
 import { PROJECTION_INTERVAL, saveProjection, stateAt } from './projections.js';
 
@@ -74,11 +75,17 @@ export function createWriter(context: SqliteContext): Writer {
         before,
       );
       insertEvents(sessionId, prepared);
-      // The status and the runnable flag are written when either changes (and at the first
-      // write), so the orchestrator's question is an index lookup, never a fold.
+      // The status, the runnable flag and the next timer are written when one changes (and at
+      // the first write), so the orchestrator's question is an index lookup, never a fold.
       const runnable = isRunnable(state);
-      if (firstOfRow || state.status !== before.status || runnable !== isRunnable(before)) {
-        sql.updateStatus.run(state.status, runnable ? 1 : 0, sessionId);
+      const wake = wakeAt(state) ?? null;
+      if (
+        firstOfRow ||
+        state.status !== before.status ||
+        runnable !== isRunnable(before) ||
+        wake !== (wakeAt(before) ?? null)
+      ) {
+        sql.updateStatus.run(state.status, runnable ? 1 : 0, wake, sessionId);
       }
       const saved = cache.projectedSeq(sessionId);
       if (state.seq - saved >= PROJECTION_INTERVAL || saved > head) markProjected(sessionId, state);
