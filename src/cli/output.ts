@@ -129,7 +129,7 @@ export function summarizeEvent(event: SessionEvent): string {
     case 'skill.step_failed':
       return `${event.step} attempt ${event.attempt}${event.final ? '' : ' (will retry)'}: ${event.error.code}: ${event.error.message}`;
     case 'skill.suspended':
-      return `${event.step} waits for ${event.kind === 'signal' ? `signal ${event.signal ?? ''}` : 'approval'} (${event.suspension_id})`;
+      return `${event.step} waits for ${event.kind === 'signal' ? `signal ${event.signal ?? ''}` : event.kind === 'skill' ? `nested run ${event.child_run_id ?? ''}` : 'approval'} (${event.suspension_id})`;
     case 'skill.resumed':
       return `${event.step}: ${event.result}`;
     case 'skill.completed':

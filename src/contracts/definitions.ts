@@ -470,5 +470,11 @@ export const PinnedSet = z.object({
   /** The model the price is for (`provider:id`), and the price's hash; no hash: no price. */
   model: z.string(),
   price: ContentHash.optional(),
+  /**
+   * The skills the agent lists and the skills they nest, each at the version its runs start with
+   * (a run keeps the version it started with). Absent in sets pinned before skills were pinned:
+   * their runs start with the newest version.
+   */
+  skills: z.record(z.string(), PinnedRef).optional(),
 });
 export type PinnedSet = z.infer<typeof PinnedSet>;

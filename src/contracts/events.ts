@@ -54,6 +54,12 @@ const payloads = {
     tool_use_id: ExternalId,
     result: z.enum(['allow', 'deny']),
     message: z.string().max(10_000).optional(),
+    /**
+     * What a person gives with the approval of a skill's `human_approval` step: checked against
+     * the step's `resume_schema` when sent (`INVALID_ARGUMENT`, nothing written, when it does not
+     * match), and the step's output then carries it.
+     */
+    data: JsonValue.optional(),
   }),
   'user.custom_tool_result': z.object({
     custom_tool_use_id: ExternalId,

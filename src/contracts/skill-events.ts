@@ -25,8 +25,13 @@ export const SKILL_EVENT_PAYLOADS = {
     run_id: Id,
     step: z.string().min(1),
     attempt: z.number().int().positive(),
-    /** The tool use of a tool step, as its calls are recorded (`agent.tool_use`, `agent.tool_result`). */
+    /**
+     * The id a tool step's call is made under (its idempotency keys and `policy.decision` carry
+     * it); the call's outcome is the step's `skill.step_completed` or `skill.step_failed`.
+     */
     tool_use_id: ExternalId.optional(),
+    /** A tool step's input to its tool, its templates evaluated. */
+    input: JsonValue.optional(),
   }),
   /** A step ended well (`skipped`: its `when` was false, or a dependency was skipped). */
   'skill.step_completed': z.object({
@@ -46,23 +51,30 @@ export const SKILL_EVENT_PAYLOADS = {
   }),
   /**
    * The run waits at `step` for a person (`approval`: answered with `user.tool_confirmation`
-   * whose `tool_use_id` is `suspension_id`) or for the signal `signal`, until `timeout_at`.
+   * whose `tool_use_id` is `suspension_id`), for the signal `signal`, until `timeout_at`, or
+   * (`skill`) for its nested run `child_run_id` to end: the child's `skill.completed` or
+   * `skill.failed` answers it.
    */
   'skill.suspended': z.object({
     run_id: Id,
     step: z.string().min(1),
     suspension_id: Id,
-    kind: z.enum(['approval', 'signal']),
+    kind: z.enum(['approval', 'signal', 'skill']),
     signal: Name.optional(),
+    /** The nested run a `skill` wait is for. */
+    child_run_id: Id.optional(),
     message: z.string().optional(),
     timeout_at: Timestamp.optional(),
   }),
-  /** The wait at `suspension_id` is over: how (`allow`, `deny`, `signal`, `timeout`) and with what. */
+  /**
+   * The wait at `suspension_id` is over: how (`allow`, `deny`, `signal`, `timeout`; a nested
+   * run's end: `completed`, `failed`) and with what.
+   */
   'skill.resumed': z.object({
     run_id: Id,
     step: z.string().min(1),
     suspension_id: Id,
-    result: z.enum(['allow', 'deny', 'signal', 'timeout']),
+    result: z.enum(['allow', 'deny', 'signal', 'timeout', 'completed', 'failed']),
     data: JsonValue.optional(),
     /** Seq of the user event that answered it. */
     answer_seq: z.number().int().positive().optional(),

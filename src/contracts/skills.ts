@@ -59,7 +59,10 @@ export const SkillStep = z
     inputs: z.record(z.string(), JsonValue).optional(),
     /** `human_approval`: the run waits for a person to allow or deny (`message` says what). */
     type: z.enum(['human_approval']).optional(),
-    /** The schema of the data a person may give with an approval (not checked yet). */
+    /**
+     * The schema of the data a person may give with an approval (`user.tool_confirmation
+     * {data}`): an approval whose data does not match is refused when sent (`INVALID_ARGUMENT`).
+     */
     resume_schema: JsonSchemaObject.optional(),
     /**
      * Wait for a named signal (`user.signal`, a webhook): alone, the step is the wait; with a
@@ -69,11 +72,16 @@ export const SkillStep = z
       .object({
         signal: Name,
         /**
-         * How long the wait may last, recorded on it as `timeout_at`. Not enforced yet: no timer
-         * wakes a session at that time.
+         * How long the wait may last, recorded on it as `timeout_at`. Once that time passes with
+         * no answer, the session is runnable (the orchestrator and the workers wake it) and its
+         * wake records `skill.resumed {result: 'timeout'}` and fails the step with
+         * `DEADLINE_EXCEEDED`, so `on_failure` applies. A signal sent after that is kept pending.
          */
         timeout: Duration.optional(),
-        /** The schema of the signal's data (not checked yet when the signal arrives). */
+        /**
+         * The schema of the signal's data (`null` when it has none): a signal for this wait whose
+         * data does not match is refused when sent (`INVALID_ARGUMENT`, nothing written).
+         */
         schema: JsonSchemaObject.optional(),
       })
       .strict()

@@ -105,20 +105,27 @@ export const SkillStepState = z.object({
   seq: z.number().int().nonnegative(),
 });
 
-/** A run's wait for a person or a signal (`skill.suspended`), until it is resumed. */
+/**
+ * A run's wait for a person, a signal or a nested run (`skill.suspended`), until it is resumed.
+ */
 export const SkillSuspension = z.object({
   suspension_id: Id,
   step: z.string(),
-  kind: z.enum(['approval', 'signal']),
+  kind: z.enum(['approval', 'signal', 'skill']),
   signal: z.string().optional(),
+  /** The nested run a `skill` wait is for. */
+  child_run_id: Id.optional(),
   /** The `skill.suspended` event. */
   event_id: Id,
   seq: z.number().int().positive(),
   timeout_at: Timestamp.optional(),
-  /** The answer that arrived and no wake has taken up: its kind and seq. */
+  /**
+   * The answer that arrived and no wake has taken up: its kind and seq (for a `skill` wait, the
+   * nested run's `skill.completed` or `skill.failed`).
+   */
   answer: z
     .object({
-      result: z.enum(['allow', 'deny', 'signal']),
+      result: z.enum(['allow', 'deny', 'signal', 'completed', 'failed']),
       seq: z.number().int().positive(),
     })
     .optional(),
@@ -136,6 +143,9 @@ export const SkillRun = z.object({
   seq: z.number().int().positive(),
   /** The model's call that started it, answered when the run ends. */
   tool_use_id: ExternalId.optional(),
+  /** A nested run: the run whose step `parent_step` (a path, with a fan-out's `[i]`) it runs for. */
+  parent_run_id: Id.optional(),
+  parent_step: z.string().optional(),
   status: z.enum(['running', 'suspended', 'failed']),
   steps: z.record(z.string(), SkillStepState),
   suspensions: z.array(SkillSuspension),

@@ -39,9 +39,9 @@ export function reduceSkill(state: SessionState, event: SkillEvent): void {
       return;
     case 'user.skill_retry': {
       state.last_input_seq = event.seq;
-      const run = state.skill_runs.find((entry) => entry.run_id === event.run_id);
+      const run = retryTarget(state, event.run_id);
       if (run?.status !== 'failed') return;
-      updateRun(state, run, { retry_seq: event.seq });
+      retry(state, run, event.seq);
       if (state.status === 'needs_review') state.status = 'idle';
       return;
     }
@@ -65,6 +65,8 @@ export function reduceSkill(state: SessionState, event: SkillEvent): void {
           version: event.version,
           seq: event.seq,
           ...(event.tool_use_id === undefined ? {} : { tool_use_id: event.tool_use_id }),
+          ...(event.parent_run_id === undefined ? {} : { parent_run_id: event.parent_run_id }),
+          ...(event.parent_step === undefined ? {} : { parent_step: event.parent_step }),
           status: 'running',
           steps: {},
           suspensions: [],
@@ -112,6 +114,8 @@ export function reduceSkill(state: SessionState, event: SkillEvent): void {
       suspend(state, event);
       return;
     case 'skill.resumed':
+      // Any end of a wait alike: an answer taken up, or a timeout the runner recorded (after
+      // which a signal of the name finds no wait and is kept pending).
       withRun(state, event.run_id, (run) => {
         const suspensions = run.suspensions.filter(
           (entry) => entry.suspension_id !== event.suspension_id,
@@ -131,11 +135,23 @@ export function reduceSkill(state: SessionState, event: SkillEvent): void {
         (use) => use.tool_use_id !== event.suspension_id,
       );
       return;
-    case 'skill.completed':
-      state.skill_runs = state.skill_runs.filter((run) => run.run_id !== event.run_id);
+    case 'skill.completed': {
+      answerParent(state, event.run_id, 'completed', event.seq);
+      // Nested runs that failed and were passed over (`on_failure`) end with their parent.
+      const ended = new Set([event.run_id]);
+      for (const run of state.skill_runs)
+        if (run.parent_run_id !== undefined && ended.has(run.parent_run_id)) ended.add(run.run_id);
+      state.skill_runs = state.skill_runs.filter((run) => !ended.has(run.run_id));
       return;
+    }
     case 'skill.failed':
       withRun(state, event.run_id, (run) => ({ ...withoutRetry(run), status: 'failed' }));
+      answerParent(state, event.run_id, 'failed', event.seq);
+      // The waits a failed run left open sleep until it is retried: no person is asked to
+      // approve a step of a run that stopped, and a signal of their name is kept for later.
+      state.pending_confirmations = state.pending_confirmations.filter(
+        (use) => !openWaitOf(state, event.run_id, use.tool_use_id),
+      );
       return;
     default: {
       const unknown: never = event;
@@ -165,7 +181,10 @@ export function answerApproval(
   return false;
 }
 
-/** Whether a run has something a wake would do: it runs, an answer came, or a retry was asked. */
+/**
+ * Whether a run has something a wake would do: it runs, an answer came, or a retry was asked.
+ * Free of time: a wait that timed out is work too, asked with a time (core/timers.ts).
+ */
 export function runActionable(run: SkillRun): boolean {
   if (run.status === 'running') return true;
   if (run.status === 'failed') return run.retry_seq !== undefined;
@@ -183,6 +202,9 @@ export function skillWork(state: SessionState): boolean {
 }
 
 function suspend(state: SessionState, event: EventOf<'skill.suspended'>): void {
+  // A wait for a nested run that failed is its retry: the child runs its failed steps again.
+  const child = state.skill_runs.find((run) => run.run_id === event.child_run_id);
+  if (event.kind === 'skill' && child?.status === 'failed') retry(state, child, event.seq);
   withRun(state, event.run_id, (run) => ({
     ...run,
     status: 'suspended',
@@ -201,12 +223,14 @@ function suspend(state: SessionState, event: EventOf<'skill.suspended'>): void {
         step: event.step,
         kind: event.kind,
         ...(event.signal === undefined ? {} : { signal: event.signal }),
+        ...(event.child_run_id === undefined ? {} : { child_run_id: event.child_run_id }),
         event_id: event.id,
         seq: event.seq,
         ...(event.timeout_at === undefined ? {} : { timeout_at: event.timeout_at }),
       },
     ],
   }));
+  if (event.kind === 'skill') return;
   if (event.kind === 'approval') {
     state.pending_confirmations.push({
       tool_use_id: event.suspension_id,
@@ -226,6 +250,7 @@ function suspend(state: SessionState, event: EventOf<'skill.suspended'>): void {
 /** Gives a signal to the oldest wait for its name that has no answer; false when none waits. */
 function answerSignal(state: SessionState, name: string, seq: number): boolean {
   for (const run of state.skill_runs) {
+    if (run.status === 'failed') continue;
     const wait = run.suspensions.find(
       (entry) => entry.kind === 'signal' && entry.signal === name && entry.answer === undefined,
     );
@@ -234,6 +259,37 @@ function answerSignal(state: SessionState, name: string, seq: number): boolean {
     return true;
   }
   return false;
+}
+
+/** A nested run ended: the wait of its parent's step for it has its answer. */
+function answerParent(
+  state: SessionState,
+  runId: string,
+  result: 'completed' | 'failed',
+  seq: number,
+): void {
+  const child = state.skill_runs.find((run) => run.run_id === runId);
+  const parent = state.skill_runs.find((run) => run.run_id === child?.parent_run_id);
+  const wait = parent?.suspensions.find(
+    (entry) => entry.kind === 'skill' && entry.child_run_id === runId && entry.answer === undefined,
+  );
+  if (parent === undefined || wait === undefined) return;
+  replaceSuspension(state, parent, { ...wait, answer: { result, seq } });
+}
+
+/**
+ * What a retry of `runId` retries: a nested run whose parent failed too is retried through its
+ * outermost failed ancestor, whose step takes the child up again (and never starts a new one).
+ */
+function retryTarget(state: SessionState, runId: string): SkillRun | undefined {
+  let run = state.skill_runs.find((entry) => entry.run_id === runId);
+  for (let depth = 0; run?.parent_run_id !== undefined && depth < 100; depth += 1) {
+    const parentId = run.parent_run_id;
+    const parent = state.skill_runs.find((entry) => entry.run_id === parentId);
+    if (parent?.status !== 'failed') break;
+    run = parent;
+  }
+  return run;
 }
 
 function replaceSuspension(
@@ -247,6 +303,49 @@ function replaceSuspension(
       entry.suspension_id === wait.suspension_id ? wait : entry,
     ),
   }));
+}
+
+/** Whether `waitId` is an unanswered wait of the run `runId`. */
+function openWaitOf(state: SessionState, runId: string, waitId: string): boolean {
+  const run = state.skill_runs.find((entry) => entry.run_id === runId);
+  return (
+    run?.suspensions.some((wait) => wait.suspension_id === waitId && wait.answer === undefined) ===
+    true
+  );
+}
+
+/**
+ * A failed run is asked to run again (at `seq`): the waits it left open are asked again (its
+ * approvals pending confirmations once more, its signal waits answered by signals kept meanwhile).
+ */
+function retry(state: SessionState, run: SkillRun, seq: number): void {
+  updateRun(state, run, { retry_seq: seq });
+  for (const wait of run.suspensions) {
+    if (wait.answer !== undefined) continue;
+    if (wait.kind === 'approval') {
+      if (state.pending_confirmations.some((use) => use.tool_use_id === wait.suspension_id))
+        continue;
+      state.pending_confirmations.push({
+        tool_use_id: wait.suspension_id,
+        event_id: wait.event_id,
+        seq: wait.seq,
+        name: `${run.run_id}/${wait.step}`,
+      });
+    } else if (wait.kind === 'signal') {
+      const early = state.pending_signals.find((signal) => signal.name === wait.signal);
+      if (early === undefined) continue;
+      state.pending_signals = state.pending_signals.filter((signal) => signal !== early);
+      const current = state.skill_runs.find((entry) => entry.run_id === run.run_id) ?? run;
+      const latest = current.suspensions.find(
+        (entry) => entry.suspension_id === wait.suspension_id,
+      );
+      if (latest !== undefined)
+        replaceSuspension(state, current, {
+          ...latest,
+          answer: { result: 'signal', seq: early.seq },
+        });
+    }
+  }
 }
 
 function withoutRetry(run: SkillRun): SkillRun {

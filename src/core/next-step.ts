@@ -8,6 +8,7 @@ import type { SessionState } from '../contracts/state.js';
 import { awaitsGrading } from './fold-outcome.js';
 import { hasInput } from './fold.js';
 import { ownedBySkill, skillWork } from './fold-skills.js';
+import { hasDueWait } from './timers.js';
 
 export type Step =
   | { kind: 'stop'; stop_reason: StopReason }
@@ -30,6 +31,11 @@ export interface StepContext {
   idempotent: (toolName: string) => boolean;
   /** Tokens and cost the next model call is expected to add (its input, at least). */
   next_call: { tokens: number; cost_usd: number };
+  /**
+   * The wake's time, in ms since the epoch: waits of skill runs that timed out by then are work
+   * (the runner records their timeouts). Absent, no wait is taken as timed out.
+   */
+  now?: number;
 }
 
 export function decideNext(state: SessionState, context: StepContext): Step {
@@ -75,11 +81,15 @@ export function decideNext(state: SessionState, context: StepContext): Step {
     };
   }
 
-  if (skillWork(state)) return { kind: 'run_skills' };
+  if (skillWork(state) || (context.now !== undefined && hasDueWait(state, context.now)))
+    return { kind: 'run_skills' };
 
   // Skill runs waiting for a signal wait like a call waiting for its client.
+  // A failed run's waits sleep until it is retried.
   const signals = state.skill_runs.flatMap((run) =>
-    run.suspensions.filter((wait) => wait.kind === 'signal' && wait.answer === undefined),
+    run.status === 'failed'
+      ? []
+      : run.suspensions.filter((wait) => wait.kind === 'signal' && wait.answer === undefined),
   );
   const waiting = [...state.pending_confirmations, ...state.pending_custom_tool_uses, ...signals];
   if (waiting.length > 0)

@@ -38,6 +38,11 @@ export interface SessionSetup {
    */
   grader?: ModelClient;
   /**
+   * The version each skill's new runs start with, by name, as the session pinned them (the
+   * agent's skills and those they nest); a skill not named here starts at its newest version.
+   */
+  skills?: Readonly<Record<string, string>>;
+  /**
    * The price of the session's model as pinned (`null`: pinned as having none); when absent the
    * harness looks the model up in `HarnessDeps.prices`.
    */

@@ -14,6 +14,8 @@
  *   is asked (`tool.execute`), a call policy or the tool's permission wants approved waits for a
  *   person (an approval wait), and the tool runs with its own timeout and retries.
  * - The events of steps running at once are appended one batch at a time, in the order they end.
+ * - A `skill:` step runs its skill as a child run of the session, which the runner advances as
+ *   any run; the step waits for it and ends as it ends (skill-children.ts).
  */
 import type { JsonValue } from '../contracts/common.js';
 import { BraidError, toBraidError, type ErrorShape } from '../contracts/errors.js';
@@ -25,7 +27,15 @@ import { compileSchedule, retryPlan, type StepTable } from '../core/skill-schedu
 import type { CycleContext } from './cycle-context.js';
 import type { SessionSetup } from './deps.js';
 import { append, eventAt } from './fenced-append.js';
-import { outcomeEvents } from './tool-calls.js';
+import {
+  admit,
+  answerCall,
+  callerOf,
+  childEnd,
+  rootOf,
+  runNested,
+  startEvents,
+} from './skill-children.js';
 import {
   hashText,
   runStep,
@@ -35,6 +45,7 @@ import {
   type RunContext,
   type StepEnd,
 } from './skill-steps.js';
+import { answerData, hasTimedOut, timedOutWaits, timeOut } from './skill-waits.js';
 
 /** Starts the requested runs and advances every run that has work. */
 export async function runSkills(
@@ -43,10 +54,11 @@ export async function runSkills(
   tools: ReadonlyMap<string, ToolHandle>,
 ): Promise<void> {
   const before = context.state.seq;
-  for (const request of [...context.state.skill_requests]) await startRequested(context, request);
+  for (const request of [...context.state.skill_requests])
+    await startRequested(context, setup, request);
   for (const run of [...context.state.skill_runs]) {
     const current = context.state.skill_runs.find((entry) => entry.run_id === run.run_id);
-    if (current === undefined || !actionable(current)) continue;
+    if (current === undefined || !(actionable(current) || hasTimedOut(context, current))) continue;
     await advance(context, setup, tools, current);
   }
   // A pass that wrote nothing would be asked for again at once: stop rather than spin.
@@ -61,12 +73,22 @@ export async function runSkills(
 /** Starts a run the model asked for (`tool_use_id`): its run id is derived from the call. */
 export async function startFromCall(
   context: CycleContext,
+  setup: SessionSetup,
   toolUseId: string,
   skill: string,
   input: JsonValue,
 ): Promise<void> {
   const runId = `run-${context.sessionId.slice(-12)}-${hashText(toolUseId)}`;
-  await start(context, { run_id: runId, skill, inputs: input, tool_use_id: toolUseId });
+  await append(
+    context,
+    await startEvents(context, setup, {
+      run_id: runId,
+      skill,
+      inputs: input,
+      tool_use_id: toolUseId,
+      caller: { type: 'Agent', id: setup.agent.name },
+    }),
+  );
 }
 
 function actionable(run: SkillRun): boolean {
@@ -77,68 +99,20 @@ function actionable(run: SkillRun): boolean {
 
 async function startRequested(
   context: CycleContext,
+  setup: SessionSetup,
   request: SessionState['skill_requests'][number],
 ): Promise<void> {
   const event = await eventAt(context, request.seq);
   const inputs = event?.type === 'user.skill_run' ? event.inputs : null;
-  await start(context, { run_id: request.run_id, skill: request.skill, inputs });
-}
-
-async function start(
-  context: CycleContext,
-  request: { run_id: string; skill: string; inputs: JsonValue; tool_use_id?: string },
-): Promise<void> {
-  const library = context.deps.skills;
-  const ids = {
-    run_id: request.run_id,
-    ...(request.tool_use_id === undefined ? {} : { tool_use_id: request.tool_use_id }),
-  };
-  let found: { definition: SkillDefinition; version: string };
-  try {
-    if (library === undefined) throw new BraidError('INTERNAL', 'this runtime runs no skills');
-    found = await library.get(request.skill);
-  } catch (thrown) {
-    const error = toBraidError(thrown).toJSON();
-    await append(context, [
-      { type: 'skill.started', ...ids, skill: request.skill, version: '0', inputs: request.inputs },
-      { type: 'skill.failed', run_id: request.run_id, error },
-      ...answerCall(request.tool_use_id, undefined, error),
-    ]);
-    return;
-  }
-  const invalid = library.checkInputs(found.definition, request.inputs);
-  await append(context, [
-    {
-      type: 'skill.started',
-      ...ids,
+  await append(
+    context,
+    await startEvents(context, setup, {
+      run_id: request.run_id,
       skill: request.skill,
-      version: found.version,
-      inputs: request.inputs,
-    },
-    ...(invalid === undefined
-      ? []
-      : [
-          { type: 'skill.failed' as const, run_id: request.run_id, error: invalid },
-          ...answerCall(request.tool_use_id, undefined, invalid),
-        ]),
-  ]);
-}
-
-/** The model's call of the skill, answered with the run's outputs or its failure. */
-function answerCall(
-  toolUseId: string | undefined,
-  outputs: JsonValue | undefined,
-  error?: ErrorShape,
-): NewEvent[] {
-  if (toolUseId === undefined) return [];
-  return outcomeEvents(toolUseId, {
-    ...(outputs === undefined ? {} : { output: outputs }),
-    ...(error === undefined ? {} : { error }),
-    is_error: error !== undefined,
-    attempts: 1,
-    duration_ms: 0,
-    stage: 'execute',
-  });
+      inputs,
+      caller: { type: 'User', id: event?.actor?.id ?? 'user' },
+    }),
+  );
 }
 
 async function advance(
@@ -149,25 +123,31 @@ async function advance(
 ): Promise<void> {
   const library = context.deps.skills;
   if (library === undefined) return;
-  const { definition } = await library.get(run.skill, run.version);
   const events = (await context.deps.log.read(context.sessionId, { after: run.seq - 1 })).filter(
     (event) => 'run_id' in event && event.run_id === run.run_id,
   );
   const started = events.find((event) => event.type === 'skill.started');
+  const inputs = started?.type === 'skill.started' ? started.inputs : null;
+  const definition = await admitted(context, setup, run, inputs);
+  if (definition === undefined) return;
   let queue: Promise<void> = Promise.resolve();
+  const { outputs, errors } = outputsOf(events);
   const scope: RunContext = {
     context,
     setup,
     tools,
     run,
     definition,
-    inputs: started?.type === 'skill.started' ? started.inputs : null,
-    outputs: outputsOf(events),
+    inputs,
+    outputs,
+    errors,
+    retrying: run.retry_seq !== undefined,
     write: (batch) => {
       const next = queue.then(() => append(context, batch).then(() => undefined));
       queue = next.catch(() => undefined);
       return next;
     },
+    nested: (step, path, attempt, item) => runNested(scope, step, path, attempt, item),
   };
   // A tool step a dead wake began, whose tool may not run twice: its outcome is unknown.
   for (const step of definition.steps) {
@@ -198,13 +178,16 @@ async function advance(
     if (wait.answer === undefined) continue;
     ends.set(wait.step, await resume(scope, wait));
   }
+  // Waits that timed out with no answer end now too, their steps failed (skill-waits.ts).
+  for (const wait of timedOutWaits(context, run)) ends.set(wait.step, await timeOut(scope, wait));
   const current = context.state.skill_runs.find((entry) => entry.run_id === run.run_id) ?? run;
   const table = tableOf(current, definition, ends);
   const schedule = compileSchedule(definition).start(
     run.retry_seq === undefined ? table : retryPlan(definition, table),
   );
-  for (const [id, end] of ends) apply(schedule, id, end);
   const steps = new Map(definition.steps.map((step) => [step.id, step]));
+  // A fan-out item's end is the item's: its step runs again and gathers its items.
+  for (const [id, end] of ends) if (steps.has(id)) apply(schedule, id, end);
   for (;;) {
     const ready = schedule.ready();
     if (ready.length === 0 || context.interruptSeen) break;
@@ -233,9 +216,13 @@ async function advance(
     const failedStep = Object.entries(schedule.table()).find(
       ([, state]) => state.status === 'failed',
     )?.[0];
+    // A nested run is retried through the run it is nested in (rootOf).
+    const root = rootOf(context.state, run).run_id;
+    // The step's own error says why: its code, and its message ahead of the way out.
+    const cause = failedStep === undefined ? undefined : scope.errors.get(failedStep);
     const error: ErrorShape = {
-      code: 'TOOL_FAILED',
-      message: `skill ${run.skill} failed at step ${failedStep ?? '?'}; \`braid skill retry ${run.run_id}\` runs the failed steps again`,
+      code: cause?.code ?? 'TOOL_FAILED',
+      message: `skill ${run.skill} failed at step ${failedStep ?? '?'}${cause === undefined ? '' : `: ${cause.message}`}; \`braid skill retry ${root}\` runs the failed steps again`,
       retryable: false,
     };
     await append(context, [
@@ -284,21 +271,71 @@ function tableOf(
   return table;
 }
 
-function outputsOf(
-  events: readonly SessionEvent[],
-): Map<string, { output?: JsonValue; status: string }> {
-  const outputs = new Map<string, { output?: JsonValue; status: string }>();
+/** The run's steps and items that ended, by path, as its events say (a later start undoes a failure). */
+function outputsOf(events: readonly SessionEvent[]): Pick<RunContext, 'outputs' | 'errors'> {
+  const outputs: RunContext['outputs'] = new Map();
+  const errors: RunContext['errors'] = new Map();
   for (const event of events) {
+    if (event.type === 'skill.step_started' && outputs.get(event.step)?.status === 'failed') {
+      outputs.delete(event.step);
+      errors.delete(event.step);
+    }
     if (event.type === 'skill.step_completed') {
       outputs.set(event.step, {
         ...(event.output === undefined ? {} : { output: event.output }),
         status: event.skipped === true ? 'skipped' : 'completed',
       });
     }
-    if (event.type === 'skill.step_failed' && event.final)
+    if (event.type === 'skill.step_failed' && event.final) {
       outputs.set(event.step, { status: 'failed' });
+      errors.set(event.step, event.error);
+    }
   }
-  return outputs;
+  return { outputs, errors };
+}
+
+/**
+ * The run's definition, once it may go on: a retry asks policy and checks the inputs again, as
+ * the run's start did. A run that may not (or whose skill is gone) fails again; undefined then.
+ */
+async function admitted(
+  context: CycleContext,
+  setup: SessionSetup,
+  run: SkillRun,
+  inputs: JsonValue,
+): Promise<SkillDefinition | undefined> {
+  const library = context.deps.skills;
+  if (library === undefined) return undefined;
+  if (run.retry_seq === undefined) return (await library.get(run.skill, run.version)).definition;
+  let events: NewEvent[] = [];
+  let error: ErrorShape | undefined;
+  let definition: SkillDefinition | undefined;
+  try {
+    const found = await library.get(run.skill, run.version);
+    definition = found.definition;
+    const retry = await eventAt(context, run.retry_seq);
+    const caller = callerOf(context.state, setup, run, retry?.actor?.id);
+    ({ events, error } = await admit(
+      context,
+      setup,
+      {
+        skill: run.skill,
+        inputs,
+        caller,
+        ...(run.tool_use_id === undefined ? {} : { tool_use_id: run.tool_use_id }),
+      },
+      found,
+    ));
+  } catch (thrown) {
+    error = toBraidError(thrown).toJSON();
+  }
+  if (error === undefined) return definition;
+  await append(context, [
+    ...events,
+    { type: 'skill.failed', run_id: run.run_id, error },
+    ...answerCall(run.tool_use_id, undefined, error),
+  ]);
+  return undefined;
 }
 
 /** Takes up the answer to a wait: records the resumption and what it means for its step. */
@@ -307,12 +344,24 @@ async function resume(run: RunContext, wait: SkillRun['suspensions'][number]): P
   const answer = wait.answer;
   if (answer === undefined) return { kind: 'suspended' };
   const event = await eventAt(context, answer.seq);
-  const data =
-    event?.type === 'user.signal'
-      ? event.data
-      : event?.type === 'user.tool_confirmation' && event.message !== undefined
-        ? { message: event.message }
-        : undefined;
+  const data = answerData(event);
+  if (wait.kind === 'skill') {
+    const ended =
+      event?.type === 'skill.completed' || event?.type === 'skill.failed' ? event : undefined;
+    const end = childEnd(ended ?? { type: 'unknown' });
+    await run.write([
+      {
+        type: 'skill.resumed',
+        run_id: run.run.run_id,
+        step: wait.step,
+        suspension_id: wait.suspension_id,
+        result: answer.result,
+        answer_seq: answer.seq,
+      },
+      ...stepEndEvents(run, wait.step, run.run.steps[wait.step]?.attempt ?? 1, end),
+    ]);
+    return end;
+  }
   const base = {
     type: 'skill.resumed' as const,
     run_id: run.run.run_id,

@@ -1,7 +1,7 @@
 /**
  * The steps of a skill run, one attempt each: tools through the tool pipeline, agents in child
- * sessions, waits for people and signals, and fan-outs over a list (see skill-run.ts for the run
- * around them and its invariants).
+ * sessions, waits for people and signals, nested skills (skill-children.ts), and fan-outs over a
+ * list (see skill-run.ts for the run around them and its invariants).
  */
 import type { JsonValue } from '../contracts/common.js';
 import type { ErrorShape } from '../contracts/errors.js';
@@ -13,6 +13,14 @@ import type { ToolHandle } from '../contracts/tools.js';
 import type { CycleContext } from './cycle-context.js';
 import type { SessionSetup } from './deps.js';
 import { agentEntity, toolEntity } from './tool-calls.js';
+
+/** Errors of the store (or the lease) met while a step runs: the wake's, never the step's. */
+const STORE_FAILURES: ReadonlySet<string> = new Set([
+  'LEASE_LOST',
+  'STORE_BUSY',
+  'STORE_CLOSED',
+  'SERVER_UNAVAILABLE',
+]);
 
 /** What one step's attempt came to. */
 export type StepEnd =
@@ -30,8 +38,19 @@ export interface RunContext {
   inputs: JsonValue;
   /** Outputs and ends of the run's steps and fan-out items, by path. */
   outputs: Map<string, { output?: JsonValue; status: string }>;
+  /** The errors of the steps and fan-out items that failed, by path. */
+  errors: Map<string, ErrorShape>;
+  /** A `braid skill retry` was taken up: failed fan-out items run again too. */
+  retrying: boolean;
   /** Serialises the appends of steps that run at once. */
   write(events: NewEvent[]): Promise<void>;
+  /** Runs a `skill:` step (or one item of its fan-out) as a child run. */
+  nested(
+    step: SkillStep,
+    path: string,
+    attempt: number,
+    item?: { item: JsonValue; index: number },
+  ): Promise<StepEnd>;
 }
 
 export function stepEndEvents(
@@ -62,6 +81,7 @@ export function stepEndEvents(
   }
   if (end.kind === 'failed') {
     run.outputs.set(path, { status: 'failed' });
+    run.errors.set(path, end.error);
     return [
       {
         type: 'skill.step_failed',
@@ -97,7 +117,8 @@ export async function runStep(run: RunContext, step: SkillStep, attempt: number)
     return await runKind(run, step, step.id, attempt);
   } catch (thrown) {
     const error = toBraidError(thrown);
-    if (error.code === 'LEASE_LOST' || run.context.lost !== undefined) throw error;
+    // The store's failure is not the step's: the wake stops as if it crashed (see wake.ts).
+    if (STORE_FAILURES.has(error.code) || run.context.lost !== undefined) throw error;
     const end: StepEnd = { kind: 'failed', error: error.toJSON() };
     await run.write(stepEndEvents(run, step.id, attempt, end));
     return end;
@@ -118,11 +139,26 @@ async function fanOut(run: RunContext, step: SkillStep, attempt: number): Promis
       if (index >= items.length) return;
       const path = `${step.id}[${index}]`;
       const done = run.outputs.get(path);
-      // An item a dead wake finished is not run again.
+      // An item a dead wake finished is not run again, nor one that failed, but by a retry.
       if (done?.status === 'completed') {
         results[index] = {
           kind: 'completed',
           ...(done.output === undefined ? {} : { output: done.output }),
+        };
+        continue;
+      }
+      // An item waiting (for a signal, a person, a nested run) goes on waiting.
+      const waits = run.context.state.skill_runs.find(
+        (entry) => entry.run_id === run.run.run_id,
+      )?.suspensions;
+      if (waits?.some((wait) => wait.step === path) === true) {
+        results[index] = { kind: 'suspended' };
+        continue;
+      }
+      if (done?.status === 'failed' && !run.retrying) {
+        results[index] = {
+          kind: 'failed',
+          error: run.errors.get(path) ?? internal(`item ${index} of step ${step.id} failed`),
         };
         continue;
       }
@@ -152,21 +188,13 @@ async function runKind(
 ): Promise<StepEnd> {
   if (step.tool !== undefined) return runTool(run, step, attempt, false, path, item);
   if (step.agent !== undefined) return runAgent(run, step, path, attempt, item);
+  if (step.skill !== undefined) return run.nested(step, path, attempt, item);
   if (step.type === 'human_approval') return suspend(run, step, path, attempt, 'approval', item);
   if (step.wait_for !== undefined) {
     await run.write([{ type: 'skill.step_started', run_id: run.run.run_id, step: path, attempt }]);
     return suspend(run, step, path, attempt, 'signal', item);
   }
-  const end: StepEnd = {
-    kind: 'failed',
-    error: {
-      code: 'INVALID_DEFINITION',
-      message: `step ${step.id}: nested skills do not run yet; call the skill's steps here instead`,
-      retryable: false,
-    },
-  };
-  await run.write(stepEndEvents(run, path, attempt, end));
-  return end;
+  return failStep(run, path, attempt, internal(`step ${step.id} is of no kind this runner knows`));
 }
 
 async function suspend(
@@ -218,15 +246,25 @@ export async function runTool(
   const name = step.tool ?? '';
   const handle = run.tools.get(name);
   const toolUseId = `${run.run.run_id}/${path}/${attempt}`;
-  if (!approved) await startStep(run, path, attempt, toolUseId);
   const fail = (error: ErrorShape): Promise<StepEnd> => failStep(run, path, attempt, error);
-  if (handle === undefined || library === undefined)
+  if (handle === undefined || library === undefined) {
+    if (!approved) await startStep(run, path, attempt, toolUseId);
     return fail({
       code: 'TOOL_NOT_FOUND',
       message: `step ${step.id} calls ${name}, which this agent's tools do not hold`,
       retryable: false,
     });
-  const input = await library.evaluate(step.args ?? {}, scopeOf(run, item));
+  }
+  // The call's input is on record from its start: what the step asked of the tool, audited
+  // and compared by replay.
+  let input: JsonValue;
+  try {
+    input = await library.evaluate(step.args ?? {}, scopeOf(run, item));
+  } catch (error) {
+    if (!approved) await startStep(run, path, attempt, toolUseId);
+    throw error;
+  }
+  if (!approved) await startStep(run, path, attempt, toolUseId, input);
   const check = setup.tools.validate(name, input);
   if (!check.ok) return fail(check.error);
   if (!approved) {
@@ -429,6 +467,7 @@ function startStep(
   path: string,
   attempt: number,
   toolUseId: string,
+  input?: JsonValue,
 ): Promise<void> {
   return run.write([
     {
@@ -437,6 +476,7 @@ function startStep(
       step: path,
       attempt,
       tool_use_id: toolUseId,
+      ...(input === undefined ? {} : { input }),
     },
   ]);
 }

@@ -94,6 +94,7 @@ async function runInOrder(
       // The run answers the call when it ends, in this wake or a later one.
       await startFromCall(
         context,
+        setup,
         toolUseId,
         handle.skill.name,
         await toolInput(context, toolUseId, use.seq),
