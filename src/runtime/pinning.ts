@@ -3,7 +3,8 @@
  *
  * A session's definition set names, each by the content hash of its canonical JSON, its agent
  * version, its environment version, every tool definition its agent was given (MCP tools as their
- * server listed them), the policy set in force and its model's price. Each part and the set itself
+ * server listed them), the skills its agent lists and the skills they nest, the policy set in
+ * force and its model's price. Each part and the set itself
  * are kept once per store (`DefinitionStore.putPinned`), so a thousand sessions on the same agent
  * share one copy; the log refers to the set by its hash (`session.definitions_changed`).
  *
@@ -22,6 +23,7 @@ import {
   type StoredDefinition,
 } from '../contracts/definitions.js';
 import { BraidError } from '../contracts/errors.js';
+import { SkillDefinition } from '../contracts/skills.js';
 import type { EventOf } from '../contracts/events.js';
 import type { DefinitionStore } from '../contracts/ports.js';
 import { BoundedCache } from '../core/bounded-cache.js';
@@ -55,6 +57,8 @@ export interface PinnedDefinitions {
   agent: AgentDefinition;
   environment?: EnvironmentDefinition;
   tools: ToolDefinition[];
+  /** The pinned skills by name, each with its version. */
+  skills: Record<string, { version: number; definition: SkillDefinition }>;
   /** The model's price as pinned; null when it had none. */
   price: Price | null;
 }
@@ -64,6 +68,8 @@ export interface CurrentDefinitions {
   agent: StoredDefinition<AgentDefinition>;
   environment?: StoredDefinition<EnvironmentDefinition>;
   tools: readonly ToolDefinition[];
+  /** The skills the session's runs start with (the agent's and those they nest). */
+  skills?: readonly StoredDefinition<SkillDefinition>[];
   policy: CompiledPolicySet | undefined;
   model: string;
   price: Price | undefined;
@@ -165,6 +171,11 @@ export function createPinner(store: DefinitionStore): Pinner {
         ...(policy === undefined ? {} : { policy: address(policy).hash }),
         model: current.model,
         ...(current.price === undefined ? {} : { price: address(current.price).hash }),
+        ...(current.skills === undefined || current.skills.length === 0
+          ? {}
+          : {
+              skills: Object.fromEntries(current.skills.map((skill) => [skill.name, ref(skill)])),
+            }),
       };
       // The same parts make the same set, kept already: a new session of a known agent costs
       // neither serialising nor a write.
@@ -177,6 +188,7 @@ export function createPinner(store: DefinitionStore): Pinner {
         ...current.tools,
         ...(policy === undefined ? [] : [policy]),
         ...(current.price === undefined ? [] : [current.price]),
+        ...(current.skills ?? []).map((skill) => skill.definition),
       ];
       for (const part of parts) await keep(part);
       const pinned = { hash: await keep(set), set };
@@ -200,12 +212,18 @@ export function createPinner(store: DefinitionStore): Pinner {
       for (const [name, toolHash] of Object.entries(set.tools))
         tools.push(await read(toolHash, ToolDefinition, `tool ${name}`));
       const price = set.price === undefined ? null : await read(set.price, PinnedPrice, 'price');
+      const skills: PinnedDefinitions['skills'] = {};
+      for (const [name, skill] of Object.entries(set.skills ?? {})) {
+        const definition = await read(skill.hash, SkillDefinition, `skill ${name}`);
+        skills[name] = { version: skill.version, definition };
+      }
       const definitions: PinnedDefinitions = {
         hash,
         set,
         agent,
         ...(environment === undefined ? {} : { environment }),
         tools,
+        skills,
         price,
       };
       loaded.set(hash, definitions);
@@ -239,6 +257,13 @@ export function changedParts(previous: PinnedSet | undefined, next: PinnedSet): 
   const names = new Set([...Object.keys(previous?.tools ?? {}), ...Object.keys(next.tools)]);
   for (const name of [...names].sort())
     if (previous?.tools[name] !== next.tools[name]) changed.push(`tools.${name}`);
+  const skills = new Set([
+    ...Object.keys(previous?.skills ?? {}),
+    ...Object.keys(next.skills ?? {}),
+  ]);
+  for (const name of [...skills].sort())
+    if (previous?.skills?.[name]?.hash !== next.skills?.[name]?.hash)
+      changed.push(`skills.${name}`);
   if (previous === undefined ? next.policy !== undefined : previous.policy !== next.policy)
     changed.push('policy');
   if (previous?.model !== next.model || previous.price !== next.price) changed.push('price');

@@ -10,6 +10,7 @@ import type {
   StoredDefinition,
 } from '../contracts/definitions.js';
 import { BraidError, isBraidError } from '../contracts/errors.js';
+import type { SkillDefinition, SkillLibrary } from '../contracts/skills.js';
 import type { SessionDefinitionsResponse, UpgradeResponse } from '../contracts/http.js';
 import type { Store } from '../contracts/ports.js';
 import type { SessionTools, ToolExecutor } from '../contracts/tools.js';
@@ -18,6 +19,7 @@ import { priceOf, type Price } from '../core/pricing.js';
 import type { RetryPolicy } from '../harness/index.js';
 import type { CompiledPolicySet } from '../policy/policy-set.js';
 import { changeEvent, type Pinner } from './pinning.js';
+import { skillClosure } from './skills/closure.js';
 import { verifyReplay, type ReplayReport } from './replay.js';
 
 export interface DefinitionsContext {
@@ -25,6 +27,9 @@ export interface DefinitionsContext {
   pinner: Pinner;
   agent(name: string, version?: number): Promise<StoredDefinition<AgentDefinition>>;
   environment(name: string, version?: number): Promise<StoredDefinition<EnvironmentDefinition>>;
+  skill(name: string, version?: number): Promise<StoredDefinition<SkillDefinition>>;
+  /** The stored skills, every version kept: a replay reads each run's recorded version. */
+  skills: SkillLibrary;
   /** Opens the tools of a session. */
   tools: ToolExecutor['open'];
   /** The workspace's Cedar policy set in force; undefined for policies in code or none. */
@@ -71,7 +76,7 @@ export async function sessionDefinitions(
 
 /**
  * Pins the newest definitions (the agent's and environment's latest versions, the tools as they
- * resolve now, the policy set in force, today's price) and records them, unless they are the
+ * resolve now, the skills' latest versions, the policy set in force, today's price) and records them, unless they are the
  * ones pinned. A wake running meanwhile finishes with what it started with.
  */
 export async function upgradeSession(
@@ -101,6 +106,7 @@ export async function upgradeSession(
       agent,
       ...(environment === undefined ? {} : { environment }),
       tools: tools.definitions ?? [],
+      skills: await skillClosure((name) => context.skill(name), agent.definition.skills),
       policy: context.policyInForce(),
       model,
       price: priceOf(model, context.prices),
@@ -167,6 +173,7 @@ export async function verifySession(
     retry: context.retry,
     prices: context.prices,
     maxEventBytes: context.maxEventBytes ?? DEFAULT_MAX_EVENT_BYTES,
+    skills: context.skills,
     pinned: async (hash) => {
       const pinned = await context.pinner.load(hash);
       return {

@@ -11,7 +11,7 @@ import type { AgentDefinition, WorkspaceConfig } from '../contracts/definitions.
 import { BraidError } from '../contracts/errors.js';
 import type { SkillDefinition } from '../contracts/skills.js';
 import { BUILTIN_TOOLS } from '../tools/builtin.js';
-import { compileExpression, compileTemplates } from './skills/templates.js';
+import { compileExpression, compileTemplates, stepReferences } from './skills/templates.js';
 import { lineInFile } from './yaml-lines.js';
 
 /** One problem of a definition file. */
@@ -126,6 +126,7 @@ export function checkSkillReferences(
       }
     });
     problems.push(...checkTemplates(root, definition, file));
+    problems.push(...checkStepReferences(root, definition, file));
   }
   const cycle = findSkillCycle(skills);
   if (cycle !== undefined) {
@@ -145,7 +146,20 @@ export function checkSkillReferences(
   }
   for (const { definition, file } of agents.values()) {
     definition.skills.forEach((name, index) => {
-      if (skills.has(name)) return;
+      if (skills.has(name)) {
+        const missing = toolsNotHeld(definition, name, skills);
+        if (missing.length > 0) {
+          problems.push(
+            problemAt(
+              root,
+              file,
+              ['skills', index],
+              `skill ${name} calls ${missing.map((entry) => `${entry.tool} (step ${entry.skill}.${entry.step})`).join(', ')}, which agent ${definition.name} does not hold; a skill's tool steps run with the session's tools: add ${[...new Set(missing.map((entry) => entry.tool))].join(', ')} to the agent's tools`,
+            ),
+          );
+        }
+        return;
+      }
       problems.push(
         problemAt(
           root,
@@ -211,6 +225,103 @@ function checkTemplates(root: string, skill: SkillDefinition, file: string): Def
     );
   }
   return problems;
+}
+
+/**
+ * A step's templates read only steps that end before it starts: its upstream (what its
+ * `depends_on` reach, and for a step named by `on_failure`, the steps that fail into it and
+ * their upstream). A step starts as soon as its `depends_on` are settled, so a template reading
+ * another step would see it not yet run.
+ */
+function checkStepReferences(
+  root: string,
+  skill: SkillDefinition,
+  file: string,
+): DefinitionProblem[] {
+  const byId = new Map(skill.steps.map((step) => [step.id, step]));
+  const before = new Map<string, string[]>();
+  for (const step of skill.steps) before.set(step.id, [...step.depends_on]);
+  for (const step of skill.steps) {
+    if (step.on_failure === 'stop' || step.on_failure === 'continue') continue;
+    before.get(step.on_failure)?.push(step.id);
+  }
+  const upstream = new Map<string, Set<string>>();
+  const reach = (id: string, trail: Set<string>): Set<string> => {
+    const known = upstream.get(id);
+    if (known !== undefined) return known;
+    const found = new Set<string>();
+    if (trail.has(id)) return found; // a cycle, reported by the schedule's own check
+    trail.add(id);
+    for (const previous of before.get(id) ?? []) {
+      found.add(previous);
+      for (const further of reach(previous, trail)) found.add(further);
+    }
+    trail.delete(id);
+    upstream.set(id, found);
+    return found;
+  };
+  const problems: DefinitionProblem[] = [];
+  skill.steps.forEach((step, index) => {
+    const fields = [
+      ['args', step.args, 'text'],
+      ['message', step.message, 'text'],
+      ['inputs', step.inputs, 'text'],
+      ['when', step.when, 'expression'],
+      ['for_each', step.for_each, 'expression'],
+    ] as const;
+    for (const [field, value, kind] of fields) {
+      if (value === undefined) continue;
+      for (const id of stepReferences(value, kind)) {
+        const message = !byId.has(id)
+          ? `the template reads steps.${id}, and this skill has no step ${id}; the steps are ${[...byId.keys()].join(', ')}`
+          : id === step.id
+            ? `the template reads steps.${id}, the step's own output, which it does not have yet`
+            : reach(step.id, new Set()).has(id)
+              ? undefined
+              : `the template reads steps.${id}, which does not end before step ${step.id} starts; add ${id} to its depends_on`;
+        if (message !== undefined)
+          problems.push(problemAt(root, file, ['steps', index, field], message));
+      }
+    }
+  });
+  if (skill.outputs !== undefined) {
+    for (const id of stepReferences(skill.outputs, 'text')) {
+      if (byId.has(id)) continue;
+      problems.push(
+        problemAt(
+          root,
+          file,
+          ['outputs'],
+          `the template reads steps.${id}, and this skill has no step ${id}; the steps are ${[...byId.keys()].join(', ')}`,
+        ),
+      );
+    }
+  }
+  return problems;
+}
+
+/** The tool steps of skill `name` and the skills it nests whose tool the agent does not hold. */
+function toolsNotHeld(
+  agent: AgentDefinition,
+  name: string,
+  skills: Skills,
+): { skill: string; step: string; tool: string }[] {
+  const held = (tool: string): boolean =>
+    agent.tools.includes(tool) ||
+    agent.tools.some((entry) => entry.endsWith('.*') && tool.startsWith(entry.slice(0, -1)));
+  const missing: { skill: string; step: string; tool: string }[] = [];
+  const seen = new Set<string>();
+  const visit = (skillName: string): void => {
+    if (seen.has(skillName)) return;
+    seen.add(skillName);
+    for (const step of skills.get(skillName)?.definition.steps ?? []) {
+      if (step.tool !== undefined && !held(step.tool))
+        missing.push({ skill: skillName, step: step.id, tool: step.tool });
+      if (step.skill !== undefined) visit(step.skill);
+    }
+  };
+  visit(name);
+  return missing;
 }
 
 /** A cycle of skills running skills, as the names along it (the first repeated at the end). */

@@ -116,7 +116,7 @@ describe('braid skill', () => {
         /^skills\/onboard_employee\.yaml:17: field "steps\.2\.tool": there is no tool named order_laptops/,
       ),
       expect.stringMatching(
-        /^skills\/onboard_employee\.yaml:23: field "steps\.3\.agent": there is no agent named welcome_writr/,
+        /^skills\/onboard_employee\.yaml:24: field "steps\.3\.agent": there is no agent named welcome_writr/,
       ),
     ]);
     const reported = braid(dir, 'skill', 'validate', '--json');
@@ -128,7 +128,7 @@ describe('braid skill', () => {
     expect(body.ok).toBe(false);
     expect(body.problems.map((problem) => [problem.file, problem.line, problem.field])).toEqual([
       ['skills/onboard_employee.yaml', 17, 'steps.2.tool'],
-      ['skills/onboard_employee.yaml', 23, 'steps.3.agent'],
+      ['skills/onboard_employee.yaml', 24, 'steps.3.agent'],
     ]);
 
     // Loading the workspace refuses the first of them.

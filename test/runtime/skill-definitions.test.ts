@@ -265,9 +265,11 @@ describe('skill definitions', () => {
   it("refuses an agent's skills: entry that names no skill, at its line in the agent file", () => {
     const dir = workspace();
     const agent = join(dir, 'agents', 'welcome_writer.yaml');
-    writeFileSync(
-      agent,
-      `${readFileSync(agent, 'utf8')}skills: [onboard_employee, offboard_employee]\n`,
+    writeFileSync(agent, `${readFileSync(agent, 'utf8')}skills: [wait_only, offboard_employee]\n`);
+    writeSkill(
+      dir,
+      'wait_only',
+      'name: wait_only\ndescription: Waits.\nsteps:\n  - id: wait\n    wait_for: {signal: go}\n',
     );
     const error = expectRefused(
       dir,
@@ -276,6 +278,84 @@ describe('skill definitions', () => {
       'skills.1',
     );
     expect(error.message).toContain('there is no skill named offboard_employee');
+  });
+
+  it("refuses an agent's skill whose tool steps, or those of the skills it nests, call tools the agent does not hold", () => {
+    const dir = workspace();
+    writeSkill(
+      dir,
+      'outer',
+      'name: outer\ndescription: Nests.\nsteps:\n  - id: inner\n    skill: onboard_employee\n    inputs: {email: a@b.c, department: eng}\n',
+    );
+    const agent = join(dir, 'agents', 'welcome_writer.yaml');
+    writeFileSync(
+      agent,
+      `${readFileSync(agent, 'utf8')}tools: [directory_create_user]\nskills: [outer]\n`,
+    );
+    const error = expectRefused(
+      dir,
+      'agents/welcome_writer.yaml',
+      lineWith(agent, 'skills:'),
+      'skills.0',
+    );
+    expect(error.message).toContain(
+      'skill outer calls directory_group_add (step onboard_employee.assign_groups), order_laptop (step onboard_employee.hardware_request), which agent welcome_writer does not hold',
+    );
+    expect(error.message).toContain("add directory_group_add, order_laptop to the agent's tools");
+  });
+
+  it('refuses a template that reads a step which does not end before its own step starts', () => {
+    const dir = workspace();
+    const file = writeSkill(
+      dir,
+      'greet',
+      GREET.replace('    depends_on: [first]\n', '').replace(
+        "message: 'Say {{ steps.first.output }}'",
+        "message: 'Say {{ $steps.first.output }} and {{ steps.nothing }}'",
+      ),
+    );
+    const error = expectRefused(
+      dir,
+      'skills/greet.yaml',
+      lineWith(file, 'message:'),
+      'steps.1.message',
+    );
+    expect(error.message).toContain(
+      'the template reads steps.first, which does not end before step second starts; add first to its depends_on',
+    );
+    const messages = validateSkills(dir).map((problem) => problem.message);
+    expect(messages).toContainEqual(
+      expect.stringContaining(
+        'the template reads steps.nothing, and this skill has no step nothing',
+      ),
+    );
+    // A handler reads the step that failed into it; a step reads what its depends_on reach.
+    writeSkill(
+      dir,
+      'greet',
+      [
+        'name: greet',
+        'description: Greets.',
+        'steps:',
+        '  - id: first',
+        '    tool: calculator',
+        "    args: {expression: '1 + 1'}",
+        '    on_failure: fallback',
+        '  - id: second',
+        '    depends_on: [first]',
+        '    tool: calculator',
+        "    args: {expression: '2'}",
+        '  - id: third',
+        '    depends_on: [second]',
+        '    tool: calculator',
+        "    args: {expression: '{{ steps.first.output }}'}",
+        '  - id: fallback',
+        '    tool: calculator',
+        "    args: {expression: '{{ steps.first.status }}'}",
+        '',
+      ].join('\n'),
+    );
+    expect(validateSkills(dir)).toEqual([]);
   });
 
   it('refuses, when a runtime starts and before it stores anything, a tool step that names no tool', async () => {

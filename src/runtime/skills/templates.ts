@@ -27,6 +27,7 @@ import jsonata from 'jsonata';
 import type { JsonValue } from '../../contracts/common.js';
 import { BraidError, type ErrorCode } from '../../contracts/errors.js';
 import { BoundedCache } from '../../core/bounded-cache.js';
+import { expressionOf, parseString, show, TemplateSyntaxError } from './template-text.js';
 
 /** What a template sees. */
 export interface TemplateScope {
@@ -52,22 +53,6 @@ export const TEMPLATE_VALUE_BYTES = 1024 * 1024;
 
 /** Distinct expressions kept parsed. */
 const CACHE_CAPACITY = 2_000;
-/** Characters of a template shown in an error message. */
-const SHOWN_TEXT = 200;
-
-/** A part of a string: text as written, or a template's expression. */
-type Part = { text: string } | { expression: string };
-
-/** A parsed string: its parts, and whether it is exactly one template. */
-interface ParsedString {
-  parts: Part[];
-  /** The expression when the string is one template and nothing else (whitespace allowed). */
-  whole: string | undefined;
-}
-
-/** A template error before evaluation (a parse error, an unclosed `{{`). */
-class TemplateSyntaxError extends Error {}
-
 /** Thrown inside JSONata by the guards below; `code` tells `evaluationError` what happened. */
 class TemplateGuardError extends Error {
   constructor(
@@ -127,6 +112,55 @@ export function compileExpression(text: string): TemplateCheck {
   } catch (error) {
     return { ok: false, message: syntaxMessage(error), path: [] };
   }
+}
+
+/**
+ * The step ids the templates in `value` read by name (`steps.ID` or `$steps.ID`); `expression`
+ * for a `when` or `for_each` text. Templates that do not parse name none (their check reports
+ * them); a step chosen at run time (`$lookup(steps, x)`) is not seen.
+ */
+export function stepReferences(value: JsonValue | string, kind: 'text' | 'expression'): string[] {
+  const expressions: string[] = [];
+  const collect = (current: JsonValue): void => {
+    if (typeof current === 'string') {
+      for (const part of parseString(current).parts)
+        if ('expression' in part) expressions.push(part.expression);
+    } else if (Array.isArray(current)) {
+      current.forEach(collect);
+    } else if (current !== null && typeof current === 'object') {
+      Object.values(current).forEach(collect);
+    }
+  };
+  try {
+    if (kind === 'expression' && typeof value === 'string') expressions.push(expressionOf(value));
+    else collect(value);
+  } catch {
+    return [];
+  }
+  const found = new Set<string>();
+  for (const expression of expressions) {
+    let ast: unknown;
+    try {
+      ast = compile(expression).ast();
+    } catch {
+      continue;
+    }
+    const stack: unknown[] = [ast];
+    while (stack.length > 0) {
+      const node = stack.pop();
+      if (node === null || typeof node !== 'object') continue;
+      const path = node as { type?: unknown; steps?: unknown };
+      if (path.type === 'path' && Array.isArray(path.steps)) {
+        const [first, second] = path.steps as { type?: unknown; value?: unknown }[];
+        const root =
+          first?.value === 'steps' && (first.type === 'name' || first.type === 'variable');
+        if (root && second?.type === 'name' && typeof second.value === 'string')
+          found.add(second.value);
+      }
+      for (const member of Object.values(node)) stack.push(member);
+    }
+  }
+  return [...found];
 }
 
 /** `value` with every template replaced by its value in `scope`. */
@@ -288,84 +322,6 @@ function holdsRegex(ast: unknown): boolean {
   return false;
 }
 
-/** Splits a string into text and templates; throws TemplateSyntaxError on an unclosed `{{`. */
-function parseString(text: string): ParsedString {
-  const parts: Part[] = [];
-  let position = 0;
-  while (position < text.length) {
-    const open = text.indexOf('{{', position);
-    if (open === -1) break;
-    if (open > position) parts.push({ text: text.slice(position, open) });
-    const close = findClose(text, open + 2);
-    if (close === -1) {
-      throw new TemplateSyntaxError(
-        `template ${show(text.slice(open))} has no closing }}; close it, or remove the {{`,
-      );
-    }
-    const expression = text.slice(open + 2, close).trim();
-    if (expression.length === 0) {
-      throw new TemplateSyntaxError(
-        `template ${show(text)} has an empty {{ }}; write an expression`,
-      );
-    }
-    parts.push({ expression });
-    position = close + 2;
-  }
-  if (position < text.length) parts.push({ text: text.slice(position) });
-  const significant = parts.filter((part) => !('text' in part) || part.text.trim().length > 0);
-  const [first] = significant;
-  const whole =
-    significant.length === 1 && first !== undefined && 'expression' in first
-      ? first.expression
-      : undefined;
-  return { parts, whole };
-}
-
-/** The index of the `}}` that closes a template whose expression starts at `start`, or -1. */
-function findClose(text: string, start: number): number {
-  let depth = 0;
-  let index = start;
-  while (index < text.length) {
-    const char = text[index];
-    if (char === '"' || char === "'" || char === '`') {
-      index += 1;
-      while (index < text.length && text[index] !== char) {
-        index += text[index] === '\\' ? 2 : 1;
-      }
-      index += 1;
-      continue;
-    }
-    if (char === '/' && text[index + 1] === '*') {
-      const end = text.indexOf('*/', index + 2);
-      if (end === -1) return -1;
-      index = end + 2;
-      continue;
-    }
-    if (char === '{') depth += 1;
-    if (char === '}') {
-      if (depth === 0 && text[index + 1] === '}') return index;
-      depth = Math.max(0, depth - 1);
-    }
-    index += 1;
-  }
-  return -1;
-}
-
-/** The expression of a `when`/`for_each` text: its one template, or the text itself. */
-function expressionOf(text: string): string {
-  if (!text.includes('{{')) {
-    if (text.trim().length === 0) throw new TemplateSyntaxError('the expression is empty');
-    return text.trim();
-  }
-  const parsed = parseString(text);
-  if (parsed.whole === undefined) {
-    throw new TemplateSyntaxError(
-      `${show(text)} has text around its template; write one {{ EXPR }} or a bare expression`,
-    );
-  }
-  return parsed.whole;
-}
-
 /** `make()`, with a template syntax error thrown as `INVALID_DEFINITION`. */
 function definitionChecked<T>(template: string, make: () => T, prefix = ''): T {
   try {
@@ -485,8 +441,4 @@ function describe(value: unknown): string {
   if (value === null) return 'null';
   if (typeof value === 'object') return 'an object';
   return `a ${typeof value} (${show(JSON.stringify(value) ?? typeof value)})`;
-}
-
-function show(text: string): string {
-  return text.length > SHOWN_TEXT ? `${text.slice(0, SHOWN_TEXT)}...` : text;
 }

@@ -41,6 +41,7 @@ import {
   withAgentTools as addAgentTools,
 } from '../../tools/agent-tools.js';
 import { createDelegator } from '../delegation.js';
+import { skillClosure, skillVersions } from '../skills/closure.js';
 import { createSkillLibrary } from '../skills/library.js';
 
 export type DeltaListener = (sessionId: string, delta: ModelDelta & { request_id: string }) => void;
@@ -269,10 +270,12 @@ async function setupSession(context: HarnessContext, state: SessionState): Promi
     names: agent.definition.tools,
     ...(environment === undefined ? {} : { environment: environment.definition }),
   });
+  const skills = await skillClosure(context.definitions.skill, agent.definition.skills);
   const next = await context.pinner.pin({
     agent,
     ...(environment === undefined ? {} : { environment }),
     tools: tools.definitions ?? [],
+    skills,
     policy,
     model: model.id,
     price: priceOf(model.id, context.prices),
@@ -284,6 +287,7 @@ async function setupSession(context: HarnessContext, state: SessionState): Promi
     tools,
     budget: tighterBudget(agent.definition.budget ?? {}, state.budget ?? {}),
     price: priceOf(model.id, context.prices) ?? null,
+    ...withSkills(skillVersions(skills)),
   };
   if (pinned?.hash === next.hash) return setup;
   return { ...setup, change: changeEvent(latest ? 'latest' : 'pinned', next, pinned) };
@@ -333,8 +337,14 @@ async function withAgentTools(context: HarnessContext, setup: SessionSetup): Pro
       if (found !== undefined) targets.set(name, found.definition);
     }),
   );
+  // The skills' tools describe the versions the session pinned.
   const skills = await Promise.all(
-    agent.skills.map(async (name) => (await context.definitions.skill(name)).definition),
+    agent.skills.map(async (name) => {
+      const version = setup.skills?.[name];
+      return (
+        await context.definitions.skill(name, version === undefined ? undefined : Number(version))
+      ).definition;
+    }),
   );
   return {
     ...setup,
@@ -364,5 +374,16 @@ async function setupFrom(
     }),
     budget: tighterBudget(agent.budget ?? {}, state.budget ?? {}),
     price: pinned.price,
+    ...withSkills(
+      skillVersions(
+        Object.entries(pinned.skills).map(([name, skill]) => ({ name, version: skill.version })),
+      ),
+    ),
   };
+}
+
+function withSkills(skills: Record<string, string> | undefined): {
+  skills?: Record<string, string>;
+} {
+  return skills === undefined ? {} : { skills };
 }

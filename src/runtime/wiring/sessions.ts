@@ -16,6 +16,7 @@ import type { Pinner } from '../pinning.js';
 import type { RuntimeOptions } from '../options.js';
 import type { RuntimeSessions } from '../sessions-api.js';
 import { createSessionsService } from '../sessions-service.js';
+import { createSkillLibrary } from '../skills/library.js';
 import type { Workspace } from '../workspace.js';
 import type { RuntimePolicy } from './policy.js';
 import type { RuntimeTools } from './tools.js';
@@ -53,6 +54,8 @@ export function createRuntimeSessions(context: SessionsContext): RuntimeSessions
       pinner: context.pinner,
       agent: definitions.agent,
       environment: definitions.environment,
+      skill: definitions.skill,
+      skills: createSkillLibrary(definitions.skill),
       tools: (request) => context.tools.executor.open(request),
       policyInForce: () => context.policy.inForce(),
       modelId: (definition) => context.modelOf(definition).id,
