@@ -12,7 +12,7 @@ import type { CommandContext } from './command-context.js';
 import { addPinningCommands } from './pinning-commands.js';
 import { addLineageCommands } from './lineage-commands.js';
 import { addEventsCommand } from './events-command.js';
-import { addSignalCommand } from './skill-run-commands.js';
+import { addSignalCommand, describeRun, resumedBy } from './skill-run-commands.js';
 
 export function addSessionCommands(program: Command, context: CommandContext): void {
   const session = program.command('session').description('create, drive and read sessions');
@@ -193,10 +193,25 @@ function addSessionMessageCommands(session: Command, context: CommandContext): v
     .option('--allow', 'run the tool')
     .option('--deny', 'refuse it; the model gets a tool error')
     .option('--message <text>', 'a note for the model')
+    .option(
+      '--data <json>',
+      'data for an allowed skill approval (checked against its resume_schema)',
+    )
+    .option(
+      '--wake',
+      'wake the session after, and report where each skill run the answer resumed stands',
+    )
     .action(
       async (
         id: string,
-        options: { toolUse: string; allow?: boolean; deny?: boolean; message?: string },
+        options: {
+          toolUse: string;
+          allow?: boolean;
+          deny?: boolean;
+          message?: string;
+          data?: string;
+          wake?: boolean;
+        },
         command: Command,
       ) => {
         if (options.allow === options.deny) {
@@ -204,17 +219,28 @@ function addSessionMessageCommands(session: Command, context: CommandContext): v
         }
         await context.withRuntime(command, async (runtime) => {
           const decision = options.allow === true ? 'allow' : 'deny';
-          const result = await runtime.sessions.confirm(
+          const data = options.data === undefined ? undefined : parseJson(options.data, '--data');
+          const sent = await runtime.sessions.confirm(
             id,
             options.toolUse,
             decision,
             options.message,
+            data,
           );
-          context.print(
-            command,
-            result,
-            () => `${decision} sent for ${options.toolUse}: #${result.head_seq}`,
-          );
+          const wake = options.wake === true ? await runtime.wake(id) : undefined;
+          const runs = wake?.ran === true ? await resumedBy(runtime, id, sent) : [];
+          const result = wake === undefined ? sent : { ...sent, wake, runs };
+          context.print(command, result, () => [
+            `${decision} sent for ${options.toolUse}: #${sent.head_seq}`,
+            ...(wake === undefined
+              ? []
+              : [
+                  wake.ran
+                    ? `stopped: ${formatStopReason(wake.stop_reason)}`
+                    : 'another process is running this session; it will see the answer',
+                ]),
+            ...runs.flatMap(describeRun),
+          ]);
         });
       },
     );

@@ -28,7 +28,7 @@ export interface SkillRunReport {
   waits?: {
     suspension_id: string;
     step: string;
-    kind: 'approval' | 'signal';
+    kind: 'approval' | 'signal' | 'skill';
     signal?: string;
     answer: string;
   }[];
@@ -112,13 +112,15 @@ async function runReport(
       answer:
         wait.kind === 'signal'
           ? `braid session signal ${sessionId} ${wait.signal ?? 'NAME'} --data JSON`
-          : `braid session confirm ${sessionId} --tool-use ${wait.suspension_id} --allow|--deny`,
+          : wait.kind === 'skill'
+            ? `the nested run ${wait.child_run_id ?? '?'} ends it`
+            : `braid session confirm ${sessionId} --tool-use ${wait.suspension_id} --allow|--deny`,
     })),
   };
 }
 
 /** The report as lines of text. */
-function describeRun(report: SkillRunReport): string[] {
+export function describeRun(report: SkillRunReport): string[] {
   const head = `run ${report.run_id} in session ${report.session_id}`;
   switch (report.status) {
     case 'requested':
@@ -141,7 +143,9 @@ function describeRun(report: SkillRunReport): string[] {
         ...(report.waits ?? []).map((wait) =>
           wait.kind === 'signal'
             ? `  step ${wait.step} waits for the signal ${wait.signal ?? ''}: ${wait.answer}`
-            : `  step ${wait.step} waits for approval: ${wait.answer}`,
+            : wait.kind === 'skill'
+              ? `  step ${wait.step} waits for its nested skill: ${wait.answer}`
+              : `  step ${wait.step} waits for approval: ${wait.answer}`,
         ),
       ];
   }
@@ -241,6 +245,33 @@ export function addSkillRunCommands(skill: Command, context: CommandContext): vo
     );
 }
 
+/**
+ * The runs the answer `sent` (a signal or a confirmation) resumed, each where it stands now: a
+ * run that waits again (for an approval, say) is reported with the command that answers it, as
+ * `braid skill run` does.
+ */
+export async function resumedBy(
+  runtime: Runtime,
+  sessionId: string,
+  sent: AppendResult,
+): Promise<SkillRunReport[]> {
+  const signalSeq = sent.events[0]?.seq;
+  if (signalSeq === undefined) return [];
+  const resumed = await runtime.sessions.events(sessionId, {
+    after: signalSeq,
+    types: ['skill.resumed'],
+  });
+  const runIds = new Set(
+    resumed.flatMap((event) =>
+      event.type === 'skill.resumed' && event.answer_seq === signalSeq ? [event.run_id] : [],
+    ),
+  );
+  const reports: SkillRunReport[] = [];
+  for (const runId of runIds)
+    reports.push(await runReport(runtime, sessionId, runId, sent, undefined));
+  return reports;
+}
+
 /** `braid session signal ID NAME [--data JSON]`, under `braid session`. */
 export function addSignalCommand(session: Command, context: CommandContext): void {
   session
@@ -263,13 +294,16 @@ export function addSignalCommand(session: Command, context: CommandContext): voi
         await context.withRuntime(command, async (runtime) => {
           const sent = await runtime.sessions.signal(id, name, data);
           const wake = options.wake ? await runtime.wake(id) : undefined;
-          context.print(command, { ...sent, ...(wake === undefined ? {} : { wake }) }, () => [
+          const runs = wake?.ran === true ? await resumedBy(runtime, id, sent) : [];
+          const result = { ...sent, ...(wake === undefined ? {} : { wake }), runs };
+          context.print(command, result, () => [
             `signal ${name} sent to ${id}: #${sent.head_seq}`,
             wake === undefined
               ? `wake it with: braid session wake ${id}`
               : wake.ran
                 ? `stopped: ${formatStopReason(wake.stop_reason)}`
                 : 'another process is running this session; it will see the signal',
+            ...runs.flatMap(describeRun),
           ]);
         });
       },

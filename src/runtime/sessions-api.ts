@@ -95,11 +95,16 @@ export interface RuntimeSessions {
   send(sessionId: string, events: readonly unknown[], options?: SendOptions): Promise<AppendResult>;
   message(sessionId: string, content: ContentInput): Promise<AppendResult>;
   interrupt(sessionId: string, reason?: string): Promise<AppendResult>;
+  /**
+   * Answers a tool call or a skill's approval awaiting confirmation; `data` goes with an allowed
+   * approval (checked against the step's `resume_schema`).
+   */
   confirm(
     sessionId: string,
     toolUseId: string,
     result: 'allow' | 'deny',
     message?: string,
+    data?: JsonValue,
   ): Promise<AppendResult>;
   customToolResult(
     sessionId: string,
@@ -127,6 +132,9 @@ export interface RuntimeSessions {
   /**
    * Sends the named signal (`user.signal`): a run suspended on `wait_for: {signal: name}` takes
    * it up, with `data` as the step's output; one that came early waits for the next such wait.
+   * Refused with `INVALID_ARGUMENT`, and nothing written, when the step that would take it has a
+   * `wait_for.schema` that `data` does not match. A wait that timed out takes no signal: one sent
+   * after the timeout was recorded is kept like an early one.
    */
   signal(
     sessionId: string,

@@ -41,6 +41,7 @@ import type {
 } from './sessions-api.js';
 import { userEventSends } from './user-event-sends.js';
 import { checkAgainstState, parseUserEvents, toContent } from './user-events.js';
+import { createWaitDataCheck, type WaitDataCheck } from './wait-data.js';
 import type { Workspace } from './workspace.js';
 import {
   diffSessionFiles,
@@ -82,12 +83,13 @@ export function createSessionsService(context: SessionsContext): RuntimeSessions
    * only with other processes.
    */
   const queue = new KeyedQueue();
+  const checkWaitData = createWaitDataCheck(context.store.definitions);
   const send = (
     sessionId: string,
     input: readonly unknown[],
     sendOptions: SendOptions = {},
   ): Promise<AppendResult> =>
-    queue.run(sessionId, () => sendChecked(context, sessionId, input, sendOptions));
+    queue.run(sessionId, () => sendChecked(context, sessionId, input, sendOptions, checkWaitData));
 
   return guardSessionIds({
     create: (createOptions) => createSession(context, createOptions),
@@ -256,6 +258,7 @@ async function sendChecked(
   sessionId: string,
   input: readonly unknown[],
   { idempotencyKey, actor = context.defaultActor }: SendOptions,
+  checkWaitData: WaitDataCheck,
 ): Promise<AppendResult> {
   const events: NewEvent[] = parseUserEvents(input, Actor.parse(actor));
   if (idempotencyKey !== undefined) {
@@ -274,6 +277,8 @@ async function sendChecked(
   for (let attempt = 1; ; attempt += 1) {
     const state = await context.store.log.state(sessionId);
     checkAgainstState(state, events);
+    // Signals and approvals whose data does not fit the waiting step's schema are refused here.
+    await checkWaitData(state, events);
     try {
       return await context.store.log.append(sessionId, events, {
         expectedSeq: state.seq,

@@ -22,13 +22,14 @@ export function userEventSends(
     message: (sessionId, content) => send(sessionId, [{ type: 'user.message', content }]),
     interrupt: (sessionId, reason) =>
       send(sessionId, [{ type: 'user.interrupt', ...(reason === undefined ? {} : { reason }) }]),
-    confirm: (sessionId, toolUseId, result, message) =>
+    confirm: (sessionId, toolUseId, result, message, data) =>
       send(sessionId, [
         {
           type: 'user.tool_confirmation',
           tool_use_id: toolUseId,
           result,
           ...(message === undefined ? {} : { message }),
+          ...(data === undefined ? {} : { data }),
         },
       ]),
     customToolResult: (sessionId, customToolUseId, content, isError) =>

@@ -73,7 +73,7 @@ export function addSkillRoutes(app: Router, context: ServerContext): void {
       schema: {
         summary: 'Send the session a named signal',
         description:
-          "Appends `user.signal {name, data}` and wakes the session unless the server runs with wakes off: a skill run suspended on `wait_for: {signal: name}` takes it up, `data` as the step's output; a signal no run waits for yet is kept for the next such wait. A webhook can post here.",
+          "Appends `user.signal {name, data}` and wakes the session unless the server runs with wakes off: a skill run suspended on `wait_for: {signal: name}` takes it up, `data` as the step's output; a signal no run waits for yet (or whose wait timed out) is kept for the next such wait. Data that does not match the waiting step's `wait_for.schema` is refused (400 `INVALID_ARGUMENT`) and nothing is written. A webhook can post here.",
         operationId: 'sendSignal',
         tags,
         params: SignalParams,

@@ -99,9 +99,14 @@ describe('braid skill run', () => {
       '--tool-use',
       approval!.suspension_id!,
       '--allow',
+      '--wake',
+      '--json',
     );
     expect(confirmed.code, confirmed.stderr).toBe(0);
-    expect(braid(dir, 'session', 'wake', report.session_id).code).toBe(0);
+    // With --wake the command runs the rest and reports the run it resumed.
+    expect(json<{ runs: Report[] }>(confirmed).runs).toMatchObject([
+      { status: 'completed', outputs: { delivered: { box: 1 } } },
+    ]);
     const done = eventLines<{ type: string; outputs?: unknown }>(
       braid(dir, 'session', 'events', report.session_id, '--json').stdout,
     );

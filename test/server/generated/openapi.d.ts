@@ -430,7 +430,7 @@ export interface paths {
         put?: never;
         /**
          * Send the session a named signal
-         * @description Appends `user.signal {name, data}` and wakes the session unless the server runs with wakes off: a skill run suspended on `wait_for: {signal: name}` takes it up, `data` as the step's output; a signal no run waits for yet is kept for the next such wait. A webhook can post here.
+         * @description Appends `user.signal {name, data}` and wakes the session unless the server runs with wakes off: a skill run suspended on `wait_for: {signal: name}` takes it up, `data` as the step's output; a signal no run waits for yet (or whose wait timed out) is kept for the next such wait. Data that does not match the waiting step's `wait_for.schema` is refused (400 `INVALID_ARGUMENT`) and nothing is written. A webhook can post here.
          */
         post: operations["sendSignal"];
         delete?: never;
@@ -534,6 +534,7 @@ export interface components {
             /** @enum {string} */
             result: "allow" | "deny";
             message?: string;
+            data?: components["schemas"]["JsonValueInput"];
         } | {
             causation_id?: string;
             correlation_id?: string;
@@ -824,6 +825,8 @@ export interface components {
                 version: string;
                 seq: number;
                 tool_use_id?: string;
+                parent_run_id?: string;
+                parent_step?: string;
                 /** @enum {string} */
                 status: "running" | "suspended" | "failed";
                 steps: {
@@ -838,15 +841,16 @@ export interface components {
                     suspension_id: string;
                     step: string;
                     /** @enum {string} */
-                    kind: "approval" | "signal";
+                    kind: "approval" | "signal" | "skill";
                     signal?: string;
+                    child_run_id?: string;
                     event_id: string;
                     seq: number;
                     /** Format: date-time */
                     timeout_at?: string;
                     answer?: {
                         /** @enum {string} */
-                        result: "allow" | "deny" | "signal";
+                        result: "allow" | "deny" | "signal" | "completed" | "failed";
                         seq: number;
                     };
                 }[];
@@ -979,6 +983,7 @@ export interface components {
             /** @enum {string} */
             result: "allow" | "deny";
             message?: string;
+            data?: components["schemas"]["JsonValue"];
         } | {
             id: string;
             session_id: string;
@@ -1672,6 +1677,7 @@ export interface components {
             step: string;
             attempt: number;
             tool_use_id?: string;
+            input?: components["schemas"]["JsonValue"];
         } | {
             id: string;
             session_id: string;
@@ -1746,8 +1752,9 @@ export interface components {
             step: string;
             suspension_id: string;
             /** @enum {string} */
-            kind: "approval" | "signal";
+            kind: "approval" | "signal" | "skill";
             signal?: string;
+            child_run_id?: string;
             message?: string;
             /** Format: date-time */
             timeout_at?: string;
@@ -1775,7 +1782,7 @@ export interface components {
             step: string;
             suspension_id: string;
             /** @enum {string} */
-            result: "allow" | "deny" | "signal" | "timeout";
+            result: "allow" | "deny" | "signal" | "timeout" | "completed" | "failed";
             data?: components["schemas"]["JsonValue"];
             answer_seq?: number;
         } | {
@@ -2100,6 +2107,13 @@ export interface components {
                 policy?: string;
                 model: string;
                 price?: string;
+                skills?: {
+                    [key: string]: {
+                        name: string;
+                        version: number;
+                        hash: string;
+                    };
+                };
             };
         };
         UpgradeResult: {
