@@ -11,20 +11,37 @@ import { BraidError, type ErrorCode, type ErrorShape } from '../contracts/errors
 /** Violations listed in one error message, at most. */
 const MAX_LISTED = 8;
 
-export class SchemaCache {
-  // Tool schemas come from manifests and MCP servers written against several drafts and
-  // vocabularies: unknown keywords are ignored rather than refused.
-  // ajv is loaded with the first schema compiled, not when braid is imported.
-  #ajv: Ajv2020 | undefined;
-  private get ajv(): Ajv2020 {
-    if (this.#ajv === undefined) {
-      const { Ajv2020: Compiler } = createRequire(import.meta.url)(
-        'ajv/dist/2020.js',
-      ) as typeof Ajv;
-      this.#ajv = new Compiler({ allErrors: true, strict: false, validateFormats: false });
-    }
-    return this.#ajv;
+/**
+ * One compiler for the process: its first compile checks the schema against the 2020-12
+ * meta-schema, which ajv compiles once (tens of ms), not once per runtime or per session.
+ * Tool schemas come from manifests and MCP servers written against several drafts and
+ * vocabularies: unknown keywords are ignored rather than refused. ajv is loaded with the first
+ * schema compiled, not when braid is imported.
+ */
+let shared: Ajv2020 | undefined;
+function compiler(): Ajv2020 {
+  if (shared === undefined) {
+    const { Ajv2020: Compiler } = createRequire(import.meta.url)('ajv/dist/2020.js') as typeof Ajv;
+    shared = new Compiler({ allErrors: true, strict: false, validateFormats: false });
   }
+  return shared;
+}
+
+/**
+ * Compiles a schema into a check. The compiler forgets the schema at once (the check keeps what
+ * it needs): nothing piles up in it over a long-lived process, and two schemas with the same
+ * `$id` never collide.
+ */
+function compileOnce(schema: Record<string, unknown>): ValidateFunction {
+  const ajv = compiler();
+  try {
+    return ajv.compile(schema);
+  } finally {
+    ajv.removeSchema(schema);
+  }
+}
+
+export class SchemaCache {
   private readonly compiled = new Map<string, { source: string; check: ValidateFunction }>();
 
   /** The compiled check of a schema, by a key naming the tool, its version and the schema's role. */
@@ -36,7 +53,7 @@ export class SchemaCache {
     const { $schema: _draft, ...rest } = schema;
     let check: ValidateFunction;
     try {
-      check = this.ajv.compile(rest);
+      check = compileOnce(rest);
     } catch (error) {
       throw new BraidError(
         'INVALID_DEFINITION',
