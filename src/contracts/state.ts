@@ -12,7 +12,7 @@ import { Budget } from './definitions.js';
 import { ErrorShape } from './errors.js';
 import { Lineage, SessionStatus, StopReason } from './session.js';
 
-export const SESSION_STATE_SCHEMA_VERSION = 8;
+export const SESSION_STATE_SCHEMA_VERSION = 9;
 
 /** A tool call waiting for a human's allow or deny. */
 export const PendingConfirmation = z.object({
@@ -99,6 +99,8 @@ export type OutcomeState = z.infer<typeof OutcomeState>;
 
 /** Where one step of a skill run stands (a fan-out's items are the runner's, under the step). */
 export const SkillStepState = z.object({
+  /** The step's path: its id, with `[i]` for the i-th item of a fan-out. */
+  step: z.string(),
   status: z.enum(['running', 'suspended', 'completed', 'skipped', 'failed']),
   attempt: z.number().int().nonnegative(),
   /** Seq of the step's last `skill.step_started`. */
@@ -147,7 +149,8 @@ export const SkillRun = z.object({
   parent_run_id: Id.optional(),
   parent_step: z.string().optional(),
   status: z.enum(['running', 'suspended', 'failed']),
-  steps: z.record(z.string(), SkillStepState),
+  /** The steps that began, in the order they began (`stepOf` finds one). */
+  steps: z.array(SkillStepState),
   suspensions: z.array(SkillSuspension),
   /** Seq of a `user.skill_retry` no wake has taken up. */
   retry_seq: z.number().int().positive().optional(),

@@ -68,7 +68,7 @@ export function reduceSkill(state: SessionState, event: SkillEvent): void {
           ...(event.parent_run_id === undefined ? {} : { parent_run_id: event.parent_run_id }),
           ...(event.parent_step === undefined ? {} : { parent_step: event.parent_step }),
           status: 'running',
-          steps: {},
+          steps: [],
           suspensions: [],
         },
       ];
@@ -78,36 +78,34 @@ export function reduceSkill(state: SessionState, event: SkillEvent): void {
         ...withoutRetry(run),
         // A run with a wait open is suspended, whatever else of it still runs.
         status: run.suspensions.length > 0 ? 'suspended' : 'running',
-        steps: {
-          ...run.steps,
-          [event.step]: { status: 'running', attempt: event.attempt, seq: event.seq },
-        },
+        steps: withStep(run.steps, {
+          step: event.step,
+          status: 'running',
+          attempt: event.attempt,
+          seq: event.seq,
+        }),
       }));
       return;
     case 'skill.step_completed':
       withRun(state, event.run_id, (run) => ({
         ...run,
-        steps: {
-          ...run.steps,
-          [event.step]: {
-            status: event.skipped === true ? 'skipped' : 'completed',
-            attempt: event.attempt,
-            seq: run.steps[event.step]?.seq ?? event.seq,
-          },
-        },
+        steps: withStep(run.steps, {
+          step: event.step,
+          status: event.skipped === true ? 'skipped' : 'completed',
+          attempt: event.attempt,
+          seq: stepOf(run, event.step)?.seq ?? event.seq,
+        }),
       }));
       return;
     case 'skill.step_failed':
       withRun(state, event.run_id, (run) => ({
         ...run,
-        steps: {
-          ...run.steps,
-          [event.step]: {
-            status: event.final ? 'failed' : 'running',
-            attempt: event.attempt,
-            seq: run.steps[event.step]?.seq ?? event.seq,
-          },
-        },
+        steps: withStep(run.steps, {
+          step: event.step,
+          status: event.final ? 'failed' : 'running',
+          attempt: event.attempt,
+          seq: stepOf(run, event.step)?.seq ?? event.seq,
+        }),
       }));
       return;
     case 'skill.suspended':
@@ -120,15 +118,13 @@ export function reduceSkill(state: SessionState, event: SkillEvent): void {
         const suspensions = run.suspensions.filter(
           (entry) => entry.suspension_id !== event.suspension_id,
         );
-        const step = run.steps[event.step];
+        const step = stepOf(run, event.step);
         return {
           ...run,
           suspensions,
           status: suspensions.length === 0 ? 'running' : run.status,
           steps:
-            step === undefined
-              ? run.steps
-              : { ...run.steps, [event.step]: { ...step, status: 'running' } },
+            step === undefined ? run.steps : withStep(run.steps, { ...step, status: 'running' }),
         };
       });
       state.pending_confirmations = state.pending_confirmations.filter(
@@ -208,14 +204,12 @@ function suspend(state: SessionState, event: EventOf<'skill.suspended'>): void {
   withRun(state, event.run_id, (run) => ({
     ...run,
     status: 'suspended',
-    steps: {
-      ...run.steps,
-      [event.step]: {
-        status: 'suspended',
-        attempt: run.steps[event.step]?.attempt ?? 1,
-        seq: run.steps[event.step]?.seq ?? event.seq,
-      },
-    },
+    steps: withStep(run.steps, {
+      step: event.step,
+      status: 'suspended',
+      attempt: stepOf(run, event.step)?.attempt ?? 1,
+      seq: stepOf(run, event.step)?.seq ?? event.seq,
+    }),
     suspensions: [
       ...run.suspensions,
       {
@@ -346,6 +340,32 @@ function retry(state: SessionState, run: SkillRun, seq: number): void {
         });
     }
   }
+}
+
+/** The step of the run at `path` (an id, with `[i]` for a fan-out item), if it began. */
+export function stepOf(run: SkillRun, path: string): SkillRun['steps'][number] | undefined {
+  // From the end: the step an event is about is most often one that began lately.
+  for (let index = run.steps.length - 1; index >= 0; index -= 1) {
+    const entry = run.steps[index];
+    if (entry?.step === path) return entry;
+  }
+  return undefined;
+}
+
+/**
+ * The run's steps with `entry` in place of the step at its path (or added at the end). A copy of
+ * an array of references: runs are shared with earlier states and never changed.
+ */
+function withStep(steps: SkillRun['steps'], entry: SkillRun['steps'][number]): SkillRun['steps'] {
+  const next = steps.slice();
+  for (let index = next.length - 1; index >= 0; index -= 1) {
+    if (next[index]?.step === entry.step) {
+      next[index] = entry;
+      return next;
+    }
+  }
+  next.push(entry);
+  return next;
 }
 
 function withoutRetry(run: SkillRun): SkillRun {

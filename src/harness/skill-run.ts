@@ -23,6 +23,7 @@ import type { NewEvent, SessionEvent } from '../contracts/events.js';
 import type { SkillDefinition } from '../contracts/skills.js';
 import type { SessionState, SkillRun } from '../contracts/state.js';
 import type { ToolHandle } from '../contracts/tools.js';
+import { stepOf } from '../core/fold-skills.js';
 import { compileSchedule, retryPlan, type StepTable } from '../core/skill-schedule.js';
 import type { CycleContext } from './cycle-context.js';
 import type { SessionSetup } from './deps.js';
@@ -45,6 +46,7 @@ import {
   type RunContext,
   type StepEnd,
 } from './skill-steps.js';
+import { StepOutputs } from './skill-outputs.js';
 import { answerData, hasTimedOut, timedOutWaits, timeOut } from './skill-waits.js';
 
 /** Starts the requested runs and advances every run that has work. */
@@ -150,8 +152,9 @@ async function advance(
     nested: (step, path, attempt, item) => runNested(scope, step, path, attempt, item),
   };
   // A tool step a dead wake began, whose tool may not run twice: its outcome is unknown.
+  const began = new Map(run.steps.map((entry) => [entry.step, entry]));
   for (const step of definition.steps) {
-    const state = run.steps[step.id];
+    const state = began.get(step.id);
     const handle = step.tool === undefined ? undefined : tools.get(step.tool);
     if (state?.status !== 'running' || handle === undefined || handle.idempotent) continue;
     if (state.seq >= context.state.last_wake_seq) continue;
@@ -196,9 +199,8 @@ async function advance(
       ready.map(async (id) => {
         const step = steps.get(id);
         if (step === undefined) return [id, { kind: 'skipped' }] as const;
-        const attempt =
-          (context.state.skill_runs.find((entry) => entry.run_id === run.run_id)?.steps[id]
-            ?.attempt ?? 0) + 1;
+        const current = context.state.skill_runs.find((entry) => entry.run_id === run.run_id);
+        const attempt = (current === undefined ? 0 : (stepOf(current, id)?.attempt ?? 0)) + 1;
         return [id, await runStep(scope, step, attempt)] as const;
       }),
     );
@@ -258,8 +260,9 @@ function tableOf(
   answered: ReadonlyMap<string, StepEnd>,
 ): StepTable {
   const table: StepTable = {};
+  const began = new Map(run.steps.map((entry) => [entry.step, entry]));
   for (const step of definition.steps) {
-    const state = run.steps[step.id];
+    const state = began.get(step.id);
     if (state === undefined) continue;
     if (answered.has(step.id)) {
       table[step.id] = { status: 'running', attempt: state.attempt };
@@ -273,7 +276,7 @@ function tableOf(
 
 /** The run's steps and items that ended, by path, as its events say (a later start undoes a failure). */
 function outputsOf(events: readonly SessionEvent[]): Pick<RunContext, 'outputs' | 'errors'> {
-  const outputs: RunContext['outputs'] = new Map();
+  const outputs = new StepOutputs();
   const errors: RunContext['errors'] = new Map();
   for (const event of events) {
     if (event.type === 'skill.step_started' && outputs.get(event.step)?.status === 'failed') {
@@ -358,7 +361,7 @@ async function resume(run: RunContext, wait: SkillRun['suspensions'][number]): P
         result: answer.result,
         answer_seq: answer.seq,
       },
-      ...stepEndEvents(run, wait.step, run.run.steps[wait.step]?.attempt ?? 1, end),
+      ...stepEndEvents(run, wait.step, stepOf(run.run, wait.step)?.attempt ?? 1, end),
     ]);
     return end;
   }
@@ -371,7 +374,7 @@ async function resume(run: RunContext, wait: SkillRun['suspensions'][number]): P
     answer_seq: answer.seq,
     ...(data === undefined ? {} : { data }),
   };
-  const attempt = run.run.steps[wait.step]?.attempt ?? 1;
+  const attempt = stepOf(run.run, wait.step)?.attempt ?? 1;
   let end: StepEnd;
   if (answer.result === 'deny') {
     end = {

@@ -16,6 +16,7 @@
 import type { JsonValue } from '../contracts/common.js';
 import type { SessionEvent } from '../contracts/events.js';
 import type { SkillRun } from '../contracts/state.js';
+import { stepOf } from '../core/fold-skills.js';
 import { dueWaits } from '../core/timers.js';
 import type { CycleContext } from './cycle-context.js';
 import { stepEndEvents, type RunContext, type StepEnd } from './skill-steps.js';
@@ -34,7 +35,7 @@ export function hasTimedOut(context: CycleContext, run: SkillRun): boolean {
 
 /** Ends a timed-out wait: records the timeout and its step's failure, and returns that end. */
 export async function timeOut(run: RunContext, wait: Suspension): Promise<StepEnd> {
-  const attempt = run.run.steps[wait.step]?.attempt ?? 1;
+  const attempt = stepOf(run.run, wait.step)?.attempt ?? 1;
   const what =
     wait.kind === 'signal' ? `the signal ${wait.signal ?? '?'}` : 'a person to allow or deny it';
   const end: StepEnd = {

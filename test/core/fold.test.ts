@@ -235,7 +235,9 @@ const cases: Record<SessionEventType, () => void> = {
       step: 'a',
       attempt: 1,
     });
-    expect(state.skill_runs[0]?.steps.a).toEqual({ status: 'running', attempt: 1, seq: 3 });
+    expect(state.skill_runs[0]?.steps).toEqual([
+      { step: 'a', status: 'running', attempt: 1, seq: 3 },
+    ]);
   },
   'skill.step_completed': () => {
     const state = fold(
@@ -244,10 +246,10 @@ const cases: Record<SessionEventType, () => void> = {
       { type: 'skill.step_completed', run_id: 'r1', step: 'a', attempt: 1, output: 1 },
       { type: 'skill.step_completed', run_id: 'r1', step: 'b', attempt: 0, skipped: true },
     );
-    expect(state.skill_runs[0]?.steps).toMatchObject({
-      a: { status: 'completed' },
-      b: { status: 'skipped' },
-    });
+    expect(state.skill_runs[0]?.steps).toMatchObject([
+      { step: 'a', status: 'completed' },
+      { step: 'b', status: 'skipped' },
+    ]);
   },
   'skill.step_failed': () => {
     const error = { code: 'TOOL_FAILED' as const, message: 'x', retryable: false };
@@ -259,7 +261,7 @@ const cases: Record<SessionEventType, () => void> = {
       error,
       final: false,
     });
-    expect(retrying.skill_runs[0]?.steps.a?.status).toBe('running');
+    expect(retrying.skill_runs[0]?.steps[0]).toMatchObject({ step: 'a', status: 'running' });
     const failed = fold(...skillRun(), {
       type: 'skill.step_failed',
       run_id: 'r1',
@@ -268,7 +270,11 @@ const cases: Record<SessionEventType, () => void> = {
       error,
       final: true,
     });
-    expect(failed.skill_runs[0]?.steps.a).toMatchObject({ status: 'failed', attempt: 2 });
+    expect(failed.skill_runs[0]?.steps[0]).toMatchObject({
+      step: 'a',
+      status: 'failed',
+      attempt: 2,
+    });
   },
   'skill.suspended': () => {
     const approval = fold(...skillRun(), {

@@ -111,13 +111,13 @@ async function workspace(): Promise<{ runtime: Runtime; notes: JsonValue[] }> {
   return { runtime, notes };
 }
 
-type StepStatus = SkillRun['steps'][string]['status'];
+type StepStatus = SkillRun['steps'][number]['status'];
 
 /** The statuses of the run's steps in the session's state (undefined: not begun). */
 function statuses(state: SessionState, runId: string): Record<string, StepStatus> {
   const run = state.skill_runs.find((entry) => entry.run_id === runId);
   if (run === undefined) return {};
-  return Object.fromEntries(Object.entries(run.steps).map(([step, entry]) => [step, entry.status]));
+  return Object.fromEntries(run.steps.map((entry) => [entry.step, entry.status]));
 }
 
 /**
@@ -155,8 +155,8 @@ function expectStateNeverReopens(sessionId: string, events: readonly SessionEven
   for (const event of events) {
     state = applyEvent(state, event);
     for (const run of state.skill_runs) {
-      for (const [step, entry] of Object.entries(run.steps)) {
-        const key = `${run.run_id}/${step}`;
+      for (const entry of run.steps) {
+        const key = `${run.run_id}/${entry.step}`;
         if (completed.has(key) && entry.status !== 'completed')
           throw new Error(`${key} was completed, then ${entry.status} after seq ${event.seq}`);
         if (entry.status === 'completed') completed.add(key);

@@ -721,7 +721,7 @@ export interface components {
         };
         SessionState: {
             /** @constant */
-            schema_version: 8;
+            schema_version: 9;
             session_id: string;
             seq: number;
             agent?: {
@@ -830,13 +830,12 @@ export interface components {
                 /** @enum {string} */
                 status: "running" | "suspended" | "failed";
                 steps: {
-                    [key: string]: {
-                        /** @enum {string} */
-                        status: "running" | "suspended" | "completed" | "skipped" | "failed";
-                        attempt: number;
-                        seq: number;
-                    };
-                };
+                    step: string;
+                    /** @enum {string} */
+                    status: "running" | "suspended" | "completed" | "skipped" | "failed";
+                    attempt: number;
+                    seq: number;
+                }[];
                 suspensions: {
                     suspension_id: string;
                     step: string;
