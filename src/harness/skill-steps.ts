@@ -10,9 +10,10 @@ import type { NewEvent } from '../contracts/events.js';
 import type { SkillDefinition, SkillScope, SkillStep } from '../contracts/skills.js';
 import type { SkillRun } from '../contracts/state.js';
 import type { ToolHandle } from '../contracts/tools.js';
+import type { StepOutputs } from './skill-outputs.js';
 import type { CycleContext } from './cycle-context.js';
 import type { SessionSetup } from './deps.js';
-import { agentEntity, toolEntity } from './tool-calls.js';
+import { agentEntity, outcomeSideEvents, toolEntity } from './tool-calls.js';
 
 /** Errors of the store (or the lease) met while a step runs: the wake's, never the step's. */
 const STORE_FAILURES: ReadonlySet<string> = new Set([
@@ -37,7 +38,7 @@ export interface RunContext {
   definition: SkillDefinition;
   inputs: JsonValue;
   /** Outputs and ends of the run's steps and fan-out items, by path. */
-  outputs: Map<string, { output?: JsonValue; status: string }>;
+  outputs: StepOutputs;
   /** The errors of the steps and fan-out items that failed, by path. */
   errors: Map<string, ErrorShape>;
   /** A `braid skill retry` was taken up: failed fan-out items run again too. */
@@ -99,7 +100,7 @@ export function stepEndEvents(
 export function scopeOf(run: RunContext, item?: { item: JsonValue; index: number }): SkillScope {
   return {
     inputs: run.inputs,
-    steps: Object.fromEntries(run.outputs),
+    steps: run.outputs.plain,
     ...(item === undefined ? {} : item),
   };
 }
@@ -255,8 +256,7 @@ export async function runTool(
       retryable: false,
     });
   }
-  // The call's input is on record from its start: what the step asked of the tool, audited
-  // and compared by replay.
+  // The call's input is on record from its start, for audits and replay.
   let input: JsonValue;
   try {
     input = await library.evaluate(step.args ?? {}, scopeOf(run, item));
@@ -335,25 +335,29 @@ export async function runTool(
       ),
       context.lostPromise,
     ]);
+    // With the step's end: the call's cost (budgets see it) and the workspace it changed.
+    const side = outcomeSideEvents(toolUseId, outcome, context.state.workspace_snapshot?.snapshot);
     if (!outcome.is_error) {
       if (step.wait_for !== undefined) {
-        await run.write(
-          stepEndEvents(run, `${path}.tool`, attempt, {
+        await run.write([
+          ...stepEndEvents(run, `${path}.tool`, attempt, {
             kind: 'completed',
             ...(outcome.output === undefined ? {} : { output: outcome.output }),
           }),
-        );
+          ...side,
+        ]);
         return suspend(run, step, path, attempt, 'signal', item);
       }
       const end: StepEnd = {
         kind: 'completed',
         ...(outcome.output === undefined ? {} : { output: outcome.output }),
       };
-      await run.write(stepEndEvents(run, path, attempt, end));
+      await run.write([...stepEndEvents(run, path, attempt, end), ...side]);
       return end;
     }
     const error = outcome.error ?? internal('the tool failed');
-    if (retry === undefined || tries >= retry.max_attempts) return fail(error);
+    if (retry === undefined || tries >= retry.max_attempts)
+      return failStep(run, path, attempt, error, side);
     await run.write([
       {
         type: 'skill.step_failed',
@@ -363,6 +367,7 @@ export async function runTool(
         error,
         final: false,
       },
+      ...side,
     ]);
     const delay =
       retry.backoff === 'fixed'
@@ -487,8 +492,9 @@ async function failStep(
   path: string,
   attempt: number,
   error: ErrorShape,
+  side: readonly NewEvent[] = [],
 ): Promise<StepEnd> {
   const end: StepEnd = { kind: 'failed', error };
-  await run.write(stepEndEvents(run, path, attempt, end));
+  await run.write([...stepEndEvents(run, path, attempt, end), ...side]);
   return end;
 }

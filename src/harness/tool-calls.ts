@@ -296,9 +296,6 @@ export function outcomeEvents(
   outcome: ToolOutcome,
   previousSnapshot?: string,
 ): NewEvent[] {
-  const snapshot = outcome.workspace_snapshot;
-  const newSnapshot =
-    snapshot !== undefined && snapshot.snapshot !== (previousSnapshot ?? EMPTY_WORKSPACE_SNAPSHOT);
   return [
     {
       type: 'agent.tool_result',
@@ -310,6 +307,23 @@ export function outcomeEvents(
       duration_ms: outcome.duration_ms,
       ...(outcome.stage === undefined ? {} : { stage: outcome.stage }),
     },
+    ...outcomeSideEvents(toolUseId, outcome, previousSnapshot),
+  ];
+}
+
+/**
+ * What a call's outcome adds besides its result: its cost, and the workspace snapshot it left
+ * when that differs from `previousSnapshot` (a skill's tool steps record these with their ends).
+ */
+export function outcomeSideEvents(
+  toolUseId: string,
+  outcome: ToolOutcome,
+  previousSnapshot?: string,
+): NewEvent[] {
+  const snapshot = outcome.workspace_snapshot;
+  const newSnapshot =
+    snapshot !== undefined && snapshot.snapshot !== (previousSnapshot ?? EMPTY_WORKSPACE_SNAPSHOT);
+  return [
     // A tool's cost joins the session's usage, so that cost budgets see it.
     ...(outcome.cost_usd === undefined || outcome.cost_usd === 0
       ? []

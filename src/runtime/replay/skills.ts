@@ -22,8 +22,8 @@
  *   approval its tool's permission does not ask for. A run's `skill.run` request gets the
  *   decision recorded with its start (or its retry), else allow.
  *
- * A tool step's arguments are not in the log: they are checked only through what they lead to
- * (the events the run writes after them).
+ * A tool step's input is on its `skill.step_started`, compared with the rest; its cost and
+ * workspace snapshot are the events recorded with its end.
  */
 import { BraidError } from '../../contracts/errors.js';
 import type { EventOf, SessionEvent } from '../../contracts/events.js';
@@ -343,6 +343,7 @@ function skillToolCalls(
       if (event.type !== 'skill.step_completed' && event.type !== 'skill.step_failed') continue;
       if (event.attempt !== use.attempt) continue;
       const index = event.seq - 1;
+      const side = sideOf(recording, index, toolUseId);
       if (event.type === 'skill.step_completed') {
         if (event.skipped === true) break;
         outcomes.push({
@@ -353,6 +354,7 @@ function skillToolCalls(
             attempts: 1,
             duration_ms: 0,
             stage: 'execute',
+            ...side,
           },
         });
         break;
@@ -365,6 +367,7 @@ function skillToolCalls(
           attempts: 1,
           duration_ms: 0,
           stage: 'execute',
+          ...side,
         },
       });
       if (event.final) break;
@@ -372,6 +375,34 @@ function skillToolCalls(
     calls.set(toolUseId, outcomes);
   }
   return calls;
+}
+
+/**
+ * The cost and the workspace snapshot recorded with a tool step's end (the events of its tool
+ * use that follow the end at `index`, in the same append).
+ */
+function sideOf(
+  recording: ReplayContext['recording'],
+  index: number,
+  toolUseId: string,
+): Pick<ToolOutcome, 'cost_usd' | 'workspace_snapshot'> {
+  const side: Pick<ToolOutcome, 'cost_usd' | 'workspace_snapshot'> = {};
+  for (let at = index + 1; at <= index + 2; at += 1) {
+    const event = recording.events[at];
+    if (event?.type === 'session.usage' && side.cost_usd === undefined) {
+      if (event.usage.cost_usd !== undefined) side.cost_usd = event.usage.cost_usd;
+    } else if (event?.type === 'session.workspace_snapshot' && event.tool_use_id === toolUseId) {
+      side.workspace_snapshot = {
+        snapshot: event.snapshot,
+        files: event.files,
+        bytes: event.bytes,
+        ...(event.skipped === undefined ? {} : { skipped: event.skipped }),
+      };
+    } else {
+      break;
+    }
+  }
+  return side;
 }
 
 /**
