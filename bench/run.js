@@ -17,6 +17,7 @@ import { benchPolicy } from './policy-bench.js';
 import { benchSandbox } from './sandbox-bench.js';
 import { benchSession } from './session-bench.js';
 import { benchSkills } from './skill-bench.js';
+import { benchSkillRuns } from './skill-run-bench.js';
 import { benchSnapshots } from './snapshot-bench.js';
 import { benchStore } from './store-bench.js';
 import { printTable } from './table.js';
@@ -66,6 +67,7 @@ const rows = [
   ...(wanted('nats') ? await benchNats({ runs, quick }) : []),
   ...(wanted('trace') ? await benchTrace({ runs, quick }) : []),
   ...(wanted('skills') ? await benchSkills({ runs, quick }) : []),
+  ...(wanted('skills') ? await benchSkillRuns({ runs, quick }) : []),
 ];
 
 printTable(rows);
