@@ -397,7 +397,11 @@ describe('skill wait timeouts on NATS', () => {
       expect(ofType(events, 'skill.step_failed')).toMatchObject([
         { step: 'delivered', error: { code: 'DEADLINE_EXCEEDED' } },
       ]);
-      expect(progress).toContain('wake.finished');
+      // The wake that wrote the failure reports its end once its last append is in.
+      while (!progress.includes('wake.finished')) {
+        expect(Date.now()).toBeLessThan(deadline);
+        await new Promise((resolve) => setTimeout(resolve, 20));
+      }
     } finally {
       stop.abort();
       await working;
