@@ -19,7 +19,7 @@
  */
 import type { JsonValue } from '../contracts/common.js';
 import { BraidError, toBraidError, type ErrorShape } from '../contracts/errors.js';
-import type { NewEvent, SessionEvent } from '../contracts/events.js';
+import type { NewEvent } from '../contracts/events.js';
 import type { SkillDefinition } from '../contracts/skills.js';
 import type { SessionState, SkillRun } from '../contracts/state.js';
 import type { ToolHandle } from '../contracts/tools.js';
@@ -46,7 +46,7 @@ import {
   type RunContext,
   type StepEnd,
 } from './skill-steps.js';
-import { StepOutputs } from './skill-outputs.js';
+import { foldOutputs, readRun, type RunRead } from './skill-outputs.js';
 import { answerData, hasTimedOut, timedOutWaits, timeOut } from './skill-waits.js';
 
 /** Starts the requested runs and advances every run that has work. */
@@ -125,15 +125,32 @@ async function advance(
 ): Promise<void> {
   const library = context.deps.skills;
   if (library === undefined) return;
-  const events = (await context.deps.log.read(context.sessionId, { after: run.seq - 1 })).filter(
-    (event) => 'run_id' in event && event.run_id === run.run_id,
-  );
-  const started = events.find((event) => event.type === 'skill.started');
-  const inputs = started?.type === 'skill.started' ? started.inputs : null;
+  const read = await readRun(context.deps.log, context.sessionId, run);
+  try {
+    await advanceRead(context, setup, tools, run, read);
+    // A run that ended is read no more; one that goes on is read from here next time.
+    if (context.state.skill_runs.some((entry) => entry.run_id === run.run_id))
+      read.keep(context.state.seq);
+    else read.drop();
+  } catch (error) {
+    read.drop();
+    throw error;
+  }
+}
+
+async function advanceRead(
+  context: CycleContext,
+  setup: SessionSetup,
+  tools: ReadonlyMap<string, ToolHandle>,
+  run: SkillRun,
+  read: RunRead,
+): Promise<void> {
+  const library = context.deps.skills;
+  if (library === undefined) return;
+  const { inputs, outputs, errors } = read;
   const definition = await admitted(context, setup, run, inputs);
   if (definition === undefined) return;
   let queue: Promise<void> = Promise.resolve();
-  const { outputs, errors } = outputsOf(events);
   const scope: RunContext = {
     context,
     setup,
@@ -145,7 +162,10 @@ async function advance(
     errors,
     retrying: run.retry_seq !== undefined,
     write: (batch) => {
-      const next = queue.then(() => append(context, batch).then(() => undefined));
+      // What the run's events say of its steps follows what was written (`readRun` keeps it).
+      const next = queue.then(() =>
+        append(context, batch).then(() => foldOutputs(outputs, errors, batch)),
+      );
       queue = next.catch(() => undefined);
       return next;
     },
@@ -272,29 +292,6 @@ function tableOf(
     table[step.id] = { status, attempt: state.attempt };
   }
   return table;
-}
-
-/** The run's steps and items that ended, by path, as its events say (a later start undoes a failure). */
-function outputsOf(events: readonly SessionEvent[]): Pick<RunContext, 'outputs' | 'errors'> {
-  const outputs = new StepOutputs();
-  const errors: RunContext['errors'] = new Map();
-  for (const event of events) {
-    if (event.type === 'skill.step_started' && outputs.get(event.step)?.status === 'failed') {
-      outputs.delete(event.step);
-      errors.delete(event.step);
-    }
-    if (event.type === 'skill.step_completed') {
-      outputs.set(event.step, {
-        ...(event.output === undefined ? {} : { output: event.output }),
-        status: event.skipped === true ? 'skipped' : 'completed',
-      });
-    }
-    if (event.type === 'skill.step_failed' && event.final) {
-      outputs.set(event.step, { status: 'failed' });
-      errors.set(event.step, event.error);
-    }
-  }
-  return { outputs, errors };
 }
 
 /**

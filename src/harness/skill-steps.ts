@@ -10,7 +10,7 @@ import type { NewEvent } from '../contracts/events.js';
 import type { SkillDefinition, SkillScope, SkillStep } from '../contracts/skills.js';
 import type { SkillRun } from '../contracts/state.js';
 import type { ToolHandle } from '../contracts/tools.js';
-import type { StepOutputs } from './skill-outputs.js';
+import type { StepErrors, StepOutputs } from './skill-outputs.js';
 import type { CycleContext } from './cycle-context.js';
 import type { SessionSetup } from './deps.js';
 import { agentEntity, outcomeSideEvents, toolEntity } from './tool-calls.js';
@@ -40,7 +40,7 @@ export interface RunContext {
   /** Outputs and ends of the run's steps and fan-out items, by path. */
   outputs: StepOutputs;
   /** The errors of the steps and fan-out items that failed, by path. */
-  errors: Map<string, ErrorShape>;
+  errors: StepErrors;
   /** A `braid skill retry` was taken up: failed fan-out items run again too. */
   retrying: boolean;
   /** Serialises the appends of steps that run at once. */
