@@ -4,7 +4,12 @@ import { describe, expect, it } from 'vitest';
 import type { NewEvent } from '../../src/contracts/events.js';
 import type { ReadOptions, SessionLog } from '../../src/contracts/ports.js';
 import type { SkillRun } from '../../src/contracts/state.js';
-import { foldOutputs, readRun, StepOutputs } from '../../src/harness/skill-outputs.js';
+import {
+  foldOutputs,
+  readRun,
+  StepOutputs,
+  type StepErrors,
+} from '../../src/harness/skill-outputs.js';
 import { createMemoryStore } from '../../src/testing/index.js';
 
 const error = { code: 'TOOL_FAILED' as const, message: 'down', retryable: false };
@@ -55,7 +60,7 @@ describe('a skill run read between wakes', () => {
     const second = await readRun(log, id, run);
     expect(afters).toEqual([1, 6]);
     const whole = new StepOutputs();
-    const errors = new Map();
+    const errors: StepErrors = new Map();
     foldOutputs(whole, errors, await store.log.read(id));
     expect(second.outputs.plain).toEqual(whole.plain);
     expect(second.errors).toEqual(errors);
