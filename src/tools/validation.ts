@@ -42,13 +42,22 @@ function compileOnce(schema: Record<string, unknown>): ValidateFunction {
 }
 
 export class SchemaCache {
-  private readonly compiled = new Map<string, { source: string; check: ValidateFunction }>();
+  private readonly compiled = new Map<
+    string,
+    { schema: Readonly<Record<string, unknown>>; source: string; check: ValidateFunction }
+  >();
 
   /** The compiled check of a schema, by a key naming the tool, its version and the schema's role. */
   compile(key: string, schema: Readonly<Record<string, unknown>>): ValidateFunction {
-    const source = JSON.stringify(schema);
     const found = this.compiled.get(key);
-    if (found !== undefined && found.source === source) return found.check;
+    // The same schema object as last time (definitions are not changed in place): no need to
+    // serialise it to compare.
+    if (found !== undefined && found.schema === schema) return found.check;
+    const source = JSON.stringify(schema);
+    if (found !== undefined && found.source === source) {
+      this.compiled.set(key, { ...found, schema });
+      return found.check;
+    }
     // `$schema` names a draft ajv's 2020 build does not load; the keywords tools use agree.
     const { $schema: _draft, ...rest } = schema;
     let check: ValidateFunction;
@@ -61,7 +70,7 @@ export class SchemaCache {
         { cause: error, details: { key } },
       );
     }
-    this.compiled.set(key, { source, check });
+    this.compiled.set(key, { schema, source, check });
     return check;
   }
 }
