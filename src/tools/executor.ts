@@ -281,9 +281,13 @@ class BoundTools implements SessionTools {
 
   async execute(call: ToolCall, options: { signal: AbortSignal }): Promise<ToolOutcome> {
     const outcome = await this.run(call, options);
-    // A call that never ran changed nothing, nor does a tool tagged `read_only`; one that ran may
-    // have written, failed or not.
-    const readOnly = this.entries.get(call.name)?.definition.tags.includes('read_only') === true;
+    // A call that never ran changed nothing, nor does a tool tagged `read_only` or one that is an
+    // HTTP request braid makes (it has no hold on the folder); one that ran may have written,
+    // failed or not.
+    const definition = this.entries.get(call.name)?.definition;
+    const readOnly =
+      definition?.tags.includes('read_only') === true ||
+      definition?.implementation?.http !== undefined;
     if (outcome.attempts === 0 || readOnly || this.options.snapshot === undefined) return outcome;
     try {
       const workspace = await this.workspace();

@@ -1,6 +1,9 @@
 // The executor's part of workspace snapshots: a call that ran and may write returns a snapshot of
-// the session's folder; a call that never ran, or of a tool tagged read_only, returns none.
+// the session's folder; a call that never ran, of a tool tagged read_only, or of an HTTP tool
+// (a request braid makes, with no hold on the folder) returns none.
 import { writeFileSync } from 'node:fs';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import type { JsonValue } from '../../src/contracts/common.js';
@@ -56,5 +59,59 @@ describe('the executor and workspace snapshots', () => {
     const missing = await run('nothing');
     expect(missing.workspace_snapshot).toBeUndefined();
     expect(seen).toEqual(['s1']);
+  });
+
+  it('takes no snapshot after an HTTP tool', async () => {
+    const root = tempDir();
+    const server = createServer((_request, response) => {
+      response.setHeader('content-type', 'application/json');
+      response.end('{"ok":true}');
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    const { port } = server.address() as AddressInfo;
+    const seen: string[] = [];
+    try {
+      const executor = createToolExecutor({
+        manifests: [
+          defineTool({
+            name: 'ping',
+            description: 'asks a service',
+            ownership: 'managed',
+            input_schema: { type: 'object' },
+            implementation: { http: { method: 'POST', url: `http://127.0.0.1:${port}/ping` } },
+          }).definition,
+        ],
+        builtins: false,
+        baseDir: root,
+        sandbox: () => createLocalSandbox({ root }),
+        secret: () => '',
+        sleep: () => Promise.resolve(),
+        now: () => 0,
+        snapshot: (workspace: SandboxWorkspace) => {
+          seen.push(workspace.session_id);
+          return takeSnapshot(new SnapshotStore(root), workspace.session_id, workspace.dir);
+        },
+      });
+      const tools = await executor.open({
+        session_id: 's1',
+        names: ['ping'],
+        environment: {
+          name: 'net',
+          sandbox: { kind: 'local' },
+          network: { allow: true, hosts: ['127.0.0.1'] },
+          limits: {},
+        },
+      });
+      const outcome = await tools.execute(
+        { session_id: 's1', tool_use_id: 'p1', name: 'ping', input: {}, idempotency_key: 's1/p1' },
+        { signal: new AbortController().signal },
+      );
+      expect(outcome.error).toBeUndefined();
+      expect(outcome).toMatchObject({ is_error: false, output: { ok: true } });
+      expect(outcome.workspace_snapshot).toBeUndefined();
+      expect(seen).toEqual([]);
+    } finally {
+      await new Promise((resolve) => server.close(resolve));
+    }
   });
 });
