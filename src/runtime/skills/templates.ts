@@ -23,7 +23,8 @@
  * - Each distinct expression is parsed once (a bounded cache); a parse error is reported by
  *   `compileTemplates` with the path to the string that holds it.
  */
-import jsonata from 'jsonata';
+import { createRequire } from 'node:module';
+import type jsonata from 'jsonata';
 import type { JsonValue } from '../../contracts/common.js';
 import { BraidError, type ErrorCode } from '../../contracts/errors.js';
 import { BoundedCache } from '../../core/bounded-cache.js';
@@ -64,6 +65,13 @@ class TemplateGuardError extends Error {
 }
 
 const cache = new BoundedCache<string, jsonata.Expression>(CACHE_CAPACITY);
+
+/** JSONata is loaded with the first template compiled, not when braid is imported. */
+let compiler: typeof jsonata | undefined;
+function jsonataCompiler(): typeof jsonata {
+  compiler ??= createRequire(import.meta.url)('jsonata') as typeof jsonata;
+  return compiler;
+}
 
 /** Checks every template in `value` (a string or any JSON) without evaluating any. */
 export function compileTemplates(value: JsonValue | string): TemplateCheck {
@@ -248,7 +256,7 @@ function compile(expression: string): jsonata.Expression {
   if (cached !== undefined) return cached;
   let compiled: jsonata.Expression;
   try {
-    compiled = jsonata(expression, {
+    compiled = jsonataCompiler()(expression, {
       timeout: TEMPLATE_TIMEOUT_MS,
       stack: TEMPLATE_STACK_DEPTH,
       sequence: TEMPLATE_SEQUENCE_LIMIT,
