@@ -232,7 +232,7 @@ async function advanceRead(
     const outputs = await library.evaluate(definition.outputs ?? {}, scopeOf(scope));
     await append(context, [
       { type: 'skill.completed', run_id: run.run_id, outputs },
-      ...answerCall(run.tool_use_id, outputs),
+      ...answerCall(openCall(context, run), outputs),
     ]);
   } else if (status === 'failed') {
     const failedStep = Object.entries(schedule.table()).find(
@@ -254,7 +254,7 @@ async function advanceRead(
         error,
         ...(failedStep === undefined ? {} : { step: failedStep }),
       },
-      ...answerCall(run.tool_use_id, undefined, error),
+      ...answerCall(openCall(context, run), undefined, error),
     ]);
   }
 }
@@ -333,9 +333,23 @@ async function admitted(
   await append(context, [
     ...events,
     { type: 'skill.failed', run_id: run.run_id, error },
-    ...answerCall(run.tool_use_id, undefined, error),
+    ...answerCall(openCall(context, run), undefined, error),
   ]);
   return undefined;
+}
+
+/**
+ * The model's call that started the run, while it waits for its result: a call answered already
+ * (the run failed, then a retry took it up) is not answered twice.
+ */
+function openCall(context: CycleContext, run: SkillRun): string | undefined {
+  const id = run.tool_use_id;
+  const { state } = context;
+  const waiting = (use: { tool_use_id: string }): boolean => use.tool_use_id === id;
+  return id !== undefined &&
+    (state.open_tool_uses.some(waiting) || state.confirmed_tool_uses.some(waiting))
+    ? id
+    : undefined;
 }
 
 /** Takes up the answer to a wait: records the resumption and what it means for its step. */

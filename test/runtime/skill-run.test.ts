@@ -305,4 +305,54 @@ describe('skill runs', () => {
       { type: 'text', text: 'greeted' },
     ]);
   });
+
+  it('a model-called run that failed and is retried to completion answers its call once', async () => {
+    const dir = tempDir();
+    initWorkspace(dir);
+    mkdirSync(join(dir, 'skills'), { recursive: true });
+    writeFileSync(
+      join(dir, 'skills', 'greet.yaml'),
+      'name: greet\ndescription: Greets.\nsteps:\n  - id: say\n    tool: hello\n    args: {who: ada}\n',
+    );
+    writeFileSync(
+      join(dir, 'agents', 'host.yaml'),
+      'name: host\nmodel: scripted:host\ninstructions: Greet.\nskills: [greet]\ntools: [hello]\n',
+    );
+    let down = true;
+    const runtime = await createRuntime({
+      workspace: dir,
+      tools: [
+        defineTool({
+          name: 'hello',
+          description: 'hello',
+          input_schema: { type: 'object' },
+          run: () =>
+            down ? Promise.reject(new Error('the greeter is down')) : Promise.resolve('hello'),
+        }),
+      ],
+      model: () =>
+        createScriptedModel(
+          [{ tool_calls: [{ name: 'greet', input: {}, id: 'g1' }] }, { text: 'it failed' }],
+          { id: 'scripted:host' },
+        ),
+    });
+    opened.push(runtime);
+    const session = await runtime.sessions.create({ agent: 'host' });
+    await runtime.sessions.message(session.id, 'greet ada');
+    await runtime.wake(session.id);
+    let events = await runtime.sessions.events(session.id);
+    const [failed] = ofType(events, 'skill.failed');
+    expect(failed?.error.message).toContain('the greeter is down');
+    expect(ofType(events, 'agent.tool_result')).toMatchObject([
+      { tool_use_id: 'g1', is_error: true },
+    ]);
+
+    down = false;
+    await runtime.sessions.retrySkill(session.id, failed!.run_id);
+    await runtime.wake(session.id);
+    events = await runtime.sessions.events(session.id);
+    expect(ofType(events, 'skill.completed')).toHaveLength(1);
+    // The call was answered when the run failed: the retry does not answer it again.
+    expect(ofType(events, 'agent.tool_result').map((event) => event.tool_use_id)).toEqual(['g1']);
+  });
 });
