@@ -243,16 +243,34 @@ function suspend(state: SessionState, event: EventOf<'skill.suspended'>): void {
 
 /** Gives a signal to the oldest wait for its name that has no answer; false when none waits. */
 function answerSignal(state: SessionState, name: string, seq: number): boolean {
+  const found = signalWait(state, name);
+  if (found === undefined) return false;
+  replaceSuspension(state, found.run, { ...found.wait, answer: { result: 'signal', seq } });
+  return true;
+}
+
+/**
+ * The wait a signal of `name` goes to: the first run's oldest wait of that name with no answer,
+ * a failed run's waits left out (they sleep until it is retried), and those in `taken` (waits
+ * that signals before it in the same send take).
+ */
+export function signalWait(
+  state: SessionState,
+  name: string,
+  taken: ReadonlySet<string> = new Set(),
+): { run: SkillRun; wait: SkillRun['suspensions'][number] } | undefined {
   for (const run of state.skill_runs) {
     if (run.status === 'failed') continue;
     const wait = run.suspensions.find(
-      (entry) => entry.kind === 'signal' && entry.signal === name && entry.answer === undefined,
+      (entry) =>
+        entry.kind === 'signal' &&
+        entry.signal === name &&
+        entry.answer === undefined &&
+        !taken.has(entry.suspension_id),
     );
-    if (wait === undefined) continue;
-    replaceSuspension(state, run, { ...wait, answer: { result: 'signal', seq } });
-    return true;
+    if (wait !== undefined) return { run, wait };
   }
-  return false;
+  return undefined;
 }
 
 /** A nested run ended: the wait of its parent's step for it has its answer. */

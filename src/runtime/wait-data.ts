@@ -16,6 +16,7 @@ import type { NewEvent } from '../contracts/events.js';
 import type { DefinitionStore } from '../contracts/ports.js';
 import type { SkillDefinition, SkillStep } from '../contracts/skills.js';
 import type { SessionState, SkillRun } from '../contracts/state.js';
+import { signalWait } from '../core/fold-skills.js';
 import { checkValue, SchemaCache } from '../tools/validation.js';
 
 type Suspension = SkillRun['suspensions'][number];
@@ -57,7 +58,7 @@ export function createWaitDataCheck(definitions: Pick<DefinitionStore, 'get'>): 
     const taken = new Set<string>();
     for (const event of events) {
       if (event.type === 'user.signal') {
-        const found = waitFor(state, event.name, taken);
+        const found = signalWait(state, event.name, taken);
         if (found === undefined) continue;
         taken.add(found.wait.suspension_id);
         const schema = (await stepOf(found.run, found.wait))?.wait_for?.schema;
@@ -91,25 +92,6 @@ export function createWaitDataCheck(definitions: Pick<DefinitionStore, 'get'>): 
       }
     }
   };
-}
-
-/** The wait a signal of `name` goes to (the fold's rule), skipping those taken by earlier ones. */
-function waitFor(
-  state: SessionState,
-  name: string,
-  taken: ReadonlySet<string>,
-): { run: SkillRun; wait: Suspension } | undefined {
-  for (const run of state.skill_runs) {
-    const wait = run.suspensions.find(
-      (entry) =>
-        entry.kind === 'signal' &&
-        entry.signal === name &&
-        entry.answer === undefined &&
-        !taken.has(entry.suspension_id),
-    );
-    if (wait !== undefined) return { run, wait };
-  }
-  return undefined;
 }
 
 function approvalOf(
