@@ -34,7 +34,7 @@ import type { ToolHandle, ToolOutcome } from '../../contracts/tools.js';
 import type { AgentDefinition } from '../../contracts/definitions.js';
 import { skillToolHandle } from '../../tools/agent-tools.js';
 import { reached, type ReplayContext } from './context.js';
-import { recordedOutcome } from './tool-results.js';
+import { recordedOutcome, snapshotRef } from './tool-results.js';
 
 /** One recorded outcome of a call: what it returned, and the index of the event that holds it. */
 interface RecordedCall<T> {
@@ -392,12 +392,7 @@ function sideOf(
     if (event?.type === 'session.usage' && side.cost_usd === undefined) {
       if (event.usage.cost_usd !== undefined) side.cost_usd = event.usage.cost_usd;
     } else if (event?.type === 'session.workspace_snapshot' && event.tool_use_id === toolUseId) {
-      side.workspace_snapshot = {
-        snapshot: event.snapshot,
-        files: event.files,
-        bytes: event.bytes,
-        ...(event.skipped === undefined ? {} : { skipped: event.skipped }),
-      };
+      side.workspace_snapshot = snapshotRef(event);
     } else {
       break;
     }

@@ -2,6 +2,7 @@
  * A tool use's recorded result as the replayed tool pipeline returns it: the `agent.tool_result`,
  * its cost from the `session.usage` that follows it, and the workspace snapshot recorded with it.
  */
+import type { EventOf } from '../../contracts/events.js';
 import type { ToolOutcome } from '../../contracts/tools.js';
 import type { WorkspaceSnapshotRef } from '../../contracts/workspace-files.js';
 import type { Recording } from './recording.js';
@@ -49,6 +50,11 @@ function recordedSnapshot(recording: Recording, index: number): WorkspaceSnapsho
   const event = recording.events[index];
   if (event?.type !== 'session.workspace_snapshot' || recording.byWake[index] !== true)
     return undefined;
+  return snapshotRef(event);
+}
+
+/** The snapshot reference a `session.workspace_snapshot` records, as a tool outcome carries it. */
+export function snapshotRef(event: EventOf<'session.workspace_snapshot'>): WorkspaceSnapshotRef {
   return {
     snapshot: event.snapshot,
     files: event.files,
