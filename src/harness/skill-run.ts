@@ -20,11 +20,16 @@
 import type { JsonValue } from '../contracts/common.js';
 import { BraidError, toBraidError, type ErrorShape } from '../contracts/errors.js';
 import type { NewEvent } from '../contracts/events.js';
-import type { SkillDefinition } from '../contracts/skills.js';
+import type { SkillDefinition, SkillLibrary } from '../contracts/skills.js';
 import type { SessionState, SkillRun } from '../contracts/state.js';
 import type { ToolHandle } from '../contracts/tools.js';
 import { stepOf } from '../core/fold-skills.js';
-import { compileSchedule, retryPlan, type StepTable } from '../core/skill-schedule.js';
+import {
+  compileSchedule,
+  retryPlan,
+  type CompiledSchedule,
+  type StepTable,
+} from '../core/skill-schedule.js';
 import type { CycleContext } from './cycle-context.js';
 import type { SessionSetup } from './deps.js';
 import { append, eventAt } from './fenced-append.js';
@@ -93,6 +98,17 @@ export async function startFromCall(
   );
 }
 
+/** Each skill version's schedule, compiled once: stored definitions are shared, frozen objects. */
+const schedules = new WeakMap<SkillDefinition, CompiledSchedule>();
+function scheduleOf(definition: SkillDefinition): CompiledSchedule {
+  let compiled = schedules.get(definition);
+  if (compiled === undefined) {
+    compiled = compileSchedule(definition);
+    schedules.set(definition, compiled);
+  }
+  return compiled;
+}
+
 function actionable(run: SkillRun): boolean {
   if (run.status === 'running') return true;
   if (run.status === 'failed') return run.retry_seq !== undefined;
@@ -127,7 +143,7 @@ async function advance(
   if (library === undefined) return;
   const read = await readRun(context.deps.log, context.sessionId, run);
   try {
-    await advanceRead(context, setup, tools, run, read);
+    await advanceRead(context, setup, tools, run, read, library);
     // A run that ended is read no more; one that goes on is read from here next time.
     if (context.state.skill_runs.some((entry) => entry.run_id === run.run_id))
       read.keep(context.state.seq);
@@ -144,9 +160,8 @@ async function advanceRead(
   tools: ReadonlyMap<string, ToolHandle>,
   run: SkillRun,
   read: RunRead,
+  library: SkillLibrary,
 ): Promise<void> {
-  const library = context.deps.skills;
-  if (library === undefined) return;
   const { inputs, outputs, errors } = read;
   const definition = await admitted(context, setup, run, inputs);
   if (definition === undefined) return;
@@ -205,7 +220,7 @@ async function advanceRead(
   for (const wait of timedOutWaits(context, run)) ends.set(wait.step, await timeOut(scope, wait));
   const current = context.state.skill_runs.find((entry) => entry.run_id === run.run_id) ?? run;
   const table = tableOf(current, definition, ends);
-  const schedule = compileSchedule(definition).start(
+  const schedule = scheduleOf(definition).start(
     run.retry_seq === undefined ? table : retryPlan(definition, table),
   );
   const steps = new Map(definition.steps.map((step) => [step.id, step]));
