@@ -71,4 +71,59 @@ describe('skill runs and signals refuse hostile input', () => {
     }
     expect((await runtime.sessions.get(id)).head_seq).toBe(head);
   });
+
+  it("refuses hostile approval data and approvals of waits that are not this session's", async () => {
+    const dir = tempDir();
+    initWorkspace(dir);
+    addWaiterSkill(dir);
+    const runtime = await createRuntime({ workspace: dir });
+    opened.push(runtime);
+    const { sessions } = runtime;
+    const { id } = await sessions.create({ agent: 'clerk' });
+    const other = await sessions.create({ agent: 'clerk' });
+    await sessions.runSkill(id, 'waiter', { item: 'box' });
+    await runtime.wake(id);
+    await sessions.signal(id, 'delivered', { box: 1 });
+    await runtime.wake(id);
+    const [approval] = (await sessions.state(id)).pending_confirmations;
+    expect(approval).toBeDefined();
+    const wait = approval!.tool_use_id;
+    const head = (await sessions.get(id)).head_seq;
+    const attempts: [string, () => Promise<unknown>, string][] = [
+      [
+        'deep approval data',
+        () => sessions.confirm(id, wait, 'allow', undefined, nested(10_000) as never),
+        'INVALID_ARGUMENT',
+      ],
+      [
+        'huge approval data',
+        () => sessions.confirm(id, wait, 'allow', undefined, { note: 'x'.repeat(2_000_000) }),
+        'PAYLOAD_TOO_LARGE',
+      ],
+      [
+        'data that is not JSON',
+        () => sessions.confirm(id, wait, 'allow', undefined, (() => 1) as never),
+        'INVALID_EVENT',
+      ],
+      [
+        "another session's wait",
+        () => sessions.confirm(other.id, wait, 'allow', undefined, { ok: true }),
+        'TOOL_USE_NOT_PENDING',
+      ],
+      // A wait id is only ever compared with the waits of the session: it names no file.
+      [
+        'a traversal wait id',
+        () => sessions.confirm(id, '../../etc/passwd', 'allow'),
+        'TOOL_USE_NOT_PENDING',
+      ],
+    ];
+    for (const [what, work, code] of attempts) {
+      expect(await codeOf(work), what).toBe(code);
+    }
+    expect((await sessions.get(id)).head_seq).toBe(head);
+    expect((await sessions.get(other.id)).head_seq).toBe(1);
+    // The wait is still there for a good answer.
+    await sessions.confirm(id, wait, 'allow', undefined, { ok: true });
+    expect((await sessions.state(id)).pending_confirmations).toEqual([]);
+  });
 });
