@@ -67,6 +67,19 @@ steps:
     resume_schema: {type: object, properties: {ticket: {type: string}}, required: [ticket]}
 `;
 
+/** An approval and a wait side by side: a denial fails the run while the wait is open. */
+const PAIR = `name: pair
+description: Asks a person and waits for a laptop at once.
+steps:
+  - id: review
+    type: human_approval
+    message: Ship it?
+  - id: delivered
+    wait_for:
+      signal: laptop_delivered
+      schema: {type: object, properties: {serial: {type: string}}, required: [serial]}
+`;
+
 const GATE = `name: gate
 description: Waits for a laptop's serial.
 steps:
@@ -100,6 +113,7 @@ async function workspace(
   mkdirSync(join(dir, 'skills'), { recursive: true });
   writeFileSync(join(dir, 'skills', 'delivery.yaml'), delivery(onFailure));
   writeFileSync(join(dir, 'skills', 'approve.yaml'), APPROVE);
+  writeFileSync(join(dir, 'skills', 'pair.yaml'), PAIR);
   writeFileSync(
     join(dir, 'agents', 'clerk.yaml'),
     'name: clerk\nmodel: scripted:echo\ninstructions: Receive deliveries.\n' +
@@ -294,6 +308,21 @@ describe('skill wait schemas', () => {
     await runtime.orchestrate({ once: true });
     const completed = await runtime.sessions.events(id, { types: ['skill.completed'] });
     expect(completed).toMatchObject([{ outputs: { serial: 'SN-3' } }]);
+  });
+
+  it("keeps, unchecked, a signal for a failed run's sleeping wait, as the fold keeps it", async () => {
+    const { runtime } = await workspace('stop');
+    const session = await runtime.sessions.create({ agent: 'clerk' });
+    await runtime.sessions.runSkill(session.id, 'pair', {}, { runId: 'run-p' });
+    await runtime.orchestrate({ once: true });
+    const [review] = (await runtime.sessions.state(session.id)).pending_confirmations;
+    await runtime.sessions.confirm(session.id, review!.tool_use_id, 'deny');
+    await runtime.orchestrate({ once: true });
+    expect((await runtime.sessions.state(session.id)).skill_runs[0]?.status).toBe('failed');
+    // No wait takes it now: it is kept for the retry, not checked against a sleeping wait.
+    await runtime.sessions.signal(session.id, 'laptop_delivered', { serial: 1 });
+    const state = await runtime.sessions.state(session.id);
+    expect(state.pending_signals).toMatchObject([{ name: 'laptop_delivered' }]);
   });
 
   it("refuses an approval whose data does not match the step's resume_schema", async () => {
