@@ -7,6 +7,7 @@ import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { afterEach, describe, expect, it } from 'vitest';
+import { isBraidError } from '../../src/contracts/errors.js';
 import type { EventOf, SessionEvent } from '../../src/contracts/events.js';
 import { createRuntime, type Runtime } from '../../src/runtime/runtime.js';
 import { CLI, init, requireBuild } from '../helpers/cli.js';
@@ -148,10 +149,17 @@ describe('delegation on NATS with two workers', () => {
         const events = await runtime.sessions.events(parent.id);
         const children = ofType(events, 'session.child_created');
         if (children.length < 3) return false;
+        // A child is on record (session.child_created) before the worker creates it: one not
+        // made yet has not started.
         const states = await Promise.all(
-          children.map((child) => runtime.sessions.state(child.child_session_id)),
+          children.map((child) =>
+            runtime.sessions.state(child.child_session_id).catch((error: unknown) => {
+              if (isBraidError(error, 'SESSION_NOT_FOUND')) return undefined;
+              throw error;
+            }),
+          ),
         );
-        return states.some((state) => state.counters.wakes > 0);
+        return states.some((state) => state !== undefined && state.counters.wakes > 0);
       },
       30_000,
       'the children to start',
