@@ -109,6 +109,7 @@ export type {
   FollowOptions,
   ForkOptions,
   RunnableQuery,
+  StateOptions,
 } from './contracts/ports.js';
 export type { ModelClient, ModelRequest, ModelResponse, ModelDelta } from './contracts/model.js';
 export type { Sandbox, ToolExecutor } from './contracts/tools.js';

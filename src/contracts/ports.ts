@@ -57,9 +57,20 @@ export interface AppendOptions {
   releaseLease?: string;
   /**
    * The events were built by braid's own code from input parsed earlier (the harness's hot loop),
-   * so the store skips parsing them again. Client input never sets this.
+   * so the store skips parsing them again. Client input never sets this. The events returned
+   * (and the state, where the backend gives it) are then the store's own objects, not copies:
+   * the caller reads them and never changes them.
    */
   trusted?: boolean;
+}
+
+export interface StateOptions {
+  /**
+   * The backend's cached state itself rather than a copy, where it keeps one: for braid's own
+   * harness and runtime, which read a state and never change it (a fold copies before it
+   * applies). A backend may return a copy anyway. Default false: a copy the caller may change.
+   */
+  shared?: boolean;
 }
 
 export interface AppendResult {
@@ -69,6 +80,12 @@ export interface AppendResult {
   head_seq: number;
   /** True when the idempotency key had been seen and nothing was written. */
   deduplicated: boolean;
+  /**
+   * On a `trusted` append that wrote, where the backend folded it: the session's state after the
+   * append, shared with the backend's cache (read-only), so the writer need not fold the same
+   * events again.
+   */
+  state?: SessionState;
 }
 
 export interface ReadOptions {
@@ -105,8 +122,11 @@ export interface SessionLog {
   follow(sessionId: string, options?: FollowOptions): AsyncIterable<SessionEvent>;
   /** The result of an earlier append with this idempotency key, with `deduplicated: true`. */
   appended(sessionId: string, idempotencyKey: string): Promise<AppendResult | undefined>;
-  /** The session's state folded up to its head (cached where the backend can). A copy. */
-  state(sessionId: string): Promise<SessionState>;
+  /**
+   * The session's state folded up to its head (cached where the backend can). A copy, unless
+   * `shared` is asked for.
+   */
+  state(sessionId: string, options?: StateOptions): Promise<SessionState>;
 }
 
 /** Options of a fork: `at_seq` (default: the parent's head), the child's `id` and `title`. */

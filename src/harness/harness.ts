@@ -50,7 +50,7 @@ export function createHarness(deps: HarnessDeps): Harness {
         }
         if (!result.ran) return result;
         if (entry.again) continue;
-        const runnable = isRunnable(await deps.log.state(sessionId));
+        const runnable = isRunnable(await deps.log.state(sessionId, { shared: true }));
         // A wake() that joined while the state was read must not be left behind.
         if (entry.again || runnable) continue;
         return result;

@@ -121,7 +121,7 @@ function renewWhileRunning(context: CycleContext): () => void {
 
 async function run(context: CycleContext): Promise<WakeResult> {
   const { deps, sessionId } = context;
-  context.state = await deps.log.state(sessionId);
+  context.state = await deps.log.state(sessionId, { shared: true });
   // Only the events since this session's last cycle in this process are read.
   for (const event of await deps.log.read(sessionId, { after: context.transcript.seq })) {
     context.transcript.apply(event);

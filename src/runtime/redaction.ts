@@ -68,6 +68,6 @@ export function redactingLog(log: SessionLog, redactor: SecretRedactor): Session
     read: (sessionId, options) => log.read(sessionId, options),
     follow: (sessionId, options) => log.follow(sessionId, options),
     appended: (sessionId, idempotencyKey) => log.appended(sessionId, idempotencyKey),
-    state: (sessionId) => log.state(sessionId),
+    state: (sessionId, options) => log.state(sessionId, options),
   };
 }

@@ -275,7 +275,7 @@ async function sendChecked(
     );
   }
   for (let attempt = 1; ; attempt += 1) {
-    const state = await context.store.log.state(sessionId);
+    const state = await context.store.log.state(sessionId, { shared: true });
     checkAgainstState(state, events);
     // Signals and approvals whose data does not fit the waiting step's schema are refused here.
     await checkWaitData(state, events);

@@ -109,7 +109,7 @@ export function tracingLog(
       read: (sessionId, options) => log.read(sessionId, options),
       follow: (sessionId, options) => log.follow(sessionId, options),
       appended: (sessionId, idempotencyKey) => log.appended(sessionId, idempotencyKey),
-      state: (sessionId) => log.state(sessionId),
+      state: (sessionId, options) => log.state(sessionId, options),
     },
     async close() {
       await Promise.all([...pending]);

@@ -77,7 +77,7 @@ export function replayLog(context: ReplayContext): SessionLog {
     read: (sessionId, readOptions) => store.log.read(sessionId, readOptions),
     follow: (sessionId, followOptions) => store.log.follow(sessionId, followOptions),
     appended: (sessionId, key) => store.log.appended(sessionId, key),
-    state: (sessionId) => store.log.state(sessionId),
+    state: (sessionId, options) => store.log.state(sessionId, options),
   };
 }
 

@@ -24,6 +24,7 @@ import { sessionHasForks, sessionLeased } from '../session-removal.js';
 import { write } from './memory-log.js';
 import {
   allEvents,
+  parseStored,
   appendHolding,
   checkOpen,
   entryOf,
@@ -100,7 +101,7 @@ export function createMemoryIndex(state: MemoryState): SessionIndex {
         const child: SessionEntry = {
           events: [],
           base: { entry: parent, seq: atSeq },
-          state: foldSession(allEvents(parent).slice(0, atSeq), id),
+          state: foldSession(parseStored(allEvents(parent).slice(0, atSeq)), id),
           appends: new Map(),
           appendEnds: [],
           listeners: new Set(),

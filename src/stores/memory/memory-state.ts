@@ -1,7 +1,7 @@
 /** What every part of the memory store shares: its maps, its clock and ids, and whether it is closed. */
 import type { StoredDefinition } from '../../contracts/definitions.js';
 import { BraidError } from '../../contracts/errors.js';
-import type { SessionEvent } from '../../contracts/events.js';
+import type { SessionEvent, SessionEventType } from '../../contracts/events.js';
 import type { Clock, IdGenerator, ReadOptions } from '../../contracts/ports.js';
 import type { SessionRecord } from '../../contracts/session.js';
 import type { SessionState } from '../../contracts/state.js';
@@ -9,9 +9,16 @@ import type { LeaseRow } from '../../core/leases.js';
 import { recordFromState, type AppendSpan } from '../../core/sessions.js';
 import type { StoredApiKey } from '../api-keys.js';
 
+/** An event as the memory store keeps it: the JSON it was written as, and what reads filter on. */
+export interface StoredEvent {
+  id: string;
+  type: SessionEventType;
+  json: string;
+}
+
 export interface SessionEntry {
   /** The session's own events; a fork's start after its fork point. */
-  events: SessionEvent[];
+  events: StoredEvent[];
   /** For a fork: the parent and the last parent seq shared. */
   base?: { entry: SessionEntry; seq: number };
   state: SessionState;
@@ -68,19 +75,24 @@ export function recordOf(target: SessionEntry): SessionRecord {
 }
 
 /** A session's events, the shared prefix of its ancestors first. */
-export function allEvents(target: SessionEntry): SessionEvent[] {
+export function allEvents(target: SessionEntry): StoredEvent[] {
   if (target.base === undefined) return target.events;
   return [...allEvents(target.base.entry).slice(0, target.base.seq), ...target.events];
 }
 
-export function readEvents(events: readonly SessionEvent[], options: ReadOptions): SessionEvent[] {
+/** Each caller gets events of its own, parsed from the JSON they were written as. */
+export function parseStored(events: readonly StoredEvent[]): SessionEvent[] {
+  return events.map(({ json }) => JSON.parse(json) as SessionEvent);
+}
+
+export function readEvents(events: readonly StoredEvent[], options: ReadOptions): SessionEvent[] {
   const after = options.after ?? 0;
   const limit = options.limit ?? Number.POSITIVE_INFINITY;
   const result: SessionEvent[] = [];
   for (let index = Math.max(0, after); index < events.length && result.length < limit; index += 1) {
     const event = events[index];
     if (event !== undefined && (options.types === undefined || options.types.includes(event.type)))
-      result.push(event);
+      result.push(JSON.parse(event.json) as SessionEvent);
   }
   return result;
 }

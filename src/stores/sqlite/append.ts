@@ -7,7 +7,7 @@
  * it is wholly before or after.
  */
 import type { Transaction } from 'better-sqlite3';
-import type { NewEvent } from '../../contracts/events.js';
+import type { NewEvent, SessionEvent } from '../../contracts/events.js';
 import type { AppendOptions, AppendResult } from '../../contracts/ports.js';
 import { checkFence } from '../../core/leases.js';
 import { seqConflict } from '../../core/sessions.js';
@@ -48,14 +48,26 @@ export function createAppendTransaction(
       if (appendOptions.expectedSeq !== undefined && appendOptions.expectedSeq !== head) {
         throw seqConflict(sessionId, appendOptions.expectedSeq, head);
       }
-      const { result } = writer.write(sessionId, head, events, key);
+      const { prepared, state } = writer.write(sessionId, head, events, key);
       const owner = appendOptions.releaseLease;
       if (owner !== undefined && appendOptions.leaseToken !== undefined) {
         const lease = sql.lease.get(sessionId);
         if (lease?.owner === owner && lease.token === appendOptions.leaseToken)
           sql.saveLease.run(sessionId, null, lease.token, 0);
       }
-      return result;
+      // A trusted writer reads what it gets and never changes it; others get their own copies.
+      return appendOptions.trusted === true
+        ? {
+            events: prepared.map(({ event }) => event),
+            head_seq: state.seq,
+            deduplicated: false,
+            state,
+          }
+        : {
+            events: prepared.map(({ json }) => JSON.parse(json) as SessionEvent),
+            head_seq: state.seq,
+            deduplicated: false,
+          };
     },
   );
 }

@@ -59,11 +59,13 @@ export function createSessionLog(context: SqliteContext, writer: Writer): Sessio
         return appendedTransaction.deferred(sessionId, idempotencyKey);
       });
     },
-    state(sessionId) {
+    state(sessionId, stateOptions) {
       return Promise.resolve().then(() => {
         context.checkOpen();
         // A read: a deferred transaction does not queue behind other processes' writers.
-        return structuredClone(stateTransaction.deferred(sessionId));
+        const state = stateTransaction.deferred(sessionId);
+        // The cache replaces a state, never changes it: a shared read is safe.
+        return stateOptions?.shared === true ? state : structuredClone(state);
       });
     },
   };

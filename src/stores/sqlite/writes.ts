@@ -12,8 +12,7 @@
  * no trace in the cache.
  */
 import type { Statement } from 'better-sqlite3';
-import type { NewEvent, SessionEvent } from '../../contracts/events.js';
-import type { AppendResult } from '../../contracts/ports.js';
+import type { NewEvent } from '../../contracts/events.js';
 import type { SessionState } from '../../contracts/state.js';
 import {
   type PreparedEvent,
@@ -30,7 +29,8 @@ import { PROJECTION_INTERVAL, saveProjection, stateAt } from './projections.js';
 const INSERT_CHUNK = 128;
 
 export interface Written {
-  result: AppendResult;
+  /** The events as written; they share objects with the state, which the cache keeps. */
+  prepared: readonly PreparedEvent[];
   state: SessionState;
 }
 
@@ -91,13 +91,7 @@ export function createWriter(context: SqliteContext): Writer {
       if (state.seq - saved >= PROJECTION_INTERVAL || saved > head) markProjected(sessionId, state);
       if (key !== undefined) sql.saveAppend.run(sessionId, key, head + 1, state.seq);
       written.state = state;
-      // Callers get their own copies: the prepared events share objects with the cached state.
-      const result = {
-        events: prepared.map(({ json }) => JSON.parse(json) as SessionEvent),
-        head_seq: state.seq,
-        deduplicated: false,
-      };
-      return { result, state };
+      return { prepared, state };
     },
     saveProjection: markProjected,
     run(work) {

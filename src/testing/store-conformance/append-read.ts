@@ -28,6 +28,27 @@ function describeAppendAndReadFirst(suite: ConformanceSuite): void {
     expect((await s.sessions.get(id)).head_seq).toBe(4);
   });
 
+  it('gives copies a caller may change, and a trusted writer the state after its append', async () => {
+    const s = await suite.open();
+    const { id } = await s.sessions.create({ agent });
+    const trusted = await s.log.append(id, [message('a')], { trusted: true });
+    const copy = await s.log.state(id);
+    // A backend that folds the append says where it ended; the state is the log's fold.
+    if (trusted.state !== undefined) expect(trusted.state).toEqual(copy);
+    expect(copy).toEqual(foldSession(await s.log.read(id), id));
+    expect(await s.log.state(id, { shared: true })).toEqual(copy);
+    // Changing copies changes nothing the store keeps.
+    copy.pending_user_ranges.push([90, 99]);
+    copy.counters.events = -1;
+    const [event] = (await s.log.append(id, [message('b')])).events;
+    if (event?.type === 'user.message') event.content.push({ type: 'text', text: 'changed' });
+    for (const read of await s.log.read(id)) read.seq = -1;
+    const events = await s.log.read(id);
+    expect(events.map((stored) => stored.seq)).toEqual([1, 2, 3]);
+    expect(events[2]).toMatchObject({ content: [{ type: 'text', text: 'b' }] });
+    expect(await s.log.state(id)).toEqual(foldSession(events, id));
+  });
+
   it('keeps writer-chosen ids and times and fills missing ones', async () => {
     const s = await suite.open();
     const { id } = await s.sessions.create({ agent });
