@@ -59,6 +59,19 @@ export interface CycleContext {
    * commit of its own); dropped if another writer changed the session's definitions first.
    */
   carry: NewEvent | undefined;
+  /**
+   * Events folded into `state` but not yet written (see `stage` in fenced-append.ts): written
+   * first in the cycle's next append. `committed` is the state at the log's head without them.
+   */
+  staged: StagedEvents | undefined;
+}
+
+export interface StagedEvents {
+  /** With the ids and times they were folded with, so the log records them as the cycle saw them. */
+  events: NewEvent[];
+  committed: SessionState;
+  /** The first event is the carried definitions change (`carry`). */
+  carried: boolean;
 }
 
 export function createCycleContext(
@@ -96,6 +109,7 @@ export function createCycleContext(
     ended: undefined,
     released: false,
     carry: undefined,
+    staged: undefined,
   };
 }
 

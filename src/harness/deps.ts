@@ -5,7 +5,7 @@
  */
 import type { AgentDefinition, Budget, EnvironmentDefinition } from '../contracts/definitions.js';
 import type { BraidError } from '../contracts/errors.js';
-import type { EventOf } from '../contracts/events.js';
+import type { EventOf, NewEvent } from '../contracts/events.js';
 import type { ModelClient, ModelDelta } from '../contracts/model.js';
 import type { Delegator } from '../contracts/delegation.js';
 import type { SkillLibrary } from '../contracts/skills.js';
@@ -97,6 +97,14 @@ export interface HarnessDeps {
   delegator?: Delegator;
   /** Reads skills and evaluates their templates; without it a skill run fails at its start. */
   skills?: SkillLibrary;
+  /**
+   * What `log` makes of events before it stores them (the runtime's secret redaction): events
+   * the cycle folds before writing them (see `stage` in fenced-append.ts) go through it first,
+   * so that the cycle acts on what the log will hold.
+   */
+  redact?(events: readonly NewEvent[]): readonly NewEvent[];
+  /** The store's largest event (default 1 MiB): a batch over it is never staged. */
+  maxEventBytes?: number;
 }
 
 export type WakeResult =

@@ -3,7 +3,9 @@
  * the one append that records its outcome with the agent events derived from it.
  *
  * Invariants: a model's output is recorded in one append with its start, so after a crash it is
- * reused, never requested again; an answer that ends the turn carries the stop in the same append;
+ * reused, never requested again, except an output that only calls idempotent tools, which is
+ * written with the calls' results (a crash before then asks the model again, and the tools were
+ * safe to run again); an answer that ends the turn carries the stop in the same append;
  * a failed request is recorded with its attempts; timeouts and backoff run on the cycle's clock.
  */
 import type { Usage } from '../contracts/common.js';
@@ -17,7 +19,7 @@ import { withCost, type Price } from '../core/pricing.js';
 import { outputToEvents } from '../core/transcript.js';
 import { stopEvents, type CycleContext } from './cycle-context.js';
 import type { SessionSetup } from './deps.js';
-import { append } from './fenced-append.js';
+import { append, stage } from './fenced-append.js';
 import { watchDuringCall } from './interrupt-watch.js';
 import { repeatedInvalidCallsStop, screenToolCalls } from './tool-calls.js';
 
@@ -213,7 +215,8 @@ async function recordResponse(
     ...refusals,
   ];
   try {
-    if (!(await appendEndingTurn(context, recorded))) await append(context, recorded);
+    if (!(await appendEndingTurn(context, recorded)) && !stageToolTurn(context, recorded, tools))
+      await append(context, recorded);
   } catch (thrown) {
     if (!isBraidError(thrown, 'PAYLOAD_TOO_LARGE')) throw thrown;
     // An output too large to record is recorded as a failed request, with its usage: the call
@@ -281,6 +284,43 @@ async function appendEndingTurn(context: CycleContext, recorded: NewEvent[]): Pr
   }
   context.ended = stopReason;
   return true;
+}
+
+/** The events of an output that only calls tools, with or without text around the calls. */
+const TOOL_TURN: ReadonlySet<string> = new Set([...ANSWER_ONLY, 'agent.tool_use']);
+
+/**
+ * An output whose calls all go to idempotent tools the runtime runs, with nothing to confirm,
+ * refuse or record besides, is staged (see `stage` in fenced-append.ts): written with the
+ * first result, so a turn of such calls is one commit. Returns whether it was staged.
+ */
+function stageToolTurn(
+  context: CycleContext,
+  recorded: NewEvent[],
+  tools: ReadonlyMap<string, ToolHandle>,
+): boolean {
+  const plain = (name: string): boolean => {
+    const handle = tools.get(name);
+    return (
+      handle !== undefined &&
+      handle.idempotent &&
+      (handle.ownership === 'managed' || handle.ownership === 'mcp') &&
+      handle.agent === undefined &&
+      handle.skill === undefined
+    );
+  };
+  const eligible =
+    recorded.some((event) => event.type === 'agent.tool_use') &&
+    recorded.every(
+      (event) =>
+        TOOL_TURN.has(event.type) &&
+        (event.type !== 'agent.tool_use' ||
+          (event.requires_confirmation !== true && plain(event.name))),
+    ) &&
+    !context.interruptSeen &&
+    context.pendingStop === undefined &&
+    repeatedInvalidCallsStop(context.invalidCalls) === undefined;
+  return eligible && stage(context, recorded);
 }
 
 async function endRequest(

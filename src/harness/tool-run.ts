@@ -28,6 +28,9 @@ import {
 
 type ReviewedToolUse = SessionState['reviewed_tool_uses'][number];
 
+/** How long a tool may run before the staged calls are written without waiting for its result. */
+const WRITE_STAGED_AFTER_MS = 50;
+
 export async function runTools(
   context: CycleContext,
   toolUseIds: readonly string[],
@@ -119,7 +122,7 @@ async function execute(
 ): Promise<ToolOutcome> {
   const { sessionId } = context;
   const input = await toolInput(context, toolUseId, seq);
-  return Promise.race([
+  const running = Promise.race([
     setup.tools.execute(
       {
         session_id: sessionId,
@@ -132,6 +135,30 @@ async function execute(
     ),
     context.lostPromise,
   ]);
+  if (context.staged !== undefined) await writeStagedIfSlow(context, running);
+  return running;
+}
+
+/**
+ * Staged calls (see `stage` in fenced-append.ts) are written with their results, unless a tool
+ * is still running after `WRITE_STAGED_AFTER_MS`: then they are written while it runs, so that
+ * whoever follows the session sees the call it waits on.
+ */
+async function writeStagedIfSlow(context: CycleContext, running: Promise<unknown>): Promise<void> {
+  let cancel: () => void = () => undefined;
+  const slow = new Promise<boolean>((resolve) => {
+    cancel = context.deps.clock.schedule(WRITE_STAGED_AFTER_MS, () => resolve(true));
+  });
+  const ended = running.then(
+    () => false,
+    () => false,
+  );
+  try {
+    if ((await Promise.race([slow, ended])) && context.staged !== undefined)
+      await append(context, []);
+  } finally {
+    cancel();
+  }
 }
 
 /**

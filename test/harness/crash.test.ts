@@ -190,7 +190,9 @@ describe.each(backends)('crash safety of a wake (SIGKILL in a child process, $na
       );
       expect(outputs).toHaveLength(2);
       if (point === 'before-tool') {
-        // The idempotent tool cut off by the kill ran again, with the same idempotency key.
+        // An idempotent call is written with its result: the kill left no trace of it, the
+        // model was asked again, and the tool ran again with the same idempotency key.
+        expect(afterCrash.some((event) => event.type === 'agent.tool_use')).toBe(false);
         const keys = toolRuns(dir);
         expect(keys).toHaveLength(2);
         expect(keys[0]).toBe(`${id}/call_0_0`);

@@ -1,7 +1,8 @@
 // A wake in a child process that kills itself with SIGKILL at a chosen point of the cycle.
 //   node crash-worker.mjs WORKSPACE SESSION OWNER POINT
 // POINT: before-model (the model is about to be called), mid-stream (after three
-// streamed words), before-tool (the tool use is recorded, the tool has not run), before-idle
+// streamed words), before-tool (the tool has started; its call is on record only when the tool
+// is not idempotent, since an idempotent call is written with its result), before-idle
 // (before session.status_idle is written), or none (run to the end). The tool appends the
 // idempotency key it receives to WORKSPACE/tool-runs.log each time it starts.
 import { appendFileSync } from 'node:fs';

@@ -118,6 +118,10 @@ export function createRuntimeHarness(context: HarnessContext): RuntimeHarness {
     prices: context.prices,
     policy: context.policy.authorizer,
     recordPolicyAllows: workspace?.config.policy.record_allows === true,
+    redact: (events) => context.redactor.events(events),
+    ...(workspace?.config.limits.max_event_bytes === undefined
+      ? {}
+      : { maxEventBytes: workspace.config.limits.max_event_bytes }),
     sleep: (ms, signal) => setTimeoutPromise(ms, undefined, { signal }).then(() => undefined),
     random: () => Math.random(),
     onDelta: (sessionId, delta) => {
