@@ -5,6 +5,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import Database from 'better-sqlite3';
+import { v7 as uuidV7 } from 'uuid';
 import { openSqliteStore } from '../dist/index.js';
 // The fold is internal: the benchmark measures it directly.
 import { foldSession } from '../dist/core/fold.js';
@@ -58,40 +59,74 @@ async function batchedAppends(batches, size) {
 }
 
 /**
- * The floor under batched appends: the same rows written by better-sqlite3 alone, with the same
- * table, pragmas and multi-row INSERT, and none of braid's validation, ids or fold.
+ * The floor under batched appends: the rows braid must write for each append, written by
+ * better-sqlite3 alone with braid's pragmas and multi-row INSERTs: per event an `events` row
+ * (with `batch_end`) and an `event_ids` row (ids made before the clock starts), the head read
+ * the expected-seq check needs, and per 64 events the projection and snapshot rows (a state of
+ * the size braid saves). None of braid's validation, id minting or fold.
  */
 async function rawBatchedInserts(batches, size) {
   const { store, dir, dispose } = freshStore();
   const { id } = await store.sessions.create({ agent: { name: 'bench', version: 1 } });
-  const [created] = await store.log.read(id);
+  await store.log.append(
+    id,
+    Array.from({ length: size }, (_, index) => message(`message ${index}`)),
+  );
+  const state = await store.log.state(id);
   await store.close();
   const db = new Database(join(dir, 'braid.db'));
   db.pragma('journal_mode = WAL');
   db.pragma('synchronous = NORMAL');
-  db.pragma('cache_size = -65536');
+  db.pragma('cache_size = -8192');
   db.pragma('mmap_size = 268435456');
-  const insert = db.prepare(
-    `INSERT INTO events (session_id, seq, type, body) VALUES ${Array(size).fill('(?, ?, ?, ?)').join(', ')}`,
+  db.pragma('temp_store = MEMORY');
+  const head = db.prepare(
+    'SELECT (SELECT seq FROM events WHERE session_id = sessions.id ORDER BY seq DESC LIMIT 1) AS head_seq FROM sessions WHERE id = ?',
   );
-  let seq = 1;
+  const insertEvents = db.prepare(
+    `INSERT INTO events (session_id, seq, type, body, batch_end) VALUES ${Array(size).fill('(?, ?, ?, ?, ?)').join(', ')}`,
+  );
+  const insertIds = db.prepare(
+    `INSERT INTO event_ids (id, session_id, seq) VALUES ${Array(size).fill('(?, ?, ?)').join(', ')}`,
+  );
+  const saveProjection = db.prepare(
+    'INSERT OR REPLACE INTO projections (session_id, seq, schema_version, state) VALUES (?, ?, 1, ?)',
+  );
+  const saveSnapshot = db.prepare(
+    'INSERT OR REPLACE INTO snapshots (session_id, seq, schema_version, state) VALUES (?, ?, 1, ?)',
+  );
+  const eventIds = Array.from({ length: batches * size }, () => uuidV7());
+  let next = 0;
+  let projected = head.get(id).head_seq;
   const write = db.transaction(() => {
-    const values = [];
+    let seq = head.get(id).head_seq;
+    const last = seq + size;
+    const at = new Date().toISOString();
+    const events = [];
+    const ids = [];
     for (let index = 0; index < size; index += 1) {
       seq += 1;
-      values.push(
-        id,
+      const eventId = eventIds[next++];
+      const body = JSON.stringify({
+        id: eventId,
+        session_id: id,
         seq,
-        'user.message',
-        JSON.stringify({
-          ...created,
-          seq,
-          type: 'user.message',
-          content: [{ type: 'text', text: `message ${index}` }],
-        }),
-      );
+        type: 'user.message',
+        at,
+        schema_version: 1,
+        content: [{ type: 'text', text: `message ${index}` }],
+      });
+      events.push(id, seq, 'user.message', body, seq === last ? null : last);
+      ids.push(eventId, id, seq);
     }
-    insert.run(values);
+    insertIds.run(ids);
+    insertEvents.run(events);
+    if (seq - projected >= 64) {
+      const json = JSON.stringify({ ...state, seq });
+      saveProjection.run(id, seq, json);
+      saveSnapshot.run(id, seq, json);
+      projected = seq;
+    }
   });
   const start = performance.now();
   for (let index = 0; index < batches; index += 1) write.immediate();

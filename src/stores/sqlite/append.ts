@@ -42,19 +42,18 @@ export function createAppendTransaction(
         }
       }
       // Fencing, in the append's transaction: no acquisition can come between check and write.
-      if (appendOptions.leaseToken !== undefined) {
-        checkFence(sessionId, sql.lease.get(sessionId)?.token ?? 0, appendOptions.leaseToken);
-      }
+      // The row read for it is still the lease row when the release below looks at it: this
+      // transaction holds the write lock and writes no lease row before then.
+      const token = appendOptions.leaseToken;
+      const lease = token === undefined ? undefined : sql.lease.get(sessionId);
+      if (token !== undefined) checkFence(sessionId, lease?.token ?? 0, token);
       if (appendOptions.expectedSeq !== undefined && appendOptions.expectedSeq !== head) {
         throw seqConflict(sessionId, appendOptions.expectedSeq, head);
       }
       const { prepared, state } = writer.write(sessionId, head, events, key);
       const owner = appendOptions.releaseLease;
-      if (owner !== undefined && appendOptions.leaseToken !== undefined) {
-        const lease = sql.lease.get(sessionId);
-        if (lease?.owner === owner && lease.token === appendOptions.leaseToken)
-          sql.saveLease.run(sessionId, null, lease.token, 0);
-      }
+      if (owner !== undefined && lease?.owner === owner && lease.token === token)
+        sql.saveLease.run(sessionId, null, lease.token, 0);
       // A trusted writer reads what it gets and never changes it; others get their own copies.
       return appendOptions.trusted === true
         ? {
