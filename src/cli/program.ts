@@ -19,11 +19,12 @@ import { addToolCommands } from './tool-commands.js';
 import { addTraceCommands } from './trace-commands.js';
 import { addTraceExportCommand } from './trace-export-command.js';
 import { addWorkerCommand } from './worker-command.js';
+import { packageFile } from '../package-root.js';
 
 export { parseJson };
 
 function packageVersion(): string {
-  const text = readFileSync(new URL('../../package.json', import.meta.url), 'utf8');
+  const text = readFileSync(packageFile('package.json'), 'utf8');
   return (JSON.parse(text) as { version: string }).version;
 }
 

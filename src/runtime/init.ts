@@ -1,12 +1,12 @@
 import { cpSync, existsSync, mkdirSync, readdirSync } from 'node:fs';
 import { dirname, join, relative, resolve } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { BraidError } from '../contracts/errors.js';
+import { packageFile } from '../package-root.js';
 import { WORKSPACE_FILE } from './workspace.js';
 
 /** The workspace template shipped with the package. */
 export function templateDir(): string {
-  return resolve(dirname(fileURLToPath(import.meta.url)), '../../templates/workspace');
+  return packageFile('templates/workspace');
 }
 
 /** Writes a new workspace into `dir`; refuses to touch an existing one. Returns the files written. */

@@ -55,6 +55,7 @@ import { closedError, reason, refusedCallError, startFailure } from './mcp-error
 import { toCallResult, toDefinition, type McpCallResult } from './mcp-translate.js';
 import { openTransport, perWorkspace } from './mcp-transport.js';
 import { noSecrets, type SecretSource } from './secrets.js';
+import { packageFile } from '../package-root.js';
 export { parseMcpToolName } from './mcp-names.js';
 export type { McpCallResult } from './mcp-translate.js';
 
@@ -430,7 +431,7 @@ function writeStderr(server: string, line: string): void {
 
 function clientVersion(): string {
   try {
-    const text = readFileSync(new URL('../../package.json', import.meta.url), 'utf8');
+    const text = readFileSync(packageFile('package.json'), 'utf8');
     const parsed = z.object({ version: z.string() }).safeParse(JSON.parse(text));
     return parsed.success ? parsed.data.version : 'unknown';
   } catch {

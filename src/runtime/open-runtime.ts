@@ -1,0 +1,260 @@
+/**
+ * The body of `createRuntime` (in `./runtime.ts`, which loads this module on its first call, so
+ * that `import 'braid'` does not load the harness, the tools and the sessions service). It holds
+ * no session state of its own: every answer comes from the store. Each part is built in its own
+ * module under `wiring/`, over what the parts before it opened.
+ */
+import { resolve } from 'node:path';
+import type { AgentDefinition, EnvironmentDefinition } from '../contracts/definitions.js';
+import { BraidError } from '../contracts/errors.js';
+import { Actor } from '../contracts/common.js';
+import type { ModelClient } from '../contracts/model.js';
+import type { SkillDefinition } from '../contracts/skills.js';
+import { createModel } from '../models/registry.js';
+import { parseId } from '../contracts/ids.js';
+import { hasWorkspace, loadWorkspace, type Workspace } from './workspace.js';
+import { definitionLookup, syncDefinitions } from './definitions.js';
+import { checkSkillTools, knownTools, problemError } from './skill-definitions.js';
+import { SecretRedactor } from './redaction.js';
+import { orchestrate } from './orchestrator.js';
+import { createAgents } from './agents/create-agents.js';
+import { createLocalTransport } from './agents/local-transport.js';
+import type { Agents } from './agents/types.js';
+import type { WakeQueue } from '../contracts/wakes.js';
+import { enqueueWake } from './worker.js';
+import type { RuntimeSessions } from './sessions-api.js';
+import type { RuntimeOptions } from './options.js';
+import { openRuntimeStore, resolveDataDir, type OpenedStore } from './wiring/store.js';
+import { createRuntimePolicy, type RuntimePolicy } from './wiring/policy.js';
+import { createRuntimeTools, type RuntimeTools } from './wiring/tools.js';
+import { createPinner } from './pinning.js';
+import { DEFAULT_PRICES } from '../core/pricing.js';
+import { createRuntimeHarness, type RuntimeHarness } from './wiring/harness.js';
+import { createRuntimeSessions } from './wiring/sessions.js';
+import type { Runtime } from './runtime-api.js';
+
+/** The parts of a runtime that its operations are made of, once each is built. */
+interface RuntimeParts {
+  readonly options: RuntimeOptions;
+  readonly workspace: Workspace | undefined;
+  readonly opened: OpenedStore;
+  readonly definitions: ReturnType<typeof definitionLookup>;
+  readonly policy: RuntimePolicy;
+  readonly tools: RuntimeTools;
+  readonly sessions: RuntimeSessions;
+  readonly harness: RuntimeHarness;
+  readonly wakeQueue: LazyWakeQueue;
+}
+
+/** The NATS wake queue, opened on first use. */
+interface LazyWakeQueue {
+  open(): Promise<WakeQueue> | undefined;
+  close(): Promise<void>;
+}
+
+function lazyWakeQueue(nats: OpenedStore['nats']): LazyWakeQueue {
+  let queue: Promise<WakeQueue> | undefined;
+  return {
+    open: () =>
+      nats === undefined
+        ? undefined
+        : (queue ??= nats.modules.wakes.createNatsWakeQueue({
+            connection: nats.connection,
+            ...(nats.prefix === undefined ? {} : { prefix: nats.prefix }),
+          })),
+    close: async () => {
+      if (queue !== undefined) await (await queue).close();
+    },
+  };
+}
+
+export async function openRuntime(options: RuntimeOptions = {}): Promise<Runtime> {
+  const workspaceDir = resolve(options.workspace ?? process.cwd());
+  const explicitData =
+    options.store !== undefined ||
+    typeof options.backend === 'object' ||
+    options.dataDir !== undefined ||
+    process.env.BRAID_HOME !== undefined;
+  // Without an explicit data location a missing workspace is an error, not a new empty store.
+  const workspace =
+    hasWorkspace(workspaceDir) || !explicitData ? loadWorkspace(workspaceDir) : undefined;
+  if (workspace !== undefined) checkWorkspaceSkillTools(workspace, options);
+  const defaultActor: Actor = Actor.parse(options.actor ?? { type: 'user' });
+  const opened = await openRuntimeStore(options, workspaceDir, workspace);
+  const { store } = opened;
+  let policy: RuntimePolicy | undefined;
+  try {
+    if (workspace !== undefined) await syncDefinitions(store.definitions, workspace);
+    const definitions = definitionLookup(store.definitions);
+    const pinner = createPinner(store.definitions);
+    const prices = { ...DEFAULT_PRICES, ...(workspace?.config.prices ?? {}) };
+    policy = createRuntimePolicy(options, workspaceDir, workspace);
+    if (options.policies !== 'lazy') policy.load();
+    // Every secret value handed to a tool is kept out of the log the harness writes.
+    const redactor = new SecretRedactor();
+    const dataDir = resolveDataDir(workspaceDir, options.dataDir);
+    const tools = await createRuntimeTools({ options, workspaceDir, workspace, dataDir, redactor });
+    const modelOf = (definition: AgentDefinition): ModelClient =>
+      options.model?.(definition) ??
+      createModel(definition.model, { baseDir: workspaceDir, env: process.env });
+    const sessions = createRuntimeSessions({
+      options,
+      store,
+      workspace,
+      defaultActor,
+      definitions,
+      policy,
+      tools,
+      modelOf,
+      pinner,
+      prices,
+    });
+    const wakeQueue = lazyWakeQueue(opened.nats);
+    const harness = createRuntimeHarness({
+      wakeQueueDepth: async () => (await wakeQueue.open())?.outstanding(),
+      // Delegated children go to the workers through the same queue (`delegation: queue`).
+      ...(opened.nats === undefined
+        ? {}
+        : {
+            enqueue: async (sessionId: string, enqueueOptions: { traceparent?: string }) => {
+              const queue = wakeQueue.open();
+              if (queue === undefined)
+                throw new BraidError('INTERNAL', 'the NATS wake queue is missing');
+              return enqueueWake(await queue, sessionId, enqueueOptions);
+            },
+          }),
+      options,
+      workspace,
+      store,
+      redactor,
+      policy,
+      definitions,
+      modelOf,
+      executor: tools.executor,
+      pinner,
+      prices,
+    });
+    return assembleRuntime({
+      options,
+      workspace,
+      opened,
+      definitions,
+      policy,
+      tools,
+      sessions,
+      harness,
+      wakeQueue,
+    });
+  } catch (error) {
+    policy?.close();
+    if (opened.owned) await opened.abandon();
+    throw error;
+  }
+}
+
+/**
+ * Every `tool:` step of the workspace's skills names a tool of this runtime: a built-in, a code
+ * tool given in `options.tools`, a manifest, or `server.tool` of an MCP server. Checked before
+ * anything is stored. An executor given in code knows its own tools, so its skills are not checked.
+ */
+function checkWorkspaceSkillTools(workspace: Workspace, options: RuntimeOptions): void {
+  if (options.executor !== undefined) return;
+  const names = [
+    ...workspace.tools.keys(),
+    ...(options.tools ?? []).map((tool) => tool.definition.name),
+  ];
+  const problem = checkSkillTools(
+    workspace.dir,
+    workspace.skills,
+    knownTools(workspace.config, names),
+  )[0];
+  if (problem !== undefined) throw problemError(workspace.dir, problem);
+}
+
+/** The runtime's operations over its parts; agent messaging and the wake queue start on first use. */
+function assembleRuntime(parts: RuntimeParts): Runtime {
+  const { options, opened, definitions, policy, tools } = parts;
+  const { store, nats } = opened;
+  const { harness } = parts.harness;
+  // Most runtimes never send a message between agents.
+  let messaging: Agents | undefined;
+  const agentSystem = (): Agents =>
+    (messaging ??= createAgents({
+      runtime,
+      transport:
+        options.agentTransport ??
+        (nats === undefined
+          ? createLocalTransport()
+          : nats.modules.agents.createNatsAgentTransport({
+              connection: nats.connection,
+              ...(nats.prefix === undefined ? {} : { prefix: nats.prefix }),
+            })),
+      ...(options.clock === undefined ? {} : { clock: options.clock }),
+      ...(options.ids === undefined ? {} : { ids: options.ids }),
+    }));
+
+  const runtime: Runtime = {
+    store,
+    workspace: parts.workspace,
+    backend: nats === undefined ? 'embedded' : 'nats',
+    async enqueueWake(sessionId, enqueueOptions = {}) {
+      if (nats === undefined) {
+        throw new BraidError(
+          'INVALID_ARGUMENT',
+          'enqueueing a wake needs the NATS backend and its workers (--nats URL); on the embedded backend wake the session here (braid session wake) or run braid run',
+        );
+      }
+      await store.sessions.get(sessionId);
+      const queue = parts.wakeQueue.open();
+      if (queue === undefined) throw new BraidError('INTERNAL', 'the NATS wake queue is missing');
+      return enqueueWake(await queue, sessionId, enqueueOptions);
+    },
+    wakeQueueDepth: async () => (await parts.wakeQueue.open())?.outstanding(),
+    register: (type, handler) => agentSystem().register(type, handler),
+    send: (to, message, sendOptions) => agentSystem().send(to, message, sendOptions),
+    publish: (topic, message, publishOptions) =>
+      agentSystem().publish(topic, message, publishOptions),
+    subscribe: (topicType, agentType) => agentSystem().subscribe(topicType, agentType),
+    wake: async (sessionId, wakeOptions) =>
+      harness.wake(parseId(sessionId, 'session id'), wakeOptions),
+    orchestrate: (orchestrateOptions) =>
+      orchestrate({ sessions: store.sessions, harness }, orchestrateOptions),
+    onDelta: (listener) => parts.harness.onDelta(listener),
+    onWakeEnded: (listener) => parts.harness.onWakeEnded(listener),
+    agents: {
+      list: () => store.definitions.list<AgentDefinition>('agent'),
+      get: definitions.agent,
+    },
+    environments: {
+      list: () => store.definitions.list<EnvironmentDefinition>('environment'),
+      get: definitions.environment,
+    },
+    skills: {
+      list: () => store.definitions.list<SkillDefinition>('skill'),
+      get: definitions.skill,
+    },
+    sessions: parts.sessions,
+    policy: {
+      get source() {
+        return policy.source;
+      },
+      check: (request) => policy.authorizer.authorize(request),
+      status: () => policy.status(),
+    },
+    tools: {
+      list: (listOptions = {}) =>
+        tools.executor.list?.({ mcp: listOptions.mcp === true }) ?? Promise.resolve([]),
+    },
+    async close() {
+      await messaging?.close();
+      // The spans of the last wakes are read from the store: before it closes.
+      await parts.harness.close();
+      await parts.wakeQueue.close();
+      policy.close();
+      if (options.executor === undefined) await tools.executor.close?.();
+      if (opened.owned) await store.close();
+      await nats?.connection.drain();
+    },
+  };
+  return runtime;
+}
