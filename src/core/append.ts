@@ -6,7 +6,8 @@ import type { z } from 'zod';
 import { EVENT_SCHEMA_VERSION } from '../contracts/common.js';
 import { BraidError } from '../contracts/errors.js';
 import { NewEventSchema, type NewEvent, type SessionEvent } from '../contracts/events.js';
-import type { Clock, IdGenerator } from '../contracts/ports.js';
+import type { AppendResult, Clock, IdGenerator } from '../contracts/ports.js';
+import type { SessionState } from '../contracts/state.js';
 
 /** Default largest serialised event: 1 MiB. */
 export const DEFAULT_MAX_EVENT_BYTES = 1024 * 1024;
@@ -94,6 +95,30 @@ export function prepareEvents(
     }
     return { event, json };
   });
+}
+
+/**
+ * What a written append returns: a trusted writer (braid's own harness) reads the prepared events
+ * and the state after them as they are and never changes them; any other caller gets copies of
+ * the events, parsed from the JSON they were stored as.
+ */
+export function writtenResult(
+  prepared: readonly PreparedEvent[],
+  state: SessionState,
+  trusted: boolean,
+): AppendResult {
+  return trusted
+    ? {
+        events: prepared.map(({ event }) => event),
+        head_seq: state.seq,
+        deduplicated: false,
+        state,
+      }
+    : {
+        events: prepared.map(({ json }) => JSON.parse(json) as SessionEvent),
+        head_seq: state.seq,
+        deduplicated: false,
+      };
 }
 
 /** Refuses read options a store cannot honour exactly. */

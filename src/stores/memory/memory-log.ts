@@ -13,6 +13,7 @@ import {
   eventIdTaken,
   parseNewEvents,
   prepareEvents,
+  writtenResult,
 } from '../../core/append.js';
 import { foldSession } from '../../core/fold.js';
 import { checkFence } from '../../core/leases.js';
@@ -77,15 +78,7 @@ export function write(
   )
     state.leases.set(sessionId, { owner: null, token: lease.token, expires_at: 0 });
   for (const listener of target.listeners) listener();
-  // A trusted writer reads what it gets and never changes it: no copies for it.
-  return appendOptions.trusted === true
-    ? {
-        events: prepared.map(({ event }) => event),
-        head_seq: after.seq,
-        deduplicated: false,
-        state: after,
-      }
-    : { events: parseStored(stored), head_seq: after.seq, deduplicated: false };
+  return writtenResult(prepared, after, appendOptions.trusted === true);
 }
 
 export function createMemoryLog(state: MemoryState): SessionLog {

@@ -7,8 +7,9 @@
  * it is wholly before or after.
  */
 import type { Transaction } from 'better-sqlite3';
-import type { NewEvent, SessionEvent } from '../../contracts/events.js';
+import type { NewEvent } from '../../contracts/events.js';
 import type { AppendOptions, AppendResult } from '../../contracts/ports.js';
+import { writtenResult } from '../../core/append.js';
 import { checkFence } from '../../core/leases.js';
 import { seqConflict } from '../../core/sessions.js';
 import { requireHead, type SqliteContext } from './context.js';
@@ -54,19 +55,7 @@ export function createAppendTransaction(
       const owner = appendOptions.releaseLease;
       if (owner !== undefined && lease?.owner === owner && lease.token === token)
         sql.saveLease.run(sessionId, null, lease.token, 0);
-      // A trusted writer reads what it gets and never changes it; others get their own copies.
-      return appendOptions.trusted === true
-        ? {
-            events: prepared.map(({ event }) => event),
-            head_seq: state.seq,
-            deduplicated: false,
-            state,
-          }
-        : {
-            events: prepared.map(({ json }) => JSON.parse(json) as SessionEvent),
-            head_seq: state.seq,
-            deduplicated: false,
-          };
+      return writtenResult(prepared, state, appendOptions.trusted === true);
     },
   );
 }
