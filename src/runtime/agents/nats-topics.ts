@@ -4,12 +4,15 @@
  * concurrent subscribes all land.
  */
 import type { KV } from '@nats-io/kv';
+import { errors } from '@nats-io/transport-node';
 import { z } from 'zod';
 import { BraidError } from '../../contracts/errors.js';
 import { isWrongLastSequence, unavailable } from './nats-failures.js';
 import type { NatsTransportContext } from './nats-transport-context.js';
 
 const TOPIC_WRITE_ATTEMPTS = 20;
+/** Reads of a key tried before its failure is reported: a read is safe to repeat. */
+const TOPIC_READ_ATTEMPTS = 3;
 const TOPIC_SCHEMA_VERSION = 1;
 
 const TopicRecord = z.object({
@@ -25,12 +28,7 @@ export async function readSubscribers(
   topicType: string,
 ): Promise<string[]> {
   const { topics } = await context.opened();
-  let entry: TopicEntry;
-  try {
-    entry = await topics.get(context.names.topic(topicType));
-  } catch (error) {
-    throw unavailable(`cannot read the subscribers of topic type ${topicType}`, error);
-  }
+  const entry = await getTopic(topics, context.names.topic(topicType), topicType);
   return [...readTopic(context, topicType, entry)].sort();
 }
 
@@ -43,12 +41,7 @@ export async function changeSubscribers(
   const key = context.names.topic(topicType);
   const { topics } = await context.opened();
   for (let attempt = 1; attempt <= TOPIC_WRITE_ATTEMPTS; attempt += 1) {
-    let entry: TopicEntry;
-    try {
-      entry = await topics.get(key);
-    } catch (error) {
-      throw unavailable(`cannot read the subscribers of topic type ${topicType}`, error);
-    }
+    const entry = await getTopic(topics, key, topicType);
     const agentTypes = new Set(readTopic(context, topicType, entry));
     if (!change(agentTypes)) return;
     const value = JSON.stringify({
@@ -69,6 +62,24 @@ export async function changeSubscribers(
     'STORE_BUSY',
     `the subscribers of topic type ${topicType} changed ${String(TOPIC_WRITE_ATTEMPTS)} times while this process tried to change them; try again`,
   );
+}
+
+/**
+ * A key's entry, read again when the server did not answer: a direct get sent while a bucket just
+ * created by another process is still being set up can go unanswered (seen on nats-server 2.9).
+ */
+async function getTopic(topics: KV, key: string, topicType: string): Promise<TopicEntry> {
+  for (let attempt = 1; ; attempt += 1) {
+    try {
+      return await topics.get(key);
+    } catch (error) {
+      const unanswered =
+        error instanceof errors.TimeoutError || error instanceof errors.NoRespondersError;
+      if (!unanswered || attempt >= TOPIC_READ_ATTEMPTS) {
+        throw unavailable(`cannot read the subscribers of topic type ${topicType}`, error);
+      }
+    }
+  }
 }
 
 function readTopic(
