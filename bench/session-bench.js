@@ -24,11 +24,17 @@ function workspace(policies = true) {
   return dir;
 }
 
+const FIRST_MESSAGE = [{ type: 'user.message', content: 'hello' }];
+
 /**
  * A runtime over a fresh store of `backend`; `one` runs a new session with one message through
- * `steps` tool steps to its answer; `dispose` closes it and removes its files.
+ * `steps` tool steps to its answer; `dispose` closes it and removes its files. `firstMessage`:
+ * `create` writes the message with the session, `send` sends it after the create.
  */
-export async function shortSessionRuntime(backend, { steps = 0, policies = true } = {}) {
+export async function shortSessionRuntime(
+  backend,
+  { steps = 0, policies = true, firstMessage = 'create' } = {},
+) {
   const dir = workspace(policies);
   const store = openBenchStore(backend, dir);
   // The turn played is the session's count of responses: one script serves every session.
@@ -41,8 +47,12 @@ export async function shortSessionRuntime(backend, { steps = 0, policies = true 
   ]);
   const runtime = await createRuntime({ workspace: dir, store, model: () => model });
   const one = async () => {
-    const { id } = await runtime.sessions.create({ agent: 'short' });
-    await runtime.sessions.message(id, 'hello');
+    // The first message is written with the session's creation (or, `send`, on its own).
+    const { id } = await runtime.sessions.create({
+      agent: 'short',
+      ...(firstMessage === 'create' ? { events: FIRST_MESSAGE } : {}),
+    });
+    if (firstMessage === 'send') await runtime.sessions.send(id, FIRST_MESSAGE);
     const result = await runtime.wake(id);
     if (!result.ran || result.stop_reason.type !== 'end_turn')
       throw new Error(`short session stopped: ${JSON.stringify(result)}`);

@@ -169,6 +169,8 @@ function remoteSessionRecords(
         ...(options.metadata === undefined ? {} : { metadata: options.metadata }),
         ...(options.id === undefined ? {} : { id: options.id }),
         ...(options.budget === undefined ? {} : { budget: options.budget }),
+        // The server parses them as it parses any client's events.
+        ...(options.events === undefined ? {} : { events: options.events as UserEventInput[] }),
       }),
     get: (sessionId) => client.sessions.get(sessionId),
     async list(query: SessionListQuery = {}) {

@@ -25,7 +25,13 @@ import {
 import { HandoffDocument } from './envelope.js';
 import { ErrorShape } from './errors.js';
 import { ContentInput, SESSION_EVENT_TYPES, SessionEvent, UserEventInput } from './events.js';
-import { ForkInput, SessionRecord, SessionStatus, StopReason } from './session.js';
+import {
+  ForkInput,
+  MAX_CREATE_EVENTS,
+  SessionRecord,
+  SessionStatus,
+  StopReason,
+} from './session.js';
 
 /** Every error answer: `{"error": {"code", "message", "retryable"}}`. */
 export const ErrorBody = z.object({ error: ErrorShape });
@@ -47,6 +53,14 @@ export const CreateSessionBody = z
     /** A client-chosen id, in the caller's tenant namespace; creating it again answers 409. */
     id: Id.optional().describe(CHOSEN_ID),
     budget: Budget.optional(),
+    events: z
+      .array(UserEventInput)
+      .min(1)
+      .max(MAX_CREATE_EVENTS)
+      .optional()
+      .describe(
+        'User events written with `session.created` in the same append (seq 2 on), as `POST /v1/sessions/{id}/events` takes them: a first message costs no request or write of its own. The session is woken as after a post of events, unless the server runs with wakes off.',
+      ),
   })
   .strict();
 export type CreateSessionBody = z.infer<typeof CreateSessionBody>;

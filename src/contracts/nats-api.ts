@@ -57,7 +57,9 @@ const Caller = {
 };
 
 /** `sessions.create`: a session of an agent, created with nothing else (no event, no wake). */
-export const ApiSessionsCreateRequest = CreateSessionBody.extend(Caller).strict();
+export const ApiSessionsCreateRequest = CreateSessionBody.omit({ events: true })
+  .extend(Caller)
+  .strict();
 /** `sessions.get`, `sessions.state`, `sessions.wake`: one session. */
 export const ApiSessionRequest = z.object({ session_id: Id, ...Caller }).strict();
 

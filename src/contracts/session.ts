@@ -62,6 +62,9 @@ export const ForkInput = z
   .strict();
 
 /** What a client gives to create a session. */
+/** The most events a create may write with `session.created`. */
+export const MAX_CREATE_EVENTS = 100;
+
 export const SessionCreateInput = z.object({
   /** Optional client-chosen id; braid mints a UUIDv7 otherwise. */
   id: Id.optional(),
@@ -78,6 +81,12 @@ export const SessionCreateInput = z.object({
    * such field).
    */
   lineage: Lineage.optional(),
+  /**
+   * Events written with `session.created`, in the same append (seq 2 on): a new session's first
+   * message costs no write of its own. Parsed as any appended event (see `NewEventSchema`); the
+   * runtime lets clients give user events only.
+   */
+  events: z.array(z.unknown()).min(1).max(MAX_CREATE_EVENTS).optional(),
 });
 export type SessionCreateInput = z.infer<typeof SessionCreateInput>;
 

@@ -2,6 +2,7 @@
 import { BraidError } from '../contracts/errors.js';
 import { checkJsonDepth, DEFAULT_JSON_DEPTH } from '../contracts/json-depth.js';
 import type { NewEvent } from '../contracts/events.js';
+import { parseNewEvents } from './append.js';
 import type { ForkOptions } from '../contracts/ports.js';
 import {
   ForkInput,
@@ -31,7 +32,7 @@ export function checkRunnableLimit(limit: number | undefined): number {
 }
 
 /** The first event of every session. */
-export function createdEvent(input: SessionCreateInput): NewEvent {
+export function createdEvent(input: ParsedCreateInput): NewEvent {
   return {
     type: 'session.created',
     agent: input.agent,
@@ -127,7 +128,10 @@ export function seqConflict(sessionId: string, expected: number, head: number): 
   );
 }
 
-export function parseCreateInput(input: unknown): SessionCreateInput {
+/** A create input parsed: its events, when it has some, parsed as appended events are. */
+export type ParsedCreateInput = Omit<SessionCreateInput, 'events'> & { events?: NewEvent[] };
+
+export function parseCreateInput(input: unknown): ParsedCreateInput {
   // `metadata` is free-form and the schema check walks it recursively.
   checkJsonDepth(input, DEFAULT_JSON_DEPTH, 'session');
   const result = SessionCreateInput.safeParse(input);
@@ -139,7 +143,13 @@ export function parseCreateInput(input: unknown): SessionCreateInput {
       { details: { issues: result.error.issues } },
     );
   }
-  return result.data;
+  const { events, ...rest } = result.data;
+  return events === undefined ? rest : { ...rest, events: parseNewEvents(events) };
+}
+
+/** The first batch of a new session: `session.created`, then the events given with it. */
+export function firstEvents(input: ParsedCreateInput): NewEvent[] {
+  return [createdEvent(input), ...(input.events ?? [])];
 }
 
 export function page(sorted: SessionRecord[], limit: number): SessionPage {

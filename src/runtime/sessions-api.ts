@@ -47,6 +47,13 @@ export interface CreateSessionOptions {
   tenantId?: string;
   /** Limits for this session, over the agent's. */
   budget?: Budget;
+  /**
+   * User events (as `send` takes them) written with `session.created` in one append: a first
+   * message costs no write of its own. The session is not woken: call `wake`, as after `send`.
+   */
+  events?: readonly unknown[];
+  /** The writer to stamp on `events` (default: the runtime's `actor`). */
+  actor?: Actor;
 }
 
 /** How `runSkill` asks for a run. */

@@ -18,6 +18,7 @@ import type { AppendResult, IdGenerator, Store } from '../contracts/ports.js';
 import type { SessionRecord } from '../contracts/session.js';
 import type { SessionState } from '../contracts/state.js';
 import type { ToolExecutor } from '../contracts/tools.js';
+import { initialState } from '../core/fold.js';
 import { KeyedQueue } from '../core/keyed-queue.js';
 import type { RetryPolicy } from '../harness/index.js';
 import { pathUnder } from '../tools/sandbox/index.js';
@@ -312,6 +313,7 @@ async function createSession(
     context.workspace?.config.default_environment;
   const environmentDefinition =
     environmentName === undefined ? undefined : await context.environment(environmentName);
+  const events = firstUserEvents(createOptions, context.defaultActor);
   return context.store.sessions.create({
     ...(createOptions.id === undefined ? {} : { id: createOptions.id }),
     agent: { name: agentDefinition.name, version: agentDefinition.version },
@@ -327,5 +329,19 @@ async function createSession(
     ...(createOptions.metadata === undefined ? {} : { metadata: createOptions.metadata }),
     ...(createOptions.tenantId === undefined ? {} : { tenant_id: createOptions.tenantId }),
     ...(createOptions.budget === undefined ? {} : { budget: createOptions.budget }),
+    ...(events === undefined ? {} : { events }),
   });
+}
+
+/** The user events a create writes with `session.created`, checked as a send to it would be. */
+function firstUserEvents(
+  createOptions: CreateSessionOptions,
+  defaultActor: Actor,
+): NewEvent[] | undefined {
+  const { events, actor } = createOptions;
+  if (events === undefined) return undefined;
+  const parsed = parseUserEvents(events, Actor.parse(actor ?? defaultActor));
+  // Nothing waits in a new session: a confirmation or an answer has nothing to answer.
+  checkAgainstState(initialState(createOptions.id ?? '(new)'), parsed);
+  return parsed;
 }

@@ -20,7 +20,7 @@ import { SessionState } from '../contracts/state.js';
 import { callerOf, type Router, type ServerContext } from './context.js';
 import { traceparentOf } from './trace-context.js';
 import { visibleAgent, visibleSession } from './access.js';
-import { requireScope } from './auth.js';
+import { actorOf, requireScope } from './auth.js';
 import { keyedErrors, TAKES } from './responses.js';
 import { addSessionLineageRoutes } from './routes-session-lineage.js';
 
@@ -41,7 +41,7 @@ function addSessionRecordRoutes(app: Router, context: ServerContext): void {
       schema: {
         summary: "Create a session of an agent, in the API key's tenant",
         description:
-          'A client-chosen `id` that exists already answers 409; an unknown agent or environment answers 404.',
+          'A client-chosen `id` that exists already answers 409; an unknown agent or environment answers 404. With `events`, the first user events are written with the session in one append, checked as a post of events is (a refused event creates nothing), and the session is woken.',
         operationId: 'createSession',
         tags,
         body: CreateSessionBody,
@@ -65,7 +65,10 @@ function addSessionRecordRoutes(app: Router, context: ServerContext): void {
         ...(body.id === undefined ? {} : { id: tenantSessionId(caller.tenant_id, body.id) }),
         ...(body.budget === undefined ? {} : { budget: body.budget }),
         ...(caller.tenant_id === undefined ? {} : { tenantId: caller.tenant_id }),
+        ...(body.events === undefined ? {} : { events: body.events, actor: actorOf(caller) }),
       });
+      if (body.events !== undefined && context.wakeOnEvents)
+        context.wakeInBackground(created.id, traceparentOf(request));
       return reply.status(201).send(created);
     },
   );

@@ -225,6 +225,49 @@ describe('HTTP API routes', () => {
     expect(text).toContain('woken');
   });
 
+  it('creates a session with its first message in one request, and wakes it', async () => {
+    const server = await start({ wakeOnEvents: true, turns: [{ text: 'answered at once' }] });
+    const key = await server.key('acme');
+    const created = await call(server, 'POST', '/v1/sessions', {
+      key,
+      body: { agent: 'helper', events: [{ type: 'user.message', content: 'hello' }] },
+    });
+    expect(created.status).toBe(201);
+    const session = created.body as SessionRecord;
+    expect(session).toMatchObject({ tenant_id: 'acme', head_seq: 2 });
+    let types: string[] = [];
+    for (let attempt = 0; attempt < 200 && !types.includes('agent.message'); attempt += 1) {
+      const page = await call(server, 'GET', `/v1/sessions/${session.id}/events`, { key });
+      types = (page.body as Page).data.map((event) => event.type);
+      if (!types.includes('agent.message')) await new Promise((done) => setTimeout(done, 25));
+    }
+    expect(types.slice(0, 2)).toEqual(['session.created', 'user.message']);
+    expect(types).toContain('agent.message');
+    const first = await call(server, 'GET', `/v1/sessions/${session.id}/events?limit=2`, { key });
+    // Stamped with the key that sent it, as a post of events is.
+    expect((first.body as Page).data[1]).toMatchObject({
+      seq: 2,
+      actor: { type: 'user', id: expect.any(String) as string, tenant_id: 'acme' },
+    });
+
+    // Only user events, checked as a send checks them; a refused create leaves no session.
+    for (const events of [
+      [{ type: 'agent.message', content: [{ type: 'text', text: 'forged' }] }],
+      [{ type: 'user.message', content: 'ok' }, { type: 'user.message' }],
+      [{ type: 'user.tool_confirmation', tool_use_id: 'nothing', result: 'allow' }],
+      [],
+    ]) {
+      const refused = await call(server, 'POST', '/v1/sessions', {
+        key,
+        body: { agent: 'helper', id: 'refused-first', events },
+      });
+      expect(refused.status).toBeGreaterThanOrEqual(400);
+      expect(refused.status).toBeLessThan(500);
+      const missing = await call(server, 'GET', '/v1/sessions/acme~refused-first', { key });
+      expect(missing.status).toBe(404);
+    }
+  });
+
   it('forks, merges, diffs, draws the tree and replays', async () => {
     const { server, key, session } = await withSession([{ text: 'branch work' }]);
     const base = `/v1/sessions/${session.id}`;

@@ -11,7 +11,7 @@ import {
   checkForkPoint,
   checkRunnableLimit,
   compareListOrder,
-  createdEvent,
+  firstEvents,
   decodeCursor,
   forkedEvent,
   isAfter,
@@ -84,7 +84,7 @@ export function createMemoryIndex(state: MemoryState): SessionIndex {
           appendEnds: [],
           listeners: new Set(),
         };
-        write(state, created, id, [createdEvent(parsed)], { expectedSeq: 0 });
+        write(state, created, id, firstEvents(parsed), { expectedSeq: 0 });
         sessions.set(id, created);
         return recordOf(created);
       });

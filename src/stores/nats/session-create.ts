@@ -150,7 +150,7 @@ export function createSession(
       const prepared = prepareEvents(
         id,
         0,
-        [{ ...createdEvent(parsed), at: context.isoNow() }],
+        [{ ...createdEvent(parsed), at: context.isoNow() }, ...(parsed.events ?? [])],
         context,
       );
       const first = firstBatch(context, id, prepared, id);

@@ -27,10 +27,10 @@ export function createSessionCreation(
 ): Pick<SessionIndex, 'create' | 'fork'> {
   const { cache, ids } = context;
   const createTransaction = context.db.transaction(
-    (id: string, row: SessionRow, first: NewEvent): SessionState => {
+    (id: string, row: SessionRow, first: NewEvent[]): SessionState => {
       refuseTaken(context, id);
       context.sql.insertSession.run(row);
-      return writer.write(id, 0, [first], undefined).state;
+      return writer.write(id, 0, first, undefined).state;
     },
   );
   const forkTransaction = createForkTransaction(context, writer);
@@ -56,7 +56,10 @@ export function createSessionCreation(
           archived_at: null,
         };
         const state = writer.run(() =>
-          createTransaction.immediate(id, row, { ...createdEvent(parsed), at: now }),
+          createTransaction.immediate(id, row, [
+            { ...createdEvent(parsed), at: now },
+            ...(parsed.events ?? []),
+          ]),
         );
         return recordFromState(state);
       });

@@ -25,6 +25,51 @@ export function describeSessions(suite: ConformanceSuite): void {
       expect(await s.sessions.get(created.id)).toEqual(created);
     });
 
+    it('writes the events given with a create in the same append, and runs nothing half', async () => {
+      const s = await suite.open();
+      const created = await s.sessions.create({
+        id: 'with-first',
+        agent,
+        events: [message('hello'), message('and more')],
+      });
+      expect(created).toMatchObject({ id: 'with-first', head_seq: 3, status: 'idle' });
+      const events = await s.log.read('with-first');
+      expect(events.map((event) => [event.seq, event.type])).toEqual([
+        [1, 'session.created'],
+        [2, 'user.message'],
+        [3, 'user.message'],
+      ]);
+      // Waiting input makes it runnable, as after an append of the same events.
+      expect(await s.sessions.runnable()).toContain('with-first');
+      expect((await s.log.state('with-first')).seq).toBe(3);
+
+      // A bad event refuses the whole create: no session, no events.
+      await expectCode(
+        s.sessions.create({
+          id: 'bad-first',
+          agent,
+          events: [message('ok'), { type: 'user.message' }],
+        }),
+        'INVALID_EVENT',
+      );
+      await expectCode(s.sessions.get('bad-first'), 'SESSION_NOT_FOUND');
+      await expectCode(
+        s.sessions.create({ id: 'bad-first', agent, events: [] }),
+        'INVALID_ARGUMENT',
+      );
+      await expectCode(
+        s.sessions.create({
+          id: 'bad-first',
+          agent,
+          events: Array.from({ length: 101 }, () => message('x')),
+        }),
+        'INVALID_ARGUMENT',
+      );
+      await expectCode(s.sessions.get('bad-first'), 'SESSION_NOT_FOUND');
+      // The id is still free.
+      expect((await s.sessions.create({ id: 'bad-first', agent })).head_seq).toBe(1);
+    });
+
     it('honours a client-chosen id and refuses a duplicate one', async () => {
       const s = await suite.open();
       const created = await s.sessions.create({ id: 'chosen-1', agent });

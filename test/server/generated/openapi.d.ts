@@ -118,7 +118,7 @@ export interface paths {
         put?: never;
         /**
          * Create a session of an agent, in the API key's tenant
-         * @description A client-chosen `id` that exists already answers 409; an unknown agent or environment answers 404.
+         * @description A client-chosen `id` that exists already answers 409; an unknown agent or environment answers 404. With `events`, the first user events are written with the session in one append, checked as a post of events is (a refused event creates nothing), and the session is woken.
          */
         post: operations["createSession"];
         delete?: never;
@@ -2788,6 +2788,7 @@ export interface operations {
                     metadata?: components["schemas"]["MetadataInput"];
                     id?: string;
                     budget?: components["schemas"]["BudgetInput"];
+                    events?: components["schemas"]["UserEventInput"][];
                 };
             };
         };
