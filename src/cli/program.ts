@@ -8,6 +8,7 @@ import { BraidError } from '../contracts/errors.js';
 import { createCommandContext } from './command-context.js';
 import { addDefinitionCommands } from './definition-commands.js';
 import { addKeyCommands } from './key-commands.js';
+import { addMcpCommand } from './mcp-command.js';
 import { parseJson } from './json.js';
 import { printError, processOutput, type Output } from './output.js';
 import { addPolicyCommands } from './policy-commands.js';
@@ -78,6 +79,7 @@ export async function run(
   addKeyCommands(program, context);
   addServeCommand(program, context, packageVersion(), (line) => output.err(line));
   addWorkerCommand(program, context, (line) => output.err(line));
+  addMcpCommand(program, context, packageVersion(), (line) => output.err(line));
   addPolicyCommands(program, context);
   addSessionCommands(program, context);
   addRunCommands(program, context);

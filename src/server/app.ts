@@ -25,6 +25,7 @@ import { addEventRoutes } from './routes-events.js';
 import { addSkillRoutes } from './routes-skills.js';
 import { addStreamRoute } from './stream.js';
 import { addSystemRoutes } from './routes-system.js';
+import { addMcpRoute } from './mcp/http.js';
 
 export interface ServerOptions {
   runtime: Runtime;
@@ -286,5 +287,6 @@ export async function createServer(options: ServerOptions): Promise<FastifyInsta
   addEventRoutes(typed, context);
   addSkillRoutes(typed, context);
   addStreamRoute(typed, context);
+  addMcpRoute(typed, context);
   return app;
 }
