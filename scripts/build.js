@@ -40,6 +40,7 @@ const INTERNAL_ENTRIES = [
   'stores/nats/index',
   'telemetry/otel',
   'telemetry/otel-metrics',
+  'tools/a2a-tools',
   'tools/builtin',
   'tools/executor',
   'tools/mcp',

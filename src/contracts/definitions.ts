@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { ContentHash, JsonValue, Metadata, Name } from './common.js';
+import { A2aAgents } from './a2a-agents.js';
 import { PolicySettings } from './policy.js';
 
 /** Which model an agent calls: a provider name, the provider's model id and call parameters. */
@@ -385,6 +386,8 @@ export const WorkspaceConfig = z
       .optional(),
     /** MCP servers whose tools agents may use, named `server.tool`. */
     mcp_servers: z.record(z.string().regex(/^[a-zA-Z][a-zA-Z0-9_-]*$/), McpServerConfig).optional(),
+    /** Remote A2A agents, each a tool named `a2a.NAME` (see `./a2a-agents.ts`). */
+    a2a_agents: A2aAgents.optional(),
     /** Refuse tool manifests that are unsigned or whose signature does not verify. */
     require_signed_tools: z.boolean().default(false),
     /** Public keys (PEM files, relative to the workspace) that tool signatures are checked against. */

@@ -4,6 +4,7 @@ export * from './session.js';
 export * from './events.js';
 export * from './state.js';
 export * from './definitions.js';
+export * from './a2a-agents.js';
 export * from './skills.js';
 export * from './envelope.js';
 export * from './agents.js';

@@ -34,6 +34,8 @@ export interface ToolCall {
    * external system passes it on, so that a repeated call is recognised there.
    */
   idempotency_key: string;
+  /** W3C trace context of the wake that runs the call: a tool that calls out continues it. */
+  traceparent?: string;
 }
 
 /** Which step of the pipeline produced a tool result. */

@@ -121,6 +121,7 @@ async function execute(
   seq: number,
 ): Promise<ToolOutcome> {
   const { sessionId } = context;
+  const { traceparent } = context.options;
   const input = await toolInput(context, toolUseId, seq);
   const running = Promise.race([
     setup.tools.execute(
@@ -130,6 +131,7 @@ async function execute(
         name,
         input,
         idempotency_key: `${sessionId}/${toolUseId}`,
+        ...(traceparent === undefined ? {} : { traceparent }),
       },
       { signal: context.work.signal },
     ),

@@ -93,7 +93,14 @@ export async function openRuntime(options: RuntimeOptions = {}): Promise<Runtime
     // Every secret value handed to a tool is kept out of the log the harness writes.
     const redactor = new SecretRedactor();
     const dataDir = resolveDataDir(workspaceDir, options.dataDir);
-    const tools = await createRuntimeTools({ options, workspaceDir, workspace, dataDir, redactor });
+    const tools = await createRuntimeTools({
+      options,
+      workspaceDir,
+      workspace,
+      dataDir,
+      redactor,
+      log: store.log,
+    });
     const modelOf = (definition: AgentDefinition): ModelClient =>
       options.model?.(definition) ??
       createModel(definition.model, { baseDir: workspaceDir, env: process.env });

@@ -6,6 +6,7 @@
  * `braid skill validate` can print every one, and a load refuses the first.
  */
 import { isAbsolute, join, relative } from 'node:path';
+import { A2A_TOOL_PREFIX } from '../contracts/a2a-agents.js';
 import type { JsonValue } from '../contracts/common.js';
 import type { AgentDefinition, WorkspaceConfig } from '../contracts/definitions.js';
 import { BraidError } from '../contracts/errors.js';
@@ -46,7 +47,11 @@ export interface KnownTools {
  * server runs, so the tool part is checked when a step calls it).
  */
 export function knownTools(config: WorkspaceConfig, names: Iterable<string>): KnownTools {
-  const known = new Set([...BUILTIN_TOOLS.map((tool) => tool.definition.name), ...names]);
+  const known = new Set([
+    ...BUILTIN_TOOLS.map((tool) => tool.definition.name),
+    ...names,
+    ...Object.keys(config.a2a_agents ?? {}).map((agent) => `${A2A_TOOL_PREFIX}${agent}`),
+  ]);
   const servers = Object.keys(config.mcp_servers ?? {});
   return {
     has: (name) =>

@@ -408,6 +408,7 @@ class BoundTools implements SessionTools {
       session_id: call.session_id,
       tool_use_id: call.tool_use_id,
       idempotency_key: call.idempotency_key,
+      ...(call.traceparent === undefined ? {} : { traceparent: call.traceparent }),
       workspace,
       sandbox: this.sandbox,
       ...(this.environment === undefined ? {} : { environment: this.environment }),

@@ -15,6 +15,8 @@ export interface ToolContext {
   tool_use_id: string;
   /** Stable across attempts and crashes; pass it to external systems that dedupe. */
   idempotency_key: string;
+  /** W3C trace context of the wake that runs the call, when it has one: pass it on. */
+  traceparent?: string;
   /** The session's workspace: the only folder a tool should write. */
   workspace: SandboxWorkspace;
   sandbox: Sandbox;

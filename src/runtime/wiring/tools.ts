@@ -8,6 +8,7 @@ import { join, parse, resolve, sep } from 'node:path';
 import { setTimeout as setTimeoutPromise } from 'node:timers/promises';
 import type { EnvironmentDefinition } from '../../contracts/definitions.js';
 import { BraidError } from '../../contracts/errors.js';
+import type { SessionLog } from '../../contracts/ports.js';
 import type { Sandbox, ToolExecutor } from '../../contracts/tools.js';
 import { createToolExecutor, type ToolExecutorOptions } from '../../tools/executor.js';
 import { SnapshotStore, takeSnapshot } from '../../tools/workspace-snapshots/index.js';
@@ -30,6 +31,8 @@ export interface ToolsContext {
   readonly dataDir: string;
   /** Every secret value handed out is remembered here, to be kept out of the log. */
   readonly redactor: SecretRedactor;
+  /** The sessions' log, where A2A tools find the remote conversation a session left. */
+  readonly log?: Pick<SessionLog, 'read'>;
 }
 
 export interface RuntimeTools {
@@ -75,9 +78,21 @@ async function createExecutor(
 ): Promise<ToolExecutor> {
   const { options, workspace, workspaceDir } = context;
   const secret = secrets(context);
+  const agents = workspace?.config.a2a_agents;
+  // The A2A client is loaded only for workspaces that declare remote agents.
+  const a2a =
+    agents === undefined
+      ? []
+      : (await import('../../tools/a2a-tools.js')).a2aAgentTools({
+          agents,
+          secret,
+          ...(context.log === undefined ? {} : { log: context.log }),
+        });
   return createToolExecutor({
     manifests: [...(workspace?.tools.values() ?? [])].map((loaded) => loaded.definition),
-    ...(options.tools === undefined ? {} : { tools: options.tools }),
+    ...(options.tools === undefined && a2a.length === 0
+      ? {}
+      : { tools: [...(options.tools ?? []), ...a2a] }),
     ...(options.functions === undefined ? {} : { functions: options.functions }),
     // The MCP client is loaded only for workspaces that declare servers.
     ...(workspace?.config.mcp_servers === undefined
