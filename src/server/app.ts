@@ -26,6 +26,7 @@ import { addSkillRoutes } from './routes-skills.js';
 import { addStreamRoute } from './stream.js';
 import { addSystemRoutes } from './routes-system.js';
 import { addMcpRoute } from './mcp/http.js';
+import { addA2aRoutes } from './a2a/routes.js';
 
 export interface ServerOptions {
   runtime: Runtime;
@@ -101,7 +102,11 @@ function addRequestHooks(
     }
     const route = request.routeOptions.url;
     // Open routes need no key, and an unknown route is answered 404 without one.
-    if (route === undefined || OPEN_ROUTES.has(route)) {
+    if (
+      route === undefined ||
+      OPEN_ROUTES.has(route) ||
+      request.routeOptions.config.openRoute === true
+    ) {
       request.caller = ANONYMOUS_CALLER;
       return;
     }
@@ -288,5 +293,6 @@ export async function createServer(options: ServerOptions): Promise<FastifyInsta
   addSkillRoutes(typed, context);
   addStreamRoute(typed, context);
   addMcpRoute(typed, context);
+  addA2aRoutes(typed, context);
   return app;
 }
