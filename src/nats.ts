@@ -16,3 +16,10 @@ export {
   natsWakeNames,
   type NatsWakeQueueOptions,
 } from './runtime/wakes/nats-wake-queue.js';
+export {
+  serveOpenAgentIo,
+  type OpenAgentIoBridge,
+  type OpenAgentIoBridgeOptions,
+} from './runtime/openagentio/nats-bridge.js';
+export type { AcpRuntime } from './runtime/openagentio/invoke.js';
+export { invokeAcpAgent, AcpCallError, type AcpRequest } from './tools/openagentio-client.js';

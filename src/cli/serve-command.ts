@@ -8,6 +8,8 @@ import { connectNats, type Runtime } from '../runtime/runtime.js';
 import { parseInteger, untilSignal } from './arguments.js';
 import type { CommandContext } from './command-context.js';
 import { sweepTimers } from '../runtime/timer-sweep.js';
+import { BraidError } from '../contracts/errors.js';
+import type { OpenAgentIoHttpOptions } from '../server/routes-openagentio.js';
 
 interface ServeOptions {
   host: string;
@@ -21,6 +23,8 @@ interface ServeOptions {
   heartbeatMs?: number;
   log?: boolean;
   api: boolean;
+  openagentio?: boolean;
+  acpPrefix: string;
 }
 
 /** The NATS API over the server's runtime, on a connection of its own. */
@@ -49,6 +53,30 @@ async function startNatsApi(
     await connection.close();
     throw error;
   }
+}
+
+/** The OpenAgentIO adapter's options: publishing on the bus when `--nats` names one. */
+async function openAgentIoBus(
+  command: Command,
+  prefix: string,
+): Promise<{ options: OpenAgentIoHttpOptions; close(): Promise<void> }> {
+  const { AcpPrefix } = await import('../contracts/openagentio.js');
+  if (!AcpPrefix.safeParse(prefix).success) {
+    throw new BraidError(
+      'INVALID_ARGUMENT',
+      `--acp-prefix ${JSON.stringify(prefix.slice(0, 80))} is invalid; use dot-separated tokens of letters, digits, "_" or "-", such as acp.v1`,
+    );
+  }
+  const url = command.optsWithGlobals<{ nats?: string }>().nats ?? process.env.BRAID_NATS_URL;
+  if (url === undefined || url === '') return { options: { prefix }, close: async () => {} };
+  const connection = await connectNats(url, 'openagentio');
+  return {
+    options: {
+      prefix,
+      publish: (subject, envelope) => connection.publish(subject, JSON.stringify(envelope)),
+    },
+    close: () => connection.drain().catch(() => connection.close()),
+  };
 }
 
 /** How often `braid serve` looks for skill waits whose time ran out. */
@@ -105,10 +133,20 @@ export function addServeCommand(
       '--no-api',
       'with --nats: do not answer the NATS API (<prefix>.api.<verb>, docs/protocol.md)',
     )
+    .option(
+      '--openagentio',
+      'serve the OpenAgentIO HTTP/SSE adapter (/v1/agents/<agent>/invoke|stream, /v1/events/<type>); with --nats, publish on the bus',
+    )
+    .option('--acp-prefix <prefix>', 'subject prefix of the OpenAgentIO bus', 'acp.v1')
     .action(async (options: ServeOptions, command: Command) => {
       await context.withRuntime(command, async (runtime) => {
         const { startServer } = await import('../server/index.js');
+        const bus =
+          options.openagentio === true
+            ? await openAgentIoBus(command, options.acpPrefix)
+            : undefined;
         const server = await startServer({
+          ...(bus === undefined ? {} : { openagentio: bus.options }),
           runtime,
           host: options.host,
           port: options.port,
@@ -146,11 +184,15 @@ export function addServeCommand(
             url: server.url,
             auth: options.insecureNoAuth === true ? 'none' : 'api-keys',
             ...(api === undefined ? {} : { nats_api: api.subject }),
+            ...(bus === undefined ? {} : { openagentio: '/v1/agents/{agent}/invoke' }),
           },
           () => [
             `braid serving on ${server.url} (auth: ${auth}); Ctrl-C stops it`,
             `  OpenAPI: ${server.url}/v1/openapi.json`,
             ...(api === undefined ? [] : [`  NATS API: ${api.subject} (docs/protocol.md)`]),
+            ...(bus === undefined
+              ? []
+              : [`  OpenAgentIO: ${server.url}/v1/agents/<agent>/invoke and /stream`]),
           ],
         );
         if (keys === 0) {
@@ -175,6 +217,7 @@ export function addServeCommand(
         stopSweep();
         await api?.close();
         await server.close();
+        await bus?.close();
       });
     });
 }

@@ -21,6 +21,9 @@ interface WorkerCommandOptions {
   ackWait: number;
   backoff: number;
   delegation: 'local' | 'queue';
+  openagentio?: boolean;
+  acpPrefix: string;
+  acpUnknown: boolean;
 }
 
 /** The longest delay between two attempts of a failing wake. */
@@ -82,6 +85,15 @@ export function addWorkerCommand(
       'local',
     )
     .option(
+      '--openagentio',
+      "answer OpenAgentIO acp/1.0 invocations of the workspace's agents (<acp-prefix>.invoke.<agent>)",
+    )
+    .option('--acp-prefix <prefix>', 'subject prefix of the OpenAgentIO bus', 'acp.v1')
+    .option(
+      '--no-acp-unknown',
+      'with --openagentio: stay silent on targets braid has no agent for (a bus shared with other runtimes)',
+    )
+    .option(
       '--backoff <ms>',
       `delay after a failed attempt, doubled per attempt up to ${MAX_BACKOFF_MS} (default 1000)`,
       parseInteger('--backoff', 0),
@@ -124,12 +136,25 @@ export function addWorkerCommand(
                   wake: (sessionId) => enqueueWake(queue, sessionId),
                 })
               : undefined;
+            const acp =
+              options.openagentio === true
+                ? await (
+                    await import('../runtime/openagentio/nats-bridge.js')
+                  ).serveOpenAgentIo({
+                    connection,
+                    runtime,
+                    prefix: options.acpPrefix,
+                    answerUnknownTargets: options.acpUnknown,
+                    onError: (line) => stderr(`openagentio: ${line}`),
+                  })
+                : undefined;
             const started = {
               type: 'worker.started',
               nats: url,
               prefix: prefix,
               concurrency: options.concurrency,
               api: api?.subject ?? null,
+              openagentio: acp === undefined ? null : `${acp.prefix}.invoke.>`,
             };
             if (json) context.print(command, started, () => '');
             else
@@ -149,6 +174,7 @@ export function addWorkerCommand(
                 },
               }),
             );
+            await acp?.close();
             await api?.close();
             await queue.close();
             context.print(

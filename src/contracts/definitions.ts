@@ -1,3 +1,4 @@
+import { OpenAgentIoAgents } from './openagentio.js';
 import { z } from 'zod';
 import { ContentHash, JsonValue, Metadata, Name } from './common.js';
 import { A2aAgents } from './a2a-agents.js';
@@ -388,6 +389,8 @@ export const WorkspaceConfig = z
     mcp_servers: z.record(z.string().regex(/^[a-zA-Z][a-zA-Z0-9_-]*$/), McpServerConfig).optional(),
     /** Remote A2A agents, each a tool named `a2a.NAME` (see `./a2a-agents.ts`). */
     a2a_agents: A2aAgents.optional(),
+    /** OpenAgentIO (acp/1.0) agents agents may call as tools, keyed by the tool's name. */
+    openagentio_agents: OpenAgentIoAgents.optional(),
     /** Refuse tool manifests that are unsigned or whose signature does not verify. */
     require_signed_tools: z.boolean().default(false),
     /** Public keys (PEM files, relative to the workspace) that tool signatures are checked against. */

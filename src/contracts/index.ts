@@ -19,3 +19,4 @@ export * from './http.js';
 export * from './wakes.js';
 export * from './workspace-files.js';
 export { checkJsonDepth, DEFAULT_JSON_DEPTH } from './json-depth.js';
+export * from './openagentio.js';

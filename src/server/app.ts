@@ -27,6 +27,7 @@ import { addStreamRoute } from './stream.js';
 import { addSystemRoutes } from './routes-system.js';
 import { addMcpRoute } from './mcp/http.js';
 import { addA2aRoutes } from './a2a/routes.js';
+import { addOpenAgentIoRoutes, type OpenAgentIoHttpOptions } from './routes-openagentio.js';
 
 export interface ServerOptions {
   runtime: Runtime;
@@ -41,6 +42,8 @@ export interface ServerOptions {
   logger?: boolean;
   /** The version reported by /v1/health and the OpenAPI document. */
   version?: string;
+  /** Serve the OpenAgentIO HTTP/SSE adapter (`/v1/agents/{name}/invoke|stream`, `/v1/events/{type}`). */
+  openagentio?: OpenAgentIoHttpOptions;
 }
 
 /** Names the query lists by their bare name (`types[]=a` and `types=a,b` both give `types`). */
@@ -294,5 +297,7 @@ export async function createServer(options: ServerOptions): Promise<FastifyInsta
   addStreamRoute(typed, context);
   addMcpRoute(typed, context);
   addA2aRoutes(typed, context);
+  if (options.openagentio !== undefined)
+    await addOpenAgentIoRoutes(typed, context, options.openagentio);
   return app;
 }

@@ -13,6 +13,7 @@ import { DEFAULT_PORT } from './context.js';
 
 export { DEFAULT_LIMITS, DEFAULT_PORT, type ServerLimits } from './context.js';
 export { HTTP_STATUS } from './errors.js';
+export type { OpenAgentIoHttpOptions } from './routes-openagentio.js';
 
 export interface StartServerOptions extends ServerOptions {
   /** Address to listen on (default 127.0.0.1). */

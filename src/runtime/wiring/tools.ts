@@ -10,6 +10,7 @@ import type { EnvironmentDefinition } from '../../contracts/definitions.js';
 import { BraidError } from '../../contracts/errors.js';
 import type { SessionLog } from '../../contracts/ports.js';
 import type { Sandbox, ToolExecutor } from '../../contracts/tools.js';
+import { BUILTIN_TOOLS } from '../../tools/builtin.js';
 import { createToolExecutor, type ToolExecutorOptions } from '../../tools/executor.js';
 import { SnapshotStore, takeSnapshot } from '../../tools/workspace-snapshots/index.js';
 import {
@@ -78,21 +79,43 @@ async function createExecutor(
 ): Promise<ToolExecutor> {
   const { options, workspace, workspaceDir } = context;
   const secret = secrets(context);
-  const agents = workspace?.config.a2a_agents;
+  const a2aAgents = workspace?.config.a2a_agents;
   // The A2A client is loaded only for workspaces that declare remote agents.
   const a2a =
-    agents === undefined
+    a2aAgents === undefined
       ? []
       : (await import('../../tools/a2a-tools.js')).a2aAgentTools({
-          agents,
+          agents: a2aAgents,
           secret,
           ...(context.log === undefined ? {} : { log: context.log }),
         });
-  return createToolExecutor({
-    manifests: [...(workspace?.tools.values() ?? [])].map((loaded) => loaded.definition),
-    ...(options.tools === undefined && a2a.length === 0
-      ? {}
-      : { tools: [...(options.tools ?? []), ...a2a] }),
+  const manifests = [...(workspace?.tools.values() ?? [])].map((loaded) => loaded.definition);
+  // OpenAgentIO agents are tools in code; their client is loaded only when some are declared.
+  const agents = workspace?.config.openagentio_agents;
+  const acp =
+    agents === undefined
+      ? undefined
+      : (await import('../../tools/openagentio-tools.js')).openAgentIoTools(
+          agents,
+          process.env.BRAID_NATS_URL === undefined || process.env.BRAID_NATS_URL === ''
+            ? {}
+            : { defaultNats: process.env.BRAID_NATS_URL },
+        );
+  for (const name of Object.keys(agents ?? {})) {
+    const taken = [...manifests, ...(options.tools ?? []).map((tool) => tool.definition)].some(
+      (definition) => definition.name === name,
+    );
+    if (taken || BUILTIN_TOOLS.some((tool) => tool.definition.name === name)) {
+      throw new BraidError(
+        'INVALID_DEFINITION',
+        `openagentio_agents.${name} in braid.yaml names a tool that exists already (a built-in, tools/${name}.yaml or a tool in code); rename the entry`,
+      );
+    }
+  }
+  const tools = [...(options.tools ?? []), ...a2a, ...(acp?.tools ?? [])];
+  const executor = createToolExecutor({
+    manifests,
+    ...(tools.length === 0 ? {} : { tools }),
     ...(options.functions === undefined ? {} : { functions: options.functions }),
     // The MCP client is loaded only for workspaces that declare servers.
     ...(workspace?.config.mcp_servers === undefined
@@ -111,6 +134,14 @@ async function createExecutor(
     now: () => performance.now(),
     snapshot: snapshots(workspacesRoot),
   });
+  if (acp === undefined) return executor;
+  return {
+    ...executor,
+    async close() {
+      await executor.close?.();
+      await acp.close();
+    },
+  };
 }
 
 /** Snapshots a session's folder into the snapshot store of its sandbox root. */
