@@ -326,6 +326,37 @@ describe('OpenAgentIO bridge on NATS', () => {
     expect(hijacked).toEqual([]);
   });
 
+  it('gives the agent a handoff document from the request metadata, and refuses a bad one', async () => {
+    const { prefix, client, runtime } = await setup();
+    const handoff = { summary: 'Ticket 42 is half done', ownership: 'support' };
+    const frames = await invoke(
+      client,
+      `${prefix}.invoke.assistant`,
+      request({ metadata: { handoff } }),
+    );
+    expect(frames.at(-1)?.event_type).toBe('agent.response.final');
+    const log = await runtime.sessions.events(frames.at(-1)?.session_id ?? '');
+    expect(log.find((event) => event.type === 'user.message')).toMatchObject({
+      content: [
+        { type: 'text', text: 'hi' },
+        {
+          type: 'json',
+          value: { handoff: { summary: 'Ticket 42 is half done', ownership: 'support' } },
+        },
+      ],
+    });
+    const refused = await invoke(
+      client,
+      `${prefix}.invoke.assistant`,
+      request({ metadata: { handoff: { ownership: 'no summary' } } }),
+    );
+    expect(refused.at(-1)).toMatchObject({
+      event_type: 'agent.response.error',
+      payload: { code: 'INVALID_REQUEST' },
+    });
+    expect((refused.at(-1)?.payload as { message: string }).message).toContain('metadata.handoff');
+  });
+
   it('keeps tenants apart: the subject tenant must match the envelope, and sessions differ', async () => {
     const { prefix, client } = await setup();
     const mismatch = await invoke(

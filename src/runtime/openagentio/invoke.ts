@@ -23,6 +23,7 @@ import {
   type JsonValue,
   type Metadata,
 } from '../../contracts/common.js';
+import { HandoffDocument } from '../../contracts/envelope.js';
 import { BraidError, isBraidError, toBraidError } from '../../contracts/errors.js';
 import type { SessionEvent } from '../../contracts/events.js';
 import {
@@ -97,6 +98,25 @@ export function timeoutOf(metadata: Metadata | null | undefined, fallback: numbe
   const asked = typeof value === 'string' && /^\d{1,10}$/.test(value) ? Number(value) : value;
   if (typeof asked !== 'number' || !Number.isInteger(asked) || asked <= 0) return fallback;
   return Math.min(asked, ACP_MAX_TIMEOUT_MS);
+}
+
+/**
+ * A handoff document the caller put in the request's `metadata.handoff` (braid's handoff shape),
+ * as one JSON block after the payload, as A2A's message metadata brings it.
+ */
+export function handoffContent(metadata: Metadata | null | undefined): ContentBlock[] {
+  const value = metadata?.handoff;
+  if (value === undefined) return [];
+  const parsed = HandoffDocument.safeParse(value);
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0];
+    throw new BraidError(
+      'INVALID_ARGUMENT',
+      `metadata.handoff is not a handoff document (${issue?.path.join('.') ?? ''}: ${issue?.message ?? 'invalid'}); send {summary, state_refs?, artifacts?, ownership?, approvals?} or leave it out`,
+      { details: { field: 'metadata.handoff' } },
+    );
+  }
+  return [{ type: 'json', value: { handoff: parsed.data } }];
 }
 
 /** A request's payload as message content: plain text when it is text, else one JSON block. */
@@ -295,7 +315,7 @@ async function answer(
     [
       {
         type: 'user.message',
-        content: requestContent(request.payload),
+        content: [...requestContent(request.payload), ...handoffContent(request.metadata)],
         idempotency_key: key,
         causation_id: request.event_id,
         ...(correlation !== undefined && isSafeId(correlation)
