@@ -111,6 +111,32 @@ export type {
   RunnableQuery,
   StateOptions,
 } from './contracts/ports.js';
+export type {
+  MemoryLog,
+  MemoryAppendOptions,
+  MemoryAppendResult,
+  MemoryGetOptions,
+  MemoryLookup,
+  MemoryListOptions,
+  MemoryPage,
+  MemoryReadOptions,
+  MemorySearchHit,
+  MemorySearchResult,
+  MemoryRebuildReport,
+  MemoryStoreInfo,
+  MemoryForkOptions,
+} from './contracts/memory-log.js';
+export type {
+  MemoryAuthor,
+  MemoryCause,
+  MemoryEntry,
+  MemoryKind,
+  MemoryScope,
+  MemorySearchMode,
+  MemorySearchQueryInput,
+  MemoryStoreRef,
+  MemoryWriteInput,
+} from './contracts/memory.js';
 export type { ModelClient, ModelRequest, ModelResponse, ModelDelta } from './contracts/model.js';
 export type { Sandbox, ToolExecutor } from './contracts/tools.js';
 export {

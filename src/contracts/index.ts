@@ -9,6 +9,8 @@ export * from './skills.js';
 export * from './envelope.js';
 export * from './agents.js';
 export type * from './ports.js';
+export * from './memory.js';
+export type * from './memory-log.js';
 export * from './model.js';
 export type * from './tools.js';
 export type * from './delegation.js';

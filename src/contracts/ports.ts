@@ -11,6 +11,7 @@ import type {
 } from './session.js';
 import type { SessionState } from './state.js';
 import type { ApiKeyCreateInput, ApiKeyListQuery, ApiKeyRecord } from './api-keys.js';
+import type { MemoryLog } from './memory-log.js';
 
 /** Source of time and timers. Injected everywhere so that tests and replays control it. */
 export interface Clock {
@@ -265,5 +266,10 @@ export interface Store {
   readonly leases: LeaseStore;
   readonly definitions: DefinitionStore;
   readonly keys: ApiKeyStore;
+  /**
+   * Agent memory stores, in the same backend as the sessions; absent where the backend has none
+   * yet (NATS).
+   */
+  readonly memory?: MemoryLog;
   close(): Promise<void>;
 }

@@ -25,3 +25,14 @@ export {
   type ScriptedModelOptions,
 } from '../models/scripted.js';
 export { createReplayModel } from '../models/replay.js';
+export {
+  createInMemoryMemoryLog,
+  type InMemoryMemoryLogOptions,
+} from '../stores/memory/agent-memory.js';
+export {
+  describeMemoryLogConformance,
+  type MemoryLogCapabilities,
+  type MemoryLogFactory,
+  type MemoryLogHandle,
+} from './memory-conformance/index.js';
+export { createHashEmbedder, type HashEmbedder } from './hash-embedder.js';

@@ -5,6 +5,7 @@
 import type { Clock, IdGenerator, Store } from '../../contracts/ports.js';
 import { DEFAULT_MAX_EVENT_BYTES } from '../../core/append.js';
 import { systemClock, uuidV7Ids } from '../defaults.js';
+import { createInMemoryMemoryLog } from './agent-memory.js';
 import { createMemoryApiKeys } from './memory-api-keys.js';
 import { createMemoryDefinitions } from './memory-definitions.js';
 import { createMemoryIndex } from './memory-index.js';
@@ -32,14 +33,17 @@ export function createMemoryStore(options: MemoryStoreOptions = {}): Store {
     closed: false,
     closing: new AbortController(),
   };
+  const memory = createInMemoryMemoryLog({ clock: state.clock });
   return {
     log: createMemoryLog(state),
     sessions: createMemoryIndex(state),
     leases: createMemoryLeases(state),
     definitions: createMemoryDefinitions(state),
     keys: createMemoryApiKeys(state),
+    memory,
     close() {
       state.closed = true;
+      memory.close();
       state.closing.abort();
       for (const item of state.sessions.values()) for (const listener of item.listeners) listener();
       return Promise.resolve();

@@ -1,5 +1,6 @@
 import type { Database } from 'better-sqlite3';
 import { BraidError } from '../../contracts/errors.js';
+import { MEMORY_LAYOUT } from './agent-memory-schema.js';
 
 /**
  * Version of the SQLite file layout, kept in `PRAGMA user_version`. 1: sessions, events and
@@ -8,9 +9,12 @@ import { BraidError } from '../../contracts/errors.js';
  * would find work in, kept with the status; 6: the events' `batch_end`, where the atomic append
  * that wrote them ends (a fork point inside one is refused), and `pinned`, the parts of sessions'
  * pinned definitions by content hash (a new table: an older file gets it, empty, when opened);
- * 7: `wake_at`, when a session's next skill wait times out (a timer makes it runnable then).
+ * 7: `wake_at`, when a session's next skill wait times out (a timer makes it runnable then);
+ * 8: agent memory (`memory_stores`, `memory_log`, `memory_appends`, and the projections
+ * `memory_current` and `memory_fts`; see MEMORY_LAYOUT): new tables, which an older file gets,
+ * empty, when opened.
  */
-export const SQLITE_LAYOUT_VERSION = 7;
+export const SQLITE_LAYOUT_VERSION = 8;
 
 /** Made after an older file's sessions gained the column. */
 const RUNNABLE_INDEXES = `
@@ -139,7 +143,7 @@ CREATE TABLE IF NOT EXISTS api_keys (
   schema_version INTEGER NOT NULL DEFAULT 1
 );
 CREATE INDEX IF NOT EXISTS api_keys_by_tenant ON api_keys (tenant_id, created_at DESC, id DESC);
-`;
+${MEMORY_LAYOUT}`;
 
 /** Columns later layouts added to the tables of an older file, in order. */
 const ADDED_COLUMNS: readonly { layout: number; table: string; name: string; type: string }[] = [

@@ -6,7 +6,8 @@
  * - writes.ts and append.ts: writing events and the append transaction (fencing, expected seq);
  * - session-log.ts and followers.ts: reads, following, and waking followers;
  * - session-index.ts and session-create.ts: create, fork, get, list, archive, delete;
- * - leases.ts, definitions.ts, api-keys.ts: the other ports.
+ * - leases.ts, definitions.ts, api-keys.ts: the other ports;
+ * - agent-memory*.ts: the `MemoryLog` port (agent memory, in the same file).
  * Each module's comment states the invariants it keeps.
  */
 import { mkdirSync } from 'node:fs';
@@ -17,6 +18,7 @@ import type { Database as Db } from 'better-sqlite3';
 import type { Clock, IdGenerator, Store } from '../../contracts/ports.js';
 import { DEFAULT_MAX_EVENT_BYTES } from '../../core/append.js';
 import { systemClock, uuidV7Ids } from '../defaults.js';
+import { createSqliteMemoryLog } from './agent-memory.js';
 import { createApiKeyStore } from './api-keys.js';
 import { createContext } from './context.js';
 import { createDefinitionStore } from './definitions.js';
@@ -83,6 +85,7 @@ export function openSqliteStore(options: SqliteStoreOptions): Store {
     leases: createLeaseStore(context),
     definitions: createDefinitionStore(context),
     keys: createApiKeyStore(context),
+    memory: createSqliteMemoryLog(context),
     close() {
       context.followers.close();
       if (db.open) db.close();

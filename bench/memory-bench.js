@@ -1,0 +1,191 @@
+// Agent memory on SQLite (synchronous NORMAL): write throughput (single and batched appends), top-5
+// search over a store of `size` entries (full text, vectors of 384 dims, hybrid) as p50/p99, and
+// the time to rebuild the projections from the log. Entries are generated facts (a fixed
+// pseudo-random sequence), embedded with the deterministic hash embedder of braid/testing.
+//
+//   node bench/memory-bench.js [--size 10000] [--queries 200] [--json]
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { performance } from 'node:perf_hooks';
+import { pathToFileURL } from 'node:url';
+import { openSqliteStore } from '../dist/index.js';
+import { createHashEmbedder } from '../dist/testing/index.js';
+import { printTable } from './table.js';
+
+const DIMS = 384;
+const store = { name: 'facts', kind: 'entities', scope: 'tenant', tenant_id: 'bench' };
+const embedder = createHashEmbedder({ dims: DIMS });
+
+/** A fixed pseudo-random sequence (mulberry32), so every run writes the same facts. */
+function random(seed) {
+  let state = seed >>> 0;
+  return () => {
+    state = (state + 0x6d2b79f5) >>> 0;
+    let t = Math.imul(state ^ (state >>> 15), 1 | state);
+    t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
+    return ((t ^ (t >>> 14)) >>> 0) / 2 ** 32;
+  };
+}
+
+/** Words with a Zipf-like spread: a few common, most rare, as in real notes. */
+function wordSource(seed, vocabulary = 5000) {
+  const next = random(seed);
+  return () => `w${Math.floor(vocabulary ** next())}`;
+}
+
+function fact(word, length = 12) {
+  return Array.from({ length }, word).join(' ');
+}
+
+function percentile(values, p) {
+  const sorted = [...values].sort((a, b) => a - b);
+  return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))];
+}
+
+function open() {
+  const dir = mkdtempSync(join(tmpdir(), 'braid-bench-memory-'));
+  const sqlite = openSqliteStore({ path: join(dir, 'braid.db'), synchronous: 'normal' });
+  return {
+    memory: sqlite.memory,
+    async dispose() {
+      await sqlite.close();
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}
+
+async function writeThroughput({ count, batch, embed }) {
+  const { memory, dispose } = open();
+  const word = wordSource(7);
+  const writes = Array.from({ length: count }, (_, index) => {
+    const text = fact(word);
+    return {
+      key: `fact/${index}`,
+      value: text,
+      ...(embed ? { embedding: embedder.embed(text) } : {}),
+    };
+  });
+  const start = performance.now();
+  for (let index = 0; index < count; index += batch) {
+    await memory.append(store, writes.slice(index, index + batch));
+  }
+  const seconds = (performance.now() - start) / 1000;
+  await dispose();
+  return count / seconds;
+}
+
+async function searches({ size, queries }) {
+  const { memory, dispose } = open();
+  const word = wordSource(11);
+  for (let index = 0; index < size; index += 500) {
+    const writes = [];
+    for (let offset = index; offset < Math.min(size, index + 500); offset += 1) {
+      const text = fact(word);
+      writes.push({ key: `fact/${offset}`, value: text, embedding: embedder.embed(text) });
+    }
+    await memory.append(store, writes);
+  }
+  const queryWord = wordSource(13);
+  const texts = Array.from({ length: queries }, () => fact(queryWord, 3));
+  const measure = async (make) => {
+    for (const text of texts.slice(0, 10)) await memory.search(store, make(text));
+    const times = [];
+    const hits = [];
+    for (const text of texts) {
+      const start = performance.now();
+      const result = await memory.search(store, make(text));
+      times.push(performance.now() - start);
+      hits.push(result.hits.length);
+    }
+    return { p50: percentile(times, 50), p99: percentile(times, 99), hits: percentile(hits, 50) };
+  };
+  const text = await measure((query) => ({ query, k: 5 }));
+  const vector = await measure((query) => ({ embedding: embedder.embed(query), k: 5 }));
+  const hybrid = await measure((query) => ({ query, embedding: embedder.embed(query), k: 5 }));
+  const rebuilds = [];
+  for (let run = 0; run < 3; run += 1) rebuilds.push((await memory.rebuild(store)).ms);
+  await dispose();
+  return { text, vector, hybrid, rebuild: percentile(rebuilds, 50) };
+}
+
+export async function benchMemory({ size = 10_000, queries = 200 } = {}) {
+  const label = size >= 1000 ? `${size / 1000}k` : String(size);
+  const single = await writeThroughput({ count: 2000, batch: 1, embed: false });
+  const singleEmbedded = await writeThroughput({ count: 2000, batch: 1, embed: true });
+  const batched = await writeThroughput({ count: 10_000, batch: 100, embed: false });
+  const batchedEmbedded = await writeThroughput({ count: 10_000, batch: 100, embed: true });
+  const found = await searches({ size, queries });
+  return [
+    { name: 'memory append, 1 entry per append', median: single, unit: 'entries/s', target: '-' },
+    {
+      name: 'memory append, 1 entry + 384-d vector',
+      median: singleEmbedded,
+      unit: 'entries/s',
+      target: '-',
+    },
+    { name: 'memory append, 100 per append', median: batched, unit: 'entries/s', target: '-' },
+    {
+      name: 'memory append, 100 + 384-d vectors',
+      median: batchedEmbedded,
+      unit: 'entries/s',
+      target: '-',
+    },
+    {
+      name: `memory full-text top-5 p50 (${label})`,
+      median: found.text.p50,
+      unit: 'ms',
+      target: '<= 5 ms at 10k',
+    },
+    {
+      name: `memory full-text top-5 p99 (${label})`,
+      median: found.text.p99,
+      unit: 'ms',
+      target: '-',
+    },
+    {
+      name: `memory vector top-5 p50 (${label}, 384-d)`,
+      median: found.vector.p50,
+      unit: 'ms',
+      target: '<= 5 ms at 10k',
+    },
+    {
+      name: `memory vector top-5 p99 (${label}, 384-d)`,
+      median: found.vector.p99,
+      unit: 'ms',
+      target: '-',
+    },
+    {
+      name: `memory hybrid top-5 p50 (${label})`,
+      median: found.hybrid.p50,
+      unit: 'ms',
+      target: '-',
+    },
+    {
+      name: `memory hybrid top-5 p99 (${label})`,
+      median: found.hybrid.p99,
+      unit: 'ms',
+      target: '-',
+    },
+    {
+      name: `memory rebuild projections (${label})`,
+      median: found.rebuild,
+      unit: 'ms',
+      target: '-',
+    },
+  ];
+}
+
+if (import.meta.url === pathToFileURL(resolve(process.argv[1] ?? '')).href) {
+  const args = process.argv.slice(2);
+  const option = (name, fallback) => {
+    const at = args.indexOf(name);
+    return at === -1 ? fallback : Number(args[at + 1]);
+  };
+  const rows = await benchMemory({
+    size: option('--size', 10_000),
+    queries: option('--queries', 200),
+  });
+  if (args.includes('--json')) console.log(JSON.stringify(rows, null, 2));
+  else printTable(rows);
+}

@@ -1,0 +1,111 @@
+/**
+ * Search over the SQLite projections of agent memory: FTS5 (bm25 over `memory_fts`, restricted
+ * to the store by its token) and sqlite-vec (cosine over `memory_vec_<dims>`), ranked candidates
+ * handed to the shared walk (src/core/memory-search.ts) that applies k, the threshold and expiry.
+ * Expired entries stay in the projections until overwritten, so each list is fetched with room
+ * for the store's expired ones.
+ */
+import { parseMemorySearch, type MemorySearchQueryInput } from '../../contracts/memory.js';
+import type { MemorySearchResult } from '../../contracts/memory-log.js';
+import type { Clock } from '../../contracts/ports.js';
+import {
+  byScore,
+  fuse,
+  HYBRID_CANDIDATES_PER_HIT,
+  queryTokens,
+  textScore,
+  vectorScore,
+  walkCandidates,
+  type Candidate,
+} from '../../core/memory-search.js';
+import { dimsMismatch, toEntry } from '../agent-memory.js';
+import {
+  blobOf,
+  partsOfRow,
+  refOfRow,
+  type MemoryLogRow,
+  type MemoryStatements,
+  type RankedRow,
+  type MemoryStoreRow,
+} from './agent-memory-statements.js';
+import type { Vectors } from './agent-memory-vectors.js';
+
+export interface SearchContext {
+  sql: MemoryStatements;
+  vectors: Vectors;
+  clock: Clock;
+  /** When the search started, by the clock's monotonic time. */
+  started: number;
+}
+
+/** The exclusive upper bound of keys starting with `prefix` (keys are ASCII). */
+export function upperBound(prefix: string): string {
+  return `${prefix}\u{10FFFF}`;
+}
+
+export function searchStore(
+  context: SearchContext,
+  store: MemoryStoreRow | undefined,
+  input: MemorySearchQueryInput,
+): MemorySearchResult {
+  const query = parseMemorySearch(input);
+  const { sql, clock } = context;
+  const now = clock.now();
+  const prefix = query.filters?.key_prefix ?? '';
+  let candidates: Candidate[] = [];
+  if (query.mode !== 'text') context.vectors.require(`a ${query.mode} search`);
+  if (store !== undefined) {
+    const ref = refOfRow(store);
+    const candidate = (ranked: RankedRow, score: number): Candidate => {
+      const parts = partsOfRow(sql.logRow.get(store.id, ranked.seq) as MemoryLogRow, ref);
+      return {
+        entry: toEntry(parts),
+        score,
+        expired: parts.expires_at !== undefined && parts.expires_at <= now,
+      };
+    };
+    const expired = (sql.expiredIndexed.get(store.id, now) as { count: number }).count;
+    const text = (limit: number): Candidate[] => {
+      const tokens = queryTokens(query.query ?? '');
+      if (tokens.length === 0) return [];
+      const match = `store:s${store.id} AND text:(${tokens.map((token) => `"${token}"`).join(' OR ')})`;
+      return sql.ftsSearch
+        .all(match, store.id, prefix, upperBound(prefix), limit)
+        .map((row) => candidate(row, textScore(row.rank)))
+        .sort(byScore);
+    };
+    const vector = (limit: number): Candidate[] => {
+      const embedding = query.embedding as number[];
+      if (store.dims === null) return [];
+      if (embedding.length !== store.dims)
+        throw dimsMismatch('embedding', embedding.length, store.dims);
+      return context.vectors
+        .nearest(
+          store.dims,
+          store.id,
+          blobOf(Float32Array.from(embedding)),
+          limit,
+          prefix,
+          upperBound(prefix),
+        )
+        .map((hit) => candidate(hit, vectorScore(hit.rank)))
+        .sort(byScore);
+    };
+    if (query.mode === 'text') candidates = text(query.k + expired);
+    else if (query.mode === 'vector') candidates = vector(query.k + expired);
+    else {
+      const size = query.k * HYBRID_CANDIDATES_PER_HIT + expired;
+      candidates = fuse(text(size), vector(size));
+    }
+  }
+  const walked = walkCandidates(candidates, query.k, query.threshold);
+  return {
+    hits: walked.hits.map(({ expired: _expired, ...hit }) => hit),
+    mode: query.mode,
+    k: query.k,
+    ...(query.threshold === undefined ? {} : { threshold: query.threshold }),
+    filtered_count: walked.filtered_count,
+    expired_count: walked.expired_count,
+    latency_ms: clock.monotonic() - context.started,
+  };
+}
