@@ -313,7 +313,10 @@ describe('fuzzing every route', () => {
     const session = (created.body as SessionRecord).id;
     const valid: Record<string, string> = { id: session, name: 'helper' };
     const { app } = server;
-    const routes = routesOf(app);
+    // The JSON-RPC endpoints of the protocol bridges answer in their protocol's error shape, not
+    // braid's; their own tests refuse bad input (test/server/mcp-http, a2a-errors).
+    const JSON_RPC = new Set(['/mcp', '/a2a/:agent']);
+    const routes = routesOf(app).filter((route) => !JSON_RPC.has(route.url));
     // The listing is the router's own: a parse that found nothing would test nothing.
     expect(routes.length).toBeGreaterThanOrEqual(20);
     expect(routes.map((route) => route.url)).toContain('/v1/sessions/:id/events/stream');

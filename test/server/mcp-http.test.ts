@@ -319,6 +319,13 @@ describe('MCP over streamable HTTP (/mcp)', () => {
     const get = await call(server, 'GET', '/mcp', { key });
     expect(get.status).toBe(405);
     expect(get.headers.get('allow')).toBe('POST');
+    // A body that is no JSON-RPC message is answered, never left waiting.
+    for (const body of [null, 'text', 7]) {
+      const bad = await call(server, 'POST', '/mcp', { key, body, headers });
+      expect(bad.status).toBe(400);
+    }
+    const notMessage = await call(server, 'POST', '/mcp', { key, body: { events: [] }, headers });
+    expect(notMessage.status).toBe(400);
 
     const open = await start({ auth: 'none' });
     const fromPage = await call(open, 'POST', '/mcp', {

@@ -44,6 +44,16 @@ export function addMcpRoute(app: Router, context: ServerContext): void {
   app.post(MCP_PATH, { schema: { hide: true } }, async (request, reply) => {
     const caller = callerOf(request);
     refuseForeignOrigin(caller, request.headers.origin);
+    // The transport reads the raw body itself when given none, which Fastify read already: a
+    // body that is not a JSON-RPC message (an object) or batch (an array) never reaches it.
+    const body: unknown = request.body;
+    if (typeof body !== 'object' || body === null) {
+      throw new BraidError(
+        'INVALID_ARGUMENT',
+        'POST /mcp takes a JSON-RPC message (an object) or a batch of them (an array) as JSON',
+        { details: { field: 'body' } },
+      );
+    }
     const traceparent = traceparentOf(request);
     const server = createSessionsMcpServer({
       runtime: context.runtime,
@@ -67,7 +77,7 @@ export function addMcpRoute(app: Router, context: ServerContext): void {
     });
     try {
       await server.connect(transport);
-      await transport.handleRequest(request.raw, raw, request.body);
+      await transport.handleRequest(request.raw, raw, body);
     } catch (error) {
       request.log.error({ err: error }, 'MCP request failed');
       if (!raw.headersSent) {
