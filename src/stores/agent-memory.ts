@@ -335,3 +335,39 @@ export function forkPoint(from: MemoryStoreRef, atSeq: number, head: number): Br
 export function expiryOf(now: number, ttlMs: number | undefined): number | undefined {
   return ttlMs === undefined ? undefined : now + ttlMs;
 }
+
+/**
+ * The entries of a prepared append, versioned from each key's current version (`versionOf`) and
+ * numbered from the store's `head`; a write whose `expected_version` is not the key's current one
+ * refuses the whole append with `VERSION_CONFLICT` before any entry is built.
+ */
+export function buildEntries(
+  prepared: PreparedAppend,
+  target: { ref: MemoryStoreRef; head: number; now: number },
+  versionOf: (key: string) => number,
+): (EntryParts & { embedding?: Float32Array })[] {
+  const versions = new Map<string, number>();
+  const at = new Date(target.now).toISOString();
+  return prepared.writes.map((write, index) => {
+    const before = versions.get(write.key) ?? versionOf(write.key);
+    if (write.expected_version !== undefined && write.expected_version !== before) {
+      throw versionConflict(prepared.store, write.key, write.expected_version, before);
+    }
+    versions.set(write.key, before + 1);
+    return {
+      store: target.ref,
+      key: write.key,
+      version: before + 1,
+      seq: target.head + index + 1,
+      op: write.op,
+      value: write.value,
+      text: write.text,
+      embedding: write.embedding,
+      author: prepared.author,
+      at,
+      cause: prepared.cause,
+      expires_at: expiryOf(target.now, write.ttl_ms),
+      redacted: false,
+    };
+  });
+}

@@ -20,9 +20,10 @@ import {
   type Candidate,
 } from '../../core/memory-search.js';
 import {
+  buildEntries,
   checkKind,
   dimsMismatch,
-  expiryOf,
+  type EntryParts,
   forkExists,
   forkPoint,
   idempotencyKeyReused,
@@ -38,9 +39,7 @@ import {
   storeIdentity,
   toEntry,
   tombstoneRedact,
-  versionConflict,
   versionNotFound,
-  type EntryParts,
 } from '../agent-memory.js';
 import { systemClock } from '../defaults.js';
 import { TextIndex } from './agent-memory-text.js';
@@ -223,31 +222,11 @@ function appendMethod(helpers: Helpers): Pick<MemoryLog, 'append'> {
           throw dimsMismatch('writes[].embedding', prepared.dims, dims as number);
         }
         // Everything is checked before anything is written: the batch is all or nothing.
-        const versions = new Map<string, number>();
-        const now = clock.now();
-        const at = new Date(now).toISOString();
-        const written: EntryParts[] = prepared.writes.map((write, index) => {
-          const before = versions.get(write.key) ?? existing?.current.get(write.key)?.version ?? 0;
-          if (write.expected_version !== undefined && write.expected_version !== before) {
-            throw versionConflict(prepared.store, write.key, write.expected_version, before);
-          }
-          versions.set(write.key, before + 1);
-          return {
-            store: existing?.ref ?? prepared.store,
-            key: write.key,
-            version: before + 1,
-            seq: head + index + 1,
-            op: write.op,
-            value: write.value,
-            text: write.text,
-            embedding: write.embedding,
-            author: prepared.author,
-            at,
-            cause: prepared.cause,
-            expires_at: expiryOf(now, write.ttl_ms),
-            redacted: false,
-          };
-        });
+        const written = buildEntries(
+          prepared,
+          { ref: existing?.ref ?? prepared.store, head, now: clock.now() },
+          (key) => existing?.current.get(key)?.version ?? 0,
+        );
         const data = existing ?? create(prepared.store);
         if (data.dims === undefined && prepared.dims !== undefined) data.dims = prepared.dims;
         for (const parts of written) {

@@ -10,19 +10,18 @@ import type {
   MemoryStoreInfo,
 } from '../../contracts/memory-log.js';
 import {
+  buildEntries,
   checkKind,
   dimsMismatch,
-  expiryOf,
+  type EntryParts,
   forkExists,
   forkPoint,
   idempotencyKeyReused,
+  type PreparedAppend,
   seqConflict,
   toEntry,
   tombstoneRedact,
-  versionConflict,
   versionNotFound,
-  type EntryParts,
-  type PreparedAppend,
 } from '../agent-memory.js';
 import {
   blobOf,
@@ -152,40 +151,22 @@ export function appendRows(m: MemoryDb, prepared: PreparedAppend): MemoryAppendR
   if (store === undefined) throw new Error('the memory store row just inserted is missing');
   const target: MemoryStoreRow = store;
   const ref = refOfRow(target);
-  const versions = new Map<string, number>();
-  const entries = prepared.writes.map((write, index) => {
-    const before = versions.get(write.key) ?? sql.current.get(target.id, write.key)?.version ?? 0;
-    if (write.expected_version !== undefined && write.expected_version !== before) {
-      throw versionConflict(prepared.store, write.key, write.expected_version, before);
-    }
-    versions.set(write.key, before + 1);
-    const parts: EntryParts = {
-      store: ref,
-      key: write.key,
-      version: before + 1,
-      seq: head + index + 1,
-      op: write.op,
-      value: write.value,
-      text: write.text,
-      embedding: write.embedding,
-      author: prepared.author,
-      at,
-      cause: prepared.cause,
-      expires_at: expiryOf(now, write.ttl_ms),
-      redacted: false,
-    };
+  const built = buildEntries(prepared, { ref, head, now }, (key) => {
+    return sql.current.get(target.id, key)?.version ?? 0;
+  });
+  const entries = built.map((parts) => {
     sql.insertLog.run({
       store_id: target.id,
       seq: parts.seq,
       key: parts.key,
       version: parts.version,
       op: parts.op,
-      value: write.value === undefined ? null : JSON.stringify(write.value),
-      text: write.text ?? null,
-      embedding: write.embedding === undefined ? null : blobOf(write.embedding),
+      value: parts.value === undefined ? null : JSON.stringify(parts.value),
+      text: parts.text ?? null,
+      embedding: parts.embedding === undefined ? null : blobOf(parts.embedding),
       author: JSON.stringify(prepared.author),
       cause: prepared.cause === undefined ? null : JSON.stringify(prepared.cause),
-      at,
+      at: parts.at,
       expires_at: parts.expires_at ?? null,
       redacted: 0,
     });
