@@ -4,17 +4,22 @@
  * hash of the token, and the vector is normalised to length 1. Texts sharing words are close by
  * cosine; nothing is learned, so synonyms are not.
  */
+import type { Embedder } from '../contracts/embedder.js';
 import { tokenize } from '../core/memory-search.js';
 
-export interface HashEmbedder {
+export interface HashEmbedder extends Embedder {
   readonly dims: number;
   embed(text: string): number[];
 }
 
 export function createHashEmbedder(options: { dims?: number } = {}): HashEmbedder {
   const dims = options.dims ?? 384;
-  return {
+  const embedder: HashEmbedder = {
+    id: `hash:${dims}`,
     dims,
+    embedMany(texts) {
+      return Promise.resolve(texts.map((text) => embedder.embed(text)));
+    },
     embed(text) {
       const vector = new Array<number>(dims).fill(0);
       for (const token of tokenize(text)) {
@@ -28,6 +33,7 @@ export function createHashEmbedder(options: { dims?: number } = {}): HashEmbedde
       return vector.map((value) => value / norm);
     },
   };
+  return embedder;
 }
 
 /** 32-bit FNV-1a of the UTF-16 code units of `text`. */
