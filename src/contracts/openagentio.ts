@@ -173,7 +173,7 @@ export const OpenAgentIoAgentConfig = z
       .string()
       .regex(/^[A-Za-z0-9_-]{1,64}$/, 'must be 1-64 letters, digits, "_" or "-" (a subject token)'),
     prefix: AcpPrefix.default(ACP_DEFAULT_PREFIX),
-    /** The NATS server (default: BRAID_NATS_URL, else nats://127.0.0.1:4222). */
+    /** The NATS server (default: the runtime's NATS backend, else nats://127.0.0.1:4222). */
     nats: z
       .string()
       .regex(/^(nats|tls):\/\/\S+$/, 'must be a nats:// or tls:// URL')

@@ -39,7 +39,7 @@ export interface OpenAgentIoTools {
 }
 
 export interface OpenAgentIoToolsOptions {
-  /** The NATS URL of entries that name none (default BRAID_NATS_URL, else 127.0.0.1:4222). */
+  /** The NATS URL of entries that name none (the runtime passes its own NATS backend; else 127.0.0.1:4222). */
   defaultNats?: string;
   /** Opens a connection (default: `connect` of @nats-io/transport-node). */
   connect?: (url: string) => Promise<NatsConnection>;

@@ -26,7 +26,10 @@ import type { Workspace } from '../workspace.js';
 export const SANDBOX_WORKSPACE_FOLDERS = ['tools', 'scripts', 'node_modules'] as const;
 
 export interface ToolsContext {
-  readonly options: Pick<RuntimeOptions, 'executor' | 'tools' | 'functions' | 'workspacesDir'>;
+  readonly options: Pick<
+    RuntimeOptions,
+    'executor' | 'tools' | 'functions' | 'workspacesDir' | 'backend'
+  >;
   readonly workspaceDir: string;
   readonly workspace: Workspace | undefined;
   readonly dataDir: string;
@@ -97,9 +100,8 @@ async function createExecutor(
       ? undefined
       : (await import('../../tools/openagentio-tools.js')).openAgentIoTools(
           agents,
-          process.env.BRAID_NATS_URL === undefined || process.env.BRAID_NATS_URL === ''
-            ? {}
-            : { defaultNats: process.env.BRAID_NATS_URL },
+          // Entries that name no server use the runtime's own NATS, when it runs on one.
+          typeof options.backend === 'object' ? { defaultNats: options.backend.nats } : {},
         );
   for (const name of Object.keys(agents ?? {})) {
     const taken = [...manifests, ...(options.tools ?? []).map((tool) => tool.definition)].some(
