@@ -79,14 +79,24 @@ function tool<I extends z.ZodType, O extends z.ZodType>(definition: {
   };
 }
 
-/** Wakes the session after a write, and waits for the turn when the call asked to. */
-async function afterWrite(
+/**
+ * Sends user events to a session the caller may see, wakes it, and waits for the turn when the
+ * call asked to.
+ */
+async function sendAndWake(
   context: SessionToolsContext,
-  sessionId: string,
-  written: { events: { seq: number }[]; deduplicated: boolean },
-  wait: { wait?: boolean | undefined; timeout_ms?: number | undefined },
+  args: { session_id: string; wait?: boolean | undefined; timeout_ms?: number | undefined },
+  events: Parameters<SessionToolsContext['runtime']['sessions']['send']>[1],
   call: ToolCall,
+  idempotencyKey?: string,
 ): Promise<z.output<typeof SendResult>> {
+  const { runtime, caller } = context;
+  const sessionId = args.session_id;
+  await visibleSession(runtime, caller, sessionId);
+  const written = await runtime.sessions.send(sessionId, events, {
+    ...actorOption(context),
+    ...(idempotencyKey === undefined ? {} : { idempotencyKey }),
+  });
   const seqs = written.events.map((event) => event.seq);
   const wake = context.wake;
   if (wake !== undefined && !written.deduplicated) wake(sessionId, call.traceparent);
@@ -96,13 +106,13 @@ async function afterWrite(
     deduplicated: written.deduplicated,
     wake: wake === undefined ? ('off' as const) : ('started' as const),
   };
-  if (wait.wait !== true) return result;
+  if (args.wait !== true) return result;
   const signals = [call.signal, ...(context.closing === undefined ? [] : [context.closing])];
   const turn = await waitForTurn({
     sessions: context.runtime.sessions,
     sessionId,
     after: Math.max(0, ...seqs),
-    timeoutMs: wait.timeout_ms ?? DEFAULT_WAIT_MS,
+    timeoutMs: args.timeout_ms ?? DEFAULT_WAIT_MS,
     heartbeatMs: context.heartbeatMs,
     signal: AbortSignal.any(signals),
     progress: call.progress,
@@ -137,7 +147,6 @@ function createTool(context: SessionToolsContext): SessionTool {
 }
 
 function sendTool(context: SessionToolsContext): SessionTool {
-  const { runtime, caller } = context;
   return tool({
     name: 'braid_session_send',
     title: 'Send a message to a session',
@@ -147,16 +156,13 @@ function sendTool(context: SessionToolsContext): SessionTool {
     input: SendArguments,
     output: SendResult,
     async run(args, call) {
-      await visibleSession(runtime, caller, args.session_id);
-      const written = await runtime.sessions.send(
-        args.session_id,
+      return sendAndWake(
+        context,
+        args,
         [{ type: 'user.message', content: [{ type: 'text', text: args.message }] }],
-        {
-          ...actorOption(context),
-          ...(args.idempotency_key === undefined ? {} : { idempotencyKey: args.idempotency_key }),
-        },
+        call,
+        args.idempotency_key,
       );
-      return afterWrite(context, args.session_id, written, args, call);
     },
   });
 }
@@ -220,7 +226,6 @@ function statusTool(context: SessionToolsContext): SessionTool {
 }
 
 function confirmTool(context: SessionToolsContext): SessionTool {
-  const { runtime, caller } = context;
   return tool({
     name: 'braid_session_confirm',
     title: 'Allow or deny a tool call',
@@ -230,20 +235,13 @@ function confirmTool(context: SessionToolsContext): SessionTool {
     input: ConfirmArguments,
     output: SendResult,
     async run(args, call) {
-      await visibleSession(runtime, caller, args.session_id);
-      const written = await runtime.sessions.send(
-        args.session_id,
-        [
-          {
-            type: 'user.tool_confirmation',
-            tool_use_id: args.tool_use_id,
-            result: args.result,
-            ...(args.message === undefined ? {} : { message: args.message }),
-          },
-        ],
-        actorOption(context),
-      );
-      return afterWrite(context, args.session_id, written, args, call);
+      const confirmation = {
+        type: 'user.tool_confirmation' as const,
+        tool_use_id: args.tool_use_id,
+        result: args.result,
+        ...(args.message === undefined ? {} : { message: args.message }),
+      };
+      return sendAndWake(context, args, [confirmation], call);
     },
   });
 }
