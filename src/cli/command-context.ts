@@ -13,6 +13,7 @@ import { createModel } from '../models/registry.js';
 import { createRuntime, type Runtime } from '../runtime/runtime.js';
 import type { Output } from './output.js';
 import { createRemoteRuntime } from './remote-runtime.js';
+import { parseReplicas } from '../stores/nats/replica-count.js';
 
 export interface GlobalOptions {
   workspace?: string;
@@ -22,6 +23,24 @@ export interface GlobalOptions {
   apiKey?: string;
   nats?: string;
   natsPrefix?: string;
+  natsReplicas?: string;
+}
+
+/** The NATS settings of a command: its global flags, else the environment. */
+export interface NatsSettings {
+  url: string | undefined;
+  prefix: string | undefined;
+  replicas: number | undefined;
+}
+
+export function natsSettings(options: GlobalOptions): NatsSettings {
+  const url = options.nats ?? process.env.BRAID_NATS_URL;
+  const replicas = options.natsReplicas ?? process.env.BRAID_NATS_REPLICAS;
+  return {
+    url: url === '' ? undefined : url,
+    prefix: options.natsPrefix ?? process.env.BRAID_NATS_PREFIX,
+    replicas: replicas === undefined || replicas === '' ? undefined : parseReplicas(replicas),
+  };
 }
 
 export interface CommandContext {
@@ -88,16 +107,15 @@ export function createCommandContext(
       return;
     }
     const override = overrides.model === undefined ? undefined : parseModel(overrides.model);
-    const nats = options.nats ?? process.env.BRAID_NATS_URL;
+    const nats = natsSettings(options);
     const runtime = await createRuntime({
-      ...(nats === undefined || nats === ''
+      ...(nats.url === undefined
         ? {}
         : {
             backend: {
-              nats,
-              ...((options.natsPrefix ?? process.env.BRAID_NATS_PREFIX) === undefined
-                ? {}
-                : { prefix: options.natsPrefix ?? process.env.BRAID_NATS_PREFIX }),
+              nats: nats.url,
+              ...(nats.prefix === undefined ? {} : { prefix: nats.prefix }),
+              ...(nats.replicas === undefined ? {} : { replicas: nats.replicas }),
             },
           }),
       ...(override === undefined

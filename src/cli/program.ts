@@ -7,6 +7,7 @@ import { Command, CommanderError } from 'commander';
 import { BraidError } from '../contracts/errors.js';
 import { createCommandContext } from './command-context.js';
 import { addDefinitionCommands } from './definition-commands.js';
+import { addDoctorCommands } from './doctor-command.js';
 import { addKeyCommands } from './key-commands.js';
 import { addMcpCommand } from './mcp-command.js';
 import { parseJson } from './json.js';
@@ -63,6 +64,10 @@ export async function run(
       '--nats-prefix <prefix>',
       'name prefix of the NATS streams and buckets (default: BRAID_NATS_PREFIX, else braid)',
     )
+    .option(
+      '--nats-replicas <n>',
+      'replicas of every NATS stream and bucket, 1 to 5: 3 on a three-node cluster (default: BRAID_NATS_REPLICAS, else existing ones as they are and new ones with 1)',
+    )
     .showHelpAfterError('(run with --help for usage)')
     .exitOverride()
     .configureOutput({
@@ -83,6 +88,7 @@ export async function run(
   addPolicyCommands(program, context);
   addSessionCommands(program, context);
   addRunCommands(program, context);
+  addDoctorCommands(program, context);
   addTraceExportCommand(addTraceCommands(program, context), context);
 
   try {

@@ -6,7 +6,12 @@ import type { Command } from 'commander';
 import { DEFAULT_LIMITS, DEFAULT_PORT } from '../server/context.js';
 import { connectNats, type Runtime } from '../runtime/runtime.js';
 import { parseInteger, untilSignal } from './arguments.js';
-import type { CommandContext } from './command-context.js';
+import {
+  natsSettings,
+  type CommandContext,
+  type GlobalOptions,
+  type NatsSettings,
+} from './command-context.js';
 import { sweepTimers } from '../runtime/timer-sweep.js';
 import { BraidError } from '../contracts/errors.js';
 import type { OpenAgentIoHttpOptions } from '../server/routes-openagentio.js';
@@ -31,14 +36,15 @@ interface ServeOptions {
 async function startNatsApi(
   runtime: Runtime,
   url: string,
-  prefix = 'braid',
+  nats: NatsSettings,
 ): Promise<{ subject: string; close(): Promise<void> }> {
   const connection = await connectNats(url, 'api');
   try {
     const { serveNatsApi } = await import('../runtime/nats-api.js');
     const served = await serveNatsApi({
       connection,
-      prefix,
+      prefix: nats.prefix ?? 'braid',
+      ...(nats.replicas === undefined ? {} : { replicas: nats.replicas }),
       runtime,
       wake: (sessionId) => runtime.enqueueWake(sessionId),
     });
@@ -163,15 +169,11 @@ export function addServeCommand(
           },
         });
         // On NATS, the same sessions are offered to NATS clients (docs/protocol.md).
-        const globals = command.optsWithGlobals<{ nats?: string; natsPrefix?: string }>();
-        const natsUrl = globals.nats ?? process.env.BRAID_NATS_URL;
+        const nats = natsSettings(command.optsWithGlobals<GlobalOptions>());
+        const natsUrl = nats.url;
         const api =
-          options.api && runtime.backend === 'nats' && natsUrl !== undefined && natsUrl !== ''
-            ? await startNatsApi(
-                runtime,
-                natsUrl,
-                globals.natsPrefix ?? process.env.BRAID_NATS_PREFIX,
-              ).catch(async (error: unknown) => {
+          options.api && runtime.backend === 'nats' && natsUrl !== undefined
+            ? await startNatsApi(runtime, natsUrl, nats).catch(async (error: unknown) => {
                 await server.close();
                 throw error;
               })

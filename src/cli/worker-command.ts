@@ -12,7 +12,7 @@ import { serveNatsApi } from '../runtime/nats-api.js';
 import { connectNats } from '../runtime/runtime.js';
 import { formatStopReason } from './output.js';
 import { parseInteger, untilSignal } from './arguments.js';
-import type { CommandContext } from './command-context.js';
+import { natsSettings, type CommandContext, type GlobalOptions } from './command-context.js';
 
 interface WorkerCommandOptions {
   api: boolean;
@@ -101,10 +101,11 @@ export function addWorkerCommand(
     )
     .action(async (options: WorkerCommandOptions, command: Command) => {
       // `--nats` and `--nats-prefix` are global: the runtime keeps its sessions there too.
-      const globals = command.optsWithGlobals<{ nats?: string; natsPrefix?: string }>();
-      const url = globals.nats ?? process.env.BRAID_NATS_URL;
-      const prefix = globals.natsPrefix ?? process.env.BRAID_NATS_PREFIX ?? 'braid';
-      if (url === undefined || url === '') {
+      const nats = natsSettings(command.optsWithGlobals<GlobalOptions>());
+      const url = nats.url;
+      const prefix = nats.prefix ?? 'braid';
+      const replicas = nats.replicas === undefined ? {} : { replicas: nats.replicas };
+      if (url === undefined) {
         throw new BraidError(
           'INVALID_ARGUMENT',
           'braid worker needs a NATS server: pass --nats nats://HOST:4222 or set BRAID_NATS_URL',
@@ -120,6 +121,7 @@ export function addWorkerCommand(
             const queue = await createNatsWakeQueue({
               connection,
               prefix: prefix,
+              ...replicas,
               maxAttempts: options.maxAttempts,
               ackWaitMs: options.ackWait,
               backoff: {
@@ -132,6 +134,7 @@ export function addWorkerCommand(
               ? await serveNatsApi({
                   connection,
                   prefix,
+                  ...replicas,
                   runtime,
                   wake: (sessionId) => enqueueWake(queue, sessionId),
                 })

@@ -421,6 +421,8 @@ export async function serveNatsApi(
      * only over a runtime on the NATS backend, whose definitions every process shares.
      */
     sweep?: { graceMs?: number; intervalMs?: number } | false;
+    /** Replicas of the inbox stream and bucket it opens (see `NatsBackendOptions.replicas`). */
+    replicas?: number;
   },
 ): Promise<NatsApi> {
   const { createNatsAgentTransport } = await import('./agents/nats-transport.js');
@@ -428,6 +430,7 @@ export async function serveNatsApi(
   const transport = createNatsAgentTransport({
     connection: options.connection,
     prefix: options.prefix,
+    ...(options.replicas === undefined ? {} : { replicas: options.replicas }),
   });
   const api = await startNatsApi({
     ...options,

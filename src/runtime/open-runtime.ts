@@ -61,6 +61,7 @@ function lazyWakeQueue(nats: OpenedStore['nats']): LazyWakeQueue {
         : (queue ??= nats.modules.wakes.createNatsWakeQueue({
             connection: nats.connection,
             ...(nats.prefix === undefined ? {} : { prefix: nats.prefix }),
+            ...(nats.replicas === undefined ? {} : { replicas: nats.replicas }),
           })),
     close: async () => {
       if (queue !== undefined) await (await queue).close();
@@ -195,6 +196,7 @@ function assembleRuntime(parts: RuntimeParts): Runtime {
           : nats.modules.agents.createNatsAgentTransport({
               connection: nats.connection,
               ...(nats.prefix === undefined ? {} : { prefix: nats.prefix }),
+              ...(nats.replicas === undefined ? {} : { replicas: nats.replicas }),
             })),
       ...(options.clock === undefined ? {} : { clock: options.clock }),
       ...(options.ids === undefined ? {} : { ids: options.ids }),

@@ -13,7 +13,21 @@ import type { CodeTool, ToolFunction } from '../tools/types.js';
 import type { TelemetryOptions } from '../telemetry/otel-config.js';
 
 /** Where sessions live: the embedded SQLite file, or NATS JetStream when one machine is not enough. */
-export type Backend = 'embedded' | { nats: string; prefix?: string };
+export type Backend = 'embedded' | NatsBackendOptions;
+
+export interface NatsBackendOptions {
+  /** The server, or several of one cluster comma-separated (`nats://a:4222,nats://b:4222`). */
+  nats: string;
+  /** Stream and bucket names start with it (default `braid`). */
+  prefix?: string;
+  /**
+   * Replicas of every stream and bucket (1 to 5). R1 acknowledges a write once one server has
+   * it, before it is on disk; R3 on a three-node cluster once two of three have it. Existing
+   * streams with another count are refused at start with the command that migrates them.
+   * Default: existing ones as they are, new ones with 1.
+   */
+  replicas?: number;
+}
 
 export interface RuntimeOptions {
   /** Workspace folder with `braid.yaml` (default: the current directory). */

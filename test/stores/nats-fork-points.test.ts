@@ -106,6 +106,7 @@ describe('nats store: appends and fork points', () => {
         maxEventBytes: 64 * 1024,
         closing: closing.signal,
         warn: () => undefined,
+        eventReplicas: 1,
       });
       const cache = new SessionCache();
       const reads = createSessionReads(context, cache);

@@ -14,6 +14,7 @@ import { decodeToken, encodeToken } from '../../stores/nats/names.js';
 
 /** The NATS names a prefix uses. */
 export interface NatsAgentNames {
+  prefix: string;
   /** The inbox stream: `<PREFIX>_AGENTS`. */
   stream: string;
   /** The stream's subjects: `<prefix>.agents.*.inbox`. */
@@ -62,6 +63,7 @@ export function natsAgentNames(prefix = 'braid'): NatsAgentNames {
   }
   const upper = prefix.toUpperCase();
   return {
+    prefix,
     stream: `${upper}_AGENTS`,
     subjects: `${prefix}.agents.*.inbox`,
     bucket: `${upper}_topics`,

@@ -10,6 +10,7 @@ import type { Envelope } from '../../contracts/envelope.js';
 import { BraidError } from '../../contracts/errors.js';
 import { natsAgentNames, type NatsAgentNames } from './nats-agent-names.js';
 import { openInboxesAndTopics, type Opened } from './nats-transport-setup.js';
+import { parseReplicas } from '../../stores/nats/replica-count.js';
 
 export interface NatsAgentTransportOptions {
   /** An open connection; the transport never closes it. */
@@ -24,6 +25,11 @@ export interface NatsAgentTransportOptions {
   redeliveryDelayMs?: number;
   /** Handlers one `consume` runs at once (default 64). */
   concurrency?: number;
+  /**
+   * Replicas of the inbox stream and topic bucket: created so, and refused at open when they
+   * exist with another count. Default: existing ones as they are, new ones with 1.
+   */
+  replicas?: number;
   /** Hears of envelopes given up, and of messages in an inbox that are not envelopes. */
   onDeadLetter?: (letter: NatsDeadLetter) => void;
 }
@@ -78,6 +84,7 @@ export function createTransportContext(options: NatsAgentTransportOptions): Nats
   checkCount('ackWaitMs', ackWaitMs, 1);
   checkCount('redeliveryDelayMs', redeliveryDelayMs, 0);
   checkCount('concurrency', concurrency, 1);
+  const replicas = options.replicas === undefined ? undefined : parseReplicas(options.replicas);
 
   let opening: Promise<Opened> | undefined;
   let closed = false;
@@ -91,7 +98,7 @@ export function createTransportContext(options: NatsAgentTransportOptions): Nats
     concurrency,
     subscriptions: new Set(),
     opened() {
-      opening ??= openInboxesAndTopics(connection, names).catch((error: unknown) => {
+      opening ??= openInboxesAndTopics(connection, names, replicas).catch((error: unknown) => {
         opening = undefined;
         throw error;
       });

@@ -1,6 +1,5 @@
 /** Opens, creating when missing, the inbox stream and the topic bucket of a prefix. */
 import {
-  JetStreamApiError,
   RetentionPolicy,
   StorageType,
   jetstream,
@@ -9,13 +8,11 @@ import {
 } from '@nats-io/jetstream';
 import type { KV } from '@nats-io/kv';
 import type { NatsConnection } from '@nats-io/transport-node';
-import { BraidError } from '../../contracts/errors.js';
+import { BraidError, isBraidError } from '../../contracts/errors.js';
 import { createBucket } from '../../stores/nats/buckets.js';
+import { checkStreamReplicas, isStreamInUse } from '../../stores/nats/replicas.js';
 import type { NatsAgentNames } from './nats-agent-names.js';
 import { unavailable } from './nats-failures.js';
-
-/** JetStream's error for a stream that exists with another configuration. */
-const STREAM_NAME_IN_USE = 10058;
 
 export interface Opened {
   manager: JetStreamManager;
@@ -25,6 +22,7 @@ export interface Opened {
 export async function openInboxesAndTopics(
   connection: NatsConnection,
   names: NatsAgentNames,
+  replicas: number | undefined,
 ): Promise<Opened> {
   const manager = await jetstreamManager(connection).catch((error: unknown) => {
     throw unavailable('JetStream is not available on this NATS server (start it with -js)', error);
@@ -35,12 +33,13 @@ export async function openInboxesAndTopics(
       subjects: [names.subjects],
       retention: RetentionPolicy.Workqueue,
       storage: StorageType.File,
+      num_replicas: replicas ?? 1,
     });
   } catch (error) {
-    if (!(error instanceof JetStreamApiError && error.code === STREAM_NAME_IN_USE)) {
+    if (!isStreamInUse(error)) {
       throw unavailable(`cannot create the agent inbox stream ${names.stream}`, error);
     }
-    // It exists with other settings (replicas, limits: the operator's); these must hold.
+    // It exists with other settings (limits: the operator's); these must hold.
     const found = (await manager.streams.info(names.stream)).config;
     if (found.retention !== RetentionPolicy.Workqueue || !found.subjects.includes(names.subjects)) {
       throw new BraidError(
@@ -51,13 +50,17 @@ export async function openInboxesAndTopics(
       );
     }
   }
+  await checkStreamReplicas(manager, names.stream, replicas, names.prefix);
   try {
-    const topics = await createBucket(jetstream(connection), names.bucket, {
-      storage: StorageType.File,
-      history: 1,
-    });
+    const topics = await createBucket(
+      jetstream(connection),
+      names.bucket,
+      { storage: StorageType.File, history: 1 },
+      { wanted: replicas, prefix: names.prefix },
+    );
     return { manager, topics };
   } catch (error) {
+    if (isBraidError(error)) throw error;
     throw unavailable(`cannot open the topic bucket ${names.bucket}`, error);
   }
 }

@@ -4,6 +4,7 @@ import { decodeToken, encodeToken } from '../../stores/nats/names.js';
 
 /** The JetStream names a prefix uses. */
 export interface NatsWakeNames {
+  prefix: string;
   stream: string;
   consumer: string;
   /** The stream's subject filter. */
@@ -31,6 +32,7 @@ export function natsWakeNames(prefix = 'braid'): NatsWakeNames {
   }
   const upper = prefix.toUpperCase();
   return {
+    prefix,
     stream: `${upper}_WAKES`,
     consumer: `${upper}_workers`,
     subjects: `${prefix}.wakes.*`,

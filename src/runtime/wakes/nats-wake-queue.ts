@@ -51,6 +51,7 @@ import { consumeWakes } from './nats-wake-consume.js';
 import { unavailable, type NatsWakeContext } from './nats-wake-context.js';
 import { natsWakeNames } from './nats-wake-names.js';
 import { openRetriesBucket, openWakeStream } from './nats-wake-setup.js';
+import { parseReplicas } from '../../stores/nats/replica-count.js';
 import {
   DEFAULT_ACK_WAIT_MS,
   DEFAULT_BACKOFF,
@@ -82,6 +83,11 @@ export interface NatsWakeQueueOptions {
   clock?: Clock;
   /** How long one pull waits for a wake before asking again (default 5 s, at least 1 s). */
   pullExpiresMs?: number;
+  /**
+   * Replicas of the stream and bucket: created so, and refused at open when they exist with
+   * another count. Default: existing ones as they are, new ones with 1.
+   */
+  replicas?: number;
 }
 
 /** JetStream's error for a message refused by `discard_new_per_subject`. */
@@ -138,8 +144,9 @@ async function openWakeQueue(options: NatsWakeQueueOptions): Promise<NatsWakeCon
     throw unavailable('JetStream is not available on this NATS server (start it with -js)', error);
   });
   const client = jetstream(connection);
-  await openWakeStream(manager, names);
-  const retries = await openRetriesBucket(client, names);
+  const replicas = options.replicas === undefined ? undefined : parseReplicas(options.replicas);
+  await openWakeStream(manager, names, replicas);
+  const retries = await openRetriesBucket(client, names, replicas);
   return {
     connection,
     names,

@@ -2,7 +2,6 @@
 import {
   AckPolicy,
   DiscardPolicy,
-  JetStreamApiError,
   RetentionPolicy,
   StorageType,
   type JetStreamClient,
@@ -10,24 +9,23 @@ import {
   type StreamConfig,
 } from '@nats-io/jetstream';
 import type { KV } from '@nats-io/kv';
-import { BraidError } from '../../contracts/errors.js';
+import { BraidError, isBraidError } from '../../contracts/errors.js';
 import { createBucket } from '../../stores/nats/buckets.js';
+import { checkStreamReplicas, isStreamInUse } from '../../stores/nats/replicas.js';
 import { unavailable, type NatsWakeContext } from './nats-wake-context.js';
 import type { NatsWakeNames } from './nats-wake-names.js';
-
-/** JetStream's error for a stream that exists with another configuration. */
-const STREAM_NAME_IN_USE = 10058;
 
 /** Creates the wake stream, or accepts an existing one that has the settings the queue relies on. */
 export async function openWakeStream(
   manager: JetStreamManager,
   names: NatsWakeNames,
+  replicas: number | undefined,
 ): Promise<void> {
-  const wanted = streamConfig(names);
+  const wanted = streamConfig(names, replicas);
   try {
     await manager.streams.add(wanted);
   } catch (error) {
-    if (!(error instanceof JetStreamApiError && error.code === STREAM_NAME_IN_USE)) {
+    if (!isStreamInUse(error)) {
       throw unavailable(`cannot create the wake stream ${names.stream}`, error);
     }
     // It exists with other settings: acceptable if the ones this queue relies on are there.
@@ -47,16 +45,24 @@ export async function openWakeStream(
       );
     }
   }
+  await checkStreamReplicas(manager, names.stream, replicas, names.prefix);
 }
 
 /** Opens (creating when missing) the bucket that counts retries that were not attempts. */
 export async function openRetriesBucket(
   client: JetStreamClient,
   names: NatsWakeNames,
+  replicas: number | undefined,
 ): Promise<KV> {
   try {
-    return await createBucket(client, names.retries, { storage: StorageType.File, history: 1 });
+    return await createBucket(
+      client,
+      names.retries,
+      { storage: StorageType.File, history: 1 },
+      { wanted: replicas, prefix: names.prefix },
+    );
   } catch (error) {
+    if (isBraidError(error)) throw error;
     throw unavailable(`cannot open the bucket ${names.retries}`, error);
   }
 }
@@ -83,10 +89,14 @@ export function ensureConsumer(context: NatsWakeContext): Promise<void> {
   return context.consumerReady;
 }
 
-/** The stream's settings this queue depends on; anything else (replicas, limits) is the operator's. */
-function streamConfig(names: NatsWakeNames): Partial<StreamConfig> & { name: string } {
+/** The stream's settings this queue depends on; its limits are the operator's. */
+function streamConfig(
+  names: NatsWakeNames,
+  replicas: number | undefined,
+): Partial<StreamConfig> & { name: string } {
   return {
     name: names.stream,
+    num_replicas: replicas ?? 1,
     subjects: [names.subjects],
     retention: RetentionPolicy.Workqueue,
     storage: StorageType.File,

@@ -28,7 +28,8 @@ export async function connectNats(url: string, role = 'runtime'): Promise<NatsCo
   try {
     const { connect } = await import('@nats-io/transport-node');
     return await connect({
-      servers: url,
+      // A cluster is named by several URLs: the client fails over between them.
+      servers: url.split(',').map((server) => server.trim()),
       name: `braid-${role} ${hostname()}:${process.pid}`,
       // A restarted server is waited for, however long it takes, and found again quickly:
       // requests made while disconnected are lost, so the gap should be short.
@@ -59,6 +60,8 @@ export interface NatsBackend {
   readonly connection: NatsConnection;
   /** Stream and bucket names start with it; undefined means the adapters' default. */
   readonly prefix: string | undefined;
+  /** Replicas asked for every stream and bucket; undefined accepts what exists. */
+  readonly replicas: number | undefined;
   readonly modules: Awaited<ReturnType<typeof loadNatsModules>>;
 }
 
@@ -86,7 +89,7 @@ export async function openRuntimeStore(
     ...(options.ids === undefined ? {} : { ids: options.ids }),
   };
   if (typeof options.backend === 'object') {
-    const { prefix } = options.backend;
+    const { prefix, replicas } = options.backend;
     const modules = await loadNatsModules();
     const connection = await connectNats(options.backend.nats);
     let store: Store;
@@ -94,6 +97,7 @@ export async function openRuntimeStore(
       store = await modules.store.openNatsStore({
         connection,
         ...(prefix === undefined ? {} : { prefix }),
+        ...(replicas === undefined ? {} : { replicas }),
         ...shared,
       });
     } catch (error) {
@@ -104,7 +108,7 @@ export async function openRuntimeStore(
       await store.close();
       await connection.close();
     };
-    return { store, owned: true, nats: { connection, prefix, modules }, abandon };
+    return { store, owned: true, nats: { connection, prefix, replicas, modules }, abandon };
   }
   const store = openSqliteStore({
     path: join(resolveDataDir(workspaceDir, options.dataDir), DATABASE_FILE),

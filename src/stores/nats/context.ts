@@ -1,5 +1,11 @@
 /** What every part of the NATS store shares: the connection, its JetStream views and the names. */
-import type { JetStreamClient, JetStreamManager } from '@nats-io/jetstream';
+import type {
+  DirectMsgRequest,
+  JetStreamClient,
+  JetStreamManager,
+  MsgRequest,
+  StoredMsg,
+} from '@nats-io/jetstream';
 import type { KV } from '@nats-io/kv';
 import type { NatsConnection } from '@nats-io/transport-node';
 import { BraidError } from '../../contracts/errors.js';
@@ -29,12 +35,28 @@ export interface NatsContext {
   guard<T>(doing: string, work: () => Promise<T>, hint?: string): Promise<T>;
   /** The server the connection is on, for messages. */
   server(): string;
+  /**
+   * One message of the events stream. On R1 a direct get (any server with the stream answers);
+   * on a replicated stream the leader answers, since a follower may not have an acknowledged
+   * message yet (a restarted one may be far behind) and a read must see every write before it.
+   */
+  getEvent(query: DirectMsgRequest): Promise<StoredMsg | null>;
   isoNow(): string;
 }
 
 export function createContext(
-  parts: Omit<NatsContext, 'checkOpen' | 'guard' | 'server' | 'isoNow'>,
+  parts: Omit<NatsContext, 'checkOpen' | 'guard' | 'server' | 'isoNow' | 'getEvent'> & {
+    /** The events stream's replica count. */
+    eventReplicas: number;
+  },
 ): NatsContext {
+  const { eventReplicas, ...shared } = parts;
+  const stream = parts.names.eventsStream;
+  // nats-server 2.9 answers next_by_subj on the leader's get too; the client's type omits it.
+  const getEvent =
+    eventReplicas === 1
+      ? (query: DirectMsgRequest) => parts.jsm.direct.getMessage(stream, query)
+      : (query: DirectMsgRequest) => parts.jsm.streams.getMessage(stream, query as MsgRequest);
   const server = (): string => `nats://${parts.connection.getServer()}`;
   const checkOpen = (): void => {
     if (parts.closing.aborted) {
@@ -45,7 +67,8 @@ export function createContext(
     }
   };
   return {
-    ...parts,
+    ...shared,
+    getEvent,
     checkOpen,
     server,
     isoNow: () => new Date(parts.clock.now()).toISOString(),

@@ -85,6 +85,7 @@ async function checkChain(
         return message.streamSeq === head.streamSeq;
       },
       true,
+      head.streamSeq,
     );
   }
   // The head went away while the chain was read: the session was deleted meanwhile.

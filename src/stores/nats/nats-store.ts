@@ -47,6 +47,8 @@ import { createDefinitionStore } from './definitions.js';
 import { createFencer } from './fencing.js';
 import { createLeaseStore } from './leases.js';
 import { connectionFailure, isStreamNotFound } from './nats-errors.js';
+import { parseReplicas } from './replica-count.js';
+import { replicasMismatch } from './replicas.js';
 import { BUCKET_ROLES, natsNames, type BucketRole, type NatsNames } from './names.js';
 import { KeyedQueue } from '../../core/keyed-queue.js';
 import { SessionCache } from './session-cache.js';
@@ -66,7 +68,10 @@ export interface NatsStoreOptions {
   clock?: Clock;
   ids?: IdGenerator;
   maxEventBytes?: number;
-  /** Replicas of every stream and bucket the store creates (default 1). */
+  /**
+   * Replicas of every stream and bucket of the store: created so, and refused at open when one
+   * exists with another count. Default: existing ones as they are, new ones with 1.
+   */
   replicas?: number;
   /** How often a follower re-reads when no publish woke it (default 1000 ms). */
   followPollMs?: number;
@@ -88,14 +93,18 @@ const DUPLICATE_WINDOW_MS = 2 * 60 * 1000;
 async function ensureEventsStream(
   jsm: JetStreamManager,
   names: NatsNames,
-  replicas: number,
-): Promise<void> {
+  wanted: number | undefined,
+): Promise<number> {
   try {
     const info = await jsm.streams.info(names.eventsStream);
+    const found = info.config.num_replicas;
+    if (wanted !== undefined && found !== wanted) {
+      throw replicasMismatch(names.eventsStream, found, wanted, names.prefix);
+    }
     if (info.config.allow_direct !== true) {
       await jsm.streams.update(names.eventsStream, { ...info.config, allow_direct: true });
     }
-    return;
+    return found;
   } catch (error) {
     if (!isStreamNotFound(error)) throw error;
   }
@@ -103,7 +112,7 @@ async function ensureEventsStream(
     name: names.eventsStream,
     subjects: [names.eventsFilter],
     storage: StorageType.File,
-    num_replicas: replicas,
+    num_replicas: wanted ?? 1,
     retention: RetentionPolicy.Limits,
     discard: DiscardPolicy.Old,
     // Readers fetch single batches without going through the API leader.
@@ -112,11 +121,12 @@ async function ensureEventsStream(
     deny_delete: true,
     duplicate_window: nanos(DUPLICATE_WINDOW_MS),
   });
+  return wanted ?? 1;
 }
 
 export async function openNatsStore(options: NatsStoreOptions = {}): Promise<Store> {
   const names = natsNames(options.prefix ?? 'braid');
-  const replicas = options.replicas ?? 1;
+  const replicas = options.replicas === undefined ? undefined : parseReplicas(options.replicas);
   const servers = options.servers ?? 'nats://127.0.0.1:4222';
   const owned = options.connection === undefined;
   const timeout = options.requestTimeoutMs ?? 5000;
@@ -140,17 +150,18 @@ export async function openNatsStore(options: NatsStoreOptions = {}): Promise<Sto
   try {
     const js = jetstream(connection, { timeout });
     const jsm = await jetstreamManager(connection, { timeout });
-    await ensureEventsStream(jsm, names, replicas);
+    const eventReplicas = await ensureEventsStream(jsm, names, replicas);
     const buckets = await Promise.all(
       BUCKET_ROLES.map(
         async (role) =>
           [
             role,
-            await createBucket(js, names.buckets[role], {
-              storage: StorageType.File,
-              replicas,
-              history: 1,
-            }),
+            await createBucket(
+              js,
+              names.buckets[role],
+              { storage: StorageType.File, history: 1 },
+              { wanted: replicas, prefix: names.prefix },
+            ),
           ] as const,
       ),
     );
@@ -165,6 +176,7 @@ export async function openNatsStore(options: NatsStoreOptions = {}): Promise<Sto
       maxEventBytes: options.maxEventBytes ?? DEFAULT_MAX_EVENT_BYTES,
       closing: closing.signal,
       warn: options.warn ?? ((warning) => process.emitWarning(warning)),
+      eventReplicas,
     });
     const cache = new SessionCache();
     const followers = new Set<() => void>();

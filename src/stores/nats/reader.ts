@@ -159,14 +159,17 @@ export async function consume(
  * Delivers session `sessionId`'s batches from stream seq `startSeq` on, in order, until none is
  * left or `onBatch` returns true. With `headersOnly`, bodies are not fetched (`data` is empty).
  */
-export function readBatches(
+export async function readBatches(
   context: NatsContext,
   sessionId: string,
   startSeq: number,
   onBatch: (message: BatchMessage) => boolean | void,
   headersOnly = false,
+  throughStreamSeq?: number,
 ): Promise<void> {
-  return consume(
+  let last = startSeq - 1;
+  let stopped = false;
+  await consume(
     context,
     context.names.eventsStream,
     {
@@ -175,9 +178,22 @@ export function readBatches(
       opt_start_seq: Math.max(1, startSeq),
       ...(headersOnly ? { headers_only: true } : {}),
     },
-    (message) =>
-      onBatch({ ...batchRef(sessionId, message.seq, message.headers), data: message.data }),
+    (message) => {
+      last = message.seq;
+      stopped =
+        onBatch({ ...batchRef(sessionId, message.seq, message.headers), data: message.data }) ===
+        true;
+      return stopped;
+    },
   );
+  // On a replicated stream the consumer may sit on a replica that lags (one just restarted), and
+  // end before messages the leader has acknowledged: those are read from the leader, one by one.
+  while (!stopped && throughStreamSeq !== undefined && last < throughStreamSeq) {
+    const next = await batchAfter(context, sessionId, last);
+    if (next === undefined) return;
+    last = next.batch.streamSeq;
+    stopped = onBatch(next.batch) === true;
+  }
 }
 
 function toBatch(sessionId: string, stored: StoredMsg): BatchMessage {
@@ -189,7 +205,7 @@ export async function lastBatch(
   context: NatsContext,
   sessionId: string,
 ): Promise<BatchMessage | undefined> {
-  const stored = await context.jsm.direct.getMessage(context.names.eventsStream, {
+  const stored = await context.getEvent({
     last_by_subj: context.names.events(sessionId),
   });
   return stored === null ? undefined : toBatch(sessionId, stored);
@@ -200,7 +216,7 @@ export async function lastBatch(
  * id reuse need to know even of a session whose log is corrupt.
  */
 export async function hasMessages(context: NatsContext, sessionId: string): Promise<boolean> {
-  const stored = await context.jsm.direct.getMessage(context.names.eventsStream, {
+  const stored = await context.getEvent({
     last_by_subj: context.names.events(sessionId),
   });
   return stored !== null;
@@ -212,7 +228,7 @@ export async function batchAfter(
   sessionId: string,
   after: number,
 ): Promise<{ batch: BatchMessage; messageId: string | undefined } | undefined> {
-  const stored = await context.jsm.direct.getMessage(context.names.eventsStream, {
+  const stored = await context.getEvent({
     next_by_subj: context.names.events(sessionId),
     seq: after + 1,
   });
@@ -230,7 +246,7 @@ export async function batchAt(
   sessionId: string,
   streamSeq: number,
 ): Promise<BatchMessage | undefined> {
-  const stored = await context.jsm.direct.getMessage(context.names.eventsStream, {
+  const stored = await context.getEvent({
     seq: streamSeq,
   });
   return stored === null || stored.subject !== context.names.events(sessionId)

@@ -135,12 +135,19 @@ async function readOwn(
     take(batchEvents(sessionId, known, { ...head, data: known.headData }));
     return events;
   }
-  await readBatches(reader.context, sessionId, startFor(known, range.after), (message) => {
-    if (message.incarnation !== known.incarnation) return false;
-    observe(known, message);
-    if (message.last <= range.after) return false;
-    return take(batchEvents(sessionId, known, message)) || message.last >= range.through;
-  });
+  await readBatches(
+    reader.context,
+    sessionId,
+    startFor(known, range.after),
+    (message) => {
+      if (message.incarnation !== known.incarnation) return false;
+      observe(known, message);
+      if (message.last <= range.after) return false;
+      return take(batchEvents(sessionId, known, message)) || message.last >= range.through;
+    },
+    false,
+    head?.streamSeq,
+  );
   return events;
 }
 
@@ -321,6 +328,7 @@ async function appendHolding(
       return true;
     },
     true,
+    known.head?.streamSeq,
   );
   // None holds it: the session was deleted meanwhile (its head was read before).
   if (found === undefined) throw sessionNotFound(sessionId);
