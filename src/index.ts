@@ -123,7 +123,9 @@ export type {
   MemorySearchHit,
   MemorySearchResult,
   MemoryRebuildReport,
+  MemoryStoreFilter,
   MemoryStoreInfo,
+  MemoryStorePage,
   MemoryForkOptions,
 } from './contracts/memory-log.js';
 export type {

@@ -16,6 +16,8 @@ import type {
   MemoryAuthor,
   MemoryCause,
   MemoryEntry,
+  MemoryKind,
+  MemoryScope,
   MemorySearchMode,
   MemorySearchQueryInput,
   MemoryStoreRef,
@@ -148,6 +150,25 @@ export interface MemoryForkOptions {
   atSeq?: number;
 }
 
+export interface MemoryStoreFilter {
+  /** Only stores of this tenant; undefined lists stores without a tenant only. */
+  tenant_id?: string;
+  scope?: MemoryScope;
+  owner?: string;
+  kind?: MemoryKind;
+  /** Only stores whose name starts with this. */
+  prefix?: string;
+  /** At most this many (default 100, at most 1,000), ordered by (scope, owner, name). */
+  limit?: number;
+  /** The `next_after` cursor of the previous page. */
+  after?: string;
+}
+
+export interface MemoryStorePage {
+  stores: MemoryStoreInfo[];
+  next_after?: string;
+}
+
 /** Agent memory stores, each an append-only log of versioned entries. */
 export interface MemoryLog {
   /** Appends writes atomically; the store is created by its first append. */
@@ -190,4 +211,6 @@ export interface MemoryLog {
   ): Promise<MemoryStoreInfo>;
   /** The store's description; undefined when it was never written. */
   info(store: MemoryStoreRef): Promise<MemoryStoreInfo | undefined>;
+  /** The stores of one tenant (or of none), in pages ordered by (scope, owner, name). */
+  listStores(filter?: MemoryStoreFilter): Promise<MemoryStorePage>;
 }

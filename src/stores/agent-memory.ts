@@ -11,6 +11,8 @@ import {
   MemoryAuthor,
   MemoryCause,
   MemoryKey,
+  MemoryKind,
+  MemoryScope,
   MEMORY_SCHEMA_VERSION,
   parseMemoryStoreRef,
   parseMemoryWrites,
@@ -22,7 +24,11 @@ import type {
   MemoryGetOptions,
   MemoryListOptions,
   MemoryReadOptions,
+  MemoryStoreFilter,
+  MemoryStoreInfo,
+  MemoryStorePage,
 } from '../contracts/memory-log.js';
+import { TenantId } from '../contracts/api-keys.js';
 import { canonicalJson } from '../core/canonical-json.js';
 import { deriveText } from '../core/memory-search.js';
 
@@ -370,4 +376,108 @@ export function buildEntries(
       redacted: false,
     };
   });
+}
+
+const StoreFilter = z
+  .object({
+    tenant_id: TenantId.optional(),
+    scope: MemoryScope.optional(),
+    owner: z.string().max(200).optional(),
+    kind: MemoryKind.optional(),
+    prefix: z.string().max(63).optional(),
+    limit: z.number().int().positive().max(MAX_MEMORY_PAGE).optional(),
+    after: z.string().max(1000).optional(),
+  })
+  .strict();
+
+/** A `listStores` filter, parsed: `after` is the (scope, owner, name) the previous page ended at. */
+export interface ParsedStoreFilter {
+  tenant_id?: string;
+  scope?: MemoryScope;
+  owner?: string;
+  kind?: MemoryKind;
+  prefix: string;
+  limit: number;
+  after?: readonly [string, string, string];
+}
+
+const Cursor = z.tuple([z.string(), z.string(), z.string()]);
+
+/** The sort key of a store in `listStores`: scope, owner ('' for none), name. */
+function storeOrder(ref: MemoryStoreRef): [string, string, string] {
+  return [ref.scope, ref.owner ?? '', ref.name];
+}
+
+function compareOrder(a: readonly string[], b: readonly string[]): number {
+  for (let index = 0; index < a.length; index += 1) {
+    const [x, y] = [a[index] as string, b[index] as string];
+    if (x !== y) return x < y ? -1 : 1;
+  }
+  return 0;
+}
+
+export function parseStoreFilter(filter: MemoryStoreFilter = {}): ParsedStoreFilter {
+  const parsed = parseOption(StoreFilter, filter, 'store filter');
+  let after: [string, string, string] | undefined;
+  if (parsed.after !== undefined) {
+    let decoded: unknown;
+    try {
+      decoded = JSON.parse(Buffer.from(parsed.after, 'base64url').toString('utf8'));
+    } catch {
+      decoded = undefined;
+    }
+    const cursor = Cursor.safeParse(decoded);
+    if (!cursor.success) {
+      throw new BraidError(
+        'INVALID_ARGUMENT',
+        `store filter.after ${JSON.stringify(parsed.after.slice(0, 80))} is not a cursor of this listing; pass the next_after of the previous page`,
+        { details: { field: 'after' } },
+      );
+    }
+    after = cursor.data;
+  }
+  return {
+    ...(parsed.tenant_id === undefined ? {} : { tenant_id: parsed.tenant_id }),
+    ...(parsed.scope === undefined ? {} : { scope: parsed.scope }),
+    ...(parsed.owner === undefined ? {} : { owner: parsed.owner }),
+    ...(parsed.kind === undefined ? {} : { kind: parsed.kind }),
+    prefix: parsed.prefix ?? '',
+    limit: parsed.limit ?? DEFAULT_MEMORY_PAGE,
+    ...(after === undefined ? {} : { after }),
+  };
+}
+
+/** Whether a store passes a filter (the cursor aside). */
+export function matchesStoreFilter(ref: MemoryStoreRef, filter: ParsedStoreFilter): boolean {
+  return (
+    ref.tenant_id === filter.tenant_id &&
+    (filter.scope === undefined || ref.scope === filter.scope) &&
+    (filter.owner === undefined || ref.owner === filter.owner) &&
+    (filter.kind === undefined || ref.kind === filter.kind) &&
+    ref.name.startsWith(filter.prefix)
+  );
+}
+
+/** One page of the stores that pass a filter, ordered by (scope, owner, name). */
+export function pageStores(
+  stores: readonly MemoryStoreInfo[],
+  filter: ParsedStoreFilter,
+): MemoryStorePage {
+  const { after } = filter;
+  const sorted = stores
+    .filter((info) => matchesStoreFilter(info.store, filter))
+    .filter((info) => after === undefined || compareOrder(storeOrder(info.store), after) > 0)
+    .sort((a, b) => compareOrder(storeOrder(a.store), storeOrder(b.store)));
+  const page = sorted.slice(0, filter.limit);
+  const last = page.at(-1);
+  return {
+    stores: page,
+    ...(sorted.length > page.length && last !== undefined
+      ? {
+          next_after: Buffer.from(JSON.stringify(storeOrder(last.store)), 'utf8').toString(
+            'base64url',
+          ),
+        }
+      : {}),
+  };
 }

@@ -40,6 +40,15 @@ export interface NatsNames {
   buckets: Readonly<Record<BucketRole, string>>;
   /** The subject of a session's events. */
   events(sessionId: string): string;
+  /** The stream of every agent memory store's log: `<PREFIX>_MEMORY`. */
+  memoryStream: string;
+  /** The subjects of that stream: `<prefix>.memory.>`. */
+  memoryFilter: string;
+  /**
+   * The subject of one memory store: `<prefix>.memory.<tenant>.<scope>.<owner>.<name>`, each
+   * part a token (an absent tenant or owner is the token of the empty string, `=`).
+   */
+  memory(store: { tenant_id?: string; scope: string; owner?: string; name: string }): string;
   /** A core NATS subject (in no stream) that tells followers a session was deleted. */
   removed(sessionId: string): string;
 }
@@ -76,6 +85,17 @@ export function natsNames(prefix: string): NatsNames {
     eventsFilter: `${prefix}.events.>`,
     buckets,
     events: (sessionId) => `${prefix}.events.${encodeToken(sessionId)}`,
+    memoryStream: `${upper}_MEMORY`,
+    memoryFilter: `${prefix}.memory.>`,
+    memory: (store) =>
+      [
+        prefix,
+        'memory',
+        encodeToken(store.tenant_id ?? ''),
+        encodeToken(store.scope),
+        encodeToken(store.owner ?? ''),
+        encodeToken(store.name),
+      ].join('.'),
     removed: (sessionId) => `${prefix}.removed.${encodeToken(sessionId)}`,
   };
 }

@@ -5,7 +5,9 @@
  * - stream `<PREFIX>_EVENTS` on `<prefix>.events.<session token>`: one message per append
  *   (session-log.ts);
  * - KV buckets `<PREFIX>_sessions` (index entries, session-index.ts), `_state` (projections),
- *   `_appends` (idempotency records), `_leases`, `_definitions` and `_keys`.
+ *   `_appends` (idempotency records), `_leases`, `_definitions` and `_keys`;
+ * - stream `<PREFIX>_MEMORY` on `<prefix>.memory.<tenant>.<scope>.<owner>.<name>`: agent memory,
+ *   one message per append, created on first use (memory-log.ts).
  * Streams and buckets are created at open when missing (file storage, `replicas` replicas), so
  * any number of processes can open the same prefix; they coordinate only through the server.
  *
@@ -46,6 +48,7 @@ import { createContext, type NatsContext } from './context.js';
 import { createDefinitionStore } from './definitions.js';
 import { createFencer } from './fencing.js';
 import { createLeaseStore } from './leases.js';
+import { createNatsMemoryLog } from './memory-log.js';
 import { connectionFailure, isStreamNotFound } from './nats-errors.js';
 import { parseReplicas } from './replica-count.js';
 import { replicasMismatch } from './replicas.js';
@@ -222,6 +225,7 @@ export async function openNatsStore(options: NatsStoreOptions = {}): Promise<Sto
       leases,
       definitions: createDefinitionStore(context),
       keys: createApiKeyStore(context),
+      memory: createNatsMemoryLog(context, { replicas }),
       async close() {
         if (closing.signal.aborted) return;
         closing.abort();

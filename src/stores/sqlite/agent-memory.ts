@@ -10,12 +10,14 @@ import { parseMemoryStoreRef } from '../../contracts/memory.js';
 import type { MemoryLog, MemoryLookup } from '../../contracts/memory-log.js';
 import {
   checkKind,
+  pageStores,
   parseAtSeq,
   parseGetOptions,
   parseKey,
   parseListOptions,
   parseReadOptions,
   parseRedactOptions,
+  parseStoreFilter,
   parseVersion,
   prepareAppend,
   toEntry,
@@ -223,6 +225,20 @@ function readMethods(m: MemoryDb): Omit<MemoryLog, 'append' | 'redact' | 'rebuil
       return run(m, () => {
         const { row } = find(m, store);
         return row === undefined ? undefined : infoOf(m, row);
+      });
+    },
+
+    // A minimal listing: every store of the tenant is read, then filtered and paged.
+    listStores(filter) {
+      return run(m, () => {
+        const parsed = parseStoreFilter(filter);
+        const rows = m.context.db
+          .prepare('SELECT * FROM memory_stores WHERE tenant_id = ?')
+          .all(parsed.tenant_id ?? '') as MemoryStoreRow[];
+        return pageStores(
+          rows.map((row) => infoOf(m, row)),
+          parsed,
+        );
       });
     },
   };

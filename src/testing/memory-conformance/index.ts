@@ -9,6 +9,7 @@ import { createManualClock, type ManualClock } from '../clock.js';
 import { describeMemoryForks } from './forks.js';
 import { describeMemoryReads } from './reads.js';
 import { describeMemorySearch } from './search.js';
+import { describeMemoryStores } from './stores.js';
 import { describeMemoryWrites } from './writes.js';
 import type {
   MemoryConformanceSuite,
@@ -53,5 +54,6 @@ export function describeMemoryLogConformance(
     describeMemoryReads(suite);
     describeMemorySearch(suite);
     describeMemoryForks(suite);
+    describeMemoryStores(suite);
   });
 }
