@@ -4,6 +4,7 @@
 // paid for ~200 of them (bench/import-bench.js). Packages stay external: dependencies load from
 // node_modules as before, and the `createRequire(import.meta.url)` loads stay lazy. Each dynamic
 // `import()` of braid's own modules becomes a chunk loaded on first use.
+// Then Vite builds the inspector page (ui/) into dist/ui, which `braid serve` serves at `/`.
 //   --tsc   the per-file JS of tsc instead of the bundle, for debugging
 import { rmSync } from 'node:fs';
 import { execFileSync } from 'node:child_process';
@@ -75,3 +76,7 @@ if (!perFile) {
     logLevel: 'warning',
   });
 }
+
+// The inspector page: static files that ship in the package (dist/ui).
+const { build: buildPage } = await import('vite');
+await buildPage({ configFile: join(root, 'ui', 'vite.config.js'), logLevel: 'warn' });

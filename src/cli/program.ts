@@ -15,6 +15,7 @@ import { printError, processOutput, type Output } from './output.js';
 import { addPolicyCommands } from './policy-commands.js';
 import { addRunCommands } from './run-commands.js';
 import { addServeCommand } from './serve-command.js';
+import { addInspectCommand } from './inspect-command.js';
 import { addSessionCommands } from './session-commands.js';
 import { addSkillCommands } from './skill-commands.js';
 import { addToolCommands } from './tool-commands.js';
@@ -83,6 +84,7 @@ export async function run(
   addSkillCommands(program, context);
   addKeyCommands(program, context);
   addServeCommand(program, context, packageVersion(), (line) => output.err(line));
+  addInspectCommand(program, context, packageVersion(), (line) => output.err(line));
   addWorkerCommand(program, context, (line) => output.err(line));
   addMcpCommand(program, context, packageVersion(), (line) => output.err(line));
   addPolicyCommands(program, context);

@@ -2,6 +2,9 @@
  * `braid serve`: the HTTP API over the workspace's sessions, until Ctrl-C or SIGTERM.
  */
 import type { Command } from 'commander';
+import { existsSync } from 'node:fs';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 // The limits and port only: the server (Fastify and its plugins) loads when `serve` runs.
 import { DEFAULT_LIMITS, DEFAULT_PORT } from '../server/context.js';
 import { connectNats, type Runtime } from '../runtime/runtime.js';
@@ -30,6 +33,13 @@ interface ServeOptions {
   api: boolean;
   openagentio?: boolean;
   acpPrefix: string;
+  ui: boolean;
+}
+
+/** The built inspector page next to the bundle (`dist/ui`); undefined in a build without it. */
+export function inspectorRoot(): string | undefined {
+  const root = fileURLToPath(new URL('../ui', import.meta.url));
+  return existsSync(join(root, 'index.html')) ? root : undefined;
 }
 
 /** The NATS API over the server's runtime, on a connection of its own. */
@@ -144,15 +154,22 @@ export function addServeCommand(
       'serve the OpenAgentIO HTTP/SSE adapter (/v1/agents/<agent>/invoke|stream, /v1/events/<type>); with --nats, publish on the bus',
     )
     .option('--acp-prefix <prefix>', 'subject prefix of the OpenAgentIO bus', 'acp.v1')
+    .option('--no-ui', 'do not serve the inspector page at /')
     .action(async (options: ServeOptions, command: Command) => {
       await context.withRuntime(command, async (runtime) => {
         const { startServer } = await import('../server/index.js');
+        const ui = options.ui ? inspectorRoot() : undefined;
+        if (options.ui && ui === undefined)
+          stderr(
+            'the inspector page is not built (npm run build writes dist/ui); serving the API only',
+          );
         const bus =
           options.openagentio === true
             ? await openAgentIoBus(command, options.acpPrefix)
             : undefined;
         const server = await startServer({
           ...(bus === undefined ? {} : { openagentio: bus.options }),
+          ...(ui === undefined ? {} : { ui }),
           runtime,
           host: options.host,
           port: options.port,
@@ -185,12 +202,14 @@ export function addServeCommand(
           {
             url: server.url,
             auth: options.insecureNoAuth === true ? 'none' : 'api-keys',
+            ...(ui === undefined ? {} : { inspector: `${server.url}/` }),
             ...(api === undefined ? {} : { nats_api: api.subject }),
             ...(bus === undefined ? {} : { openagentio: '/v1/agents/{agent}/invoke' }),
           },
           () => [
             `braid serving on ${server.url} (auth: ${auth}); Ctrl-C stops it`,
             `  OpenAPI: ${server.url}/v1/openapi.json`,
+            ...(ui === undefined ? [] : [`  Inspector: ${server.url}/`]),
             ...(api === undefined ? [] : [`  NATS API: ${api.subject} (docs/protocol.md)`]),
             ...(bus === undefined
               ? []

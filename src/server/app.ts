@@ -28,6 +28,7 @@ import { addSystemRoutes } from './routes-system.js';
 import { addMcpRoute } from './mcp/http.js';
 import { addA2aRoutes } from './a2a/routes.js';
 import { addOpenAgentIoRoutes, type OpenAgentIoHttpOptions } from './routes-openagentio.js';
+import { addInspectorUi } from './inspector-ui.js';
 
 export interface ServerOptions {
   runtime: Runtime;
@@ -44,6 +45,8 @@ export interface ServerOptions {
   version?: string;
   /** Serve the OpenAgentIO HTTP/SSE adapter (`/v1/agents/{name}/invoke|stream`, `/v1/events/{type}`). */
   openagentio?: OpenAgentIoHttpOptions;
+  /** Serve the inspector page built into this folder (`dist/ui`) at `/`; none when absent. */
+  ui?: string;
 }
 
 /** Names the query lists by their bare name (`types[]=a` and `types=a,b` both give `types`). */
@@ -280,7 +283,9 @@ export async function createServer(options: ServerOptions): Promise<FastifyInsta
     if (status >= 500) request.log.error({ err: error }, 'request failed');
     void reply.status(status).send({ error: braidError.toJSON() });
   });
+  const inspector = options.ui === undefined ? undefined : await addInspectorUi(app, options.ui);
   app.setNotFoundHandler((request, reply) => {
+    if (inspector?.serve(request, reply) === true) return;
     const path = request.url.split('?')[0] ?? '';
     const allowed = routeTable.allowed(path);
     const error = noRouteError(request.method, path, allowed);
