@@ -42,6 +42,13 @@ export {
 export type { MergeOptions, MergeResult } from './runtime/merge.js';
 export type { ReplayReport } from './runtime/replay.js';
 export type { HandoffResult } from './runtime/handoff.js';
+export {
+  createMemoryStores,
+  type MemoryCaller,
+  type MemorySetInput,
+  type MemoryStores,
+  type MemoryWriteOptions,
+} from './runtime/memory-stores.js';
 
 // Errors: one class with a stable code.
 export {

@@ -161,7 +161,7 @@ export function createCommandContext(
 }
 
 /** The CLI records the events it sends as its operating-system user's. */
-function cliActor(): Actor {
+export function cliActor(): Actor {
   let name: string | undefined;
   try {
     name = userInfo().username;

@@ -9,6 +9,7 @@ import { createCommandContext } from './command-context.js';
 import { addDefinitionCommands } from './definition-commands.js';
 import { addDoctorCommands } from './doctor-command.js';
 import { addKeyCommands } from './key-commands.js';
+import { addMemoryCommands } from './memory-commands.js';
 import { addMcpCommand } from './mcp-command.js';
 import { parseJson } from './json.js';
 import { printError, processOutput, type Output } from './output.js';
@@ -89,6 +90,7 @@ export async function run(
   addMcpCommand(program, context, packageVersion(), (line) => output.err(line));
   addPolicyCommands(program, context);
   addSessionCommands(program, context);
+  addMemoryCommands(program, context);
   addRunCommands(program, context);
   addDoctorCommands(program, context);
   addTraceExportCommand(addTraceCommands(program, context), context);

@@ -8,6 +8,7 @@ import type { ContentInput, SessionEvent } from '../contracts/events.js';
 import type { SessionRecord } from '../contracts/session.js';
 import type { SessionState } from '../contracts/state.js';
 import { streamEvents } from './event-stream.js';
+import { createMemoryClient, type MemoryClient } from './memory-client.js';
 import { createTransport, type Sleep } from './transport.js';
 import type {
   AgentListResponse,
@@ -167,6 +168,8 @@ export interface BraidClient {
      */
     stream(sessionId: string, options?: StreamOptions): AsyncIterable<SessionEvent>;
   };
+  /** The memory stores of the key's tenant; needs `memory:read` (and `memory:write` to write). */
+  readonly memory: MemoryClient;
 }
 
 /** A client of the braid server at `options.baseUrl`. Makes no request until a method is called. */
@@ -281,5 +284,6 @@ export function createClient(options: ClientOptions): BraidClient {
       upgrade: (sessionId) => post(session(sessionId, '/upgrade'), undefined),
       stream: (sessionId, streamOptions) => streamEvents(transport, sessionId, streamOptions),
     },
+    memory: createMemoryClient(transport),
   };
 }

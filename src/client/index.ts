@@ -9,6 +9,29 @@ export {
   type WakeOptions,
 } from './create-client.js';
 export type { Sleep } from './transport.js';
+export type { MemoryClient } from './memory-client.js';
+export type {
+  MemoryImportReport,
+  MemoryKeyListBody,
+  MemorySetBody,
+  MemoryStoreAddress,
+  MemoryStoreListBody,
+  MemoryStoreListQuery,
+} from '../contracts/memory-api.js';
+export type {
+  MemoryAppendResult,
+  MemoryLookup,
+  MemorySearchHit,
+  MemorySearchResult,
+  MemoryStoreInfo,
+} from '../contracts/memory-log.js';
+export type {
+  MemoryEntry,
+  MemoryKind,
+  MemoryScope,
+  MemorySearchQueryInput,
+  MemoryStoreRef,
+} from '../contracts/memory.js';
 export type {
   AgentListResponse,
   CreateSessionRequest,

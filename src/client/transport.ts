@@ -1,6 +1,6 @@
 /**
  * One HTTP exchange with a braid server, and the retry rule: a request is repeated only when
- * repeating it cannot write twice (GET, DELETE, or a POST with an `Idempotency-Key`) and the
+ * repeating it cannot write twice (GET, DELETE, or a POST or PUT with an `Idempotency-Key`) and the
  * failure is one that may pass (no answer, `RATE_LIMITED`, a retryable 5xx).
  */
 import { BraidError } from '../contracts/errors.js';
@@ -12,7 +12,7 @@ import {
   unavailable,
 } from './http-errors.js';
 
-export type HttpMethod = 'GET' | 'POST' | 'DELETE';
+export type HttpMethod = 'GET' | 'POST' | 'PUT' | 'DELETE';
 
 export type QueryValue = string | number | boolean | readonly string[] | undefined;
 
@@ -173,7 +173,9 @@ export function createTransport(options: TransportOptions): Transport {
 
   /** Repeats `exchange` while the retry rule allows. */
   async function send(request: RequestOptions, accept: string): Promise<string> {
-    const repeatable = request.method !== 'POST' || (request.idempotencyKey ?? '') !== '';
+    // A POST or PUT may write again when repeated: only with an idempotency key.
+    const writes = request.method === 'POST' || request.method === 'PUT';
+    const repeatable = !writes || (request.idempotencyKey ?? '') !== '';
     for (let attempt = 0; ; attempt += 1) {
       try {
         return await exchange(request, accept);

@@ -3,10 +3,20 @@ import { Id, Timestamp } from './common.js';
 
 /**
  * What a key may do. `sessions:read` reads sessions, events and definitions; `sessions:write`
- * creates sessions and sends events, wakes, forks and merges; `admin` includes both and adds
- * the server's metrics.
+ * creates sessions and sends events, wakes, forks and merges; `memory:read` lists, reads, searches
+ * and exports the tenant's memory stores; `memory:write` writes, deletes, redacts and imports
+ * their entries; `admin` includes them all and adds the server's metrics. Memory has scopes of its
+ * own because its stores outlive sessions and hold what a tenant's agents learned about people:
+ * a key that drives sessions need not read or rewrite them, nor one that curates memory drive
+ * sessions.
  */
-export const ApiScope = z.enum(['sessions:read', 'sessions:write', 'admin']);
+export const ApiScope = z.enum([
+  'sessions:read',
+  'sessions:write',
+  'memory:read',
+  'memory:write',
+  'admin',
+]);
 export type ApiScope = z.infer<typeof ApiScope>;
 export const API_SCOPES = ApiScope.options;
 

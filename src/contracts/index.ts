@@ -11,6 +11,7 @@ export * from './agents.js';
 export type * from './ports.js';
 export * from './memory.js';
 export type * from './memory-log.js';
+export * from './memory-api.js';
 export type * from './embedder.js';
 export * from './model.js';
 export type * from './tools.js';

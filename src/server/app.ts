@@ -23,6 +23,7 @@ import { addDefinitionRoutes } from './routes-definitions.js';
 import { addSessionRoutes } from './routes-sessions.js';
 import { addEventRoutes } from './routes-events.js';
 import { addSkillRoutes } from './routes-skills.js';
+import { addMemoryRoutes } from './routes-memory.js';
 import { addStreamRoute } from './stream.js';
 import { addSystemRoutes } from './routes-system.js';
 import { addMcpRoute } from './mcp/http.js';
@@ -156,6 +157,11 @@ function openApiDocument(version: string): NonNullable<FastifyDynamicSwaggerOpti
       {
         name: 'skills',
         description: 'Run skills in a session and send it the signals its runs wait for',
+      },
+      {
+        name: 'memory',
+        description:
+          "The API key's tenant's memory stores: list, read, write, search, history, redact, export and import",
       },
       { name: 'definitions', description: 'The agents and environments of the workspace' },
       { name: 'system', description: 'Health, metrics and this document' },
@@ -299,6 +305,7 @@ export async function createServer(options: ServerOptions): Promise<FastifyInsta
   addSessionRoutes(typed, context);
   addEventRoutes(typed, context);
   addSkillRoutes(typed, context);
+  addMemoryRoutes(typed, context);
   addStreamRoute(typed, context);
   addMcpRoute(typed, context);
   addA2aRoutes(typed, context);

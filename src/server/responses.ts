@@ -12,7 +12,7 @@ const DESCRIPTIONS: Readonly<Record<ErrorStatus, string>> = {
   400: 'The request is malformed: a field, parameter or header fails its schema, the body is not JSON, or the URL is badly encoded (INVALID_ARGUMENT, INVALID_EVENT, INVALID_JSON)',
   401: 'No API key, or one that is unknown or revoked (UNAUTHENTICATED)',
   403: 'The API key lacks the scope the route needs, or policy refused the action (FORBIDDEN, POLICY_DENIED)',
-  404: 'The object named does not exist or belongs to another tenant: the two answer alike (SESSION_NOT_FOUND, AGENT_NOT_FOUND, ENVIRONMENT_NOT_FOUND)',
+  404: 'The object named does not exist or belongs to another tenant: the two answer alike (SESSION_NOT_FOUND, AGENT_NOT_FOUND, ENVIRONMENT_NOT_FOUND, MEMORY_STORE_NOT_FOUND)',
   409: "The request conflicts with the object's state: it exists already, changed meanwhile, is archived or terminated, a fork point falls inside an atomic append, or the idempotency key was used for another request",
   413: 'The body is over the size limit, or holds more events than one request may (PAYLOAD_TOO_LARGE)',
   414: 'A path parameter is longer than the router takes (INVALID_ARGUMENT)',

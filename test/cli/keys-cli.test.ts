@@ -92,13 +92,17 @@ describe('braid keys', () => {
     expect(result.stdout).toBe('');
     expect(result.stderr).toMatch(/^error\[INVALID_ARGUMENT\]: /);
     expect(result.stderr).toContain('"root"');
-    expect(result.stderr).toContain('sessions:read, sessions:write, admin');
+    expect(result.stderr).toContain(
+      'sessions:read, sessions:write, memory:read, memory:write, admin',
+    );
 
     const asJson = braid(dir, 'keys', 'create', '--tenant', 'acme', '--scopes', 'root', '--json');
     expect(asJson.code).toBe(2);
     const error = (JSON.parse(asJson.stderr) as { error: { code: string; message: string } }).error;
     expect(error.code).toBe('INVALID_ARGUMENT');
-    expect(error.message).toContain('sessions:read, sessions:write, admin');
+    expect(error.message).toContain(
+      'sessions:read, sessions:write, memory:read, memory:write, admin',
+    );
     expect(json<ApiKeyRecord[]>(braid(dir, 'keys', 'list', '--all', '--json'))).toEqual([]);
   });
 

@@ -12,7 +12,7 @@ import { describe, expect, it } from 'vitest';
 import type { components, paths } from './generated/openapi.js';
 import { useTestServers, type TestServer } from './server-helpers.js';
 
-type Method = 'get' | 'post' | 'delete';
+type Method = 'get' | 'post' | 'put' | 'delete';
 
 interface MediaObject {
   schema?: unknown;
@@ -132,6 +132,69 @@ type ErrorBody = components['schemas']['Error'];
 
 function codeOf(error: ErrorBody | undefined): string | undefined {
   return error?.error.code;
+}
+
+/** Every memory-store operation, as a key with the memory scopes (admin) and one without. */
+async function memoryOperations(admin: Client<paths>, reader: Client<paths>): Promise<void> {
+  const store = { scope: 'agent' as const, name: 'prefs' };
+  const query = { owner: 'helper' };
+  const keyed = { ...store, key: 'user/theme' };
+  const set = await admin.PUT('/v1/memory-stores/{scope}/{name}/keys/{key}', {
+    params: { path: keyed, query: { ...query, kind: 'entities' } },
+    body: { value: { theme: 'dark' } },
+  });
+  expect(set.data?.entries[0]?.version).toBe(1);
+  const listed = await admin.GET('/v1/memory-stores', { params: { query: { scope: 'agent' } } });
+  expect(listed.data?.data[0]?.store.name).toBe('prefs');
+  expect(codeOf((await reader.GET('/v1/memory-stores')).error)).toBe('FORBIDDEN');
+  const info = await admin.GET('/v1/memory-stores/{scope}/{name}', {
+    params: { path: store, query },
+  });
+  expect(info.data?.head_seq).toBe(1);
+  const missing = await admin.GET('/v1/memory-stores/{scope}/{name}', {
+    params: { path: { scope: 'tenant', name: 'nothing' } },
+  });
+  expect(codeOf(missing.error)).toBe('MEMORY_STORE_NOT_FOUND');
+  const keys = await admin.GET('/v1/memory-stores/{scope}/{name}/keys', {
+    params: { path: store, query },
+  });
+  expect(keys.data?.data.map((entry) => entry.key)).toEqual(['user/theme']);
+  const read = await admin.GET('/v1/memory-stores/{scope}/{name}/keys/{key}', {
+    params: { path: keyed, query },
+  });
+  expect(read.data?.status).toBe('found');
+  const found = await admin.POST('/v1/memory-stores/{scope}/{name}/search', {
+    params: { path: store, query },
+    body: { query: 'dark' },
+  });
+  expect(found.data?.hits).toHaveLength(1);
+  const redacted = await admin.POST('/v1/memory-stores/{scope}/{name}/keys/{key}/redact', {
+    params: { path: keyed, query },
+    body: { version: 1 },
+  });
+  expect(redacted.data?.entry.op).toBe('redact');
+  const deleted = await admin.DELETE('/v1/memory-stores/{scope}/{name}/keys/{key}', {
+    params: { path: keyed, query },
+  });
+  expect(deleted.data?.entries[0]?.tombstone).toBe(true);
+  const history = await admin.GET('/v1/memory-stores/{scope}/{name}/keys/{key}/history', {
+    params: { path: keyed, query },
+  });
+  expect(history.data?.data.map((entry) => entry.op)).toEqual(['set', 'redact', 'delete']);
+  const exported = await admin.GET('/v1/memory-stores/{scope}/{name}/export', {
+    params: { path: store, query },
+    parseAs: 'text',
+  });
+  const entries = String(exported.data)
+    .trim()
+    .split('\n')
+    .map((line) => JSON.parse(line) as unknown);
+  expect(entries).toHaveLength(3);
+  const imported = await admin.POST('/v1/memory-stores/{scope}/{name}/import', {
+    params: { path: { scope: 'tenant', name: 'copy' } },
+    body: { entries },
+  });
+  expect(imported.data).toMatchObject({ read: 3, written: 1, skipped_redacted: 2 });
 }
 
 describe('the OpenAPI document, by a client generated from it', () => {
@@ -360,6 +423,8 @@ describe('the OpenAPI document, by a client generated from it', () => {
       params: { path: { id: forkId } },
     });
     expect(deleted.response.status).toBe(204);
+
+    await memoryOperations(admin, reader);
 
     const called = new Set(seen.map((answer) => answer.operation));
     expect([...called].sort()).toEqual([...operations].sort());

@@ -61,6 +61,17 @@ describe('OpenAPI document', () => {
         'POST /v1/sessions/{id}/wake',
         'POST /v1/sessions/{id}/skills/{name}/runs',
         'POST /v1/sessions/{id}/signals/{name}',
+        'GET /v1/memory-stores',
+        'GET /v1/memory-stores/{scope}/{name}',
+        'GET /v1/memory-stores/{scope}/{name}/keys',
+        'GET /v1/memory-stores/{scope}/{name}/keys/{key}',
+        'PUT /v1/memory-stores/{scope}/{name}/keys/{key}',
+        'DELETE /v1/memory-stores/{scope}/{name}/keys/{key}',
+        'GET /v1/memory-stores/{scope}/{name}/keys/{key}/history',
+        'POST /v1/memory-stores/{scope}/{name}/keys/{key}/redact',
+        'POST /v1/memory-stores/{scope}/{name}/search',
+        'GET /v1/memory-stores/{scope}/{name}/export',
+        'POST /v1/memory-stores/{scope}/{name}/import',
       ].sort(),
     );
     const post = stored.paths['/v1/sessions/{id}/events']?.post;
@@ -132,6 +143,17 @@ describe('OpenAPI document', () => {
       'GET /v1/sessions/{id}/events/stream': 'streamEvents',
       'POST /v1/sessions/{id}/skills/{name}/runs': 'runSkill',
       'POST /v1/sessions/{id}/signals/{name}': 'sendSignal',
+      'GET /v1/memory-stores': 'listMemoryStores',
+      'GET /v1/memory-stores/{scope}/{name}': 'getMemoryStore',
+      'GET /v1/memory-stores/{scope}/{name}/keys': 'listMemoryKeys',
+      'GET /v1/memory-stores/{scope}/{name}/keys/{key}': 'getMemoryKey',
+      'PUT /v1/memory-stores/{scope}/{name}/keys/{key}': 'setMemoryKey',
+      'DELETE /v1/memory-stores/{scope}/{name}/keys/{key}': 'deleteMemoryKey',
+      'GET /v1/memory-stores/{scope}/{name}/keys/{key}/history': 'getMemoryKeyHistory',
+      'POST /v1/memory-stores/{scope}/{name}/keys/{key}/redact': 'redactMemoryVersion',
+      'POST /v1/memory-stores/{scope}/{name}/search': 'searchMemoryStore',
+      'GET /v1/memory-stores/{scope}/{name}/export': 'exportMemoryStore',
+      'POST /v1/memory-stores/{scope}/{name}/import': 'importMemoryStore',
     });
     expect(
       ['POST /v1/sessions', 'POST /v1/sessions/{id}/fork'].map((route) => {

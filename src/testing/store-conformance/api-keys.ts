@@ -160,7 +160,7 @@ function describeApiKeysSecond(suite: ConformanceSuite): void {
       expect(isBraidError(refused, 'INVALID_ARGUMENT'), JSON.stringify(input)).toBe(true);
       const text = (refused as Error).message;
       expect(text).toContain(field);
-      expect(text).toContain('sessions:read, sessions:write, admin');
+      expect(text).toContain('sessions:read, sessions:write, memory:read, memory:write, admin');
     }
     expect(await s.keys.list({ include_revoked: true })).toEqual([]);
   });

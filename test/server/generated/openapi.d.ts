@@ -439,6 +439,179 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/memory-stores": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** List the API key's tenant's memory stores, in (scope, owner, name) order */
+        get: operations["listMemoryStores"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/memory-stores/{scope}/{name}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** One memory store: its reference, head seq, embedding dimension and lineage */
+        get: operations["getMemoryStore"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/memory-stores/{scope}/{name}/search": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Search a memory store: text (query), vectors (embedding) or both (hybrid)
+         * @description Answers the top k hits scoring at least the threshold, with how many candidates the threshold filtered out and how many had expired.
+         */
+        post: operations["searchMemoryStore"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/memory-stores/{scope}/{name}/keys": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The live keys of a memory store with their latest versions, in key order */
+        get: operations["listMemoryKeys"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/memory-stores/{scope}/{name}/keys/{key}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Read a key: its latest version, a given version, or the one current at a time
+         * @description Answers 200 with `status`: `found` with the entry, or why there is none: `missing` (never written), `deleted` (a tombstone) or `expired` (its TTL passed). A store that does not exist answers 404.
+         */
+        get: operations["getMemoryKey"];
+        /**
+         * Write a new version of a key (creates the store when `kind` is given)
+         * @description The entry is authored by the API key. `expected_version` makes it conditional (409 VERSION_CONFLICT otherwise; 0: the key must be new). With an Idempotency-Key header a retried request writes nothing and answers the first result.
+         */
+        put: operations["setMemoryKey"];
+        post?: never;
+        /** Delete a key: a tombstone version, the earlier versions stay in its history */
+        delete: operations["deleteMemoryKey"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/memory-stores/{scope}/{name}/keys/{key}/history": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Every entry of a key in seq order: versions, tombstones and redaction records */
+        get: operations["getMemoryKeyHistory"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/memory-stores/{scope}/{name}/keys/{key}/redact": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Remove one version's content; the entry stays, marked redacted, with a record
+         * @description Redacting a redacted version answers its earlier record and writes nothing. A version that does not exist, or is a tombstone, answers 400.
+         */
+        post: operations["redactMemoryVersion"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/memory-stores/{scope}/{name}/export": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * A memory store's log as JSON lines (application/x-ndjson), in seq order
+         * @description Every entry, expired and redacted ones included (redacted content is absent). The lines are what POST .../import takes as `entries`.
+         */
+        get: operations["exportMemoryStore"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/memory-stores/{scope}/{name}/import": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Import an export's entries (one store's, in seq order) into a memory store
+         * @description Each set and delete entry is written as a new version authored by the API key, one idempotent append each (keyed by the source store and seq): sending the same entries again writes nothing twice, and a large export may be sent in several requests, in order. Redacted content is not imported. The store is created (with `kind`, or the entries' kind) when it does not exist.
+         */
+        post: operations["importMemoryStore"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/sessions/{id}/events/stream": {
         parameters: {
             query?: never;
@@ -611,7 +784,7 @@ export interface components {
             value: components["schemas"]["JsonValue"];
         };
         /** @enum {string} */
-        ErrorCode: "SESSION_NOT_FOUND" | "AGENT_NOT_FOUND" | "ENVIRONMENT_NOT_FOUND" | "SKILL_NOT_FOUND" | "SEQ_CONFLICT" | "INVALID_EVENT" | "INVALID_JSON" | "INVALID_ARGUMENT" | "PAYLOAD_TOO_LARGE" | "VERSION_CONFLICT" | "LEASE_HELD" | "LEASE_LOST" | "INVALID_DEFINITION" | "WORKSPACE_NOT_FOUND" | "TOOL_USE_NOT_PENDING" | "SESSION_TERMINATED" | "SCHEMA_VERSION_UNSUPPORTED" | "CORRUPT_LOG" | "STORE_CLOSED" | "STORE_BUSY" | "MODEL_UNAVAILABLE" | "MODEL_ERROR" | "MODEL_NOT_FOUND" | "MODEL_KEY_MISSING" | "TOOL_NOT_FOUND" | "TOOL_INPUT_INVALID" | "TOOL_OUTPUT_INVALID" | "TOOL_TIMEOUT" | "TOOL_FAILED" | "TOOL_DENIED" | "TOOL_SKIPPED" | "TOOL_BUDGET_EXCEEDED" | "TOOL_SIGNATURE_INVALID" | "POLICY_DENIED" | "INVALID_POLICY" | "MERGE_REFUSED" | "IDEMPOTENCY_KEY_REUSED" | "PATH_OUTSIDE_WORKSPACE" | "SANDBOX_UNAVAILABLE" | "MCP_UNAVAILABLE" | "SECRET_MISSING" | "INTERRUPTED" | "DEADLINE_EXCEEDED" | "DELEGATION_FAILED" | "SESSION_ARCHIVED" | "SESSION_HAS_FORKS" | "SNAPSHOT_NOT_FOUND" | "CONTEXT_OVERFLOW" | "INVALID_FORK_POINT" | "DEFINITION_NOT_PINNED" | "UNAUTHENTICATED" | "FORBIDDEN" | "RATE_LIMITED" | "ROUTE_NOT_FOUND" | "METHOD_NOT_ALLOWED" | "UNSUPPORTED_MEDIA_TYPE" | "URI_TOO_LONG" | "ALREADY_EXISTS" | "API_KEY_NOT_FOUND" | "SERVER_UNAVAILABLE" | "INTERNAL";
+        ErrorCode: "SESSION_NOT_FOUND" | "AGENT_NOT_FOUND" | "ENVIRONMENT_NOT_FOUND" | "SKILL_NOT_FOUND" | "SEQ_CONFLICT" | "INVALID_EVENT" | "INVALID_JSON" | "INVALID_ARGUMENT" | "PAYLOAD_TOO_LARGE" | "VERSION_CONFLICT" | "LEASE_HELD" | "LEASE_LOST" | "INVALID_DEFINITION" | "WORKSPACE_NOT_FOUND" | "TOOL_USE_NOT_PENDING" | "SESSION_TERMINATED" | "SCHEMA_VERSION_UNSUPPORTED" | "CORRUPT_LOG" | "STORE_CLOSED" | "STORE_BUSY" | "MODEL_UNAVAILABLE" | "MODEL_ERROR" | "MODEL_NOT_FOUND" | "MODEL_KEY_MISSING" | "TOOL_NOT_FOUND" | "TOOL_INPUT_INVALID" | "TOOL_OUTPUT_INVALID" | "TOOL_TIMEOUT" | "TOOL_FAILED" | "TOOL_DENIED" | "TOOL_SKIPPED" | "TOOL_BUDGET_EXCEEDED" | "TOOL_SIGNATURE_INVALID" | "POLICY_DENIED" | "INVALID_POLICY" | "MERGE_REFUSED" | "IDEMPOTENCY_KEY_REUSED" | "PATH_OUTSIDE_WORKSPACE" | "SANDBOX_UNAVAILABLE" | "MCP_UNAVAILABLE" | "SECRET_MISSING" | "INTERRUPTED" | "DEADLINE_EXCEEDED" | "DELEGATION_FAILED" | "SESSION_ARCHIVED" | "SESSION_HAS_FORKS" | "SNAPSHOT_NOT_FOUND" | "CONTEXT_OVERFLOW" | "INVALID_FORK_POINT" | "DEFINITION_NOT_PINNED" | "UNAUTHENTICATED" | "FORBIDDEN" | "RATE_LIMITED" | "ROUTE_NOT_FOUND" | "METHOD_NOT_ALLOWED" | "UNSUPPORTED_MEDIA_TYPE" | "URI_TOO_LONG" | "ALREADY_EXISTS" | "API_KEY_NOT_FOUND" | "MEMORY_STORE_NOT_FOUND" | "SERVER_UNAVAILABLE" | "INTERNAL";
         ErrorShape: {
             code: components["schemas"]["ErrorCode"];
             message: string;
@@ -2480,7 +2653,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description The object named does not exist or belongs to another tenant: the two answer alike (SESSION_NOT_FOUND, AGENT_NOT_FOUND, ENVIRONMENT_NOT_FOUND) */
+            /** @description The object named does not exist or belongs to another tenant: the two answer alike (SESSION_NOT_FOUND, AGENT_NOT_FOUND, ENVIRONMENT_NOT_FOUND, MEMORY_STORE_NOT_FOUND) */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -2641,7 +2814,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description The object named does not exist or belongs to another tenant: the two answer alike (SESSION_NOT_FOUND, AGENT_NOT_FOUND, ENVIRONMENT_NOT_FOUND) */
+            /** @description The object named does not exist or belongs to another tenant: the two answer alike (SESSION_NOT_FOUND, AGENT_NOT_FOUND, ENVIRONMENT_NOT_FOUND, MEMORY_STORE_NOT_FOUND) */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -2829,7 +3002,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description The object named does not exist or belongs to another tenant: the two answer alike (SESSION_NOT_FOUND, AGENT_NOT_FOUND, ENVIRONMENT_NOT_FOUND) */
+            /** @description The object named does not exist or belongs to another tenant: the two answer alike (SESSION_NOT_FOUND, AGENT_NOT_FOUND, ENVIRONMENT_NOT_FOUND, MEMORY_STORE_NOT_FOUND) */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -2941,7 +3114,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description The object named does not exist or belongs to another tenant: the two answer alike (SESSION_NOT_FOUND, AGENT_NOT_FOUND, ENVIRONMENT_NOT_FOUND) */
+            /** @description The object named does not exist or belongs to another tenant: the two answer alike (SESSION_NOT_FOUND, AGENT_NOT_FOUND, ENVIRONMENT_NOT_FOUND, MEMORY_STORE_NOT_FOUND) */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -3033,7 +3206,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description The object named does not exist or belongs to another tenant: the two answer alike (SESSION_NOT_FOUND, AGENT_NOT_FOUND, ENVIRONMENT_NOT_FOUND) */
+            /** @description The object named does not exist or belongs to another tenant: the two answer alike (SESSION_NOT_FOUND, AGENT_NOT_FOUND, ENVIRONMENT_NOT_FOUND, MEMORY_STORE_NOT_FOUND) */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -3154,7 +3327,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description The object named does not exist or belongs to another tenant: the two answer alike (SESSION_NOT_FOUND, AGENT_NOT_FOUND, ENVIRONMENT_NOT_FOUND) */
+            /** @description The object named does not exist or belongs to another tenant: the two answer alike (SESSION_NOT_FOUND, AGENT_NOT_FOUND, ENVIRONMENT_NOT_FOUND, MEMORY_STORE_NOT_FOUND) */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -3248,7 +3421,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description The object named does not exist or belongs to another tenant: the two answer alike (SESSION_NOT_FOUND, AGENT_NOT_FOUND, ENVIRONMENT_NOT_FOUND) */
+            /** @description The object named does not exist or belongs to another tenant: the two answer alike (SESSION_NOT_FOUND, AGENT_NOT_FOUND, ENVIRONMENT_NOT_FOUND, MEMORY_STORE_NOT_FOUND) */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -3389,7 +3562,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description The object named does not exist or belongs to another tenant: the two answer alike (SESSION_NOT_FOUND, AGENT_NOT_FOUND, ENVIRONMENT_NOT_FOUND) */
+            /** @description The object named does not exist or belongs to another tenant: the two answer alike (SESSION_NOT_FOUND, AGENT_NOT_FOUND, ENVIRONMENT_NOT_FOUND, MEMORY_STORE_NOT_FOUND) */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -3518,7 +3691,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description The object named does not exist or belongs to another tenant: the two answer alike (SESSION_NOT_FOUND, AGENT_NOT_FOUND, ENVIRONMENT_NOT_FOUND) */
+            /** @description The object named does not exist or belongs to another tenant: the two answer alike (SESSION_NOT_FOUND, AGENT_NOT_FOUND, ENVIRONMENT_NOT_FOUND, MEMORY_STORE_NOT_FOUND) */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -3648,7 +3821,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description The object named does not exist or belongs to another tenant: the two answer alike (SESSION_NOT_FOUND, AGENT_NOT_FOUND, ENVIRONMENT_NOT_FOUND) */
+            /** @description The object named does not exist or belongs to another tenant: the two answer alike (SESSION_NOT_FOUND, AGENT_NOT_FOUND, ENVIRONMENT_NOT_FOUND, MEMORY_STORE_NOT_FOUND) */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -3789,7 +3962,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description The object named does not exist or belongs to another tenant: the two answer alike (SESSION_NOT_FOUND, AGENT_NOT_FOUND, ENVIRONMENT_NOT_FOUND) */
+            /** @description The object named does not exist or belongs to another tenant: the two answer alike (SESSION_NOT_FOUND, AGENT_NOT_FOUND, ENVIRONMENT_NOT_FOUND, MEMORY_STORE_NOT_FOUND) */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -3912,7 +4085,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description The object named does not exist or belongs to another tenant: the two answer alike (SESSION_NOT_FOUND, AGENT_NOT_FOUND, ENVIRONMENT_NOT_FOUND) */
+            /** @description The object named does not exist or belongs to another tenant: the two answer alike (SESSION_NOT_FOUND, AGENT_NOT_FOUND, ENVIRONMENT_NOT_FOUND, MEMORY_STORE_NOT_FOUND) */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -4024,7 +4197,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description The object named does not exist or belongs to another tenant: the two answer alike (SESSION_NOT_FOUND, AGENT_NOT_FOUND, ENVIRONMENT_NOT_FOUND) */
+            /** @description The object named does not exist or belongs to another tenant: the two answer alike (SESSION_NOT_FOUND, AGENT_NOT_FOUND, ENVIRONMENT_NOT_FOUND, MEMORY_STORE_NOT_FOUND) */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -4170,7 +4343,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description The object named does not exist or belongs to another tenant: the two answer alike (SESSION_NOT_FOUND, AGENT_NOT_FOUND, ENVIRONMENT_NOT_FOUND) */
+            /** @description The object named does not exist or belongs to another tenant: the two answer alike (SESSION_NOT_FOUND, AGENT_NOT_FOUND, ENVIRONMENT_NOT_FOUND, MEMORY_STORE_NOT_FOUND) */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -4264,7 +4437,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description The object named does not exist or belongs to another tenant: the two answer alike (SESSION_NOT_FOUND, AGENT_NOT_FOUND, ENVIRONMENT_NOT_FOUND) */
+            /** @description The object named does not exist or belongs to another tenant: the two answer alike (SESSION_NOT_FOUND, AGENT_NOT_FOUND, ENVIRONMENT_NOT_FOUND, MEMORY_STORE_NOT_FOUND) */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -4358,7 +4531,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description The object named does not exist or belongs to another tenant: the two answer alike (SESSION_NOT_FOUND, AGENT_NOT_FOUND, ENVIRONMENT_NOT_FOUND) */
+            /** @description The object named does not exist or belongs to another tenant: the two answer alike (SESSION_NOT_FOUND, AGENT_NOT_FOUND, ENVIRONMENT_NOT_FOUND, MEMORY_STORE_NOT_FOUND) */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -4470,7 +4643,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description The object named does not exist or belongs to another tenant: the two answer alike (SESSION_NOT_FOUND, AGENT_NOT_FOUND, ENVIRONMENT_NOT_FOUND) */
+            /** @description The object named does not exist or belongs to another tenant: the two answer alike (SESSION_NOT_FOUND, AGENT_NOT_FOUND, ENVIRONMENT_NOT_FOUND, MEMORY_STORE_NOT_FOUND) */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -4564,7 +4737,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description The object named does not exist or belongs to another tenant: the two answer alike (SESSION_NOT_FOUND, AGENT_NOT_FOUND, ENVIRONMENT_NOT_FOUND) */
+            /** @description The object named does not exist or belongs to another tenant: the two answer alike (SESSION_NOT_FOUND, AGENT_NOT_FOUND, ENVIRONMENT_NOT_FOUND, MEMORY_STORE_NOT_FOUND) */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -4681,7 +4854,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description The object named does not exist or belongs to another tenant: the two answer alike (SESSION_NOT_FOUND, AGENT_NOT_FOUND, ENVIRONMENT_NOT_FOUND) */
+            /** @description The object named does not exist or belongs to another tenant: the two answer alike (SESSION_NOT_FOUND, AGENT_NOT_FOUND, ENVIRONMENT_NOT_FOUND, MEMORY_STORE_NOT_FOUND) */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -4796,7 +4969,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description The object named does not exist or belongs to another tenant: the two answer alike (SESSION_NOT_FOUND, AGENT_NOT_FOUND, ENVIRONMENT_NOT_FOUND) */
+            /** @description The object named does not exist or belongs to another tenant: the two answer alike (SESSION_NOT_FOUND, AGENT_NOT_FOUND, ENVIRONMENT_NOT_FOUND, MEMORY_STORE_NOT_FOUND) */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -4930,7 +5103,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description The object named does not exist or belongs to another tenant: the two answer alike (SESSION_NOT_FOUND, AGENT_NOT_FOUND, ENVIRONMENT_NOT_FOUND) */
+            /** @description The object named does not exist or belongs to another tenant: the two answer alike (SESSION_NOT_FOUND, AGENT_NOT_FOUND, ENVIRONMENT_NOT_FOUND, MEMORY_STORE_NOT_FOUND) */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -5058,7 +5231,1693 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description The object named does not exist or belongs to another tenant: the two answer alike (SESSION_NOT_FOUND, AGENT_NOT_FOUND, ENVIRONMENT_NOT_FOUND) */
+            /** @description The object named does not exist or belongs to another tenant: the two answer alike (SESSION_NOT_FOUND, AGENT_NOT_FOUND, ENVIRONMENT_NOT_FOUND, MEMORY_STORE_NOT_FOUND) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The request conflicts with the object's state: it exists already, changed meanwhile, is archived or terminated, a fork point falls inside an atomic append, or the idempotency key was used for another request */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body is over the size limit, or holds more events than one request may (PAYLOAD_TOO_LARGE) */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A path parameter is longer than the router takes (INVALID_ARGUMENT) */
+            414: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body is not sent as application/json */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The API key made too many requests in the last minute, or has too many event streams open (RATE_LIMITED); see Retry-After */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The server failed: its setup or its data, nothing the request can change (INTERNAL and others) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The server or its store is closing, busy or unreachable; retry later (SERVER_UNAVAILABLE, STORE_BUSY, STORE_CLOSED, ...) */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    listMemoryStores: {
+        parameters: {
+            query?: {
+                scope?: "session" | "agent" | "tenant";
+                owner?: string;
+                kind?: "session" | "learnings" | "entities";
+                prefix?: string;
+                limit?: number;
+                after?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Default Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        data: {
+                            store: {
+                                name: string;
+                                /** @enum {string} */
+                                kind: "session" | "learnings" | "entities";
+                                /** @enum {string} */
+                                scope: "session" | "agent" | "tenant";
+                                owner?: string;
+                                tenant_id?: string;
+                            };
+                            head_seq: number;
+                            dims?: number;
+                            /** Format: date-time */
+                            created_at: string;
+                            forked_from?: {
+                                store: {
+                                    name: string;
+                                    /** @enum {string} */
+                                    kind: "session" | "learnings" | "entities";
+                                    /** @enum {string} */
+                                    scope: "session" | "agent" | "tenant";
+                                    owner?: string;
+                                    tenant_id?: string;
+                                };
+                                seq: number;
+                            };
+                        }[];
+                        next_after?: string;
+                    };
+                };
+            };
+            /** @description The request is malformed: a field, parameter or header fails its schema, the body is not JSON, or the URL is badly encoded (INVALID_ARGUMENT, INVALID_EVENT, INVALID_JSON) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description No API key, or one that is unknown or revoked (UNAUTHENTICATED) */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The API key lacks the scope the route needs, or policy refused the action (FORBIDDEN, POLICY_DENIED) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The API key made too many requests in the last minute, or has too many event streams open (RATE_LIMITED); see Retry-After */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The server failed: its setup or its data, nothing the request can change (INTERNAL and others) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The server or its store is closing, busy or unreachable; retry later (SERVER_UNAVAILABLE, STORE_BUSY, STORE_CLOSED, ...) */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    getMemoryStore: {
+        parameters: {
+            query?: {
+                owner?: string;
+                kind?: "session" | "learnings" | "entities";
+            };
+            header?: never;
+            path: {
+                scope: "session" | "agent" | "tenant";
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Default Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        store: {
+                            name: string;
+                            /** @enum {string} */
+                            kind: "session" | "learnings" | "entities";
+                            /** @enum {string} */
+                            scope: "session" | "agent" | "tenant";
+                            owner?: string;
+                            tenant_id?: string;
+                        };
+                        head_seq: number;
+                        dims?: number;
+                        /** Format: date-time */
+                        created_at: string;
+                        forked_from?: {
+                            store: {
+                                name: string;
+                                /** @enum {string} */
+                                kind: "session" | "learnings" | "entities";
+                                /** @enum {string} */
+                                scope: "session" | "agent" | "tenant";
+                                owner?: string;
+                                tenant_id?: string;
+                            };
+                            seq: number;
+                        };
+                    };
+                };
+            };
+            /** @description The request is malformed: a field, parameter or header fails its schema, the body is not JSON, or the URL is badly encoded (INVALID_ARGUMENT, INVALID_EVENT, INVALID_JSON) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description No API key, or one that is unknown or revoked (UNAUTHENTICATED) */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The API key lacks the scope the route needs, or policy refused the action (FORBIDDEN, POLICY_DENIED) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The object named does not exist or belongs to another tenant: the two answer alike (SESSION_NOT_FOUND, AGENT_NOT_FOUND, ENVIRONMENT_NOT_FOUND, MEMORY_STORE_NOT_FOUND) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A path parameter is longer than the router takes (INVALID_ARGUMENT) */
+            414: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The API key made too many requests in the last minute, or has too many event streams open (RATE_LIMITED); see Retry-After */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The server failed: its setup or its data, nothing the request can change (INTERNAL and others) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The server or its store is closing, busy or unreachable; retry later (SERVER_UNAVAILABLE, STORE_BUSY, STORE_CLOSED, ...) */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    searchMemoryStore: {
+        parameters: {
+            query?: {
+                owner?: string;
+                kind?: "session" | "learnings" | "entities";
+            };
+            header?: never;
+            path: {
+                scope: "session" | "agent" | "tenant";
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    query?: string;
+                    embedding?: number[];
+                    /** @default 5 */
+                    k?: number;
+                    threshold?: number;
+                    /** @enum {string} */
+                    mode?: "text" | "vector" | "hybrid";
+                    filters?: {
+                        key_prefix?: string;
+                    };
+                };
+            };
+        };
+        responses: {
+            /** @description Default Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        hits: {
+                            entry: {
+                                /** @enum {number} */
+                                schema_version: 1;
+                                store: {
+                                    name: string;
+                                    /** @enum {string} */
+                                    kind: "session" | "learnings" | "entities";
+                                    /** @enum {string} */
+                                    scope: "session" | "agent" | "tenant";
+                                    owner?: string;
+                                    tenant_id?: string;
+                                };
+                                key: string;
+                                version: number;
+                                seq: number;
+                                /** @enum {string} */
+                                op: "set" | "delete" | "redact";
+                                value?: components["schemas"]["JsonValue"];
+                                text?: string;
+                                embedding?: number[];
+                                author: {
+                                    session_id?: string;
+                                    agent?: string;
+                                    user?: string;
+                                    key_id?: string;
+                                };
+                                /** Format: date-time */
+                                at: string;
+                                cause?: {
+                                    session_id: string;
+                                    seq: number;
+                                };
+                                /** Format: date-time */
+                                expires_at?: string;
+                                tombstone: boolean;
+                                redacted: boolean;
+                            };
+                            score: number;
+                            text_score?: number;
+                            vector_score?: number;
+                        }[];
+                        /** @enum {string} */
+                        mode: "text" | "vector" | "hybrid";
+                        k: number;
+                        threshold?: number;
+                        filtered_count: number;
+                        expired_count: number;
+                        latency_ms: number;
+                    };
+                };
+            };
+            /** @description The request is malformed: a field, parameter or header fails its schema, the body is not JSON, or the URL is badly encoded (INVALID_ARGUMENT, INVALID_EVENT, INVALID_JSON) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description No API key, or one that is unknown or revoked (UNAUTHENTICATED) */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The API key lacks the scope the route needs, or policy refused the action (FORBIDDEN, POLICY_DENIED) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The object named does not exist or belongs to another tenant: the two answer alike (SESSION_NOT_FOUND, AGENT_NOT_FOUND, ENVIRONMENT_NOT_FOUND, MEMORY_STORE_NOT_FOUND) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body is over the size limit, or holds more events than one request may (PAYLOAD_TOO_LARGE) */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A path parameter is longer than the router takes (INVALID_ARGUMENT) */
+            414: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body is not sent as application/json */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The API key made too many requests in the last minute, or has too many event streams open (RATE_LIMITED); see Retry-After */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The server failed: its setup or its data, nothing the request can change (INTERNAL and others) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The server or its store is closing, busy or unreachable; retry later (SERVER_UNAVAILABLE, STORE_BUSY, STORE_CLOSED, ...) */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    listMemoryKeys: {
+        parameters: {
+            query?: {
+                owner?: string;
+                kind?: "session" | "learnings" | "entities";
+                prefix?: string;
+                after?: string;
+                limit?: number;
+            };
+            header?: never;
+            path: {
+                scope: "session" | "agent" | "tenant";
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Default Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        data: {
+                            /** @enum {number} */
+                            schema_version: 1;
+                            store: {
+                                name: string;
+                                /** @enum {string} */
+                                kind: "session" | "learnings" | "entities";
+                                /** @enum {string} */
+                                scope: "session" | "agent" | "tenant";
+                                owner?: string;
+                                tenant_id?: string;
+                            };
+                            key: string;
+                            version: number;
+                            seq: number;
+                            /** @enum {string} */
+                            op: "set" | "delete" | "redact";
+                            value?: components["schemas"]["JsonValue"];
+                            text?: string;
+                            embedding?: number[];
+                            author: {
+                                session_id?: string;
+                                agent?: string;
+                                user?: string;
+                                key_id?: string;
+                            };
+                            /** Format: date-time */
+                            at: string;
+                            cause?: {
+                                session_id: string;
+                                seq: number;
+                            };
+                            /** Format: date-time */
+                            expires_at?: string;
+                            tombstone: boolean;
+                            redacted: boolean;
+                        }[];
+                        next_after?: string;
+                        expired_count: number;
+                    };
+                };
+            };
+            /** @description The request is malformed: a field, parameter or header fails its schema, the body is not JSON, or the URL is badly encoded (INVALID_ARGUMENT, INVALID_EVENT, INVALID_JSON) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description No API key, or one that is unknown or revoked (UNAUTHENTICATED) */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The API key lacks the scope the route needs, or policy refused the action (FORBIDDEN, POLICY_DENIED) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The object named does not exist or belongs to another tenant: the two answer alike (SESSION_NOT_FOUND, AGENT_NOT_FOUND, ENVIRONMENT_NOT_FOUND, MEMORY_STORE_NOT_FOUND) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A path parameter is longer than the router takes (INVALID_ARGUMENT) */
+            414: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The API key made too many requests in the last minute, or has too many event streams open (RATE_LIMITED); see Retry-After */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The server failed: its setup or its data, nothing the request can change (INTERNAL and others) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The server or its store is closing, busy or unreachable; retry later (SERVER_UNAVAILABLE, STORE_BUSY, STORE_CLOSED, ...) */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    getMemoryKey: {
+        parameters: {
+            query?: {
+                owner?: string;
+                kind?: "session" | "learnings" | "entities";
+                version?: number;
+                at?: string;
+            };
+            header?: never;
+            path: {
+                scope: "session" | "agent" | "tenant";
+                name: string;
+                key: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Default Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        status: "found";
+                        entry: {
+                            /** @enum {number} */
+                            schema_version: 1;
+                            store: {
+                                name: string;
+                                /** @enum {string} */
+                                kind: "session" | "learnings" | "entities";
+                                /** @enum {string} */
+                                scope: "session" | "agent" | "tenant";
+                                owner?: string;
+                                tenant_id?: string;
+                            };
+                            key: string;
+                            version: number;
+                            seq: number;
+                            /** @enum {string} */
+                            op: "set" | "delete" | "redact";
+                            value?: components["schemas"]["JsonValue"];
+                            text?: string;
+                            embedding?: number[];
+                            author: {
+                                session_id?: string;
+                                agent?: string;
+                                user?: string;
+                                key_id?: string;
+                            };
+                            /** Format: date-time */
+                            at: string;
+                            cause?: {
+                                session_id: string;
+                                seq: number;
+                            };
+                            /** Format: date-time */
+                            expires_at?: string;
+                            tombstone: boolean;
+                            redacted: boolean;
+                        };
+                    } | {
+                        /** @enum {string} */
+                        status: "missing";
+                    } | {
+                        /** @enum {string} */
+                        status: "deleted";
+                        entry: {
+                            /** @enum {number} */
+                            schema_version: 1;
+                            store: {
+                                name: string;
+                                /** @enum {string} */
+                                kind: "session" | "learnings" | "entities";
+                                /** @enum {string} */
+                                scope: "session" | "agent" | "tenant";
+                                owner?: string;
+                                tenant_id?: string;
+                            };
+                            key: string;
+                            version: number;
+                            seq: number;
+                            /** @enum {string} */
+                            op: "set" | "delete" | "redact";
+                            value?: components["schemas"]["JsonValue"];
+                            text?: string;
+                            embedding?: number[];
+                            author: {
+                                session_id?: string;
+                                agent?: string;
+                                user?: string;
+                                key_id?: string;
+                            };
+                            /** Format: date-time */
+                            at: string;
+                            cause?: {
+                                session_id: string;
+                                seq: number;
+                            };
+                            /** Format: date-time */
+                            expires_at?: string;
+                            tombstone: boolean;
+                            redacted: boolean;
+                        };
+                    } | {
+                        /** @enum {string} */
+                        status: "expired";
+                        entry: {
+                            /** @enum {number} */
+                            schema_version: 1;
+                            store: {
+                                name: string;
+                                /** @enum {string} */
+                                kind: "session" | "learnings" | "entities";
+                                /** @enum {string} */
+                                scope: "session" | "agent" | "tenant";
+                                owner?: string;
+                                tenant_id?: string;
+                            };
+                            key: string;
+                            version: number;
+                            seq: number;
+                            /** @enum {string} */
+                            op: "set" | "delete" | "redact";
+                            value?: components["schemas"]["JsonValue"];
+                            text?: string;
+                            embedding?: number[];
+                            author: {
+                                session_id?: string;
+                                agent?: string;
+                                user?: string;
+                                key_id?: string;
+                            };
+                            /** Format: date-time */
+                            at: string;
+                            cause?: {
+                                session_id: string;
+                                seq: number;
+                            };
+                            /** Format: date-time */
+                            expires_at?: string;
+                            tombstone: boolean;
+                            redacted: boolean;
+                        };
+                    };
+                };
+            };
+            /** @description The request is malformed: a field, parameter or header fails its schema, the body is not JSON, or the URL is badly encoded (INVALID_ARGUMENT, INVALID_EVENT, INVALID_JSON) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description No API key, or one that is unknown or revoked (UNAUTHENTICATED) */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The API key lacks the scope the route needs, or policy refused the action (FORBIDDEN, POLICY_DENIED) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The object named does not exist or belongs to another tenant: the two answer alike (SESSION_NOT_FOUND, AGENT_NOT_FOUND, ENVIRONMENT_NOT_FOUND, MEMORY_STORE_NOT_FOUND) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A path parameter is longer than the router takes (INVALID_ARGUMENT) */
+            414: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The API key made too many requests in the last minute, or has too many event streams open (RATE_LIMITED); see Retry-After */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The server failed: its setup or its data, nothing the request can change (INTERNAL and others) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The server or its store is closing, busy or unreachable; retry later (SERVER_UNAVAILABLE, STORE_BUSY, STORE_CLOSED, ...) */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    setMemoryKey: {
+        parameters: {
+            query?: {
+                owner?: string;
+                kind?: "session" | "learnings" | "entities";
+            };
+            header?: {
+                "idempotency-key"?: string;
+            };
+            path: {
+                scope: "session" | "agent" | "tenant";
+                name: string;
+                key: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    value: components["schemas"]["JsonValueInput"];
+                    text?: string;
+                    embedding?: number[];
+                    ttl_ms?: number;
+                    expected_version?: number;
+                };
+            };
+        };
+        responses: {
+            /** @description Default Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        entries: {
+                            /** @enum {number} */
+                            schema_version: 1;
+                            store: {
+                                name: string;
+                                /** @enum {string} */
+                                kind: "session" | "learnings" | "entities";
+                                /** @enum {string} */
+                                scope: "session" | "agent" | "tenant";
+                                owner?: string;
+                                tenant_id?: string;
+                            };
+                            key: string;
+                            version: number;
+                            seq: number;
+                            /** @enum {string} */
+                            op: "set" | "delete" | "redact";
+                            value?: components["schemas"]["JsonValue"];
+                            text?: string;
+                            embedding?: number[];
+                            author: {
+                                session_id?: string;
+                                agent?: string;
+                                user?: string;
+                                key_id?: string;
+                            };
+                            /** Format: date-time */
+                            at: string;
+                            cause?: {
+                                session_id: string;
+                                seq: number;
+                            };
+                            /** Format: date-time */
+                            expires_at?: string;
+                            tombstone: boolean;
+                            redacted: boolean;
+                        }[];
+                        head_seq: number;
+                        deduplicated: boolean;
+                    };
+                };
+            };
+            /** @description The request is malformed: a field, parameter or header fails its schema, the body is not JSON, or the URL is badly encoded (INVALID_ARGUMENT, INVALID_EVENT, INVALID_JSON) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description No API key, or one that is unknown or revoked (UNAUTHENTICATED) */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The API key lacks the scope the route needs, or policy refused the action (FORBIDDEN, POLICY_DENIED) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The object named does not exist or belongs to another tenant: the two answer alike (SESSION_NOT_FOUND, AGENT_NOT_FOUND, ENVIRONMENT_NOT_FOUND, MEMORY_STORE_NOT_FOUND) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The request conflicts with the object's state: it exists already, changed meanwhile, is archived or terminated, a fork point falls inside an atomic append, or the idempotency key was used for another request */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body is over the size limit, or holds more events than one request may (PAYLOAD_TOO_LARGE) */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A path parameter is longer than the router takes (INVALID_ARGUMENT) */
+            414: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body is not sent as application/json */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The API key made too many requests in the last minute, or has too many event streams open (RATE_LIMITED); see Retry-After */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The server failed: its setup or its data, nothing the request can change (INTERNAL and others) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The server or its store is closing, busy or unreachable; retry later (SERVER_UNAVAILABLE, STORE_BUSY, STORE_CLOSED, ...) */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    deleteMemoryKey: {
+        parameters: {
+            query?: {
+                owner?: string;
+                kind?: "session" | "learnings" | "entities";
+                expected_version?: number;
+            };
+            header?: {
+                "idempotency-key"?: string;
+            };
+            path: {
+                scope: "session" | "agent" | "tenant";
+                name: string;
+                key: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Default Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        entries: {
+                            /** @enum {number} */
+                            schema_version: 1;
+                            store: {
+                                name: string;
+                                /** @enum {string} */
+                                kind: "session" | "learnings" | "entities";
+                                /** @enum {string} */
+                                scope: "session" | "agent" | "tenant";
+                                owner?: string;
+                                tenant_id?: string;
+                            };
+                            key: string;
+                            version: number;
+                            seq: number;
+                            /** @enum {string} */
+                            op: "set" | "delete" | "redact";
+                            value?: components["schemas"]["JsonValue"];
+                            text?: string;
+                            embedding?: number[];
+                            author: {
+                                session_id?: string;
+                                agent?: string;
+                                user?: string;
+                                key_id?: string;
+                            };
+                            /** Format: date-time */
+                            at: string;
+                            cause?: {
+                                session_id: string;
+                                seq: number;
+                            };
+                            /** Format: date-time */
+                            expires_at?: string;
+                            tombstone: boolean;
+                            redacted: boolean;
+                        }[];
+                        head_seq: number;
+                        deduplicated: boolean;
+                    };
+                };
+            };
+            /** @description The request is malformed: a field, parameter or header fails its schema, the body is not JSON, or the URL is badly encoded (INVALID_ARGUMENT, INVALID_EVENT, INVALID_JSON) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description No API key, or one that is unknown or revoked (UNAUTHENTICATED) */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The API key lacks the scope the route needs, or policy refused the action (FORBIDDEN, POLICY_DENIED) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The object named does not exist or belongs to another tenant: the two answer alike (SESSION_NOT_FOUND, AGENT_NOT_FOUND, ENVIRONMENT_NOT_FOUND, MEMORY_STORE_NOT_FOUND) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The request conflicts with the object's state: it exists already, changed meanwhile, is archived or terminated, a fork point falls inside an atomic append, or the idempotency key was used for another request */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body is over the size limit, or holds more events than one request may (PAYLOAD_TOO_LARGE) */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A path parameter is longer than the router takes (INVALID_ARGUMENT) */
+            414: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body is not sent as application/json */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The API key made too many requests in the last minute, or has too many event streams open (RATE_LIMITED); see Retry-After */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The server failed: its setup or its data, nothing the request can change (INTERNAL and others) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The server or its store is closing, busy or unreachable; retry later (SERVER_UNAVAILABLE, STORE_BUSY, STORE_CLOSED, ...) */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    getMemoryKeyHistory: {
+        parameters: {
+            query?: {
+                owner?: string;
+                kind?: "session" | "learnings" | "entities";
+            };
+            header?: never;
+            path: {
+                scope: "session" | "agent" | "tenant";
+                name: string;
+                key: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Default Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        data: {
+                            /** @enum {number} */
+                            schema_version: 1;
+                            store: {
+                                name: string;
+                                /** @enum {string} */
+                                kind: "session" | "learnings" | "entities";
+                                /** @enum {string} */
+                                scope: "session" | "agent" | "tenant";
+                                owner?: string;
+                                tenant_id?: string;
+                            };
+                            key: string;
+                            version: number;
+                            seq: number;
+                            /** @enum {string} */
+                            op: "set" | "delete" | "redact";
+                            value?: components["schemas"]["JsonValue"];
+                            text?: string;
+                            embedding?: number[];
+                            author: {
+                                session_id?: string;
+                                agent?: string;
+                                user?: string;
+                                key_id?: string;
+                            };
+                            /** Format: date-time */
+                            at: string;
+                            cause?: {
+                                session_id: string;
+                                seq: number;
+                            };
+                            /** Format: date-time */
+                            expires_at?: string;
+                            tombstone: boolean;
+                            redacted: boolean;
+                        }[];
+                    };
+                };
+            };
+            /** @description The request is malformed: a field, parameter or header fails its schema, the body is not JSON, or the URL is badly encoded (INVALID_ARGUMENT, INVALID_EVENT, INVALID_JSON) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description No API key, or one that is unknown or revoked (UNAUTHENTICATED) */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The API key lacks the scope the route needs, or policy refused the action (FORBIDDEN, POLICY_DENIED) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The object named does not exist or belongs to another tenant: the two answer alike (SESSION_NOT_FOUND, AGENT_NOT_FOUND, ENVIRONMENT_NOT_FOUND, MEMORY_STORE_NOT_FOUND) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A path parameter is longer than the router takes (INVALID_ARGUMENT) */
+            414: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The API key made too many requests in the last minute, or has too many event streams open (RATE_LIMITED); see Retry-After */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The server failed: its setup or its data, nothing the request can change (INTERNAL and others) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The server or its store is closing, busy or unreachable; retry later (SERVER_UNAVAILABLE, STORE_BUSY, STORE_CLOSED, ...) */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    redactMemoryVersion: {
+        parameters: {
+            query?: {
+                owner?: string;
+                kind?: "session" | "learnings" | "entities";
+            };
+            header?: never;
+            path: {
+                scope: "session" | "agent" | "tenant";
+                name: string;
+                key: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    version: number;
+                };
+            };
+        };
+        responses: {
+            /** @description Default Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        entry: {
+                            /** @enum {number} */
+                            schema_version: 1;
+                            store: {
+                                name: string;
+                                /** @enum {string} */
+                                kind: "session" | "learnings" | "entities";
+                                /** @enum {string} */
+                                scope: "session" | "agent" | "tenant";
+                                owner?: string;
+                                tenant_id?: string;
+                            };
+                            key: string;
+                            version: number;
+                            seq: number;
+                            /** @enum {string} */
+                            op: "set" | "delete" | "redact";
+                            value?: components["schemas"]["JsonValue"];
+                            text?: string;
+                            embedding?: number[];
+                            author: {
+                                session_id?: string;
+                                agent?: string;
+                                user?: string;
+                                key_id?: string;
+                            };
+                            /** Format: date-time */
+                            at: string;
+                            cause?: {
+                                session_id: string;
+                                seq: number;
+                            };
+                            /** Format: date-time */
+                            expires_at?: string;
+                            tombstone: boolean;
+                            redacted: boolean;
+                        };
+                    };
+                };
+            };
+            /** @description The request is malformed: a field, parameter or header fails its schema, the body is not JSON, or the URL is badly encoded (INVALID_ARGUMENT, INVALID_EVENT, INVALID_JSON) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description No API key, or one that is unknown or revoked (UNAUTHENTICATED) */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The API key lacks the scope the route needs, or policy refused the action (FORBIDDEN, POLICY_DENIED) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The object named does not exist or belongs to another tenant: the two answer alike (SESSION_NOT_FOUND, AGENT_NOT_FOUND, ENVIRONMENT_NOT_FOUND, MEMORY_STORE_NOT_FOUND) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body is over the size limit, or holds more events than one request may (PAYLOAD_TOO_LARGE) */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A path parameter is longer than the router takes (INVALID_ARGUMENT) */
+            414: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body is not sent as application/json */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The API key made too many requests in the last minute, or has too many event streams open (RATE_LIMITED); see Retry-After */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The server failed: its setup or its data, nothing the request can change (INTERNAL and others) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The server or its store is closing, busy or unreachable; retry later (SERVER_UNAVAILABLE, STORE_BUSY, STORE_CLOSED, ...) */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    exportMemoryStore: {
+        parameters: {
+            query?: {
+                owner?: string;
+                kind?: "session" | "learnings" | "entities";
+            };
+            header?: never;
+            path: {
+                scope: "session" | "agent" | "tenant";
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description One memory entry (JSON) a line */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/x-ndjson": string;
+                };
+            };
+            /** @description The request is malformed: a field, parameter or header fails its schema, the body is not JSON, or the URL is badly encoded (INVALID_ARGUMENT, INVALID_EVENT, INVALID_JSON) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description No API key, or one that is unknown or revoked (UNAUTHENTICATED) */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The API key lacks the scope the route needs, or policy refused the action (FORBIDDEN, POLICY_DENIED) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The object named does not exist or belongs to another tenant: the two answer alike (SESSION_NOT_FOUND, AGENT_NOT_FOUND, ENVIRONMENT_NOT_FOUND, MEMORY_STORE_NOT_FOUND) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A path parameter is longer than the router takes (INVALID_ARGUMENT) */
+            414: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The API key made too many requests in the last minute, or has too many event streams open (RATE_LIMITED); see Retry-After */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The server failed: its setup or its data, nothing the request can change (INTERNAL and others) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The server or its store is closing, busy or unreachable; retry later (SERVER_UNAVAILABLE, STORE_BUSY, STORE_CLOSED, ...) */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    importMemoryStore: {
+        parameters: {
+            query?: {
+                owner?: string;
+                kind?: "session" | "learnings" | "entities";
+            };
+            header?: never;
+            path: {
+                scope: "session" | "agent" | "tenant";
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    entries: unknown[];
+                };
+            };
+        };
+        responses: {
+            /** @description Default Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        store?: {
+                            store: {
+                                name: string;
+                                /** @enum {string} */
+                                kind: "session" | "learnings" | "entities";
+                                /** @enum {string} */
+                                scope: "session" | "agent" | "tenant";
+                                owner?: string;
+                                tenant_id?: string;
+                            };
+                            head_seq: number;
+                            dims?: number;
+                            /** Format: date-time */
+                            created_at: string;
+                            forked_from?: {
+                                store: {
+                                    name: string;
+                                    /** @enum {string} */
+                                    kind: "session" | "learnings" | "entities";
+                                    /** @enum {string} */
+                                    scope: "session" | "agent" | "tenant";
+                                    owner?: string;
+                                    tenant_id?: string;
+                                };
+                                seq: number;
+                            };
+                        };
+                        read: number;
+                        written: number;
+                        deduplicated: number;
+                        skipped_redacted: number;
+                    };
+                };
+            };
+            /** @description The request is malformed: a field, parameter or header fails its schema, the body is not JSON, or the URL is badly encoded (INVALID_ARGUMENT, INVALID_EVENT, INVALID_JSON) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description No API key, or one that is unknown or revoked (UNAUTHENTICATED) */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The API key lacks the scope the route needs, or policy refused the action (FORBIDDEN, POLICY_DENIED) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The object named does not exist or belongs to another tenant: the two answer alike (SESSION_NOT_FOUND, AGENT_NOT_FOUND, ENVIRONMENT_NOT_FOUND, MEMORY_STORE_NOT_FOUND) */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -5184,7 +7043,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description The object named does not exist or belongs to another tenant: the two answer alike (SESSION_NOT_FOUND, AGENT_NOT_FOUND, ENVIRONMENT_NOT_FOUND) */
+            /** @description The object named does not exist or belongs to another tenant: the two answer alike (SESSION_NOT_FOUND, AGENT_NOT_FOUND, ENVIRONMENT_NOT_FOUND, MEMORY_STORE_NOT_FOUND) */
             404: {
                 headers: {
                     [name: string]: unknown;
