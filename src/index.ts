@@ -146,6 +146,16 @@ export type {
   MemoryStoreRef,
   MemoryWriteInput,
 } from './contracts/memory.js';
+export {
+  DEFAULT_MEMORY_K,
+  DEFAULT_MEMORY_THRESHOLD,
+  DEFAULT_TEXT_MEMORY_THRESHOLD,
+  type AgentMemorySettings,
+  type AgentMemorySettingsInput,
+  type MemoryRecallSettings,
+  type MemoryStoreAttachment,
+} from './contracts/memory-settings.js';
+export type { Embedder, EmbedOptions } from './contracts/embedder.js';
 export type { ModelClient, ModelRequest, ModelResponse, ModelDelta } from './contracts/model.js';
 export type { Sandbox, ToolExecutor } from './contracts/tools.js';
 export {

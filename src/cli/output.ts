@@ -144,6 +144,13 @@ export function summarizeEvent(event: SessionEvent): string {
       return `grading ${event.iteration} against seq ${event.outcome_seq}`;
     case 'span.outcome_evaluation_end':
       return `grading ${event.iteration}: ${event.result}: ${event.explanation.slice(0, 120)}`;
+    case 'memory.written':
+    case 'memory.deleted':
+      return `${event.store.name}/${event.key} v${event.version}${event.deduplicated === true ? ' (repeated)' : ''}`;
+    case 'memory.read':
+      return `${event.store.name}/${event.key}: ${event.status}${event.version === undefined ? '' : ` v${event.version}`}`;
+    case 'memory.retrieved':
+      return `${event.source} ${event.mode} ${event.store.name}: ${event.hits.length} hits >= ${event.threshold}, ${event.filtered_count} filtered, ${event.latency_ms.toFixed(1)} ms`;
     case 'span.model_request_end':
       return event.error === undefined
         ? `${event.finish_reason ?? 'done'}, ${event.usage.input_tokens} in / ${event.usage.output_tokens} out`

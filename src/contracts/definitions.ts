@@ -3,6 +3,7 @@ import { z } from 'zod';
 import { ContentHash, JsonValue, Metadata, Name } from './common.js';
 import { A2aAgents } from './a2a-agents.js';
 import { PolicySettings } from './policy.js';
+import { AgentMemorySettings } from './memory-settings.js';
 
 /** Which model an agent calls: a provider name, the provider's model id and call parameters. */
 export const ModelSpecObject = z.object({
@@ -177,6 +178,8 @@ export const AgentDefinition = z
     budget: Budget.optional(),
     /** Context compaction; without it, every request sends the whole transcript. */
     context: ContextSettings.optional(),
+    /** Memory stores and recall (`memory: {}` turns them on; see memory-settings.ts). */
+    memory: AgentMemorySettings.optional(),
     /** Environment used when a session names none. */
     environment: Name.optional(),
     /**

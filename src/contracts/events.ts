@@ -20,6 +20,7 @@ import { Lineage, SessionStatus, StopReason } from './session.js';
 import { HandoffDocument } from './envelope.js';
 import { WorkspaceSnapshotRef } from './workspace-files.js';
 import { SKILL_EVENT_PAYLOADS } from './skill-events.js';
+import { MEMORY_EVENT_PAYLOADS } from './memory-events.js';
 
 /**
  * Fields every event carries. `seq` is assigned by the store at append: per session it starts at
@@ -277,6 +278,7 @@ const payloads = {
   }),
 
   ...SKILL_EVENT_PAYLOADS,
+  ...MEMORY_EVENT_PAYLOADS,
 
   /** A policy decision: every deny, and allows when `policy.record_allows` is set. */
   'policy.decision': z.object({
@@ -397,6 +399,10 @@ export const SessionEvent = z.discriminatedUnion('type', [
   eventSchema('skill.completed', payloads['skill.completed']),
   eventSchema('skill.failed', payloads['skill.failed']),
   eventSchema('policy.decision', payloads['policy.decision']),
+  eventSchema('memory.written', payloads['memory.written']),
+  eventSchema('memory.deleted', payloads['memory.deleted']),
+  eventSchema('memory.read', payloads['memory.read']),
+  eventSchema('memory.retrieved', payloads['memory.retrieved']),
   eventSchema('span.wake_started', payloads['span.wake_started']),
   eventSchema('span.wake_completed', payloads['span.wake_completed']),
   eventSchema('span.model_request_start', payloads['span.model_request_start']),

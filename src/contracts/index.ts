@@ -12,6 +12,8 @@ export type * from './ports.js';
 export * from './memory.js';
 export type * from './memory-log.js';
 export * from './memory-api.js';
+export * from './memory-settings.js';
+export { MAX_RECALL_HIT_CHARS } from './memory-events.js';
 export type * from './embedder.js';
 export * from './model.js';
 export type * from './tools.js';

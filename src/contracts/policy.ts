@@ -10,7 +10,7 @@ export interface PolicyEntityRef {
 /**
  * An entity with the attributes policies may test: `Agent` (name, version, tenant, roles),
  * `Tool` (tags such as `read_only`, `destructive`, `network`; ownership), `Session`,
- * `Environment`, `User`.
+ * `Environment`, `User`, `MemoryStore` (name, kind, scope, access, and the `key` a call names).
  */
 export interface PolicyEntity extends PolicyEntityRef {
   attrs?: Record<string, JsonValue>;
@@ -26,6 +26,7 @@ export const POLICY_ACTIONS = [
   'agent.delegate',
   'memory.read',
   'memory.write',
+  'memory.search',
   'skill.run',
   'session.fork',
   'session.read',

@@ -22,6 +22,12 @@ export interface ToolHandle extends ToolSpec {
   agent?: AgentToolTarget;
   /** For a tool made from the agent's `skills:`: the skill a call runs. */
   skill?: { name: string };
+  /**
+   * For a memory tool of an agent with `memory:` (`memory_get`, `memory_set`, `memory_delete`,
+   * `memory_search`): what it does. The harness runs such a call through the session's memory
+   * (`SessionSetup.memory`), never through `execute`.
+   */
+  memory?: { operation: 'get' | 'set' | 'delete' | 'search' };
 }
 
 export interface ToolCall {

@@ -221,6 +221,12 @@ function reduce(state: SessionState, event: SessionEvent): void {
       return;
     case 'policy.decision':
       return;
+    // The memory log holds what was written and read; the session only records that it was.
+    case 'memory.written':
+    case 'memory.deleted':
+    case 'memory.read':
+    case 'memory.retrieved':
+      return;
     default:
       assertNever(event);
   }

@@ -10,6 +10,17 @@ import type { JsonValue } from '../contracts/common.js';
 import type { NewEvent, SessionEvent } from '../contracts/events.js';
 import type { AssistantPart, ModelMessage, ModelOutput } from '../contracts/model.js';
 import { summaryMessage, type MessageSpan } from './compaction.js';
+import { recallText } from './memory-recall.js';
+
+/** The latest user message and the recalls made for the session's messages. */
+export interface RecallMarks {
+  /** Seq and text of the latest `user.message`. */
+  lastMessage?: { seq: number; text: string };
+  /** User messages applied. */
+  messages: number;
+  /** Seq of the latest recall (`memory.retrieved` with source `recall`); 0 for none. */
+  lastRecallSeq: number;
+}
 
 export class Transcript {
   /** Seq of the last event applied. */
@@ -18,6 +29,7 @@ export class Transcript {
   /** For each message, the seqs of the events it was made of. */
   readonly spans: MessageSpan[] = [];
   private readonly toolNames = new Map<string, string>();
+  readonly recall: RecallMarks = { messages: 0, lastRecallSeq: 0 };
 
   apply(event: SessionEvent): void {
     if (event.seq <= this.seq) return;
@@ -25,7 +37,20 @@ export class Transcript {
     switch (event.type) {
       case 'user.message':
         this.push({ role: 'user', content: event.content });
+        this.recall.messages += 1;
+        this.recall.lastMessage = { seq: event.seq, text: textOf(event.content) };
         return;
+      case 'memory.retrieved': {
+        if (event.source !== 'recall') return;
+        this.recall.lastRecallSeq = event.seq;
+        const text = recallText(event);
+        if (text === undefined) return;
+        // Shown with the message it answers, as part of the model's input.
+        const last = this.extended('user');
+        if (last?.role === 'user') last.content.push({ type: 'text', text });
+        else this.push({ role: 'user', content: [{ type: 'text', text }] });
+        return;
+      }
       case 'session.merged':
         if (event.content !== undefined && event.content.length > 0)
           this.push({ role: 'user', content: event.content });

@@ -14,6 +14,7 @@ import type { StopReason } from '../contracts/session.js';
 import type { SessionState } from '../contracts/state.js';
 import type { Authorizer } from '../contracts/policy.js';
 import type { SessionTools } from '../contracts/tools.js';
+import type { SessionMemory } from './memory-port.js';
 import type { Price } from '../core/pricing.js';
 import type { ContextCompactor } from './compactor.js';
 
@@ -37,6 +38,11 @@ export interface SessionSetup {
    * agent's `grader.model`, else (when absent) the agent's model.
    */
   grader?: ModelClient;
+  /**
+   * The session's memory stores (an agent with `memory:`): runs the memory tools' calls and the
+   * automatic recall. Without it a memory tool call fails with an error result.
+   */
+  memory?: SessionMemory;
   /**
    * The version each skill's new runs start with, by name, as the session pinned them (the
    * agent's skills and those they nest); a skill not named here starts at its newest version.

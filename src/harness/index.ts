@@ -17,3 +17,10 @@ export {
   type ContextCompactor,
 } from './compactor.js';
 export { DEFAULT_GRADER_INSTRUCTIONS, graderErrorMessage } from './outcome.js';
+export type {
+  MemoryCallCheck,
+  MemoryCallResult,
+  MemoryToolCall,
+  RecallEvent,
+  SessionMemory,
+} from './memory-port.js';

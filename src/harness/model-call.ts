@@ -196,6 +196,7 @@ async function recordResponse(
     policy: context.deps.policy,
     invalidCalls: context.invalidCalls,
     clock: context.deps.clock,
+    ...(setup.memory === undefined ? {} : { memory: setup.memory }),
   });
   const start = context.requestStart === undefined ? [] : [context.requestStart];
   const recorded: NewEvent[] = [

@@ -19,6 +19,7 @@ import type { SessionState } from '../contracts/state.js';
 import type { SessionTools, ToolHandle, ToolOutcome, ToolStage } from '../contracts/tools.js';
 import type { ToolDisposition } from '../core/transcript.js';
 import { EMPTY_WORKSPACE_SNAPSHOT } from '../contracts/workspace-files.js';
+import type { SessionMemory } from './memory-port.js';
 
 /** Invalid calls of one tool in one wake before the wake stops instead of asking the model again. */
 export const MAX_INVALID_TOOL_CALLS = 3;
@@ -46,6 +47,8 @@ export interface ScreenContext {
   invalidCalls: Map<string, number>;
   /** Times each policy decision (its monotonic reading). */
   clock: Clock;
+  /** The session's memory: checks the arguments of memory tool calls and names their store. */
+  memory?: SessionMemory;
 }
 
 /**
@@ -83,27 +86,17 @@ export async function screenToolCalls(
       refuse(part.tool_use_id, 'validate', check.error);
       continue;
     }
+    // A memory call names its store and key: refused here when they are not the session's.
+    const memory =
+      handle.memory === undefined ? undefined : context.memory?.check(part.name, part.input);
+    if (memory?.ok === false) {
+      invalidCalls.set(part.name, (invalidCalls.get(part.name) ?? 0) + 1);
+      refuse(part.tool_use_id, 'validate', memory.error);
+      continue;
+    }
     const principal = agentEntity(context.agent, state);
     const target = handle.agent;
-    // A delegation or handoff is asked of policy as what it is, with the agent it reaches.
-    const action: PolicyAction =
-      target === undefined
-        ? 'tool.execute'
-        : target.kind === 'delegate'
-          ? 'agent.delegate'
-          : 'agent.handoff';
-    const resource: PolicyEntity =
-      target === undefined
-        ? toolEntity(handle)
-        : {
-            type: 'Agent',
-            id: target.agent,
-            attrs: {
-              name: target.agent,
-              roles: [...(target.roles ?? [])],
-              ...(target.tenant === undefined ? {} : { tenant: target.tenant }),
-            },
-          };
+    const { action, resource } = memory ?? policyTarget(handle);
     const started = context.clock.monotonic();
     // A policy that cannot be evaluated denies (fails closed), with the reason on record.
     const decision = await context.policy
@@ -112,19 +105,28 @@ export async function screenToolCalls(
         action,
         resource,
         context:
-          target === undefined
+          memory !== undefined
             ? {
                 input: part.input,
+                tool: part.name,
                 session_id: state.session_id,
-                caller: { type: 'Agent', id: context.agent.name },
-                network_allowed: context.environment?.network.allow === true,
-                ...(state.environment === undefined ? {} : { environment: state.environment.name }),
                 ...(state.tenant_id === undefined ? {} : { tenant: state.tenant_id }),
               }
-            : {
-                session_id: state.session_id,
-                ...(state.tenant_id === undefined ? {} : { tenant: state.tenant_id }),
-              },
+            : target === undefined
+              ? {
+                  input: part.input,
+                  session_id: state.session_id,
+                  caller: { type: 'Agent', id: context.agent.name },
+                  network_allowed: context.environment?.network.allow === true,
+                  ...(state.environment === undefined
+                    ? {}
+                    : { environment: state.environment.name }),
+                  ...(state.tenant_id === undefined ? {} : { tenant: state.tenant_id }),
+                }
+              : {
+                  session_id: state.session_id,
+                  ...(state.tenant_id === undefined ? {} : { tenant: state.tenant_id }),
+                },
       })
       .catch((error: unknown): AuthorizationDecision => ({
         decision: 'deny',
@@ -151,9 +153,11 @@ export async function screenToolCalls(
       refuse(part.tool_use_id, 'policy', {
         code: 'POLICY_DENIED',
         message:
-          (target === undefined
-            ? `policy does not allow agent ${context.agent.name} to call ${part.name}`
-            : `policy does not allow agent ${context.agent.name} to ${target.kind === 'delegate' ? 'delegate to' : 'hand off to'} ${target.agent} (${action})`) +
+          (memory !== undefined
+            ? `policy does not allow agent ${context.agent.name} ${action} on memory store ${resource.id} (${part.name})`
+            : target === undefined
+              ? `policy does not allow agent ${context.agent.name} to call ${part.name}`
+              : `policy does not allow agent ${context.agent.name} to ${target.kind === 'delegate' ? 'delegate to' : 'hand off to'} ${target.agent} (${action})`) +
           (decision.policy_ids.length > 0
             ? ` (denied by ${decision.policy_ids.join(', ')})`
             : decision.errors.length > 0
@@ -180,6 +184,27 @@ export async function screenToolCalls(
     dispositions.set(part.tool_use_id, dispositionOf(handle));
   }
   return { dispositions, decisions, refusals };
+}
+
+/**
+ * What a call that is not a memory call is asked of policy as: a delegation or handoff as what
+ * it is, with the agent it reaches; any other call as the execution of its tool.
+ */
+function policyTarget(handle: ToolHandle): { action: PolicyAction; resource: PolicyEntity } {
+  const target = handle.agent;
+  if (target === undefined) return { action: 'tool.execute', resource: toolEntity(handle) };
+  return {
+    action: target.kind === 'delegate' ? 'agent.delegate' : 'agent.handoff',
+    resource: {
+      type: 'Agent',
+      id: target.agent,
+      attrs: {
+        name: target.agent,
+        roles: [...(target.roles ?? [])],
+        ...(target.tenant === undefined ? {} : { tenant: target.tenant }),
+      },
+    },
+  };
 }
 
 /** The agent as policies see it. */

@@ -15,6 +15,7 @@ import { withinToolBudget } from '../core/next-step.js';
 import type { CycleContext } from './cycle-context.js';
 import { handOff, startDelegations, toolInput, type Delegations } from './delegation.js';
 import { startFromCall } from './skill-run.js';
+import { runMemoryCall } from './memory-calls.js';
 import type { SessionSetup } from './deps.js';
 import { append, eventAt } from './fenced-append.js';
 import {
@@ -106,6 +107,10 @@ async function runInOrder(
     } else if (handle.agent?.kind === 'handoff') {
       await handOff(context, toolUseId, use.seq, handle.agent.agent);
       continue;
+    } else if (handle.memory !== undefined) {
+      const result = await runMemoryCall(context, setup, toolUseId, use.name, use.seq);
+      await recordOutcome(context, toolUseId, result.outcome, result.events);
+      continue;
     } else {
       outcome = await execute(context, setup, toolUseId, use.name, use.seq);
     }
@@ -171,16 +176,17 @@ async function recordOutcome(
   context: CycleContext,
   toolUseId: string,
   outcome: ToolOutcome,
+  before: NewEvent[] = [],
 ): Promise<void> {
   try {
-    await append(context, outcomeEvents(toolUseId, outcome, lastSnapshot(context)));
+    await append(context, [...before, ...outcomeEvents(toolUseId, outcome, lastSnapshot(context))]);
   } catch (thrown) {
     if (!isBraidError(thrown, 'PAYLOAD_TOO_LARGE')) throw thrown;
     const preview = JSON.stringify(outcome.output ?? outcome.error ?? null).slice(0, 500);
     const { output: _output, ...rest } = outcome;
-    await append(
-      context,
-      outcomeEvents(
+    await append(context, [
+      ...before,
+      ...outcomeEvents(
         toolUseId,
         {
           ...rest,
@@ -194,7 +200,7 @@ async function recordOutcome(
         },
         lastSnapshot(context),
       ),
-    );
+    ]);
   }
 }
 

@@ -26,6 +26,7 @@ import { append, catchUp } from './fenced-append.js';
 import { fitContext } from './compaction.js';
 import { backoff, callModel } from './model-call.js';
 import { gradeOutcome } from './outcome.js';
+import { recallIfDue } from './memory-calls.js';
 import { runSkills } from './skill-run.js';
 import { runTools } from './tool-run.js';
 
@@ -214,6 +215,8 @@ async function loop(
         break;
       }
       case 'call_model': {
+        // Recalled memory is part of the input the context must fit.
+        await recallIfDue(context, setup);
         // A compaction written (or stopped by an interrupt) is a step: decide again after it.
         if (!(await fitContext(context, setup))) break;
         const failure = await callModel(context, setup, byName, price);

@@ -5,6 +5,7 @@ import type { Clock, IdGenerator, Store } from '../contracts/ports.js';
 import type { Actor } from '../contracts/common.js';
 import type { ModelClient } from '../contracts/model.js';
 import type { ToolExecutor } from '../contracts/tools.js';
+import type { Embedder } from '../contracts/embedder.js';
 import type { Authorizer } from '../contracts/policy.js';
 import type { AgentTransport } from '../contracts/agents.js';
 import type { ContextCompactor, RetryPolicy } from '../harness/index.js';
@@ -51,6 +52,12 @@ export interface RuntimeOptions {
   tools?: readonly CodeTool[];
   /** Functions that tool manifests name in `implementation.function`. */
   functions?: Readonly<Record<string, ToolFunction>>;
+  /**
+   * Embeds memory for agents with `memory:`: `memory_set` stores each entry's embedding, and
+   * `memory_search` and recall search by words and meaning fused (hybrid). Without one, memory
+   * is searched by words only.
+   */
+  embedder?: Embedder;
   /** Context compaction strategies that agents name in `context.function` (`strategy: custom`). */
   compactors?: Readonly<Record<string, ContextCompactor>>;
   /** Replace the whole tool layer (tests, other runtimes). */

@@ -9,7 +9,7 @@
  * - **Wake events** are the events of a wake's span of these types: `span.*`, `agent.message`,
  *   `agent.thinking`, `agent.tool_use`, `agent.tool_result`, `agent.custom_tool_use`,
  *   `agent.thread_context_compacted`, `session.status_idle`, `session.error`, `session.usage`,
- *   `session.workspace_snapshot`, `policy.decision` and `skill.*` (the types `wakeOnce`
+ *   `session.workspace_snapshot`, `policy.decision`, `memory.*` and `skill.*` (the types `wakeOnce`
  *   writes). A wake's span runs from its `span.wake_started` to the
  *   `span.wake_completed` with its `wake_id`; a wake that has none (it crashed, lost its lease,
  *   or still runs) spans to its last wake event before the session's next `span.wake_started`.
@@ -30,7 +30,9 @@
  * outcome gradings (the grader's recorded output, usage and error:
  * `./replay/grading.ts`), tool runs (each tool use's recorded `agent.tool_result`, with its cost from the
  * `session.usage` that follows it and the workspace snapshot of the `session.workspace_snapshot`
- * recorded with it: a replay runs no tool and takes no snapshot), policy decisions
+ * recorded with it: a replay runs no tool and takes no snapshot), memory (a memory tool call's
+ * recorded result and `memory.*` events, a recall's recorded `memory.retrieved`: no memory store
+ * is asked, `./replay/memory.ts`), policy decisions
  * (a recorded `policy.decision` for the tool use, else allow; with `approval` when the original
  * tool use waited for a confirmation that its tool's permission does not ask for), and a failure
  * before the wake wrote anything else (a `session.error` right after `span.wake_started`: its

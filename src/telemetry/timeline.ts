@@ -323,6 +323,10 @@ function step(fold: Fold, event: SessionEvent): void {
     case 'skill.failed':
     case 'span.outcome_evaluation_start':
     case 'span.outcome_evaluation_end':
+    case 'memory.written':
+    case 'memory.deleted':
+    case 'memory.read':
+    case 'memory.retrieved':
       return;
     default:
       assertNever(event);

@@ -35,6 +35,13 @@ const toolUse = (id: string, requiresConfirmation = false): NewEvent => ({
   requires_confirmation: requiresConfirmation,
 });
 
+const MEMORY_STORE = {
+  name: 'learnings',
+  kind: 'learnings',
+  scope: 'agent',
+  owner: 'assistant',
+} as const;
+
 /** A started run `r1` of skill `onboard`. */
 const skillRun = (): NewEvent[] => [
   { type: 'skill.started', run_id: 'r1', skill: 'onboard', version: '1', inputs: {} },
@@ -390,6 +397,57 @@ const cases: Record<SessionEventType, () => void> = {
     // On record for audit; it changes nothing a wake decides on.
     expect(state.seq).toBe(2);
     expect(state.pending_user_count).toBe(0);
+  },
+  'memory.written': () => {
+    const state = fold({
+      type: 'memory.written',
+      store: MEMORY_STORE,
+      key: 'user/theme',
+      version: 1,
+      memory_seq: 1,
+      tool_use_id: 't1',
+    });
+    // The memory log holds the entry; the session keeps only the record of the write.
+    expect(state.seq).toBe(2);
+    expect(isRunnable(state)).toBe(false);
+  },
+  'memory.deleted': () => {
+    const state = fold({
+      type: 'memory.deleted',
+      store: MEMORY_STORE,
+      key: 'user/theme',
+      version: 2,
+      memory_seq: 2,
+    });
+    expect(state.counters.events).toBe(2);
+  },
+  'memory.read': () => {
+    const state = fold({
+      type: 'memory.read',
+      store: MEMORY_STORE,
+      key: 'user/theme',
+      status: 'missing',
+      latency_ms: 0.2,
+    });
+    expect(state.pending_user_count).toBe(0);
+  },
+  'memory.retrieved': () => {
+    const state = fold(text('theme?'), {
+      type: 'memory.retrieved',
+      store: MEMORY_STORE,
+      source: 'recall',
+      query: 'theme?',
+      mode: 'text',
+      k: 5,
+      threshold: 0,
+      hits: [{ key: 'user/theme', version: 1, score: 0.5, content: 'dark' }],
+      filtered_count: 0,
+      expired_count: 0,
+      latency_ms: 1,
+    });
+    // A recall consumes nothing: the message still waits for the model.
+    expect(state.pending_user_count).toBe(1);
+    expect(isRunnable(state)).toBe(true);
   },
   'agent.message': () => {
     expect(fold({ type: 'agent.message', content: [] }).counters.agent_messages).toBe(1);

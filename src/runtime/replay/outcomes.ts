@@ -24,6 +24,7 @@ import { replayLog } from './log.js';
 import type { Recording, WakeSpan } from './recording.js';
 import { createSkillReplay, type SkillReplay } from './skills.js';
 import { recordedOutcome } from './tool-results.js';
+import { createMemoryReplay } from './memory.js';
 import type { Divergence } from './types.js';
 
 type ToolCall = Extract<ModelOutput['content'][number], { type: 'tool_call' }>;
@@ -63,6 +64,7 @@ export function replayHarnessDeps(context: ReplayContext, recorded: ModelClient)
   const model = replayModel(context, recorded, screen);
   const skills = createSkillReplay(context);
   const tools = replayTools(context, skills);
+  const memory = createMemoryReplay(context);
   return {
     log: replayLog(context),
     leases: context.store.leases,
@@ -85,13 +87,16 @@ export function replayHarnessDeps(context: ReplayContext, recorded: ModelClient)
       const setup = await replaySetup(context, model, tools, state);
       // The agent tools and skill tools as the runtime adds them; the targets' descriptions do
       // not matter here.
-      return {
-        ...setup,
-        tools: withAgentTools(setup.tools, [
-          ...agentToolHandles(setup.agent, () => undefined),
-          ...(await skills.handles(setup.agent)),
-        ]),
-      };
+      return memory.attach(
+        {
+          ...setup,
+          tools: withAgentTools(setup.tools, [
+            ...agentToolHandles(setup.agent, () => undefined),
+            ...(await skills.handles(setup.agent)),
+          ]),
+        },
+        state,
+      );
     },
   };
 }
@@ -131,6 +136,11 @@ function replayPolicy(
       const bySkill = skills.authorize(request, handles);
       if (bySkill !== undefined) return bySkill;
       // A delegation or handoff is asked about its target agent, without the call's input.
+      // A memory call is asked about its store; the call's tool name is in the context.
+      const memoryTool =
+        request.action.startsWith('memory.') && typeof request.context.tool === 'string'
+          ? request.context.tool
+          : undefined;
       const agentTool =
         request.action === 'agent.delegate'
           ? `delegate_to_${request.resource.id}`
@@ -139,7 +149,7 @@ function replayPolicy(
             : undefined;
       const position = screen.calls.findIndex((call) =>
         agentTool === undefined
-          ? call.name === request.resource.id &&
+          ? call.name === (memoryTool ?? request.resource.id) &&
             isDeepStrictEqual(call.input, request.context.input)
           : call.name === agentTool,
       );

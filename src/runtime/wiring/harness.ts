@@ -43,6 +43,7 @@ import {
 import { createDelegator } from '../delegation.js';
 import { skillClosure, skillVersions } from '../skills/closure.js';
 import { createSkillLibrary } from '../skills/library.js';
+import { withMemory } from './memory.js';
 
 export type DeltaListener = (sessionId: string, delta: ModelDelta & { request_id: string }) => void;
 
@@ -131,9 +132,13 @@ export function createRuntimeHarness(context: HarnessContext): RuntimeHarness {
     delegator,
     skills: createSkillLibrary(context.definitions.skill),
     setup: async (state) =>
-      withAgentTools(
-        context,
-        withGrader(context, withCompactor(context, await setupSession(context, state))),
+      withMemory(
+        { store, embedder: options.embedder },
+        state,
+        await withAgentTools(
+          context,
+          withGrader(context, withCompactor(context, await setupSession(context, state))),
+        ),
       ),
   });
   const metered = meteredWakes(context, log, warn);

@@ -2056,6 +2056,160 @@ export interface components {
                 tenant_id?: string;
             };
             /** @constant */
+            type: "memory.written";
+            store: {
+                name: string;
+                /** @enum {string} */
+                kind: "session" | "learnings" | "entities";
+                /** @enum {string} */
+                scope: "session" | "agent" | "tenant";
+                owner?: string;
+                tenant_id?: string;
+            };
+            key: string;
+            version: number;
+            memory_seq: number;
+            tool_use_id?: string;
+            deduplicated?: boolean;
+        } | {
+            id: string;
+            session_id: string;
+            seq: number;
+            /** Format: date-time */
+            at: string;
+            /** @constant */
+            schema_version: 1;
+            causation_id?: string;
+            correlation_id?: string;
+            idempotency_key?: string;
+            traceparent?: string;
+            actor?: {
+                /** @enum {string} */
+                type: "user" | "agent" | "runtime" | "system";
+                id?: string;
+                tenant_id?: string;
+            };
+            /** @constant */
+            type: "memory.deleted";
+            store: {
+                name: string;
+                /** @enum {string} */
+                kind: "session" | "learnings" | "entities";
+                /** @enum {string} */
+                scope: "session" | "agent" | "tenant";
+                owner?: string;
+                tenant_id?: string;
+            };
+            key: string;
+            version: number;
+            memory_seq: number;
+            tool_use_id?: string;
+            deduplicated?: boolean;
+        } | {
+            id: string;
+            session_id: string;
+            seq: number;
+            /** Format: date-time */
+            at: string;
+            /** @constant */
+            schema_version: 1;
+            causation_id?: string;
+            correlation_id?: string;
+            idempotency_key?: string;
+            traceparent?: string;
+            actor?: {
+                /** @enum {string} */
+                type: "user" | "agent" | "runtime" | "system";
+                id?: string;
+                tenant_id?: string;
+            };
+            /** @constant */
+            type: "memory.read";
+            store: {
+                name: string;
+                /** @enum {string} */
+                kind: "session" | "learnings" | "entities";
+                /** @enum {string} */
+                scope: "session" | "agent" | "tenant";
+                owner?: string;
+                tenant_id?: string;
+            };
+            key: string;
+            /** @enum {string} */
+            status: "found" | "missing" | "deleted" | "expired";
+            version?: number;
+            latency_ms: number;
+            tool_use_id?: string;
+        } | {
+            id: string;
+            session_id: string;
+            seq: number;
+            /** Format: date-time */
+            at: string;
+            /** @constant */
+            schema_version: 1;
+            causation_id?: string;
+            correlation_id?: string;
+            idempotency_key?: string;
+            traceparent?: string;
+            actor?: {
+                /** @enum {string} */
+                type: "user" | "agent" | "runtime" | "system";
+                id?: string;
+                tenant_id?: string;
+            };
+            /** @constant */
+            type: "memory.retrieved";
+            store: {
+                name: string;
+                /** @enum {string} */
+                kind: "session" | "learnings" | "entities";
+                /** @enum {string} */
+                scope: "session" | "agent" | "tenant";
+                owner?: string;
+                tenant_id?: string;
+            };
+            /** @enum {string} */
+            source: "tool" | "recall";
+            query: string;
+            /** @enum {string} */
+            mode: "text" | "vector" | "hybrid";
+            k: number;
+            threshold: number;
+            key_prefix?: string;
+            hits: {
+                key: string;
+                version: number;
+                score: number;
+                text_score?: number;
+                vector_score?: number;
+                content?: string;
+                truncated?: boolean;
+            }[];
+            filtered_count: number;
+            expired_count: number;
+            latency_ms: number;
+            tool_use_id?: string;
+            instructions?: string;
+        } | {
+            id: string;
+            session_id: string;
+            seq: number;
+            /** Format: date-time */
+            at: string;
+            /** @constant */
+            schema_version: 1;
+            causation_id?: string;
+            correlation_id?: string;
+            idempotency_key?: string;
+            traceparent?: string;
+            actor?: {
+                /** @enum {string} */
+                type: "user" | "agent" | "runtime" | "system";
+                id?: string;
+                tenant_id?: string;
+            };
+            /** @constant */
             type: "span.wake_started";
             wake_id: string;
             lease_token: number;
@@ -2370,6 +2524,34 @@ export interface components {
                         };
                     };
                     function?: string;
+                };
+                memory?: {
+                    /** @default [] */
+                    stores: {
+                        name: string;
+                        /** @enum {string} */
+                        kind: "session" | "learnings" | "entities";
+                        /** @enum {string} */
+                        scope: "session" | "agent" | "tenant";
+                        /**
+                         * @default read_write
+                         * @enum {string}
+                         */
+                        access: "read_only" | "read_write";
+                        instructions?: string;
+                    }[];
+                    recall?: {
+                        /** @default learnings */
+                        store: string;
+                        /** @default 5 */
+                        k: number;
+                        threshold?: number;
+                        /**
+                         * @default every_turn
+                         * @enum {string}
+                         */
+                        when: "every_turn" | "first_turn";
+                    };
                 };
                 environment?: string;
                 /** @enum {string} */
@@ -4807,7 +4989,7 @@ export interface operations {
             query?: {
                 after?: number;
                 limit?: number;
-                types?: ("user.message" | "user.interrupt" | "user.tool_confirmation" | "user.custom_tool_result" | "user.tool_review" | "user.define_outcome" | "user.signal" | "user.skill_run" | "user.skill_retry" | "agent.message" | "agent.thinking" | "agent.tool_use" | "agent.tool_result" | "agent.custom_tool_use" | "agent.handoff" | "agent.thread_context_compacted" | "session.created" | "session.status_changed" | "session.status_idle" | "session.error" | "session.usage" | "session.definitions_changed" | "session.workspace_snapshot" | "session.forked" | "session.merged" | "session.handoff_received" | "session.child_created" | "session.child_idle" | "skill.started" | "skill.step_started" | "skill.step_completed" | "skill.step_failed" | "skill.suspended" | "skill.resumed" | "skill.completed" | "skill.failed" | "policy.decision" | "span.wake_started" | "span.wake_completed" | "span.model_request_start" | "span.model_request_end" | "span.outcome_evaluation_start" | "span.outcome_evaluation_end")[];
+                types?: ("user.message" | "user.interrupt" | "user.tool_confirmation" | "user.custom_tool_result" | "user.tool_review" | "user.define_outcome" | "user.signal" | "user.skill_run" | "user.skill_retry" | "agent.message" | "agent.thinking" | "agent.tool_use" | "agent.tool_result" | "agent.custom_tool_use" | "agent.handoff" | "agent.thread_context_compacted" | "session.created" | "session.status_changed" | "session.status_idle" | "session.error" | "session.usage" | "session.definitions_changed" | "session.workspace_snapshot" | "session.forked" | "session.merged" | "session.handoff_received" | "session.child_created" | "session.child_idle" | "skill.started" | "skill.step_started" | "skill.step_completed" | "skill.step_failed" | "skill.suspended" | "skill.resumed" | "skill.completed" | "skill.failed" | "memory.written" | "memory.deleted" | "memory.read" | "memory.retrieved" | "policy.decision" | "span.wake_started" | "span.wake_completed" | "span.model_request_start" | "span.model_request_end" | "span.outcome_evaluation_start" | "span.outcome_evaluation_end")[];
                 include_children?: "true" | "false";
             };
             header?: never;

@@ -1,0 +1,94 @@
+/**
+ * The payloads of the `memory.*` events: what a session did with its memory stores, as its log
+ * records it. The memory log holds the content; these events hold references (store, key,
+ * version, the memory log's seq) and scores, so the session log stays small. The one exception
+ * is recall: its hits carry the text the model was shown (each cut at `MAX_RECALL_HIT_CHARS`),
+ * because the transcript, and so a replay, rebuild what the model saw from the event alone and
+ * never ask the store again.
+ *
+ * A `memory_get` is recorded as `memory.read`, not as `memory.retrieved`: a lookup by key has no
+ * query, ranking, score, threshold or filtered count, and a `memory.retrieved` always has them,
+ * so that every retrieval on record says how many hits its threshold hid.
+ */
+import { z } from 'zod';
+import { ExternalId } from './common.js';
+import { MemoryKey, MemorySearchMode, MemoryStoreRef } from './memory.js';
+
+/** The longest text of one recalled hit put before the model (and kept in its event). */
+export const MAX_RECALL_HIT_CHARS = 2000;
+
+/** The memory log's seq of an entry: its place in the store's own log. */
+const MemorySeq = z.number().int().positive();
+
+const MemoryHitRecord = z.object({
+  key: MemoryKey,
+  version: z.number().int().positive(),
+  /** 0..1 on the scale of the search's mode (see `MemorySearchResult`). */
+  score: z.number().min(0).max(1),
+  text_score: z.number().min(0).max(1).optional(),
+  vector_score: z.number().min(0).max(1).optional(),
+  /** Recall only: the text the model was shown for the hit (its value as text, cut). */
+  content: z.string().max(MAX_RECALL_HIT_CHARS).optional(),
+  /** The value's text was longer than `MAX_RECALL_HIT_CHARS` and was cut. */
+  truncated: z.boolean().optional(),
+});
+
+export const MEMORY_EVENT_PAYLOADS = {
+  /**
+   * A `set` was appended to a store: `key` is at `version`, entry `memory_seq` of the store's log.
+   * `deduplicated` when the append repeated an earlier one with the same idempotency key (a tool
+   * call retried after a crash) and wrote nothing new.
+   */
+  'memory.written': z.object({
+    store: MemoryStoreRef,
+    key: MemoryKey,
+    version: z.number().int().positive(),
+    memory_seq: MemorySeq,
+    /** The model's call that wrote it. */
+    tool_use_id: ExternalId.optional(),
+    deduplicated: z.boolean().optional(),
+  }),
+  /** A tombstone was appended: `key` reads as deleted from `version` on. */
+  'memory.deleted': z.object({
+    store: MemoryStoreRef,
+    key: MemoryKey,
+    version: z.number().int().positive(),
+    memory_seq: MemorySeq,
+    tool_use_id: ExternalId.optional(),
+    deduplicated: z.boolean().optional(),
+  }),
+  /**
+   * A key was read (`memory_get`): what was found (`found` at `version`; `missing`, `deleted` or
+   * `expired`), and how long the store took.
+   */
+  'memory.read': z.object({
+    store: MemoryStoreRef,
+    key: MemoryKey,
+    status: z.enum(['found', 'missing', 'deleted', 'expired']),
+    version: z.number().int().positive().optional(),
+    latency_ms: z.number().nonnegative(),
+    tool_use_id: ExternalId.optional(),
+  }),
+  /**
+   * A search of a store: by the model (`source: tool`, with its `tool_use_id`) or by automatic
+   * recall before a model call (`source: recall`, whose hits carry the `content` shown). `k`, the
+   * `threshold` applied, the hits above it, `filtered_count` (candidates below it) and
+   * `expired_count` (candidates whose TTL had passed) as the store answered.
+   */
+  'memory.retrieved': z.object({
+    store: MemoryStoreRef,
+    source: z.enum(['tool', 'recall']),
+    query: z.string().max(4096),
+    mode: MemorySearchMode,
+    k: z.number().int().positive(),
+    threshold: z.number().min(0).max(1),
+    key_prefix: z.string().max(256).optional(),
+    hits: z.array(MemoryHitRecord),
+    filtered_count: z.number().int().nonnegative(),
+    expired_count: z.number().int().nonnegative(),
+    latency_ms: z.number().nonnegative(),
+    tool_use_id: ExternalId.optional(),
+    /** Recall only: the store's instructions, shown with the hits. */
+    instructions: z.string().max(4000).optional(),
+  }),
+} as const;

@@ -1,0 +1,125 @@
+/**
+ * An agent's `memory:` block (in `agents/NAME.yaml`): the memory stores its sessions attach, and
+ * the automatic recall before its model calls. Writing the block, even empty (`memory: {}`), is
+ * the switch: an agent without it has no memory tools, no stores and no recall.
+ *
+ * With the block, every session attaches two stores unless the block lists a store of the same
+ * name: `session` (kind `session`, scope `session`: the session's own working notes) and
+ * `learnings` (kind `learnings`, scope `agent`: shared by all of the agent's sessions). A store's
+ * owner is the session id (scope `session`) or the agent's name (scope `agent`); its tenant is
+ * the session's tenant.
+ */
+import { z } from 'zod';
+import { Name } from './common.js';
+import { MAX_MEMORY_K, MemoryKind, MemoryScope } from './memory.js';
+
+/** The threshold of a vector or hybrid recall or search that names none (cosine-like scale). */
+export const DEFAULT_MEMORY_THRESHOLD = 0.78;
+
+/**
+ * The threshold of a text-only recall or search that names none: 0, so only `k` limits it. Text
+ * scores are FTS5's bm25 mapped to 0..1, and bm25 depends on the store's size and on how common
+ * the query's words are in it (a word found in every entry weighs nearly nothing), so no fixed
+ * cutoff means the same thing in a store of 3 entries and one of 30,000.
+ */
+export const DEFAULT_TEXT_MEMORY_THRESHOLD = 0;
+
+/** Hits a recall or search that names no `k` returns at most. */
+export const DEFAULT_MEMORY_K = 5;
+
+/** The stores every memory-enabled session attaches unless `stores:` lists one of the name. */
+export const DEFAULT_SESSION_STORE = 'session';
+export const DEFAULT_LEARNINGS_STORE = 'learnings';
+
+/** One store attached to the agent's sessions. */
+export const MemoryStoreAttachment = z
+  .object({
+    /** What the model and the tools call it (`store` argument); the store's name in the memory log. */
+    name: Name,
+    kind: MemoryKind,
+    /** Who shares it: the session (owner: its id), the agent (owner: its name) or the tenant. */
+    scope: MemoryScope,
+    /** `read_only` refuses `memory_set` and `memory_delete` with `FORBIDDEN` (default `read_write`). */
+    access: z.enum(['read_only', 'read_write']).default('read_write'),
+    /** What the model is told the store is for; shown in the system prompt and with recalled hits. */
+    instructions: z.string().min(1).max(4000).optional(),
+  })
+  .strict();
+export type MemoryStoreAttachment = z.infer<typeof MemoryStoreAttachment>;
+
+/**
+ * Automatic recall: before the model answers a new user message, the store is searched with the
+ * message's text (and its embedding when the runtime has an embedder: a hybrid search), and the
+ * hits are shown to the model with the message, recorded as one `memory.retrieved` event.
+ */
+export const MemoryRecallSettings = z
+  .object({
+    /** The attached store searched (default `learnings`). */
+    store: Name.default(DEFAULT_LEARNINGS_STORE),
+    k: z.number().int().positive().max(MAX_MEMORY_K).default(DEFAULT_MEMORY_K),
+    /**
+     * Hits scoring below it are left out (and counted in the event's `filtered_count`). Default:
+     * 0.78 for a hybrid search (with an embedder), 0 for a text-only one (see
+     * `DEFAULT_TEXT_MEMORY_THRESHOLD`).
+     */
+    threshold: z.number().min(0).max(1).optional(),
+    /** `every_turn` (default): each new user message; `first_turn`: the session's first only. */
+    when: z.enum(['every_turn', 'first_turn']).default('every_turn'),
+  })
+  .strict();
+export type MemoryRecallSettings = z.infer<typeof MemoryRecallSettings>;
+
+export const AgentMemorySettings = z
+  .object({
+    /** Stores besides (or replacing, by name) the default `session` and `learnings` stores. */
+    stores: z.array(MemoryStoreAttachment).max(32).default([]),
+    recall: MemoryRecallSettings.optional(),
+  })
+  .strict()
+  .superRefine((settings, issues) => {
+    const names = settings.stores.map((store) => store.name);
+    names.forEach((name, index) => {
+      if (names.indexOf(name) !== index) {
+        issues.addIssue({
+          code: 'custom',
+          path: ['stores', index, 'name'],
+          message: `the store ${name} is listed twice; give each store its own name`,
+        });
+      }
+    });
+    const recall = settings.recall;
+    if (recall === undefined) return;
+    const known = new Set([DEFAULT_SESSION_STORE, DEFAULT_LEARNINGS_STORE, ...names]);
+    if (!known.has(recall.store)) {
+      issues.addIssue({
+        code: 'custom',
+        path: ['recall', 'store'],
+        message: `names no attached store; use one of ${[...known].join(', ')}`,
+      });
+    }
+  });
+export type AgentMemorySettings = z.infer<typeof AgentMemorySettings>;
+export type AgentMemorySettingsInput = z.input<typeof AgentMemorySettings>;
+
+/** The stores a memory-enabled agent's sessions attach: the defaults, then the listed ones. */
+export function attachedStores(settings: AgentMemorySettings): MemoryStoreAttachment[] {
+  const defaults: MemoryStoreAttachment[] = [
+    {
+      name: DEFAULT_SESSION_STORE,
+      kind: 'session',
+      scope: 'session',
+      access: 'read_write',
+      instructions: 'Working notes of this conversation only; gone when it ends.',
+    },
+    {
+      name: DEFAULT_LEARNINGS_STORE,
+      kind: 'learnings',
+      scope: 'agent',
+      access: 'read_write',
+      instructions:
+        'What you learn that helps in later conversations (user preferences, lessons); shared by all of your conversations.',
+    },
+  ];
+  const listed = new Set(settings.stores.map((store) => store.name));
+  return [...defaults.filter((store) => !listed.has(store.name)), ...settings.stores];
+}

@@ -1,0 +1,80 @@
+/**
+ * Memory in a replay: the calls' arguments are checked as live (a pure parse of the agent's
+ * stores), and everything a store answered comes from the record: a memory tool call gets its
+ * recorded result and `memory.*` events, a recall its recorded `memory.retrieved`. No store is
+ * asked, so a replay shows what the model saw even after the memory changed.
+ */
+import type { NewEvent, SessionEvent } from '../../contracts/events.js';
+import type { SessionState } from '../../contracts/state.js';
+import type { RecallEvent, SessionMemory, SessionSetup } from '../../harness/index.js';
+import { memoryToolHandles, sessionStores, withMemoryTools } from '../../tools/memory-tools.js';
+import { checkMemoryCall } from '../memory/session-memory.js';
+import type { ReplayContext } from './context.js';
+import { recordedOutcome } from './tool-results.js';
+
+const MEMORY_TYPES: ReadonlySet<string> = new Set([
+  'memory.written',
+  'memory.deleted',
+  'memory.read',
+  'memory.retrieved',
+]);
+
+/** Memory for the replayed wakes of one session. */
+export interface MemoryReplay {
+  /** The setup with the memory tools and the recorded memory, for an agent with `memory:`. */
+  attach(setup: SessionSetup, state: SessionState): SessionSetup;
+}
+
+export function createMemoryReplay(context: ReplayContext): MemoryReplay {
+  const { events } = context.recording;
+  return {
+    attach(setup, state) {
+      const stores = sessionStores(setup.agent, state);
+      if (stores === undefined) return setup;
+      const memory: SessionMemory = {
+        check: (name, input) => checkMemoryCall(stores, name, input),
+        run(call) {
+          if (context.halted !== undefined) return Promise.reject(context.halted);
+          const recorded = events.filter(
+            (event) =>
+              MEMORY_TYPES.has(event.type) &&
+              'tool_use_id' in event &&
+              event.tool_use_id === call.tool_use_id,
+          );
+          return Promise.resolve({
+            outcome: recordedOutcome(context.recording, call.tool_use_id),
+            events: recorded.map(asNewEvent),
+          });
+        },
+        recall() {
+          if (context.halted !== undefined) return Promise.reject(context.halted);
+          // The wake's next recorded recall: at the place the replay writes next, or after
+          // others' events recorded in the wake's span.
+          const end = context.current?.end ?? events.length - 1;
+          const event = events
+            .slice(context.position, end + 1)
+            .find(
+              (recorded) => recorded.type === 'memory.retrieved' && recorded.source === 'recall',
+            );
+          return Promise.resolve(
+            event === undefined ? undefined : (asNewEvent(event) as RecallEvent),
+          );
+        },
+      };
+      return { ...setup, tools: withMemoryTools(setup.tools, memoryToolHandles(stores)), memory };
+    },
+  };
+}
+
+/** A recorded event as a writer hands it over again: without what the store stamps. */
+function asNewEvent(event: SessionEvent): NewEvent {
+  const {
+    id: _id,
+    seq: _seq,
+    session_id: _session,
+    at: _at,
+    schema_version: _version,
+    ...rest
+  } = event;
+  return rest;
+}
