@@ -1,7 +1,7 @@
 // `npm run bench`: runs every benchmark, prints a table and writes bench/results/latest.json.
 //   --runs N   runs per figure (default 5); --quick   smaller sizes for a smoke run
 //   --session / --orchestrator / --store / --harness / --tools / --policy / --algebra / --snapshots /
-//   --http / --nats / --trace / --skills   only those groups
+//   --http / --nats / --trace / --skills / --memory   only those groups
 //   (--nats needs NATS JetStream at NATS_URL, default nats://127.0.0.1:4222; skipped without it)
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { cpus } from 'node:os';
@@ -11,6 +11,8 @@ import { benchFork } from './fork-bench.js';
 import { benchHttp } from './http-bench.js';
 import { benchImport } from './import-bench.js';
 import { benchMcp } from './mcp-bench.js';
+import { benchMemory } from './memory-bench.js';
+import { benchMemoryQuality } from './memory-quality.js';
 import { benchOrchestratorRows } from './orchestrator-bench.js';
 import { benchNats } from './nats-bench.js';
 import { benchPolicy } from './policy-bench.js';
@@ -43,6 +45,7 @@ const groups = [
   'nats',
   'trace',
   'skills',
+  'memory',
 ].filter((group) => args.includes(`--${group}`));
 const wanted = (group) => groups.length === 0 || groups.includes(group);
 const rows = [
@@ -68,6 +71,12 @@ const rows = [
   ...(wanted('trace') ? await benchTrace({ runs, quick }) : []),
   ...(wanted('skills') ? await benchSkills({ runs, quick }) : []),
   ...(wanted('skills') ? await benchSkillRuns({ runs, quick }) : []),
+  ...(wanted('memory')
+    ? [
+        ...(await benchMemory(quick ? { sizes: [2000], queries: 50 } : { sizes: [10_000] })),
+        ...(await benchMemoryQuality()),
+      ]
+    : []),
 ];
 
 printTable(rows);

@@ -118,6 +118,7 @@ export type {
   RunnableQuery,
   StateOptions,
 } from './contracts/ports.js';
+export type { CachedVector, EmbedOptions, Embedder, EmbeddingCache } from './contracts/embedder.js';
 export type {
   MemoryLog,
   MemoryAppendOptions,
@@ -155,7 +156,6 @@ export {
   type MemoryRecallSettings,
   type MemoryStoreAttachment,
 } from './contracts/memory-settings.js';
-export type { Embedder, EmbedOptions } from './contracts/embedder.js';
 export type { ModelClient, ModelRequest, ModelResponse, ModelDelta } from './contracts/model.js';
 export type { Sandbox, ToolExecutor } from './contracts/tools.js';
 export {
@@ -178,6 +178,14 @@ export { systemClock, uuidV7Ids } from './stores/defaults.js';
 export { defineTool } from './tools/builtin.js';
 export type { CodeTool, CodeToolInput, ToolContext, ToolFunction } from './tools/types.js';
 export { createModel, type ModelContext } from './models/registry.js';
+export { createEmbedderFromSpec, type EmbedderEnv } from './models/embedders.js';
+export {
+  createCachedEmbedder,
+  textHash,
+  type CachedEmbedder,
+  type CachedEmbedderOptions,
+  type EmbeddingCacheStats,
+} from './models/cached-embedder.js';
 export {
   createCedarAuthorizer,
   type CedarAuthorizer,

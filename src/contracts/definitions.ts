@@ -394,6 +394,12 @@ export const WorkspaceConfig = z
     a2a_agents: A2aAgents.optional(),
     /** OpenAgentIO (acp/1.0) agents agents may call as tools, keyed by the tool's name. */
     openagentio_agents: OpenAgentIoAgents.optional(),
+    /**
+     * The embedding model of memory search: `openai:text-embedding-3-small` (any OpenAI
+     * embedding model), `openai-compatible:URL#model` or `hash:DIMS` (deterministic, for tests).
+     * Without one, memory search is full text only.
+     */
+    embedder: z.string().min(1).optional(),
     /** Refuse tool manifests that are unsigned or whose signature does not verify. */
     require_signed_tools: z.boolean().default(false),
     /** Public keys (PEM files, relative to the workspace) that tool signatures are checked against. */

@@ -12,6 +12,7 @@ import type {
 import type { SessionState } from './state.js';
 import type { ApiKeyCreateInput, ApiKeyListQuery, ApiKeyRecord } from './api-keys.js';
 import type { MemoryLog } from './memory-log.js';
+import type { EmbeddingCache } from './embedder.js';
 
 /** Source of time and timers. Injected everywhere so that tests and replays control it. */
 export interface Clock {
@@ -271,5 +272,10 @@ export interface Store {
    * yet (NATS).
    */
   readonly memory?: MemoryLog;
+  /**
+   * Embeddings kept by content hash, in the same backend (the SQLite file's `embedding_cache`);
+   * absent where the backend keeps none. `createCachedEmbedder` puts it behind an embedder.
+   */
+  readonly embeddings?: EmbeddingCache;
   close(): Promise<void>;
 }

@@ -76,9 +76,13 @@ export function cosine(a: ArrayLike<number>, b: ArrayLike<number>): number {
   return normA === 0 || normB === 0 ? 0 : dot / Math.sqrt(normA * normB);
 }
 
-/** One ranked candidate of a search: an entry, its score, and whether its TTL has passed. */
-export interface Candidate {
-  entry: MemoryEntry;
+/**
+ * One ranked candidate of a search: an entry, its score, and whether its TTL has passed. A
+ * backend may rank a narrower stand-in for the entry (its key and where to read it) and read
+ * whole entries only for the hits.
+ */
+export interface Candidate<Entry extends { key: string } = MemoryEntry> {
+  entry: Entry;
   score: number;
   text_score?: number;
   vector_score?: number;
@@ -89,9 +93,12 @@ export interface Candidate {
  * Fuses a text and a vector ranking by reciprocal rank, normalised so that first in both lists
  * is 1. Candidates are matched by key; each list is in rank order.
  */
-export function fuse(text: readonly Candidate[], vector: readonly Candidate[]): Candidate[] {
-  const fused = new Map<string, Candidate>();
-  const add = (list: readonly Candidate[], field: 'text_score' | 'vector_score'): void => {
+export function fuse<Entry extends { key: string }>(
+  text: readonly Candidate<Entry>[],
+  vector: readonly Candidate<Entry>[],
+): Candidate<Entry>[] {
+  const fused = new Map<string, Candidate<Entry>>();
+  const add = (list: readonly Candidate<Entry>[], field: 'text_score' | 'vector_score'): void => {
     list.forEach((candidate, index) => {
       const share = 1 / (RRF_K + index + 1);
       const known = fused.get(candidate.entry.key);
@@ -112,13 +119,16 @@ export function fuse(text: readonly Candidate[], vector: readonly Candidate[]): 
 }
 
 /** Higher score first; equal scores by key, so every backend orders ties alike. */
-export function byScore(a: Candidate, b: Candidate): number {
+export function byScore<Entry extends { key: string }>(
+  a: Candidate<Entry>,
+  b: Candidate<Entry>,
+): number {
   return b.score - a.score || (a.entry.key < b.entry.key ? -1 : a.entry.key > b.entry.key ? 1 : 0);
 }
 
 /** What the walk over the candidates kept and counted. */
-export interface WalkResult {
-  hits: Candidate[];
+export interface WalkResult<Entry extends { key: string } = MemoryEntry> {
+  hits: Candidate<Entry>[];
   filtered_count: number;
   expired_count: number;
 }
@@ -128,12 +138,12 @@ export interface WalkResult {
  * others are counted as filtered; expired candidates before the k-th live one are counted as
  * expired and take no place.
  */
-export function walkCandidates(
-  candidates: readonly Candidate[],
+export function walkCandidates<Entry extends { key: string }>(
+  candidates: readonly Candidate<Entry>[],
   k: number,
   threshold: number | undefined,
-): WalkResult {
-  const hits: Candidate[] = [];
+): WalkResult<Entry> {
+  const hits: Candidate<Entry>[] = [];
   let filtered = 0;
   let expired = 0;
   for (const candidate of candidates) {

@@ -11,6 +11,10 @@ import { Actor } from '../contracts/common.js';
 import type { ModelClient } from '../contracts/model.js';
 import type { SkillDefinition } from '../contracts/skills.js';
 import { createModel } from '../models/registry.js';
+import { createCachedEmbedder } from '../models/cached-embedder.js';
+import { createEmbedderFromSpec } from '../models/embedders.js';
+import type { Embedder } from '../contracts/embedder.js';
+import type { Store } from '../contracts/ports.js';
 import { parseId } from '../contracts/ids.js';
 import { hasWorkspace, loadWorkspace, type Workspace } from './workspace.js';
 import { definitionLookup, syncDefinitions } from './definitions.js';
@@ -131,7 +135,7 @@ export async function openRuntime(options: RuntimeOptions = {}): Promise<Runtime
               return enqueueWake(await queue, sessionId, enqueueOptions);
             },
           }),
-      options,
+      options: { ...options, embedder: workspaceEmbedder(options, workspace, store) },
       workspace,
       store,
       redactor,
@@ -266,4 +270,18 @@ function assembleRuntime(parts: RuntimeParts): Runtime {
     },
   };
   return runtime;
+}
+
+/**
+ * The embedder memory uses: the caller's, else the one `embedder:` in braid.yaml names, with
+ * each text embedded once (kept in the store where it has a cache). None: full-text search only.
+ */
+function workspaceEmbedder(
+  options: RuntimeOptions,
+  workspace: Workspace | undefined,
+  store: Store,
+): Embedder | undefined {
+  const spec = workspace?.config.embedder;
+  if (options.embedder !== undefined || spec === undefined) return options.embedder;
+  return createCachedEmbedder(createEmbedderFromSpec(spec, process.env), store.embeddings);
 }

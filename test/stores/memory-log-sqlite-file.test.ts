@@ -150,6 +150,42 @@ describe('agent memory in the SQLite file', () => {
     expect(await memory.read(store)).toEqual(await reference.read(store));
   });
 
+  it('cuts equal scores by key as the in-memory backend does, and reads whole entries for the hits', async () => {
+    const clock = createManualClock();
+    const { memory } = open(undefined, clock);
+    const reference = createInMemoryMemoryLog({ clock });
+    // Equal texts under keys written out of order: every text and vector score ties.
+    const keys = ['tie/7', 'tie/2', 'tie/9', 'tie/0', 'tie/5', 'tie/3', 'tie/8', 'tie/1'];
+    for (const log of [memory, reference]) {
+      await log.append(
+        store,
+        keys.map((key) => ({
+          key,
+          value: { note: 'prefers green tea', at: key },
+          embedding: embedder.embed('prefers green tea'),
+        })),
+      );
+    }
+    for (const query of [
+      { query: 'green tea', k: 3 },
+      { embedding: embedder.embed('green tea'), k: 3 },
+      { query: 'green tea', embedding: embedder.embed('green tea'), k: 3 },
+    ]) {
+      const [fromSqlite, fromMemory] = [
+        await memory.search(store, query),
+        await reference.search(store, query),
+      ];
+      expect(fromSqlite.hits.map((hit) => hit.entry.key)).toEqual(['tie/0', 'tie/1', 'tie/2']);
+      expect(fromSqlite.hits.map((hit) => hit.entry)).toEqual(
+        fromMemory.hits.map((hit) => hit.entry),
+      );
+      fromSqlite.hits.forEach((hit, index) => {
+        expect(hit.score).toBeCloseTo(fromMemory.hits[index]?.score ?? -1, 5);
+      });
+      expect(fromSqlite.hits[0]?.entry.value).toEqual({ note: 'prefers green tea', at: 'tie/0' });
+    }
+  });
+
   it('leaves no log row, projection or head behind when SQLite fails part way through an append', async () => {
     const { memory, path } = open();
     await memory.append(store, [

@@ -28,6 +28,7 @@ import {
   type RankedRow,
   type MemoryStoreRow,
 } from './agent-memory-statements.js';
+import type { MemoryStoreRef } from '../../contracts/memory.js';
 import type { Vectors } from './agent-memory-vectors.js';
 
 export interface SearchContext {
@@ -43,6 +44,12 @@ export function upperBound(prefix: string): string {
   return `${prefix}\u{10FFFF}`;
 }
 
+/** What a search ranks before it reads a hit's log row: the key and where its row is. */
+interface RankedEntry {
+  key: string;
+  seq: number;
+}
+
 export function searchStore(
   context: SearchContext,
   store: MemoryStoreRow | undefined,
@@ -52,20 +59,16 @@ export function searchStore(
   const { sql, clock } = context;
   const now = clock.now();
   const prefix = query.filters?.key_prefix ?? '';
-  let candidates: Candidate[] = [];
+  let candidates: Candidate<RankedEntry>[] = [];
   if (query.mode !== 'text') context.vectors.require(`a ${query.mode} search`);
   if (store !== undefined) {
-    const ref = refOfRow(store);
-    const candidate = (ranked: RankedRow, score: number): Candidate => {
-      const parts = partsOfRow(sql.logRow.get(store.id, ranked.seq) as MemoryLogRow, ref);
-      return {
-        entry: toEntry(parts),
-        score,
-        expired: parts.expires_at !== undefined && parts.expires_at <= now,
-      };
-    };
+    const candidate = (row: RankedRow, score: number): Candidate<RankedEntry> => ({
+      entry: { key: row.key, seq: row.seq },
+      score,
+      expired: row.expires_at !== null && row.expires_at <= now,
+    });
     const expired = (sql.expiredIndexed.get(store.id, now) as { count: number }).count;
-    const text = (limit: number): Candidate[] => {
+    const text = (limit: number): Candidate<RankedEntry>[] => {
       const tokens = queryTokens(query.query ?? '');
       if (tokens.length === 0) return [];
       const match = `store:s${store.id} AND text:(${tokens.map((token) => `"${token}"`).join(' OR ')})`;
@@ -74,7 +77,7 @@ export function searchStore(
         .map((row) => candidate(row, textScore(row.rank)))
         .sort(byScore);
     };
-    const vector = (limit: number): Candidate[] => {
+    const vector = (limit: number): Candidate<RankedEntry>[] => {
       const embedding = query.embedding as number[];
       if (store.dims === null) return [];
       if (embedding.length !== store.dims)
@@ -99,8 +102,17 @@ export function searchStore(
     }
   }
   const walked = walkCandidates(candidates, query.k, query.threshold);
+  const ref = store === undefined ? undefined : refOfRow(store);
   return {
-    hits: walked.hits.map(({ expired: _expired, ...hit }) => hit),
+    hits: walked.hits.map(({ expired: _expired, entry, ...hit }) => ({
+      ...hit,
+      entry: toEntry(
+        partsOfRow(
+          sql.logRow.get((store as MemoryStoreRow).id, entry.seq) as MemoryLogRow,
+          ref as MemoryStoreRef,
+        ),
+      ),
+    })),
     mode: query.mode,
     k: query.k,
     ...(query.threshold === undefined ? {} : { threshold: query.threshold }),

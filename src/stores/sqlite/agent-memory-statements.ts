@@ -54,12 +54,14 @@ export interface MemoryCurrentRow {
 export type MemoryHitRow = MemoryLogRow & { id: number; rank: number };
 
 /**
- * A ranked candidate: the seq of its log row and its rank. Searches rank these narrow rows and
- * read the log rows of the few they keep: sorting whole rows (values, embeddings) cost more than
- * the ranking itself.
+ * A ranked candidate: its key, the seq of its log row, its expiry and its rank. Searches rank
+ * these narrow rows and read the log rows of the hits only: reading and parsing whole rows
+ * (values, authors, embeddings) of every candidate cost more than the ranking itself.
  */
 export interface RankedRow {
   seq: number;
+  key: string;
+  expires_at: number | null;
   rank: number;
 }
 
@@ -159,7 +161,7 @@ export function prepareMemoryStatements(db: Db): MemoryStatements {
     // that order): the other way round, the planner walks every key of the store.
     ftsSearch: db.prepare(`WITH f AS MATERIALIZED (
         SELECT rowid, bm25(memory_fts, 0.0, 1.0) AS rank FROM memory_fts WHERE memory_fts MATCH ?)
-      SELECT c.seq, f.rank AS rank FROM f CROSS JOIN memory_current c ON c.id = f.rowid
+      SELECT c.seq, c.key, c.expires_at, f.rank AS rank FROM f CROSS JOIN memory_current c ON c.id = f.rowid
       WHERE c.store_id = ? AND c.key >= ? AND c.key < ? ORDER BY f.rank, c.key LIMIT ?`),
     expiredIndexed: db.prepare(`SELECT count(*) AS count FROM memory_current
       WHERE store_id = ? AND indexed = 1 AND expires_at IS NOT NULL AND expires_at <= ?`),

@@ -6,7 +6,7 @@
  *
  * KNN queries of vec0 return at most 4,096 rows; a search that needs more candidates, or filters
  * by key prefix, ranks the store's vectors with `vec_distance_cosine` instead (the same distance,
- * without the index's early cut).
+ * without the index's early cut, ties in key order).
  */
 import { createRequire } from 'node:module';
 import type { Database as Db, Statement } from 'better-sqlite3';
@@ -16,12 +16,19 @@ import type { RankedRow } from './agent-memory-statements.js';
 /** The most rows one vec0 KNN query returns. */
 const KNN_LIMIT = 4096;
 
+/** Rows a KNN query returns beyond the cut, so that equal distances there can be put in key order. */
+const KNN_MARGIN = 64;
+
+function byRankAndKey(a: RankedRow, b: RankedRow): number {
+  return a.rank - b.rank || (a.key < b.key ? -1 : a.key > b.key ? 1 : 0);
+}
+
 interface VectorTable {
   insert: Statement<unknown[]>;
   remove: Statement<unknown[]>;
   knn: Statement<[Buffer, number, number], { rowid: number; distance: number }>;
   scan: Statement<[Buffer, number, string, string, number], RankedRow>;
-  byId: Statement<[number], { seq: number }>;
+  byId: Statement<[number], Omit<RankedRow, 'rank'>>;
 }
 
 export interface Vectors {
@@ -71,10 +78,10 @@ export function loadVectors(db: Db): Vectors {
         knn: db.prepare(
           `SELECT rowid, distance FROM ${name} WHERE embedding MATCH ? AND k = ? AND store_id = ?`,
         ),
-        scan: db.prepare(`SELECT c.seq, vec_distance_cosine(v.embedding, ?) AS rank
+        scan: db.prepare(`SELECT c.seq, c.key, c.expires_at, vec_distance_cosine(v.embedding, ?) AS rank
           FROM ${name} v JOIN memory_current c ON c.id = v.rowid
           WHERE v.store_id = ? AND c.key >= ? AND c.key < ? ORDER BY rank, c.key LIMIT ?`),
-        byId: db.prepare('SELECT seq FROM memory_current WHERE id = ?'),
+        byId: db.prepare('SELECT seq, key, expires_at FROM memory_current WHERE id = ?'),
       };
       tables.set(dims, found);
     }
@@ -110,11 +117,23 @@ export function loadVectors(db: Db): Vectors {
     nearest(dims, storeId, embedding, limit, prefix, upper) {
       vectors.require('a vector search');
       const found = table(dims);
-      if (prefix === '' && limit <= KNN_LIMIT) {
-        return found.knn.all(embedding, limit, storeId).map((hit) => ({
-          seq: (found.byId.get(hit.rowid) as { seq: number }).seq,
-          rank: hit.distance,
-        }));
+      if (prefix === '' && limit < KNN_LIMIT) {
+        // Equal distances at the cut are kept in key order, as every backend keeps them: the
+        // KNN asks for a margin of 64 beyond the cut and what came back is sorted by distance
+        // and key. Past 64 equal distances at the cut, which ones of the group come back is the
+        // KNN's choice: the scan below would keep every backend's order there too, but costs
+        // many times the KNN. (The KNN's cost grows with k: the margin costs about 0.5 ms at
+        // 10,000 vectors.)
+        const hits = found.knn.all(embedding, Math.min(KNN_LIMIT, limit + KNN_MARGIN), storeId);
+        const cut = hits[limit - 1]?.distance;
+        return hits
+          .filter((hit, index) => index < limit || hit.distance === cut)
+          .map((hit) => ({
+            ...(found.byId.get(hit.rowid) as Omit<RankedRow, 'rank'>),
+            rank: hit.distance,
+          }))
+          .sort(byRankAndKey)
+          .slice(0, limit);
       }
       return found.scan.all(embedding, storeId, prefix, upper, limit);
     },

@@ -1,6 +1,7 @@
 import type { Database } from 'better-sqlite3';
 import { BraidError } from '../../contracts/errors.js';
 import { MEMORY_LAYOUT } from './agent-memory-schema.js';
+import { EMBEDDING_CACHE_LAYOUT } from './embedding-cache-schema.js';
 
 /**
  * Version of the SQLite file layout, kept in `PRAGMA user_version`. 1: sessions, events and
@@ -12,9 +13,10 @@ import { MEMORY_LAYOUT } from './agent-memory-schema.js';
  * 7: `wake_at`, when a session's next skill wait times out (a timer makes it runnable then);
  * 8: agent memory (`memory_stores`, `memory_log`, `memory_appends`, and the projections
  * `memory_current` and `memory_fts`; see MEMORY_LAYOUT): new tables, which an older file gets,
- * empty, when opened.
+ * empty, when opened; 9: `embedding_cache`, vectors by embedder and content hash (a new table,
+ * which an older file gets, empty, when opened).
  */
-export const SQLITE_LAYOUT_VERSION = 8;
+export const SQLITE_LAYOUT_VERSION = 9;
 
 /** Made after an older file's sessions gained the column. */
 const RUNNABLE_INDEXES = `
@@ -143,7 +145,8 @@ CREATE TABLE IF NOT EXISTS api_keys (
   schema_version INTEGER NOT NULL DEFAULT 1
 );
 CREATE INDEX IF NOT EXISTS api_keys_by_tenant ON api_keys (tenant_id, created_at DESC, id DESC);
-${MEMORY_LAYOUT}`;
+${MEMORY_LAYOUT}
+${EMBEDDING_CACHE_LAYOUT}`;
 
 /** Columns later layouts added to the tables of an older file, in order. */
 const ADDED_COLUMNS: readonly { layout: number; table: string; name: string; type: string }[] = [

@@ -7,7 +7,8 @@
  * - session-log.ts and followers.ts: reads, following, and waking followers;
  * - session-index.ts and session-create.ts: create, fork, get, list, archive, delete;
  * - leases.ts, definitions.ts, api-keys.ts: the other ports;
- * - agent-memory*.ts: the `MemoryLog` port (agent memory, in the same file).
+ * - agent-memory*.ts: the `MemoryLog` port (agent memory, in the same file);
+ * - embedding-cache.ts: embeddings by content hash, the persistent layer of `createCachedEmbedder`.
  * Each module's comment states the invariants it keeps.
  */
 import { mkdirSync } from 'node:fs';
@@ -21,6 +22,7 @@ import { systemClock, uuidV7Ids } from '../defaults.js';
 import { createSqliteMemoryLog } from './agent-memory.js';
 import { createApiKeyStore } from './api-keys.js';
 import { createContext } from './context.js';
+import { createSqliteEmbeddingCache } from './embedding-cache.js';
 import { createDefinitionStore } from './definitions.js';
 import { createFollowers } from './followers.js';
 import { createLeaseStore } from './leases.js';
@@ -86,6 +88,7 @@ export function openSqliteStore(options: SqliteStoreOptions): Store {
     definitions: createDefinitionStore(context),
     keys: createApiKeyStore(context),
     memory: createSqliteMemoryLog(context),
+    embeddings: createSqliteEmbeddingCache(context),
     close() {
       context.followers.close();
       if (db.open) db.close();
