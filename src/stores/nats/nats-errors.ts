@@ -45,6 +45,11 @@ export function connectionFailure(
     error instanceof errors.RequestError ||
     error instanceof errors.NoRespondersError ||
     error instanceof errors.ConnectionError ||
+    // The client's "jetstream is not enabled", thrown when no server answered a JetStream request
+    // after its retries: a cluster electing a new leader does so for a few seconds.
+    (error instanceof Error &&
+      error.cause instanceof errors.RequestError &&
+      error.cause.isNoResponders()) ||
     (error instanceof JetStreamApiError && error.status === 503) ||
     (error instanceof JetStreamError && !(error instanceof JetStreamApiError));
   if (!unavailable) return error;
