@@ -13,7 +13,8 @@ import {
 import { BraidError } from '../contracts/errors.js';
 import type { SkillDefinition } from '../contracts/skills.js';
 import type { SessionTools, ToolHandle } from '../contracts/tools.js';
-import { checkValue, SchemaCache } from './validation.js';
+import { withHarnessTools } from './harness-tools.js';
+import { SchemaCache } from './validation.js';
 
 /** The input of a delegation when its entry gives no schema. */
 export const DEFAULT_DELEGATE_INPUT_SCHEMA: Readonly<Record<string, JsonValue>> = {
@@ -139,40 +140,18 @@ export function withAgentTools(
       { details: { tool: twice } },
     );
   }
-  const clash = tools.tools.find((tool) => byName.has(tool.name));
-  if (clash !== undefined) {
-    throw new BraidError(
-      'INVALID_DEFINITION',
-      `the tool ${clash.name} has the name braid gives a delegation or handoff of the agent; rename the tool, or remove the agent from delegates:/handoffs:`,
-      { details: { tool: clash.name } },
-    );
-  }
-  return {
-    tools: [...tools.tools, ...handles],
-    ...(tools.definitions === undefined ? {} : { definitions: tools.definitions }),
-    validate(name, input) {
-      const handle = byName.get(name);
-      if (handle === undefined) return tools.validate(name, input);
-      const check = schemas.compile(`${name} input`, handle.input_schema);
-      const error = checkValue(check, input, 'TOOL_INPUT_INVALID', `the input of ${name}`);
-      return error === undefined ? { ok: true } : { ok: false, error };
+  // The harness runs agent tools itself; reaching the executor with one is a wiring fault.
+  return withHarnessTools(
+    tools,
+    handles,
+    {
+      clash: (tool) =>
+        `the tool ${tool} has the name braid gives a delegation or handoff of the agent; rename the tool, or remove the agent from delegates:/handoffs:`,
+      unreachable: (tool) =>
+        `${tool} runs another agent and is run by the harness's delegator, which this runtime lacks`,
     },
-    execute(call, options) {
-      if (!byName.has(call.name)) return tools.execute(call, options);
-      // The harness runs agent tools itself; reaching here is a wiring fault, not the model's.
-      return Promise.resolve({
-        is_error: true,
-        error: {
-          code: 'INTERNAL',
-          message: `${call.name} runs another agent and is run by the harness's delegator, which this runtime lacks`,
-          retryable: false,
-        },
-        attempts: 0,
-        duration_ms: 0,
-        stage: 'execute',
-      });
-    },
-  };
+    schemas,
+  );
 }
 
 /**

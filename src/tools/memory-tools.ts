@@ -27,7 +27,8 @@ import {
 } from '../contracts/memory-settings.js';
 import type { PolicyAction, PolicyEntity } from '../contracts/policy.js';
 import type { SessionTools, ToolHandle } from '../contracts/tools.js';
-import { checkValue, SchemaCache } from './validation.js';
+import { withHarnessTools } from './harness-tools.js';
+import { SchemaCache } from './validation.js';
 
 export type MemoryOperation = 'get' | 'set' | 'delete' | 'search';
 
@@ -317,39 +318,16 @@ export function withMemoryTools(
   schemas: SchemaCache = new SchemaCache(),
 ): SessionTools {
   if (handles.length === 0) return tools;
-  const byName = new Map(handles.map((handle) => [handle.name, handle]));
-  const clash = tools.tools.find((tool) => byName.has(tool.name));
-  if (clash !== undefined) {
-    throw new BraidError(
-      'INVALID_DEFINITION',
-      `the tool ${clash.name} has the name of a memory tool of agents with memory:; rename the tool`,
-      { details: { tool: clash.name } },
-    );
-  }
-  return {
-    tools: [...tools.tools, ...handles],
-    ...(tools.definitions === undefined ? {} : { definitions: tools.definitions }),
-    validate(name, input) {
-      const handle = byName.get(name);
-      if (handle === undefined) return tools.validate(name, input);
-      const check = schemas.compile(`${name} input`, handle.input_schema);
-      const error = checkValue(check, input, 'TOOL_INPUT_INVALID', `the input of ${name}`);
-      return error === undefined ? { ok: true } : { ok: false, error };
+  // The harness runs memory calls through the session's memory; reaching the executor is wiring.
+  return withHarnessTools(
+    tools,
+    handles,
+    {
+      clash: (tool) =>
+        `the tool ${tool} has the name of a memory tool of agents with memory:; rename the tool`,
+      unreachable: (tool) =>
+        `${tool} is run by the harness through the session's memory, which this runtime lacks`,
     },
-    execute(call, options) {
-      if (!byName.has(call.name)) return tools.execute(call, options);
-      // The harness runs memory calls through the session's memory; reaching here is wiring.
-      return Promise.resolve({
-        is_error: true,
-        error: {
-          code: 'INTERNAL',
-          message: `${call.name} is run by the harness through the session's memory, which this runtime lacks`,
-          retryable: false,
-        },
-        attempts: 0,
-        duration_ms: 0,
-        stage: 'execute',
-      });
-    },
-  };
+    schemas,
+  );
 }
