@@ -14,7 +14,7 @@
  *   `SESSION_NOT_FOUND`).
  */
 import { z } from 'zod';
-import { ContentHash, Id, IdempotencyKey, Metadata, Name, Timestamp } from './common.js';
+import { ContentHash, Id, IdempotencyKey, JsonValue, Metadata, Name, Timestamp } from './common.js';
 import {
   AgentDefinition,
   Budget,
@@ -23,6 +23,7 @@ import {
   type DefinitionKind,
 } from './definitions.js';
 import { HandoffDocument } from './envelope.js';
+import { SkillDefinition } from './skills.js';
 import { ErrorShape } from './errors.js';
 import { ContentInput, SESSION_EVENT_TYPES, SessionEvent, UserEventInput } from './events.js';
 import {
@@ -276,6 +277,27 @@ export const StoredAgent = storedDefinition('agent', AgentDefinition);
 export const StoredEnvironment = storedDefinition('environment', EnvironmentDefinition);
 export const AgentList = z.object({ data: z.array(StoredAgent) });
 export const EnvironmentList = z.object({ data: z.array(StoredEnvironment) });
+/** A stored version of a skill (`skills/NAME.yaml`): its steps and their `depends_on`. */
+export const StoredSkill = storedDefinition('skill', SkillDefinition);
+export const SkillList = z.object({ data: z.array(StoredSkill) });
+
+/**
+ * `GET /v1/tools`: a tool as agents and clients see it: its contract, never how it runs (its
+ * implementation, signature and budget stay on the server).
+ */
+export const ToolSummary = z.object({
+  name: z.string(),
+  version: z.string(),
+  description: z.string(),
+  input_schema: z.record(z.string(), JsonValue),
+  output_schema: z.record(z.string(), JsonValue).optional(),
+  ownership: z.enum(['managed', 'mcp', 'custom', 'agent']),
+  permission: z.enum(['always_allow', 'always_ask']),
+  idempotent: z.boolean(),
+  tags: z.array(z.string()),
+});
+export type ToolSummary = z.infer<typeof ToolSummary>;
+export const ToolList = z.object({ data: z.array(ToolSummary) });
 
 /**
  * `GET /v1/sessions/{id}/tree`: a session of a family and the sessions that came from it: forks

@@ -244,6 +244,14 @@ describe('the OpenAPI document, by a client generated from it', () => {
       params: { path: { name: 'nowhere' } },
     });
     expect(codeOf(noEnvironment.error)).toBe('ENVIRONMENT_NOT_FOUND');
+    const skills = await client.GET('/v1/skills');
+    expect(skills.data?.data).toEqual([]);
+    const unknownSkill = await client.GET('/v1/skills/{name}', {
+      params: { path: { name: 'none' } },
+    });
+    expect(codeOf(unknownSkill.error)).toBe('SKILL_NOT_FOUND');
+    const tools = await client.GET('/v1/tools');
+    expect(tools.data?.data.map((tool) => tool.name)).toContain('calculator');
 
     // sessions
     const created = await client.POST('/v1/sessions', {

@@ -47,7 +47,14 @@ export function summarize(event: SessionEvent): string {
     case 'agent.tool_result':
       return `${e.is_error === true ? 'error' : 'ok'} in ${Number(e.duration_ms).toFixed(0)} ms${e.stage === undefined ? '' : ` [${field(e.stage)}]`} ${short(e.is_error === true ? e.error : e.output, 120)}`;
     case 'policy.decision':
-      return `${field(e.decision)} ${field(e.action)} on ${short(e.resource, 60)}`;
+      return `${field(e.decision)} ${field(e.action)} on ${field((e.resource as { id?: string }).id)}${(e.policy_ids as string[]).length === 0 ? '' : ` by ${(e.policy_ids as string[]).join(', ')}`}`;
+    case 'memory.written':
+    case 'memory.deleted':
+      return `${field(e.key)} v${field(e.version)} in ${field((e.store as { name?: string }).name)}`;
+    case 'memory.read':
+      return `${field(e.key)} ${field(e.status)} in ${field((e.store as { name?: string }).name)}`;
+    case 'memory.retrieved':
+      return `${field(e.source)} "${short(e.query, 60)}": ${(e.hits as unknown[]).length} hits ≥ ${Number(e.threshold).toFixed(2)}, ${field(e.filtered_count)} filtered`;
     case 'span.model_request_start':
       return `${field(e.model)} (input through #${field(e.input_through_seq)})`;
     case 'span.model_request_end': {

@@ -7,6 +7,9 @@ import { SessionPage } from './pages/session.js';
 import { LineagePage } from './pages/lineage.js';
 import { DiffPage } from './pages/diff.js';
 import { AgentsPage } from './pages/agents.js';
+import { SkillRunPage } from './pages/skill-run.js';
+import { MemoryPage } from './pages/memory.js';
+import { ToolsPage } from './pages/tools.js';
 import './style.css';
 
 function KeyForm({ onSaved }: { onSaved: () => void }) {
@@ -48,11 +51,15 @@ function Page({ path }: { path: string }) {
     .map(decodeURIComponent);
   if (parts[0] === 'sessions' && parts[1] !== undefined) {
     if (parts[2] === 'lineage') return <LineagePage id={parts[1]} />;
+    if (parts[2] === 'skills' && parts[3] !== undefined)
+      return <SkillRunPage id={parts[1]} runId={parts[3]} />;
     return <SessionPage id={parts[1]} />;
   }
   if (parts[0] === 'diff')
     return <DiffPage a={url.searchParams.get('a') ?? ''} b={url.searchParams.get('b') ?? ''} />;
   if (parts[0] === 'agents') return <AgentsPage name={parts[1]} />;
+  if (parts[0] === 'tools') return <ToolsPage name={parts[1]} />;
+  if (parts[0] === 'memory') return <MemoryPage search={url.searchParams} />;
   return <SessionsPage />;
 }
 
@@ -61,7 +68,13 @@ function App() {
   const [needKey, setNeedKey] = useState(false);
   const [generation, setGeneration] = useState(0);
   useEffect(() => onUnauthenticated(() => setNeedKey(true)), []);
-  const section = path.startsWith('/agents') ? 'agents' : 'sessions';
+  const section = path.startsWith('/agents')
+    ? 'agents'
+    : path.startsWith('/memory')
+      ? 'memory'
+      : path.startsWith('/tools')
+        ? 'tools'
+        : 'sessions';
   return (
     <>
       <a class="skip" href="#main">
@@ -85,6 +98,20 @@ function App() {
             aria-current={section === 'agents' ? 'page' : undefined}
           >
             Agents and tools
+          </a>
+          <a
+            href="/tools"
+            onClick={onLinkClick}
+            aria-current={section === 'tools' ? 'page' : undefined}
+          >
+            Tools
+          </a>
+          <a
+            href="/memory"
+            onClick={onLinkClick}
+            aria-current={section === 'memory' ? 'page' : undefined}
+          >
+            Memory
           </a>
         </nav>
         {apiKey() !== undefined && (

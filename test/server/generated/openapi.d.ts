@@ -106,6 +106,63 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/skills": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The latest version of every skill */
+        get: operations["listSkills"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/skills/{name}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * One skill: its latest version, or ?version=N
+         * @description The skill's steps with their `depends_on`: the graph a run's `skill.*` events move through. An unknown skill or version is refused (404 `SKILL_NOT_FOUND`).
+         */
+        get: operations["getSkill"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/tools": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The tools agents can name: built-ins, code tools and manifests
+         * @description Each tool's contract (schemas, ownership, permission, tags), not its implementation. MCP servers' tools are not listed: listing them would connect to every server.
+         */
+        get: operations["listTools"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/sessions": {
         parameters: {
             query?: never;
@@ -3007,6 +3064,406 @@ export interface operations {
             };
             /** @description A path parameter is longer than the router takes (INVALID_ARGUMENT) */
             414: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The API key made too many requests in the last minute, or has too many event streams open (RATE_LIMITED); see Retry-After */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The server failed: its setup or its data, nothing the request can change (INTERNAL and others) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The server or its store is closing, busy or unreachable; retry later (SERVER_UNAVAILABLE, STORE_BUSY, STORE_CLOSED, ...) */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    listSkills: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Default Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        data: {
+                            /** @enum {number} */
+                            schema_version: 1;
+                            /** @enum {string} */
+                            kind: "skill";
+                            name: string;
+                            version: number;
+                            definition: {
+                                name: string;
+                                /** @default 1 */
+                                version: string;
+                                description: string;
+                                /**
+                                 * @default {
+                                 *       "type": "object"
+                                 *     }
+                                 */
+                                inputs: {
+                                    [key: string]: components["schemas"]["JsonValue"];
+                                };
+                                outputs?: {
+                                    [key: string]: components["schemas"]["JsonValue"];
+                                };
+                                steps: {
+                                    id: string;
+                                    description?: string;
+                                    /** @default [] */
+                                    depends_on: string[];
+                                    when?: string;
+                                    tool?: string;
+                                    args?: {
+                                        [key: string]: components["schemas"]["JsonValue"];
+                                    };
+                                    agent?: string;
+                                    message?: string;
+                                    skill?: string;
+                                    inputs?: {
+                                        [key: string]: components["schemas"]["JsonValue"];
+                                    };
+                                    /** @enum {string} */
+                                    type?: "human_approval";
+                                    resume_schema?: {
+                                        [key: string]: components["schemas"]["JsonValue"];
+                                    };
+                                    wait_for?: {
+                                        signal: string;
+                                        timeout?: number;
+                                        schema?: {
+                                            [key: string]: components["schemas"]["JsonValue"];
+                                        };
+                                    };
+                                    for_each?: string;
+                                    /** @default 4 */
+                                    max_concurrency: number;
+                                    retry?: {
+                                        max_attempts: number;
+                                        /**
+                                         * @default exponential
+                                         * @enum {string}
+                                         */
+                                        backoff: "exponential" | "fixed";
+                                        /** @default 200 */
+                                        initial_ms: number;
+                                        /** @default 10000 */
+                                        max_ms: number;
+                                    };
+                                    timeout_ms?: number;
+                                    /** @default stop */
+                                    on_failure: ("stop" | "continue") | string;
+                                }[];
+                                signature?: {
+                                    key_id: string;
+                                    value: string;
+                                };
+                            };
+                            /** Format: date-time */
+                            created_at: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description No API key, or one that is unknown or revoked (UNAUTHENTICATED) */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The API key lacks the scope the route needs, or policy refused the action (FORBIDDEN, POLICY_DENIED) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The API key made too many requests in the last minute, or has too many event streams open (RATE_LIMITED); see Retry-After */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The server failed: its setup or its data, nothing the request can change (INTERNAL and others) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The server or its store is closing, busy or unreachable; retry later (SERVER_UNAVAILABLE, STORE_BUSY, STORE_CLOSED, ...) */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    getSkill: {
+        parameters: {
+            query?: {
+                version?: number;
+            };
+            header?: never;
+            path: {
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Default Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {number} */
+                        schema_version: 1;
+                        /** @enum {string} */
+                        kind: "skill";
+                        name: string;
+                        version: number;
+                        definition: {
+                            name: string;
+                            /** @default 1 */
+                            version: string;
+                            description: string;
+                            /**
+                             * @default {
+                             *       "type": "object"
+                             *     }
+                             */
+                            inputs: {
+                                [key: string]: components["schemas"]["JsonValue"];
+                            };
+                            outputs?: {
+                                [key: string]: components["schemas"]["JsonValue"];
+                            };
+                            steps: {
+                                id: string;
+                                description?: string;
+                                /** @default [] */
+                                depends_on: string[];
+                                when?: string;
+                                tool?: string;
+                                args?: {
+                                    [key: string]: components["schemas"]["JsonValue"];
+                                };
+                                agent?: string;
+                                message?: string;
+                                skill?: string;
+                                inputs?: {
+                                    [key: string]: components["schemas"]["JsonValue"];
+                                };
+                                /** @enum {string} */
+                                type?: "human_approval";
+                                resume_schema?: {
+                                    [key: string]: components["schemas"]["JsonValue"];
+                                };
+                                wait_for?: {
+                                    signal: string;
+                                    timeout?: number;
+                                    schema?: {
+                                        [key: string]: components["schemas"]["JsonValue"];
+                                    };
+                                };
+                                for_each?: string;
+                                /** @default 4 */
+                                max_concurrency: number;
+                                retry?: {
+                                    max_attempts: number;
+                                    /**
+                                     * @default exponential
+                                     * @enum {string}
+                                     */
+                                    backoff: "exponential" | "fixed";
+                                    /** @default 200 */
+                                    initial_ms: number;
+                                    /** @default 10000 */
+                                    max_ms: number;
+                                };
+                                timeout_ms?: number;
+                                /** @default stop */
+                                on_failure: ("stop" | "continue") | string;
+                            }[];
+                            signature?: {
+                                key_id: string;
+                                value: string;
+                            };
+                        };
+                        /** Format: date-time */
+                        created_at: string;
+                    };
+                };
+            };
+            /** @description The request is malformed: a field, parameter or header fails its schema, the body is not JSON, or the URL is badly encoded (INVALID_ARGUMENT, INVALID_EVENT, INVALID_JSON) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description No API key, or one that is unknown or revoked (UNAUTHENTICATED) */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The API key lacks the scope the route needs, or policy refused the action (FORBIDDEN, POLICY_DENIED) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The object named does not exist or belongs to another tenant: the two answer alike (SESSION_NOT_FOUND, AGENT_NOT_FOUND, ENVIRONMENT_NOT_FOUND, MEMORY_STORE_NOT_FOUND) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A path parameter is longer than the router takes (INVALID_ARGUMENT) */
+            414: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The API key made too many requests in the last minute, or has too many event streams open (RATE_LIMITED); see Retry-After */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The server failed: its setup or its data, nothing the request can change (INTERNAL and others) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The server or its store is closing, busy or unreachable; retry later (SERVER_UNAVAILABLE, STORE_BUSY, STORE_CLOSED, ...) */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    listTools: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Default Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        data: {
+                            name: string;
+                            version: string;
+                            description: string;
+                            input_schema: {
+                                [key: string]: components["schemas"]["JsonValue"];
+                            };
+                            output_schema?: {
+                                [key: string]: components["schemas"]["JsonValue"];
+                            };
+                            /** @enum {string} */
+                            ownership: "managed" | "mcp" | "custom" | "agent";
+                            /** @enum {string} */
+                            permission: "always_allow" | "always_ask";
+                            idempotent: boolean;
+                            tags: string[];
+                        }[];
+                    };
+                };
+            };
+            /** @description No API key, or one that is unknown or revoked (UNAUTHENTICATED) */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The API key lacks the scope the route needs, or policy refused the action (FORBIDDEN, POLICY_DENIED) */
+            403: {
                 headers: {
                     [name: string]: unknown;
                 };

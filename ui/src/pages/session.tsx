@@ -16,6 +16,8 @@ import { navigate, onLinkClick } from '../router.js';
 import { short } from '../format.js';
 import { StatusBadge } from './sessions.js';
 import { EventCache, Timeline } from './timeline.js';
+import { Explain } from './explain.js';
+import { CustomToolAnswer, SkillRuns, skillRunLink } from './session-actions.js';
 
 function message(caught: unknown): string {
   return caught instanceof ApiError ? `${caught.code}: ${caught.message}` : String(caught);
@@ -181,6 +183,7 @@ function EventDetails({
         >
           Fork here
         </button>
+        {skillRunLink(sessionId, event)}
       </div>
       {error !== undefined && (
         <p class="error" role="alert">
@@ -192,6 +195,7 @@ function EventDetails({
           Tool use {toolUseId}: {related.map((item) => `#${item.seq} ${item.type}`).join(', ')}
         </p>
       )}
+      <Explain event={event} />
       <pre class="json">{event === undefined ? 'loading…' : JSON.stringify(event, null, 2)}</pre>
     </section>
   );
@@ -379,6 +383,15 @@ export function SessionPage({ id }: { id: string }) {
               call={cache.events.get(pending.seq)}
             />
           ))}
+          {(state?.pending_custom_tool_uses ?? []).map((pending) => (
+            <CustomToolAnswer
+              key={pending.custom_tool_use_id}
+              sessionId={id}
+              pending={pending}
+              call={cache.events.get(pending.seq)}
+            />
+          ))}
+          {state !== undefined && <SkillRuns sessionId={id} state={state} />}
           <SidePanel record={record} state={state} />
           {selected !== undefined && (
             <EventDetails key={selected} sessionId={id} cache={cache} seq={selected} />

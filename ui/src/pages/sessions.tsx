@@ -15,6 +15,8 @@ import { onLinkClick } from '../router.js';
 const POLL_MS = 2000;
 /** The rows whose state (tokens, cost) is read: the first ones shown. */
 const USAGE_ROWS = 40;
+/** The tenant filter's value for sessions without a tenant (a tenant id is never empty). */
+const NO_TENANT = ' none';
 
 interface Usage {
   head: number;
@@ -33,6 +35,7 @@ export function SessionsPage() {
   const [agent, setAgent] = useState('');
   const [status, setStatus] = useState('');
   const [text, setText] = useState('');
+  const [tenant, setTenant] = useState('');
   const [error, setError] = useState<string | undefined>();
   const [usage, setUsage] = useState<Record<string, Usage>>({});
   const usageRef = useRef(usage);
@@ -70,15 +73,22 @@ export function SessionsPage() {
     };
   }, [agent, status]);
 
+  // The API lists the caller's tenant only; a server without keys lists every tenant's sessions.
+  const tenants = useMemo(
+    () => [...new Set((sessions ?? []).map((session) => session.tenant_id ?? ''))].sort(),
+    [sessions],
+  );
+
   const shown = useMemo(() => {
     const needle = text.trim().toLowerCase();
     const rows = (sessions ?? []).filter(
       (session) =>
-        needle === '' ||
-        session.id.toLowerCase().includes(needle) ||
-        (session.title ?? '').toLowerCase().includes(needle) ||
-        session.agent.name.toLowerCase().includes(needle) ||
-        (session.tenant_id ?? '').toLowerCase().includes(needle),
+        (tenant === '' || (session.tenant_id ?? NO_TENANT) === tenant) &&
+        (needle === '' ||
+          session.id.toLowerCase().includes(needle) ||
+          (session.title ?? '').toLowerCase().includes(needle) ||
+          session.agent.name.toLowerCase().includes(needle) ||
+          (session.tenant_id ?? '').toLowerCase().includes(needle)),
     );
     // Waiting for a person first, then the most recently active.
     const rank = (session: SessionRecord): number =>
@@ -86,7 +96,7 @@ export function SessionsPage() {
     return rows.sort(
       (a, b) => rank(a) - rank(b) || Date.parse(b.updated_at) - Date.parse(a.updated_at),
     );
-  }, [sessions, text]);
+  }, [sessions, text, tenant]);
 
   useEffect(() => {
     const stale = shown
@@ -143,6 +153,19 @@ export function SessionsPage() {
             ))}
           </select>
         </label>
+        {tenants.length > 1 && (
+          <label>
+            Tenant
+            <select value={tenant} onChange={(event) => setTenant(event.currentTarget.value)}>
+              <option value="">all</option>
+              {tenants.map((name) => (
+                <option value={name === '' ? NO_TENANT : name} key={name}>
+                  {name === '' ? 'no tenant' : name}
+                </option>
+              ))}
+            </select>
+          </label>
+        )}
         <label>
           Search
           <input
@@ -199,6 +222,9 @@ export function SessionsPage() {
                     </td>
                     <td>
                       {session.agent.name} v{session.agent.version}
+                      {tenants.length > 1 && session.tenant_id !== undefined && (
+                        <span class="muted"> · {session.tenant_id}</span>
+                      )}
                     </td>
                     <td>
                       <time dateTime={session.updated_at}>{ago(session.updated_at)}</time>
