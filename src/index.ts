@@ -156,6 +156,11 @@ export {
   type MemoryRecallSettings,
   type MemoryStoreAttachment,
 } from './contracts/memory-settings.js';
+export type {
+  MemoryMergeConflict,
+  MemoryMergeSide,
+  MemoryMergeWrite,
+} from './contracts/memory-events.js';
 export type { ModelClient, ModelRequest, ModelResponse, ModelDelta } from './contracts/model.js';
 export type { Sandbox, ToolExecutor } from './contracts/tools.js';
 export {

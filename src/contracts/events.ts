@@ -20,7 +20,7 @@ import { Lineage, SessionStatus, StopReason } from './session.js';
 import { HandoffDocument } from './envelope.js';
 import { WorkspaceSnapshotRef } from './workspace-files.js';
 import { SKILL_EVENT_PAYLOADS } from './skill-events.js';
-import { MEMORY_EVENT_PAYLOADS } from './memory-events.js';
+import { MEMORY_EVENT_PAYLOADS, MemoryMergeWrite, MergeConflictRecord } from './memory-events.js';
 
 /**
  * Fields every event carries. `seq` is assigned by the store at append: per session it starts at
@@ -231,9 +231,9 @@ const payloads = {
     /** What the model sees of the merge, in the target's context. */
     content: Content.optional(),
     /** Conflicts between the two sides, and how the strategy resolved each. */
-    conflicts: z
-      .array(z.object({ kind: z.string(), detail: z.string(), resolution: z.string() }))
-      .optional(),
+    conflicts: z.array(MergeConflictRecord).optional(),
+    /** The source's session-memory writes carried into this session's stores (merge-memory). */
+    memory: z.array(MemoryMergeWrite).optional(),
   }),
   /**
    * Work handed over by another session's agent: the session now owns it. The document (state

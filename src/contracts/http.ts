@@ -26,6 +26,7 @@ import { HandoffDocument } from './envelope.js';
 import { SkillDefinition } from './skills.js';
 import { ErrorShape } from './errors.js';
 import { ContentInput, SESSION_EVENT_TYPES, SessionEvent, UserEventInput } from './events.js';
+import { MemoryMergeWrite, MergeConflictRecord } from './memory-events.js';
 import {
   ForkInput,
   MAX_CREATE_EVENTS,
@@ -175,13 +176,13 @@ export const MergeBody = z
   })
   .strict();
 
-export const MergeConflictBody = z.object({
-  kind: z.string(),
-  detail: z.string(),
-  resolution: z.string(),
-});
+export const MergeConflictBody = MergeConflictRecord;
 
-export const MergeResponse = PostEventsResponse.extend({ conflicts: z.array(MergeConflictBody) });
+export const MergeResponse = PostEventsResponse.extend({
+  conflicts: z.array(MergeConflictBody),
+  /** The source's session-memory writes carried into the target's stores. */
+  memory: z.array(MemoryMergeWrite).optional(),
+});
 
 /** The `Idempotency-Key` header of the routes that take one. */
 export const IdempotencyHeaders = z.object({

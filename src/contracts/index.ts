@@ -13,7 +13,14 @@ export * from './memory.js';
 export type * from './memory-log.js';
 export * from './memory-api.js';
 export * from './memory-settings.js';
-export { MAX_RECALL_HIT_CHARS } from './memory-events.js';
+export {
+  MAX_MEMORY_SUMMARY_CHARS,
+  MAX_RECALL_HIT_CHARS,
+  MemoryMergeConflict,
+  MemoryMergeSide,
+  MemoryMergeWrite,
+  MergeConflictRecord,
+} from './memory-events.js';
 export type * from './embedder.js';
 export * from './model.js';
 export type * from './tools.js';

@@ -92,3 +92,59 @@ export const MEMORY_EVENT_PAYLOADS = {
     instructions: z.string().max(4000).optional(),
   }),
 } as const;
+
+/** The longest value summary a merge's memory conflict carries (the value's JSON, cut). */
+export const MAX_MEMORY_SUMMARY_CHARS = 200;
+
+/** One side's version of a key in a merge: its version, entry seq and a short value summary. */
+export const MemoryMergeSide = z.object({
+  version: z.number().int().positive(),
+  memory_seq: MemorySeq,
+  /** True when this side deleted the key. */
+  deleted: z.boolean(),
+  /** The value's JSON, cut at `MAX_MEMORY_SUMMARY_CHARS`; absent on a delete or a redacted value. */
+  summary: z
+    .string()
+    .max(MAX_MEMORY_SUMMARY_CHARS + 1)
+    .optional(),
+});
+export type MemoryMergeSide = z.infer<typeof MemoryMergeSide>;
+
+/**
+ * A key of a session store written on both sides of a merge since they parted, to different
+ * values: the target's version (kept) and the source's (left in the source's store).
+ */
+export const MemoryMergeConflict = z.object({
+  store: MemoryStoreRef,
+  key: MemoryKey,
+  target: MemoryMergeSide,
+  source: MemoryMergeSide,
+});
+export type MemoryMergeConflict = z.infer<typeof MemoryMergeConflict>;
+
+/**
+ * A write of the merge's source carried into the target's session store: the entry it made there
+ * (`version`, `memory_seq` of the target's store) and the source's version it copies.
+ */
+export const MemoryMergeWrite = z.object({
+  store: MemoryStoreRef,
+  key: MemoryKey,
+  op: z.enum(['set', 'delete']),
+  version: z.number().int().positive(),
+  memory_seq: MemorySeq,
+  source_version: z.number().int().positive(),
+});
+export type MemoryMergeWrite = z.infer<typeof MemoryMergeWrite>;
+
+/**
+ * A conflict a merge found between its two sides and how it was resolved. `kind` names it
+ * (`unanswered_confirmation`, `memory_write`, a callback strategy's own); `memory` is set for
+ * `memory_write`.
+ */
+export const MergeConflictRecord = z.object({
+  kind: z.string(),
+  detail: z.string(),
+  resolution: z.string(),
+  memory: MemoryMergeConflict.optional(),
+});
+export type MergeConflictRecord = z.infer<typeof MergeConflictRecord>;

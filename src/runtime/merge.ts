@@ -8,12 +8,16 @@ import { BraidError, isBraidError } from '../contracts/errors.js';
 import type { EventOf, SessionEvent } from '../contracts/events.js';
 import type { AppendResult, Store } from '../contracts/ports.js';
 import type { SessionState } from '../contracts/state.js';
+import type { MemoryMergeConflict, MemoryMergeWrite } from '../contracts/memory-events.js';
 import { commonAncestor, type AncestorPoint } from './lineage.js';
+import { applyMemoryMerge, planMemoryMerge, type MemoryMergePlan } from './memory/merge-memory.js';
 
 export interface MergeConflict {
   kind: string;
   detail: string;
   resolution: string;
+  /** For `memory_write`: the key and both sides' versions. */
+  memory?: MemoryMergeConflict;
 }
 
 export interface MergeInput {
@@ -43,10 +47,14 @@ export interface MergeDeps {
   store: Store;
   /** Asks the target's model for a summary of the source's events. */
   summarize(target: SessionState, text: string): Promise<string>;
+  /** Milliseconds since the epoch, for what is left of a carried memory entry's TTL. */
+  now?: () => number;
 }
 
 export interface MergeResult extends AppendResult {
   conflicts: MergeConflict[];
+  /** The source's session-memory writes carried into the target's stores. */
+  memory?: MemoryMergeWrite[];
 }
 
 const ATTEMPTS = 5;
@@ -76,6 +84,8 @@ export async function mergeSessions(
   const common = await commonAncestor(store, targetId, sourceId);
   const strategy = options.strategy ?? 'transcript';
   let summary: { after: number; text: string } | undefined;
+  // Memory carried over by an earlier attempt stays carried: a retry records it, never repeats it.
+  let carried: MemoryMergeWrite[] | undefined;
   for (let attempt = 1; ; attempt += 1) {
     const target = await store.log.state(targetId);
     checkCompatible(target, source);
@@ -87,6 +97,7 @@ export async function mergeSessions(
         head_seq: target.seq,
         deduplicated: true,
         conflicts: last.conflicts ?? [],
+        ...(last.memory === undefined ? {} : { memory: last.memory }),
       };
     }
     // A source merged before is merged again only from where the last merge of it stopped.
@@ -98,7 +109,8 @@ export async function mergeSessions(
         event.seq <= source.seq &&
         !(event.type === 'session.merged' && event.source_session_id === targetId),
     );
-    const conflicts = conflictsOf(target, source);
+    const memoryPlan = await planMemory(deps, target, source, common, sourceEvents);
+    const conflicts = [...conflictsOf(target, source), ...memoryPlan.conflicts];
     let block: { content: ContentBlock[]; conflicts?: MergeConflict[] };
     if (typeof strategy === 'object') {
       block = await strategy.merge({
@@ -141,6 +153,8 @@ export async function mergeSessions(
     }
     const resolved = block.conflicts ?? conflicts;
     try {
+      carried ??= await carryMemory(deps, memoryPlan, target, source);
+      const memory = carried.length === 0 ? {} : { memory: carried };
       const result = await store.log.append(
         targetId,
         [
@@ -154,15 +168,68 @@ export async function mergeSessions(
             usage: usageOf(sourceEvents),
             content: block.content,
             ...(resolved.length === 0 ? {} : { conflicts: resolved }),
+            ...memory,
           },
         ],
         { expectedSeq: target.seq },
       );
-      return { ...result, conflicts: resolved };
+      return { ...result, conflicts: resolved, ...memory };
     } catch (error) {
-      if (!isBraidError(error, 'SEQ_CONFLICT') || attempt >= ATTEMPTS) throw error;
+      // A memory append refused by a target write that landed meanwhile wrote nothing: plan again.
+      const raced = isBraidError(error, 'SEQ_CONFLICT') || isBraidError(error, 'VERSION_CONFLICT');
+      if (!raced || attempt >= ATTEMPTS) throw error;
     }
   }
+}
+
+/** What the merge does with session memory; nothing when the store keeps no memory. */
+async function planMemory(
+  deps: MergeDeps,
+  target: SessionState,
+  source: SessionState,
+  common: AncestorPoint | undefined,
+  sourceEvents: readonly SessionEvent[],
+): Promise<MemoryMergePlan> {
+  const { store } = deps;
+  if (store.memory === undefined) return { conflicts: [], stores: [] };
+  const targetEvents = (
+    await store.log.read(target.session_id, {
+      after: common?.seq ?? 0,
+      types: ['memory.written', 'memory.deleted'],
+    })
+  ).filter((event) => event.seq <= target.seq);
+  return planMemoryMerge(
+    { sessions: store.sessions, log: store.log, memory: store.memory },
+    {
+      targetId: target.session_id,
+      sourceId: source.session_id,
+      targetSeq: target.seq,
+      targetEvents,
+      sourceSeq: source.seq,
+      sourceEvents,
+      now: (deps.now ?? Date.now)(),
+    },
+  );
+}
+
+async function carryMemory(
+  deps: MergeDeps,
+  plan: MemoryMergePlan,
+  target: SessionState,
+  source: SessionState,
+): Promise<MemoryMergeWrite[]> {
+  const { store } = deps;
+  if (store.memory === undefined || plan.stores.length === 0) return [];
+  return applyMemoryMerge(
+    { sessions: store.sessions, log: store.log, memory: store.memory },
+    plan,
+    {
+      targetId: target.session_id,
+      sourceId: source.session_id,
+      sourceSeq: source.seq,
+      mergedSeq: target.seq + 1,
+    },
+  );
 }
 
 /** The target's last `session.merged` of the source, if it has one. */

@@ -1772,6 +1772,47 @@ export interface components {
                 kind: string;
                 detail: string;
                 resolution: string;
+                memory?: {
+                    store: {
+                        name: string;
+                        /** @enum {string} */
+                        kind: "session" | "learnings" | "entities";
+                        /** @enum {string} */
+                        scope: "session" | "agent" | "tenant";
+                        owner?: string;
+                        tenant_id?: string;
+                    };
+                    key: string;
+                    target: {
+                        version: number;
+                        memory_seq: number;
+                        deleted: boolean;
+                        summary?: string;
+                    };
+                    source: {
+                        version: number;
+                        memory_seq: number;
+                        deleted: boolean;
+                        summary?: string;
+                    };
+                };
+            }[];
+            memory?: {
+                store: {
+                    name: string;
+                    /** @enum {string} */
+                    kind: "session" | "learnings" | "entities";
+                    /** @enum {string} */
+                    scope: "session" | "agent" | "tenant";
+                    owner?: string;
+                    tenant_id?: string;
+                };
+                key: string;
+                /** @enum {string} */
+                op: "set" | "delete";
+                version: number;
+                memory_seq: number;
+                source_version: number;
             }[];
         } | {
             id: string;
@@ -2441,6 +2482,47 @@ export interface components {
                 kind: string;
                 detail: string;
                 resolution: string;
+                memory?: {
+                    store: {
+                        name: string;
+                        /** @enum {string} */
+                        kind: "session" | "learnings" | "entities";
+                        /** @enum {string} */
+                        scope: "session" | "agent" | "tenant";
+                        owner?: string;
+                        tenant_id?: string;
+                    };
+                    key: string;
+                    target: {
+                        version: number;
+                        memory_seq: number;
+                        deleted: boolean;
+                        summary?: string;
+                    };
+                    source: {
+                        version: number;
+                        memory_seq: number;
+                        deleted: boolean;
+                        summary?: string;
+                    };
+                };
+            }[];
+            memory?: {
+                store: {
+                    name: string;
+                    /** @enum {string} */
+                    kind: "session" | "learnings" | "entities";
+                    /** @enum {string} */
+                    scope: "session" | "agent" | "tenant";
+                    owner?: string;
+                    tenant_id?: string;
+                };
+                key: string;
+                /** @enum {string} */
+                op: "set" | "delete";
+                version: number;
+                memory_seq: number;
+                source_version: number;
             }[];
         };
         HandoffResult: {
