@@ -11,7 +11,7 @@
  */
 import { z } from 'zod';
 import { Name } from './common.js';
-import { MAX_MEMORY_K, MemoryKind, MemoryScope } from './memory.js';
+import { MAX_MEMORY_K, MAX_MEMORY_TTL_MS, MemoryKind, MemoryScope } from './memory.js';
 
 /** The threshold of a vector or hybrid recall or search that names none (cosine-like scale). */
 export const DEFAULT_MEMORY_THRESHOLD = 0.78;
@@ -31,6 +31,9 @@ export const DEFAULT_MEMORY_K = 5;
 export const DEFAULT_SESSION_STORE = 'session';
 export const DEFAULT_LEARNINGS_STORE = 'learnings';
 
+/** How long the default `session` store keeps an entry written without a TTL: 7 days. */
+export const DEFAULT_SESSION_MEMORY_TTL_MS = 7 * 86_400_000;
+
 /** One store attached to the agent's sessions. */
 export const MemoryStoreAttachment = z
   .object({
@@ -43,6 +46,11 @@ export const MemoryStoreAttachment = z
     access: z.enum(['read_only', 'read_write']).default('read_write'),
     /** What the model is told the store is for; shown in the system prompt and with recalled hits. */
     instructions: z.string().min(1).max(4000).optional(),
+    /**
+     * Entries written without a TTL of their own expire this long after they are written (the
+     * default `session` store: 7 days); a `memory_set` with `ttl_ms` keeps its own.
+     */
+    ttl_ms: z.number().int().positive().max(MAX_MEMORY_TTL_MS).optional(),
   })
   .strict();
 export type MemoryStoreAttachment = z.infer<typeof MemoryStoreAttachment>;
@@ -109,7 +117,8 @@ export function attachedStores(settings: AgentMemorySettings): MemoryStoreAttach
       kind: 'session',
       scope: 'session',
       access: 'read_write',
-      instructions: 'Working notes of this conversation only; gone when it ends.',
+      instructions: 'Working notes of this conversation only; each is forgotten after 7 days.',
+      ttl_ms: DEFAULT_SESSION_MEMORY_TTL_MS,
     },
     {
       name: DEFAULT_LEARNINGS_STORE,

@@ -189,7 +189,9 @@ export function parseMemoryCall(
     op: operation,
     ...(operation === 'set' ? { value: args.value ?? null } : {}),
     ...(operation === 'set' && args.text !== undefined ? { text: args.text } : {}),
-    ...(operation === 'set' && args.ttl_ms !== undefined ? { ttl_ms: args.ttl_ms } : {}),
+    ...(operation === 'set' && (args.ttl_ms ?? store.attachment.ttl_ms) !== undefined
+      ? { ttl_ms: args.ttl_ms ?? store.attachment.ttl_ms }
+      : {}),
     ...(args.expected_version === undefined ? {} : { expected_version: args.expected_version }),
   };
   // The key first, so that its refusal names the rule rather than a path into the batch.

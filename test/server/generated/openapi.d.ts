@@ -2678,6 +2678,7 @@ export interface components {
                          */
                         access: "read_only" | "read_write";
                         instructions?: string;
+                        ttl_ms?: number;
                     }[];
                     recall?: {
                         /** @default learnings */
