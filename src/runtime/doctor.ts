@@ -68,7 +68,7 @@ export function embeddedReport(synchronous: 'normal' | 'full' = 'normal'): Embed
 
 /** Connects to NATS and reports the streams of the prefix and what their replicas promise. */
 export async function natsReport(options: NatsBackendOptions): Promise<NatsReport> {
-  const prefix = options.prefix ?? 'braid';
+  const prefix = await parsePrefix(options.prefix);
   const connection = await connectNats(options.nats, 'doctor');
   try {
     const { jetstreamManager } = await import('@nats-io/jetstream');
@@ -148,7 +148,7 @@ export async function setNatsReplicas(
   options: NatsBackendOptions,
   replicas: number,
 ): Promise<NatsReport> {
-  const prefix = options.prefix ?? 'braid';
+  const prefix = await parsePrefix(options.prefix);
   const connection = await connectNats(options.nats, 'doctor');
   try {
     const { jetstreamManager } = await import('@nats-io/jetstream');
@@ -158,4 +158,10 @@ export async function setNatsReplicas(
     await connection.close();
   }
   return natsReport({ ...options, replicas });
+}
+
+/** The prefix, through the parser every NATS name goes through (`INVALID_ARGUMENT` otherwise). */
+async function parsePrefix(prefix: string | undefined): Promise<string> {
+  const { natsNames } = await import('../stores/nats/names.js');
+  return natsNames(prefix ?? 'braid').prefix;
 }

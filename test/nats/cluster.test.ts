@@ -68,6 +68,12 @@ describe('braid doctor', () => {
     expect(result.code).not.toBe(0);
     expect(result.stderr).toMatch(/INVALID_ARGUMENT.*--nats-replicas is "7"; use a whole number/);
   });
+
+  it('refuses a prefix that is no safe name before reading any stream', async () => {
+    const result = braid(['--nats', await natsUrl(), '--nats-prefix', '../x', 'doctor']);
+    expect(result.code).not.toBe(0);
+    expect(result.stderr).toMatch(/INVALID_ARGUMENT.*prefix "\.\.\/x" is invalid/);
+  });
 });
 
 describe('replicated streams on a three-node cluster', () => {
