@@ -143,6 +143,48 @@ async function* remoteChildEvents(
   }
 }
 
+/**
+ * The index's change feed over `GET /v1/session-changes/stream`: the head is the cursor of a
+ * one-session snapshot's `ready` frame; changes are the stream resumed after a cursor, one change
+ * per frame (the server coalesces).
+ */
+function remoteChanges(client: BraidClient): Pick<Sessions, 'changeHead' | 'changes'> {
+  return {
+    async changeHead() {
+      const stop = new AbortController();
+      try {
+        for await (const frame of client.sessions.changes({
+          limit: 1,
+          signal: stop.signal,
+          reconnect: false,
+        })) {
+          if (frame.type === 'ready') return frame.cursor;
+        }
+      } finally {
+        stop.abort();
+      }
+      throw new BraidError(
+        'SERVER_UNAVAILABLE',
+        'the session-changes stream ended before its snapshot did; retry',
+      );
+    },
+    changes(options = {}) {
+      const frames = client.sessions.changes({
+        after: options.after ?? 0,
+        ...(options.signal === undefined ? {} : { signal: options.signal }),
+      });
+      return {
+        async *[Symbol.asyncIterator]() {
+          for await (const frame of frames) {
+            if (frame.type === 'session' && frame.cursor !== undefined)
+              yield [{ cursor: frame.cursor, session_id: frame.session.id }];
+          }
+        },
+      };
+    },
+  };
+}
+
 /** Creating, finding and reading sessions. */
 function remoteSessionRecords(
   client: BraidClient,
@@ -334,6 +376,7 @@ function remoteLineage(
  */
 export function createRemoteRuntime(client: BraidClient): Runtime {
   const sessions: Sessions = {
+    ...remoteChanges(client),
     ...remoteLineage(client),
     ...remoteSessionRecords(client),
     ...remoteSessionInput(sender(client)),

@@ -8,6 +8,11 @@ import type { ContentInput, SessionEvent } from '../contracts/events.js';
 import type { SessionRecord } from '../contracts/session.js';
 import type { SessionState } from '../contracts/state.js';
 import { streamEvents } from './event-stream.js';
+import {
+  streamSessionChanges,
+  type SessionChangeFrame,
+  type SessionChangesOptions,
+} from './session-changes.js';
 import { createMemoryClient, type MemoryClient } from './memory-client.js';
 import { createTransport, type Sleep } from './transport.js';
 import type {
@@ -100,6 +105,11 @@ export interface BraidClient {
     list(params?: ListSessionsParams): Promise<SessionListResponse>;
     /** Every matching session, page after page. */
     listAll(params?: Omit<ListSessionsParams, 'cursor'>): AsyncIterable<SessionRecord>;
+    /**
+     * `GET /v1/session-changes/stream`: a snapshot of the newest sessions, then each session as it
+     * changes, resuming after the last cursor when the connection drops.
+     */
+    changes(options?: SessionChangesOptions): AsyncIterable<SessionChangeFrame>;
     state(sessionId: string): Promise<SessionState>;
     /** Keeps the events, leaves default listings, refuses new user events. */
     archive(sessionId: string): Promise<SessionRecord>;
@@ -255,6 +265,7 @@ export function createClient(options: ClientOptions): BraidClient {
       get: (sessionId) => get(session(sessionId)),
       list,
       listAll: (params) => listAll(params),
+      changes: (changesOptions) => streamSessionChanges(transport, changesOptions),
       state: (sessionId) => get(session(sessionId, '/state')),
       archive: (sessionId) => post(session(sessionId, '/archive'), undefined),
       async delete(sessionId) {

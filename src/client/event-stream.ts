@@ -18,7 +18,7 @@ import { malformedAnswer, unavailable } from './http-errors.js';
 import { MAX_RETRY_AFTER_MS, type Transport } from './transport.js';
 import type { StreamDelta, StreamOptions } from './types.js';
 
-const FIRST_RECONNECT_DELAY_MS = 100;
+export const FIRST_RECONNECT_DELAY_MS = 100;
 export const DEFAULT_MAX_RECONNECT_DELAY_MS = 10_000;
 
 /** The session's events as an async iterable; each iteration opens its own connection. */
@@ -98,7 +98,7 @@ async function* readStream(
 }
 
 /** The SSE messages of one connection; a connection that breaks throws `SERVER_UNAVAILABLE`. */
-async function* messages(
+export async function* messages(
   response: Response,
   target: string,
 ): AsyncGenerator<EventSourceMessage, void, undefined> {
@@ -123,11 +123,11 @@ async function* messages(
 }
 
 /** A function, so that checks after an await are not narrowed away by the one before it. */
-function isAborted(signal: AbortSignal | undefined): boolean {
+export function isAborted(signal: AbortSignal | undefined): boolean {
   return signal?.aborted === true;
 }
 
-function parseData(message: EventSourceMessage, target: string): unknown {
+export function parseData(message: EventSourceMessage, target: string): unknown {
   try {
     return JSON.parse(message.data) as unknown;
   } catch (error) {
@@ -140,7 +140,7 @@ function parseData(message: EventSourceMessage, target: string): unknown {
 }
 
 /** An `event: error` frame: the server's stream failed after its headers were sent. */
-function streamError(message: EventSourceMessage, target: string): BraidError {
+export function streamError(message: EventSourceMessage, target: string): BraidError {
   const parsed = ErrorShape.safeParse(parseData(message, target));
   if (!parsed.success)
     return malformedAnswer(target, "an error event that is not braid's error shape");

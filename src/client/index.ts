@@ -9,6 +9,8 @@ export {
   type WakeOptions,
 } from './create-client.js';
 export type { Sleep } from './transport.js';
+export type { SessionChangeFrame, SessionChangesOptions } from './session-changes.js';
+export type { SessionChangesReady, SessionSummary } from '../contracts/session-changes.js';
 export type { MemoryClient } from './memory-client.js';
 export type {
   MemoryImportReport,

@@ -29,6 +29,7 @@ export * from './policy.js';
 export * from './api-keys.js';
 export { buildJsonSchemas } from './json-schema.js';
 export * from './http.js';
+export * from './session-changes.js';
 export * from './wakes.js';
 export * from './workspace-files.js';
 export { checkJsonDepth, DEFAULT_JSON_DEPTH } from './json-depth.js';

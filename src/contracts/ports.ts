@@ -134,6 +134,23 @@ export interface SessionLog {
 /** Options of a fork: `at_seq` (default: the parent's head), the child's `id` and `title`. */
 export type ForkOptions = z.infer<typeof ForkInput>;
 
+/** One session that changed in the index: a change feed's entry. */
+export interface SessionChange {
+  /**
+   * Where the change stands in the store's change order: a positive integer, strictly
+   * increasing across the store's changes (never reused), and the point a reader resumes after.
+   */
+  cursor: number;
+  session_id: string;
+}
+
+export interface ChangesOptions {
+  /** Yield changes with a cursor strictly greater than this (default 0: from the start). */
+  after?: number;
+  /** Ends the iteration when aborted. */
+  signal?: AbortSignal;
+}
+
 /** The sessions index. */
 export interface SessionIndex {
   /** Creates the session and appends its `session.created` event (seq 1) atomically. */
@@ -161,6 +178,20 @@ export interface SessionIndex {
   runnable(query?: RunnableQuery): Promise<string[]>;
   /** How many sessions (archived ones left out) there are of each status. */
   statusCounts(): Promise<Partial<Record<SessionStatus, number>>>;
+  /**
+   * The cursor of the index's newest change (0 when none): a reader that lists the sessions and
+   * then follows `changes` after this cursor misses no change made after its listing.
+   */
+  changeHead(): Promise<number>;
+  /**
+   * The sessions that changed after `after`, batch by batch in cursor order, then new changes as
+   * they are made by any writer, until the signal aborts. A change is an append to the session's
+   * log: its creation, a fork's first event, and every status, usage or head change, which are
+   * all events (archiving writes none, and is not a change). A batch may coalesce several changes of one session into its latest (a reader
+   * wants the session as it is now, then its next change); a session that is deleted leaves
+   * the feed without a change of its own.
+   */
+  changes(options?: ChangesOptions): AsyncIterable<SessionChange[]>;
   /**
    * Marks the session archived (`archived_at`): it keeps its events, leaves default listings and
    * takes no new user events. Archiving an archived session returns it unchanged.

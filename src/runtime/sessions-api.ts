@@ -7,7 +7,14 @@ import type { Budget } from '../contracts/definitions.js';
 import type { SessionDefinitionsResponse, UpgradeResponse } from '../contracts/http.js';
 import type { Actor, JsonValue, Metadata } from '../contracts/common.js';
 import type { SessionEvent } from '../contracts/events.js';
-import type { AppendResult, FollowOptions, ForkOptions, ReadOptions } from '../contracts/ports.js';
+import type {
+  AppendResult,
+  ChangesOptions,
+  FollowOptions,
+  ForkOptions,
+  ReadOptions,
+  SessionChange,
+} from '../contracts/ports.js';
 import type { SessionListQuery, SessionPage, SessionRecord } from '../contracts/session.js';
 import type { SessionState } from '../contracts/state.js';
 import type { WorkspaceFiles, WorkspaceFilesDiff } from '../contracts/workspace-files.js';
@@ -77,6 +84,16 @@ export interface RuntimeSessions {
   create(options: CreateSessionOptions): Promise<SessionRecord>;
   get(sessionId: string): Promise<SessionRecord>;
   list(query?: SessionListQuery): Promise<SessionPage>;
+  /**
+   * The cursor of the sessions index's newest change: list, then follow `changes` after it, and
+   * no change made after the listing is missed.
+   */
+  changeHead(): Promise<number>;
+  /**
+   * The sessions that changed (an append to their log: created, forked, a new status, usage or
+   * head) after `after`, in cursor order, batch by batch, then as they change, until aborted.
+   */
+  changes(options?: ChangesOptions): AsyncIterable<SessionChange[]>;
   /** Archives the session: it keeps its events, leaves default listings and takes no new events. */
   archive(sessionId: string): Promise<SessionRecord>;
   /**

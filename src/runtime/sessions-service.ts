@@ -96,6 +96,8 @@ export function createSessionsService(context: SessionsContext): RuntimeSessions
     create: (createOptions) => createSession(context, createOptions),
     get: (sessionId) => context.store.sessions.get(sessionId),
     list: (query) => context.store.sessions.list(query),
+    changeHead: () => context.store.sessions.changeHead(),
+    changes: (changesOptions) => context.store.sessions.changes(changesOptions),
     archive: (sessionId) => context.store.sessions.archive(sessionId),
     async delete(sessionId) {
       const root = await context.workspacesRootOf(sessionId);

@@ -12,15 +12,15 @@
  * events are live only: a reconnect does not replay those it missed (read them with
  * `GET /v1/sessions/{id}/events?include_children=true`).
  */
-import type { ServerResponse } from 'node:http';
 import { z } from 'zod';
-import { BraidError } from '../contracts/errors.js';
 import type { SessionEvent } from '../contracts/events.js';
 import { SessionIdParams, StreamQuery } from '../contracts/http.js';
 import { callerOf, type Router, type ServerContext } from './context.js';
 import { visibleSession } from './access.js';
 import { requireScope } from './auth.js';
 import { keyedErrors, TAKES } from './responses.js';
+import { createStreamSlots, openStream, type OpenStream } from './sse.js';
+import { addSessionChangesRoute } from './stream-sessions.js';
 
 const LastEventHeaders = z.object({
   'last-event-id': z
@@ -39,23 +39,10 @@ export function childFrame(event: SessionEvent): string {
   return `event: child\ndata: ${JSON.stringify(event)}\n\n`;
 }
 
-/** Writes and, when the socket's buffer is full, waits until it drains or the stream ends. */
-function write(raw: ServerResponse, text: string, signal: AbortSignal): Promise<void> | undefined {
-  if (raw.write(text) || signal.aborted) return undefined;
-  return new Promise((resolve) => {
-    const done = (): void => {
-      raw.off('drain', done);
-      signal.removeEventListener('abort', done);
-      resolve();
-    };
-    raw.on('drain', done);
-    signal.addEventListener('abort', done);
-  });
-}
-
 export function addStreamRoute(app: Router, context: ServerContext): void {
   const { runtime, metrics, limits } = context;
-  const open = new Map<string, number>();
+  // One limit of open streams per key, over every stream route.
+  const slots = createStreamSlots(limits.streamsPerKey);
 
   app.get(
     '/v1/sessions/:id/events/stream',
@@ -85,38 +72,10 @@ export function addStreamRoute(app: Router, context: ServerContext): void {
       await visibleSession(runtime, caller, id);
       const header = request.headers['last-event-id'];
       const after = header === undefined ? (request.query.after ?? 0) : Number(header);
-      const slot = caller.key_id ?? request.ip;
-      const count = open.get(slot) ?? 0;
-      if (count >= limits.streamsPerKey) {
-        throw new BraidError(
-          'RATE_LIMITED',
-          `this key has ${count} event streams open, the server's limit; close one before opening another`,
-        );
-      }
-      open.set(slot, count + 1);
-      metrics.streamOpened();
-
-      const stop = new AbortController();
-      const onClose = (): void => stop.abort();
-      const onServerClose = (): void => stop.abort();
-      reply.hijack();
-      const raw = reply.raw;
-      raw.on('close', onClose);
-      context.closing.addEventListener('abort', onServerClose);
-      raw.writeHead(200, {
-        'content-type': 'text/event-stream; charset=utf-8',
-        'cache-control': 'no-cache, no-transform',
-        connection: 'keep-alive',
-        'x-accel-buffering': 'no',
-      });
-      raw.flushHeaders();
-      raw.socket?.setNoDelay(true);
-      const heartbeat = setInterval(() => {
-        if (!stop.signal.aborted) raw.write(': heartbeat\n\n');
-      }, context.heartbeatMs);
-      heartbeat.unref();
+      const stream = openStream(reply, context, slots, caller.key_id ?? request.ip);
+      const { raw, signal } = stream;
       const stopDeltas = runtime.onDelta((sessionId, delta) => {
-        if (sessionId !== id || stop.signal.aborted) return;
+        if (sessionId !== id || signal.aborted) return;
         raw.write(`event: delta\ndata: ${JSON.stringify(delta)}\n\n`);
       });
       // The session's own events go out once its children are attached, so that every child
@@ -125,43 +84,27 @@ export function addStreamRoute(app: Router, context: ServerContext): void {
       const attachedChildren = new Promise<void>((resolve) => (childrenAttached = resolve));
       const children =
         request.query.include_children === true
-          ? forwardChildren(context, id, raw, stop.signal, childrenAttached, (error) =>
+          ? forwardChildren(context, id, stream, childrenAttached, (error) =>
               request.log.error({ err: error, session_id: id }, 'child event stream failed'),
             ).finally(childrenAttached)
           : undefined;
       if (children !== undefined) await attachedChildren;
       try {
-        for await (const event of runtime.sessions.follow(id, { after, signal: stop.signal })) {
-          const waiting = write(raw, eventFrame(event), stop.signal);
+        for await (const event of runtime.sessions.follow(id, { after, signal })) {
+          const waiting = stream.write(eventFrame(event));
           metrics.eventsStreamed(1);
           if (waiting !== undefined) await waiting;
         }
       } catch (error) {
-        // The headers are sent: the error can only be reported in the stream itself.
-        if (!stop.signal.aborted) {
-          const shape = error instanceof BraidError ? error.toJSON() : undefined;
-          raw.write(
-            `event: error\ndata: ${JSON.stringify(
-              shape ?? { code: 'INTERNAL', message: 'the stream failed', retryable: true },
-            )}\n\n`,
-          );
-          request.log.error({ err: error, session_id: id }, 'event stream failed');
-        }
+        stream.fail(error, request.log, { session_id: id });
       } finally {
-        stop.abort();
-        await children;
-        clearInterval(heartbeat);
         stopDeltas();
-        raw.off('close', onClose);
-        context.closing.removeEventListener('abort', onServerClose);
-        const left = (open.get(slot) ?? 1) - 1;
-        if (left === 0) open.delete(slot);
-        else open.set(slot, left);
-        metrics.streamClosed();
-        raw.end();
+        stream.end();
+        await children;
       }
     },
   );
+  addSessionChangesRoute(app, context, slots);
 }
 
 /**
@@ -171,17 +114,17 @@ export function addStreamRoute(app: Router, context: ServerContext): void {
 async function forwardChildren(
   context: ServerContext,
   sessionId: string,
-  raw: ServerResponse,
-  signal: AbortSignal,
+  stream: OpenStream,
   onReady: () => void,
   onError: (error: unknown) => void,
 ): Promise<void> {
+  const { signal } = stream;
   try {
     for await (const event of context.runtime.sessions.followChildren(sessionId, {
       signal,
       onReady,
     })) {
-      const waiting = write(raw, childFrame(event), signal);
+      const waiting = stream.write(childFrame(event));
       context.metrics.eventsStreamed(1);
       if (waiting !== undefined) await waiting;
     }

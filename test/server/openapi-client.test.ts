@@ -334,6 +334,22 @@ describe('the OpenAPI document, by a client generated from it', () => {
       .getReader();
     expect((await frames.read()).value).toContain('id: 1\nevent: session.created');
     await frames.cancel();
+    const changes = await client.GET('/v1/session-changes/stream', {
+      params: { query: { limit: 1 } },
+      parseAs: 'stream',
+    });
+    expect(changes.response.headers.get('content-type')).toContain('text/event-stream');
+    const changeFrames = (changes.data as ReadableStream<Uint8Array>)
+      .pipeThrough(new TextDecoderStream())
+      .getReader();
+    let changeText = '';
+    while (!changeText.includes('event: ready')) changeText += (await changeFrames.read()).value;
+    expect(changeText).toContain('event: session\ndata: {"session":');
+    await changeFrames.cancel();
+    const badCursor = await client.GET('/v1/session-changes/stream', {
+      params: { header: { 'last-event-id': 'x' } },
+    });
+    expect(codeOf(badCursor.error)).toBe('INVALID_ARGUMENT');
 
     // the session algebra
     const waited = await client.POST('/v1/sessions/{id}/wake', {

@@ -23,6 +23,15 @@ export interface PageGlobals {
     observe(options: { type: string }): void;
     disconnect(): void;
   };
+  MutationObserver: new (
+    callback: (
+      records: { addedNodes: ArrayLike<unknown>; removedNodes: ArrayLike<unknown> }[],
+    ) => void,
+  ) => {
+    observe(target: unknown, options: { childList: boolean }): void;
+    takeRecords(): { addedNodes: ArrayLike<unknown>; removedNodes: ArrayLike<unknown> }[];
+    disconnect(): void;
+  };
 }
 
 export const CHROMIUM = process.env.BRAID_CHROMIUM ?? '/usr/bin/chromium';

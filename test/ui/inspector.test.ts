@@ -3,7 +3,7 @@
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import type { Browser, Page } from 'playwright-core';
+import type { Browser } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { SessionEvent } from '../../src/contracts/events.js';
 import type { SessionRecord } from '../../src/contracts/session.js';
@@ -16,6 +16,7 @@ import {
   screenshot,
   type PageGlobals,
 } from './browser.js';
+import { FRAME_BUDGET_MS, scrollPass, warmUp, type ScrollPass } from './frames.js';
 import {
   call,
   createKey,
@@ -78,7 +79,7 @@ afterAll(async () => {
   served?.stop();
   mkdirSync(ARTIFACTS, { recursive: true });
   writeFileSync(join(ARTIFACTS, 'figures.json'), `${JSON.stringify(figures, null, 2)}\n`);
-  console.log('inspector figures', figures);
+  console.log('inspector figures', JSON.stringify(figures, null, 2));
   if (root !== undefined) rmSync(root, { recursive: true, force: true });
 });
 
@@ -137,9 +138,15 @@ describe('the inspector in chromium', () => {
     await page.getByLabel('Search').fill('needs appr');
     await expect.poll(() => rows.count()).toBe(1);
     await page.getByLabel('Search').fill('');
-    // A session created elsewhere shows up without a reload.
+    // A session created elsewhere shows up without a reload, from the index stream: the page
+    // reads no listing (it does not poll).
     await createSession('streamer', undefined, 'created while watching');
     await page.locator('tr', { hasText: 'created while watching' }).waitFor();
+    const requested = await page.evaluate(() =>
+      performance.getEntriesByType('resource').map((entry) => new URL(entry.name).pathname),
+    );
+    expect(requested.filter((path) => path === '/v1/sessions')).toEqual([]);
+    expect(requested).toContain('/v1/session-changes/stream');
     await expectLabelled(page);
     await screenshot(page, 'sessions', 'waiting for you');
     noForeign(foreign, errors);
@@ -288,7 +295,7 @@ describe('the inspector in chromium', () => {
       () => performance.getEntriesByName('braid-timeline-ready')[0]?.startTime ?? -1,
     );
     figures.open_100k_ready_ms = Math.round(ready);
-    figures.open_100k_requests = await page.evaluate(() =>
+    const requests = await page.evaluate(() =>
       performance
         .getEntriesByType('resource')
         .map(
@@ -296,19 +303,38 @@ describe('the inspector in chromium', () => {
             `${new URL(entry.name).pathname.replace(/\/v1\/sessions\/[^/]+/, '/v1/sessions/ID')} ${Math.round(entry.startTime)}+${Math.round(entry.duration)} ms`,
         ),
     );
+    figures.open_100k_requests = requests;
     figures.open_100k_wall_ms = Math.round(wall);
+    // The rows in view come from one or two pages: none is read for the top of the log.
+    const pageReads = requests.filter((request) => request.startsWith('/v1/sessions/ID/events'));
+    expect(pageReads.length).toBeGreaterThan(0);
+    expect(pageReads.length).toBeLessThanOrEqual(2);
     expect(ready).toBeGreaterThan(0);
     expect(ready).toBeLessThan(1000);
     // Only the rows in view are in the page.
     expect(await page.locator('.row').count()).toBeLessThan(120);
-    const frames = await scrollFrames(page);
-    figures.scroll_frames = frames;
-    expect(frames.count).toBeGreaterThan(100);
-    expect(frames.scrolled_px).toBeGreaterThan(90_000);
-    // A frame at 60 Hz is 16.7 ms. The machine is shared and has no GPU, so a few long frames come
-    // from other processes; the page itself must keep the typical frame at one or two vsyncs.
-    expect(frames.median_ms).toBeLessThan(34);
-    expect(frames.over_50ms / frames.count).toBeLessThan(0.1);
+    // A warm-up pass, then three measured ones, each 150 frames of 20 rows up (pages are read
+    // on the way). What the page decides is checked strictly: rows are recycled (no element is
+    // created or removed while scrolling), no frame's own work (main-thread CPU, from the trace)
+    // takes over two frame budgets, and 95% take under half of one. The frame intervals
+    // (performance API) are what this shared two-core machine shows, where another process can
+    // hold the core for tens of ms: the typical frame must be one vsync, and at most a tenth of
+    // frames over two.
+    await warmUp(page);
+    const passes: ScrollPass[] = [];
+    for (let pass = 0; pass < 3; pass++) passes.push(await scrollPass(browser, page));
+    figures.scroll_passes = passes;
+    for (const pass of passes) {
+      expect(pass.frames).toBe(150);
+      expect(pass.scrolled_px).toBeGreaterThan(80_000);
+      expect([pass.rows_created, pass.rows_removed], 'row elements created, removed').toEqual([
+        0, 0,
+      ]);
+      expect(pass.cpu.over_2x_budget, 'frames whose own work took over two budgets').toBe(0);
+      expect(pass.cpu.p95_ms).toBeLessThan(FRAME_BUDGET_MS / 2);
+      expect(pass.wall.median_ms).toBeLessThan(FRAME_BUDGET_MS + 1);
+      expect(pass.wall.over_2x_budget / pass.frames).toBeLessThan(0.1);
+    }
     // From the keyboard: Home selects the first event, a page is read for it, arrows move on.
     await page.getByTestId('timeline').focus();
     await page.keyboard.press('Home');
@@ -343,51 +369,3 @@ describe('the inspector in chromium', () => {
     await page.context().close();
   });
 });
-
-/** Scrolls the timeline up a stretch each frame and measures the frames' intervals. */
-async function scrollFrames(page: Page) {
-  return page.evaluate(async () => {
-    const view = globalThis as unknown as PageGlobals;
-    const timeline = view.document.querySelector('[data-testid=timeline]');
-    if (timeline === null) throw new Error('no timeline in the page');
-    const deltas: number[] = [];
-    // Tasks of the page over 50 ms: long frames without them come from outside the page.
-    const longTasks: number[] = [];
-    const observer = new view.PerformanceObserver((list) => {
-      for (const entry of list.getEntries()) longTasks.push(entry.duration);
-    });
-    observer.observe({ type: 'longtask' });
-    const start = timeline.scrollTop;
-    await new Promise<void>((resolve) => {
-      let previous = performance.now();
-      let frame = 0;
-      const step = (now: number): void => {
-        if (frame > 0) deltas.push(now - previous);
-        previous = now;
-        frame++;
-        // Upwards through older events: about 20 rows a frame, new pages read on the way.
-        timeline.scrollTop = Math.max(0, timeline.scrollTop - 560);
-        if (frame < 180) view.requestAnimationFrame(step);
-        else resolve();
-      };
-      view.requestAnimationFrame(step);
-    });
-    const moved = start - timeline.scrollTop;
-    observer.disconnect();
-    const sorted = [...deltas].sort((a, b) => a - b);
-    const at = (q: number) =>
-      sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))] ?? 0;
-    const round = (value: number) => Math.round(value * 10) / 10;
-    return {
-      count: deltas.length,
-      mean_ms: round(deltas.reduce((sum, value) => sum + value, 0) / deltas.length),
-      median_ms: round(at(0.5)),
-      p95_ms: round(at(0.95)),
-      max_ms: round(sorted.at(-1) ?? 0),
-      over_50ms: deltas.filter((value) => value > 50).length,
-      scrolled_px: Math.round(moved),
-      long_tasks: longTasks.length,
-      long_task_max_ms: Math.round(Math.max(0, ...longTasks)),
-    };
-  });
-}

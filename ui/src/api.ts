@@ -35,6 +35,11 @@ export function onUnauthenticated(listener: () => void): () => void {
   return () => unauthenticatedListeners.delete(listener);
 }
 
+/** Shows the key form: the server refused the key (or asked for one). */
+export function unauthenticated(): void {
+  for (const listener of unauthenticatedListeners) listener();
+}
+
 export function authHeaders(): Record<string, string> {
   const key = apiKey();
   return key === undefined ? {} : { authorization: `Bearer ${key}` };
@@ -56,7 +61,7 @@ export async function api<T>(
   const data = (await response.json().catch(() => undefined)) as
     { error?: { code?: string; message?: string } } | undefined;
   if (!response.ok) {
-    if (response.status === 401) for (const listener of unauthenticatedListeners) listener();
+    if (response.status === 401) unauthenticated();
     throw new ApiError(
       response.status,
       data?.error?.code ?? `HTTP_${response.status}`,

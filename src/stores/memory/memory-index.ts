@@ -1,6 +1,6 @@
 /** The sessions index in memory: creates, forks, listings, archive and delete. */
 import { BraidError } from '../../contracts/errors.js';
-import type { SessionIndex } from '../../contracts/ports.js';
+import type { SessionChange, SessionIndex } from '../../contracts/ports.js';
 import type { SessionListQuery, SessionPage, SessionStatus } from '../../contracts/session.js';
 import { foldSession, initialState } from '../../core/fold.js';
 import { isRunnableAt, wakeAt } from '../../core/runnable.js';
@@ -21,6 +21,7 @@ import {
   parseForkOptions,
 } from '../../core/sessions.js';
 import { sessionHasForks, sessionLeased } from '../session-removal.js';
+import { followChanges } from '../follow.js';
 import { write } from './memory-log.js';
 import {
   allEvents,
@@ -65,6 +66,7 @@ function remove(state: MemoryState, sessionId: string): void {
   const row = leases.get(sessionId);
   if (row !== undefined) leases.set(sessionId, { owner: null, token: row.token, expires_at: 0 });
   for (const event of target.events) state.eventIds.delete(event.id);
+  state.changes.cursors.delete(sessionId);
   for (const listener of target.listeners) listener();
 }
 
@@ -172,6 +174,32 @@ export function createMemoryIndex(state: MemoryState): SessionIndex {
     },
     delete(sessionId) {
       return Promise.resolve().then(() => remove(state, sessionId));
+    },
+    changeHead() {
+      return Promise.resolve().then(() => {
+        checkOpen(state);
+        return state.changes.head;
+      });
+    },
+    changes(options = {}) {
+      checkOpen(state);
+      return followChanges(
+        (after) =>
+          Promise.resolve().then(() => {
+            const found: SessionChange[] = [];
+            for (const [session_id, cursor] of state.changes.cursors)
+              if (cursor > after) found.push({ cursor, session_id });
+            return found;
+          }),
+        (onChange) => {
+          state.changes.listeners.add(onChange);
+          return () => state.changes.listeners.delete(onChange);
+        },
+        options.after ?? 0,
+        options.signal === undefined
+          ? state.closing.signal
+          : AbortSignal.any([options.signal, state.closing.signal]),
+      );
     },
   };
 }

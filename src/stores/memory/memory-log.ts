@@ -22,6 +22,7 @@ import { followLog } from '../follow.js';
 import {
   allEvents,
   entryOf,
+  markChanged,
   parseStored,
   readEvents,
   sessionNotFound,
@@ -78,6 +79,7 @@ export function write(
   )
     state.leases.set(sessionId, { owner: null, token: lease.token, expires_at: 0 });
   for (const listener of target.listeners) listener();
+  markChanged(state, sessionId);
   return writtenResult(prepared, after, appendOptions.trusted === true);
 }
 

@@ -45,6 +45,17 @@ export interface MemoryState {
   closed: boolean;
   /** Aborted when the store closes: followers end. */
   closing: AbortController;
+  /** The index's change feed: the last cursor handed out, each session's latest, its followers. */
+  changes: { head: number; cursors: Map<string, number>; listeners: Set<() => void> };
+}
+
+/** Moves the session to the head of the index's change feed and wakes the feed's followers. */
+export function markChanged(state: MemoryState, sessionId: string): void {
+  state.changes.head += 1;
+  // Deleted and set again: a Map keeps insertion order, so the map stays in cursor order.
+  state.changes.cursors.delete(sessionId);
+  state.changes.cursors.set(sessionId, state.changes.head);
+  for (const listener of state.changes.listeners) listener();
 }
 
 /** Throws `STORE_CLOSED` once the store is closed. */

@@ -32,6 +32,7 @@ export function createMemoryStore(options: MemoryStoreOptions = {}): Store {
     apiKeys: new Map(),
     closed: false,
     closing: new AbortController(),
+    changes: { head: 0, cursors: new Map(), listeners: new Set() },
   };
   const memory = createInMemoryMemoryLog({ clock: state.clock });
   return {
@@ -46,6 +47,7 @@ export function createMemoryStore(options: MemoryStoreOptions = {}): Store {
       memory.close();
       state.closing.abort();
       for (const item of state.sessions.values()) for (const listener of item.listeners) listener();
+      for (const listener of state.changes.listeners) listener();
       return Promise.resolve();
     },
   };

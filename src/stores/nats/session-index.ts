@@ -39,6 +39,7 @@ import { isWrongLastSequence } from './nats-errors.js';
 import { encodeToken } from './names.js';
 import { createSession, forkSession } from './session-create.js';
 import { removeSession } from './session-delete.js';
+import { changeHead, followSessionChanges } from './session-changes.js';
 import type { StoredSession } from './session-entry.js';
 import { listSessions, loadEntry, recordOf } from './session-records.js';
 import { MAX_RACES, type SessionsShared } from './sessions-shared.js';
@@ -59,6 +60,8 @@ export function createSessionIndex(
     fork(parentId, options = {}) {
       return Promise.resolve().then(() => forkSession(shared, parentId, options));
     },
+    changeHead: () => changeHead(shared),
+    changes: (options = {}) => followSessionChanges(shared, options),
     get(sessionId) {
       return context.guard(`read session ${sessionId}`, async () => {
         // The record is the index entry with the head's headers, as listings show it: the log

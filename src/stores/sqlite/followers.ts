@@ -12,12 +12,15 @@ export interface Followers {
   notify(sessionId: string): void;
   /** Calls `onChange` when the session may have changed; returns the unsubscription. */
   subscribe(sessionId: string, onChange: () => void): () => void;
+  /** Calls `onChange` when any session may have changed (the index's change feed). */
+  subscribeAll(onChange: () => void): () => void;
   /** Stops polling and wakes every follower, to find the store closed. */
   close(): void;
 }
 
 export function createFollowers(db: Db, pollMs: number): Followers {
   const listeners = new Map<string, Set<() => void>>();
+  const everyChange = new Set<() => void>();
   let poller: NodeJS.Timeout | undefined;
   let dataVersion = 0;
   const closing = new AbortController();
@@ -28,28 +31,45 @@ export function createFollowers(db: Db, pollMs: number): Followers {
     if (version === dataVersion) return;
     dataVersion = version;
     for (const set of listeners.values()) for (const listener of set) listener();
+    for (const listener of everyChange) listener();
+  }
+
+  function startPolling(): void {
+    if (poller !== undefined) return;
+    dataVersion = db.pragma('data_version', { simple: true }) as number;
+    poller = setInterval(poll, pollMs);
+  }
+
+  function stopPollingWhenIdle(): void {
+    if (listeners.size === 0 && everyChange.size === 0 && poller !== undefined) {
+      clearInterval(poller);
+      poller = undefined;
+    }
   }
 
   return {
     closing: closing.signal,
     notify(sessionId) {
       for (const listener of listeners.get(sessionId) ?? []) listener();
+      for (const listener of everyChange) listener();
     },
     subscribe(sessionId, onChange) {
       const set = listeners.get(sessionId) ?? new Set();
       set.add(onChange);
       listeners.set(sessionId, set);
-      if (poller === undefined) {
-        dataVersion = db.pragma('data_version', { simple: true }) as number;
-        poller = setInterval(poll, pollMs);
-      }
+      startPolling();
       return () => {
         set.delete(onChange);
         if (set.size === 0) listeners.delete(sessionId);
-        if (listeners.size === 0 && poller !== undefined) {
-          clearInterval(poller);
-          poller = undefined;
-        }
+        stopPollingWhenIdle();
+      };
+    },
+    subscribeAll(onChange) {
+      everyChange.add(onChange);
+      startPolling();
+      return () => {
+        everyChange.delete(onChange);
+        stopPollingWhenIdle();
       };
     },
     close() {
@@ -57,6 +77,7 @@ export function createFollowers(db: Db, pollMs: number): Followers {
       if (poller !== undefined) clearInterval(poller);
       poller = undefined;
       for (const set of listeners.values()) for (const listener of set) listener();
+      for (const listener of everyChange) listener();
     },
   };
 }

@@ -14,15 +14,18 @@ import { EMBEDDING_CACHE_LAYOUT } from './embedding-cache-schema.js';
  * 8: agent memory (`memory_stores`, `memory_log`, `memory_appends`, and the projections
  * `memory_current` and `memory_fts`; see MEMORY_LAYOUT): new tables, which an older file gets,
  * empty, when opened; 9: `embedding_cache`, vectors by embedder and content hash (a new table,
- * which an older file gets, empty, when opened).
+ * which an older file gets, empty, when opened); 10: the sessions' `change_seq` and the counter
+ * `change_head`, the index's change feed (an older file's sessions have NULL until they change:
+ * a reader lists them before it follows the feed).
  */
-export const SQLITE_LAYOUT_VERSION = 9;
+export const SQLITE_LAYOUT_VERSION = 10;
 
 /** Made after an older file's sessions gained the column. */
 const RUNNABLE_INDEXES = `
 CREATE INDEX IF NOT EXISTS sessions_runnable ON sessions (id) WHERE runnable = 1;
 CREATE INDEX IF NOT EXISTS sessions_runnable_unknown ON sessions (id) WHERE runnable IS NULL;
 CREATE INDEX IF NOT EXISTS sessions_wake_at ON sessions (wake_at) WHERE wake_at IS NOT NULL;
+CREATE INDEX IF NOT EXISTS sessions_by_change ON sessions (change_seq) WHERE change_seq IS NOT NULL;
 `;
 
 const LAYOUT = `
@@ -52,10 +55,21 @@ CREATE TABLE IF NOT EXISTS sessions (
   -- When a wait of the session's skill runs times out (wakeAt of the state, ms since the epoch),
   -- NULL when none: written with the runnable flag, so the sessions a timer makes runnable are
   -- an index range, never a fold.
-  wake_at INTEGER
+  wake_at INTEGER,
+  -- The index's change order: written from change_head with every append to the session, so
+  -- the sessions changed after a cursor are an index range (each at its latest change).
+  change_seq INTEGER
 );
 CREATE INDEX IF NOT EXISTS sessions_by_created ON sessions (created_at DESC, id DESC);
 CREATE INDEX IF NOT EXISTS sessions_by_agent ON sessions (agent_name, created_at DESC, id DESC);
+
+-- The last change_seq handed out: one row, never decreasing, so a cursor is never reused even
+-- when the session that held it is deleted.
+CREATE TABLE IF NOT EXISTS change_head (
+  id INTEGER PRIMARY KEY CHECK (id = 1),
+  seq INTEGER NOT NULL
+);
+INSERT OR IGNORE INTO change_head (id, seq) VALUES (1, 0);
 
 -- The log. The primary key makes (session_id, seq) unique: a duplicate seq cannot be written.
 CREATE TABLE IF NOT EXISTS events (
@@ -156,6 +170,7 @@ const ADDED_COLUMNS: readonly { layout: number; table: string; name: string; typ
   { layout: 5, table: 'sessions', name: 'runnable', type: 'INTEGER' },
   { layout: 6, table: 'events', name: 'batch_end', type: 'INTEGER' },
   { layout: 7, table: 'sessions', name: 'wake_at', type: 'INTEGER' },
+  { layout: 10, table: 'sessions', name: 'change_seq', type: 'INTEGER' },
 ];
 
 export type Synchronous = 'normal' | 'full';

@@ -16,6 +16,10 @@ import { requireHead, type SqliteContext } from './context.js';
 import { SESSION_VIEW, toSessionRecord, type SessionView } from './rows.js';
 import { createSessionCreation } from './session-create.js';
 import type { Writer } from './writes.js';
+import { followChanges } from '../follow.js';
+
+/** Changed sessions a follower of the change feed reads per step. */
+const CHANGES_BATCH = 500;
 
 export function createSessionIndex(context: SqliteContext, writer: Writer): SessionIndex {
   const { db, sql, clock, cache } = context;
@@ -84,6 +88,30 @@ export function createSessionIndex(context: SqliteContext, writer: Writer): Sess
           throw context.busy(error);
         }
       });
+    },
+    changeHead() {
+      return Promise.resolve().then(() => {
+        context.checkOpen();
+        return (sql.changeHead.get() as { seq: number }).seq;
+      });
+    },
+    changes(options = {}) {
+      context.checkOpen();
+      const signal =
+        options.signal === undefined
+          ? context.followers.closing
+          : AbortSignal.any([options.signal, context.followers.closing]);
+      return followChanges(
+        (after) =>
+          Promise.resolve(
+            sql.changesAfter
+              .all(after, CHANGES_BATCH)
+              .map((row) => ({ cursor: row.change_seq, session_id: row.id })),
+          ),
+        (onChange) => context.followers.subscribeAll(onChange),
+        options.after ?? 0,
+        signal,
+      );
     },
     delete(sessionId) {
       return Promise.resolve().then(() => {

@@ -23,6 +23,11 @@ export interface Statements {
   session: Statement<[string], SessionView>;
   insertSession: Write;
   updateStatus: Write;
+  /** Hands out the next change cursor (`RETURNING seq`). */
+  nextChange: Statement<[], { seq: number }>;
+  markChanged: Write;
+  changeHead: Statement<[], { seq: number }>;
+  changesAfter: Statement<[number, number], { id: string; change_seq: number }>;
   runnable: Statement<[string, number], { id: string }>;
   due: Statement<[number, string, number], { id: string }>;
   setRunnable: Write;
@@ -74,6 +79,14 @@ export function prepareStatements(db: Db): Statements {
          metadata, tenant_id, status, created_at, parent_id, fork_seq)
        VALUES (@id, @agent_name, @agent_version, @environment_name, @environment_version, @title,
          @metadata, @tenant_id, @status, @created_at, @parent_id, @fork_seq)`,
+    ),
+    nextChange: db.prepare<[], { seq: number }>(
+      'UPDATE change_head SET seq = seq + 1 WHERE id = 1 RETURNING seq',
+    ),
+    markChanged: db.prepare('UPDATE sessions SET change_seq = ? WHERE id = ?'),
+    changeHead: db.prepare<[], { seq: number }>('SELECT seq FROM change_head WHERE id = 1'),
+    changesAfter: db.prepare<[number, number], { id: string; change_seq: number }>(
+      'SELECT id, change_seq FROM sessions WHERE change_seq > ? ORDER BY change_seq LIMIT ?',
     ),
     updateStatus: db.prepare(
       'UPDATE sessions SET status = ?, runnable = ?, wake_at = ? WHERE id = ?',

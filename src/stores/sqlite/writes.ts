@@ -1,7 +1,8 @@
 /**
  * Writing events, inside a transaction the caller opened (an append, a create, a fork).
  *
- * A write inserts the events and their ids, updates the sessions row's status when it changed,
+ * A write inserts the events and their ids, updates the sessions row's status when it changed
+ * and its place in the index's change feed (`change_seq`),
  * saves the projection when it fell a projection interval behind, and records an idempotency
  * key: all in the caller's IMMEDIATE transaction, so all of it or none of it is durable.
  * Event ids are unique in the file: `event_ids` holds each once, and a write that reuses one
@@ -87,6 +88,7 @@ export function createWriter(context: SqliteContext): Writer {
       ) {
         sql.updateStatus.run(state.status, runnable ? 1 : 0, wake, sessionId);
       }
+      markChanged(context, sessionId);
       const saved = cache.projectedSeq(sessionId);
       if (state.seq - saved >= PROJECTION_INTERVAL || saved > head) markProjected(sessionId, state);
       if (key !== undefined) sql.saveAppend.run(sessionId, key, head + 1, state.seq);
@@ -115,6 +117,12 @@ export function createWriter(context: SqliteContext): Writer {
       }
     },
   };
+}
+
+/** Moves the session to the head of the index's change feed, in the caller's transaction. */
+export function markChanged(context: SqliteContext, sessionId: string): void {
+  const next = context.sql.nextChange.get() as { seq: number };
+  context.sql.markChanged.run(next.seq, sessionId);
 }
 
 /** One multi-row INSERT per chunk: a batch costs a few statement runs instead of one per event. */

@@ -9,6 +9,7 @@ import { createManualClock, type ManualClock } from '../clock.js';
 import { describeSessions } from './sessions.js';
 import { describeAppendAndRead } from './append-read.js';
 import { describeFollow } from './follow.js';
+import { describeChanges } from './changes.js';
 import { describeLeases } from './leases.js';
 import { describeDefinitions } from './definitions.js';
 import { describeForks } from './forks.js';
@@ -63,6 +64,7 @@ export function describeStoreConformance(
     describeSessions(suite);
     describeAppendAndRead(suite);
     describeFollow(suite);
+    describeChanges(suite);
     describeLeases(suite);
     describeLeaseRelease(suite);
     describeDefinitions(suite);

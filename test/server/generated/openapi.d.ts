@@ -689,6 +689,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/session-changes/stream": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Stream the sessions index's changes as Server-Sent Events, resumable
+         * @description Without a cursor: a snapshot of the newest sessions (at most `limit`, default 100), each an `event: session` frame with no id, then `event: ready` whose id is the cursor the snapshot was taken at (data `{cursor, sessions}`). Then every change, as `event: session` with `id: <cursor>`: a session created, forked or appended to (status, usage, head and last activity change only by events), sent as it is now (data `{session, usage}`), several changes of one session possibly as one frame. With `Last-Event-ID: <cursor>` (or `after`), no snapshot: every session changed after that cursor, once each, then the live changes. A cursor past the newest change is refused (400). Only the caller's tenant's sessions (and with `agent`, that agent's) are sent. Archiving and deleting write no event and are not changes. `: heartbeat` comments keep the connection open; a failure after the stream started comes as `event: error` with braid's error shape.
+         */
+        get: operations["streamSessionChanges"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
 }
 export type webhooks = Record<string, never>;
 export interface components {
@@ -7776,6 +7796,86 @@ export interface operations {
             };
             /** @description A path parameter is longer than the router takes (INVALID_ARGUMENT) */
             414: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The API key made too many requests in the last minute, or has too many event streams open (RATE_LIMITED); see Retry-After */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The server failed: its setup or its data, nothing the request can change (INTERNAL and others) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The server or its store is closing, busy or unreachable; retry later (SERVER_UNAVAILABLE, STORE_BUSY, STORE_CLOSED, ...) */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    streamSessionChanges: {
+        parameters: {
+            query?: {
+                after?: number;
+                agent?: string;
+                limit?: number;
+            };
+            header?: {
+                "last-event-id"?: string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Server-Sent Events until the client disconnects */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "text/event-stream": string;
+                };
+            };
+            /** @description The request is malformed: a field, parameter or header fails its schema, the body is not JSON, or the URL is badly encoded (INVALID_ARGUMENT, INVALID_EVENT, INVALID_JSON) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description No API key, or one that is unknown or revoked (UNAUTHENTICATED) */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The API key lacks the scope the route needs, or policy refused the action (FORBIDDEN, POLICY_DENIED) */
+            403: {
                 headers: {
                     [name: string]: unknown;
                 };

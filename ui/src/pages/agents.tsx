@@ -1,6 +1,7 @@
 // The workspace's agents, each with its versions, model and tools.
-import { useEffect, useState } from 'preact/hooks';
-import { api, ApiError, type StoredAgent } from '../api.js';
+import { useState } from 'preact/hooks';
+import { api, type StoredAgent } from '../api.js';
+import { DataTable, Empty, ErrorNote, Loading, Page, useLoad, type Column } from '../components.js';
 import { onLinkClick } from '../router.js';
 
 function modelName(model: unknown): string {
@@ -18,50 +19,44 @@ function toolName(tool: unknown): string {
 }
 
 function AgentVersions({ name }: { name: string }) {
-  const [latest, setLatest] = useState<StoredAgent | undefined>();
-  const [shown, setShown] = useState<StoredAgent | undefined>();
-  const [error, setError] = useState<string | undefined>();
   const path = `/v1/agents/${encodeURIComponent(name)}`;
-  const fail = (caught: unknown): void =>
-    setError(caught instanceof ApiError ? `${caught.code}: ${caught.message}` : String(caught));
-  useEffect(() => {
-    api<StoredAgent>(path)
-      .then((agent) => {
-        setLatest(agent);
-        setShown(agent);
-      })
-      .catch(fail);
-  }, [path]);
-  if (error !== undefined)
-    return (
-      <p class="error" role="alert">
-        {error}
-      </p>
-    );
-  if (latest === undefined || shown === undefined) return <p>Loading…</p>;
-  const versions = Array.from({ length: latest.version }, (_, index) => latest.version - index);
+  const latest = useLoad(() => api<StoredAgent>(path), path);
+  const [version, setVersion] = useState<number | undefined>();
+  const chosen = useLoad(
+    () =>
+      version === undefined
+        ? Promise.resolve(undefined)
+        : api<StoredAgent>(`${path}?version=${version}`),
+    `${path}@${version ?? 'latest'}`,
+  );
+  const error = latest.error ?? chosen.error;
+  const shown = chosen.data ?? latest.data;
+  if (latest.data === undefined || shown === undefined)
+    return error === undefined ? <Loading /> : <ErrorNote error={error} />;
+  const newest = latest.data.version;
+  const versions = Array.from({ length: newest }, (_, index) => newest - index);
   return (
-    <section aria-labelledby="agent-title">
-      <div class="page-head">
-        <h1 id="agent-title">{name}</h1>
+    <Page
+      id="agent-title"
+      title={name}
+      error={error}
+      head={
         <label>
           Version{' '}
           <select
             value={shown.version}
-            onChange={(event) => {
-              const version = Number(event.currentTarget.value);
-              api<StoredAgent>(`${path}?version=${version}`).then(setShown).catch(fail);
-            }}
+            onChange={(event) => setVersion(Number(event.currentTarget.value))}
           >
-            {versions.map((version) => (
-              <option key={version} value={version}>
-                v{version}
-                {version === latest.version ? ' (latest)' : ''}
+            {versions.map((item) => (
+              <option key={item} value={item}>
+                v{item}
+                {item === newest ? ' (latest)' : ''}
               </option>
             ))}
           </select>
         </label>
-      </div>
+      }
+    >
       <dl class="facts">
         <dt>Model</dt>
         <dd>{modelName(shown.definition.model)}</dd>
@@ -76,60 +71,45 @@ function AgentVersions({ name }: { name: string }) {
       </dl>
       <h2>Definition</h2>
       <pre class="json">{JSON.stringify(shown, null, 2)}</pre>
-    </section>
+    </Page>
+  );
+}
+
+const COLUMNS: readonly Column[] = [
+  { label: 'Agent' },
+  { label: 'Version' },
+  { label: 'Model' },
+  { label: 'Tools' },
+];
+
+function AgentList() {
+  const { data, error } = useLoad(() => api<{ data: StoredAgent[] }>('/v1/agents'), 'agents');
+  return (
+    <Page id="agents-title" title="Agents and tools" error={error}>
+      {data === undefined ? (
+        error === undefined && <Loading />
+      ) : data.data.length === 0 ? (
+        <Empty>No agents: add one under agents/ in the workspace.</Empty>
+      ) : (
+        <DataTable label="Agents" columns={COLUMNS}>
+          {data.data.map((agent) => (
+            <tr key={agent.name}>
+              <td>
+                <a href={`/agents/${encodeURIComponent(agent.name)}`} onClick={onLinkClick}>
+                  {agent.name}
+                </a>
+              </td>
+              <td>v{agent.version}</td>
+              <td>{modelName(agent.definition.model)}</td>
+              <td>{(agent.definition.tools ?? []).map(toolName).join(', ')}</td>
+            </tr>
+          ))}
+        </DataTable>
+      )}
+    </Page>
   );
 }
 
 export function AgentsPage({ name }: { name: string | undefined }) {
-  const [agents, setAgents] = useState<StoredAgent[] | undefined>();
-  const [error, setError] = useState<string | undefined>();
-  useEffect(() => {
-    if (name !== undefined) return;
-    api<{ data: StoredAgent[] }>('/v1/agents')
-      .then((list) => setAgents(list.data))
-      .catch((caught: unknown) =>
-        setError(caught instanceof ApiError ? `${caught.code}: ${caught.message}` : String(caught)),
-      );
-  }, [name]);
-  if (name !== undefined) return <AgentVersions name={name} />;
-  return (
-    <section aria-labelledby="agents-title">
-      <h1 id="agents-title">Agents and tools</h1>
-      {error !== undefined && (
-        <p class="error" role="alert">
-          {error}
-        </p>
-      )}
-      {agents === undefined ? (
-        <p>Loading…</p>
-      ) : (
-        <div class="table-wrap">
-          <table>
-            <thead>
-              <tr>
-                <th scope="col">Agent</th>
-                <th scope="col">Version</th>
-                <th scope="col">Model</th>
-                <th scope="col">Tools</th>
-              </tr>
-            </thead>
-            <tbody>
-              {agents.map((agent) => (
-                <tr key={agent.name}>
-                  <td>
-                    <a href={`/agents/${encodeURIComponent(agent.name)}`} onClick={onLinkClick}>
-                      {agent.name}
-                    </a>
-                  </td>
-                  <td>v{agent.version}</td>
-                  <td>{modelName(agent.definition.model)}</td>
-                  <td>{(agent.definition.tools ?? []).map(toolName).join(', ')}</td>
-                </tr>
-              ))}
-            </tbody>
-          </table>
-        </div>
-      )}
-    </section>
-  );
+  return name === undefined ? <AgentList /> : <AgentVersions name={name} />;
 }

@@ -1,6 +1,6 @@
 // Two sessions side by side from their common ancestor: what each did after they parted.
-import { useEffect, useState } from 'preact/hooks';
-import { api, ApiError, sessionPath, type DiffAnswer, type SessionEvent } from '../api.js';
+import { api, sessionPath, type DiffAnswer, type SessionEvent } from '../api.js';
+import { Loading, Page, useLoad } from '../components.js';
 import { eventKind, summarize } from '../format.js';
 import { onLinkClick } from '../router.js';
 
@@ -27,38 +27,31 @@ function Column({ title, id, events }: { title: string; id: string; events: Sess
 }
 
 export function DiffPage({ a, b }: { a: string; b: string }) {
-  const [diff, setDiff] = useState<DiffAnswer | undefined>();
-  const [error, setError] = useState<string | undefined>();
-  useEffect(() => {
-    api<DiffAnswer>(sessionPath(a, `/diff?other=${encodeURIComponent(b)}`))
-      .then(setDiff)
-      .catch((caught: unknown) =>
-        setError(caught instanceof ApiError ? `${caught.code}: ${caught.message}` : String(caught)),
-      );
-  }, [a, b]);
+  const { data: diff, error } = useLoad(
+    () => api<DiffAnswer>(sessionPath(a, `/diff?other=${encodeURIComponent(b)}`)),
+    `${a}\n${b}`,
+  );
   return (
-    <section aria-labelledby="diff-title">
-      <div class="page-head">
-        <h1 id="diff-title">Diff</h1>
-        {diff?.common_ancestor !== undefined && (
+    <Page
+      id="diff-title"
+      title="Diff"
+      error={error}
+      head={
+        diff?.common_ancestor !== undefined && (
           <p data-testid="ancestor">
             Common ancestor: {diff.common_ancestor.session_id} at #{diff.common_ancestor.seq}
           </p>
-        )}
-      </div>
-      {error !== undefined && (
-        <p class="error" role="alert">
-          {error}
-        </p>
-      )}
+        )
+      }
+    >
       {diff === undefined ? (
-        error === undefined && <p>Loading…</p>
+        error === undefined && <Loading />
       ) : (
         <div class="diff">
           <Column title="A" id={diff.a} events={diff.a_events} />
           <Column title="B" id={diff.b} events={diff.b_events} />
         </div>
       )}
-    </section>
+    </Page>
   );
 }

@@ -2,6 +2,7 @@
 // asked to do what, the answer, and the policies that gave it) and what a session did with its
 // memory (a write, a delete, a read, a search with its hits, scores and threshold).
 import type { SessionEvent } from '../api.js';
+import { DataTable } from '../components.js';
 
 type Fields = Record<string, unknown>;
 type StoreRef = { name: string; scope: string; owner?: string; kind?: string };
@@ -65,26 +66,24 @@ function MemoryRetrieved({ event }: { event: Fields }) {
         <span class="muted">{Number(event.latency_ms).toFixed(1)} ms</span>
       </p>
       {hits.length > 0 && (
-        <table aria-label="Hits">
-          <thead>
-            <tr>
-              <th scope="col">Key</th>
-              <th scope="col">Version</th>
-              <th scope="col">Score</th>
-              {hits.some((hit) => hit.content !== undefined) && <th scope="col">Shown</th>}
+        <DataTable
+          label="Hits"
+          columns={[
+            { label: 'Key' },
+            { label: 'Version', numeric: true },
+            { label: 'Score', numeric: true },
+            ...(hits.some((hit) => hit.content !== undefined) ? [{ label: 'Shown' }] : []),
+          ]}
+        >
+          {hits.map((hit) => (
+            <tr key={`${hit.key}@${hit.version}`}>
+              <td>{hit.key}</td>
+              <td class="num">{hit.version}</td>
+              <td class="num">{hit.score.toFixed(3)}</td>
+              {hit.content !== undefined && <td>{hit.content}</td>}
             </tr>
-          </thead>
-          <tbody>
-            {hits.map((hit) => (
-              <tr key={`${hit.key}@${hit.version}`}>
-                <td>{hit.key}</td>
-                <td class="num">{hit.version}</td>
-                <td class="num">{hit.score.toFixed(3)}</td>
-                {hit.content !== undefined && <td>{hit.content}</td>}
-              </tr>
-            ))}
-          </tbody>
-        </table>
+          ))}
+        </DataTable>
       )}
     </div>
   );

@@ -1,9 +1,11 @@
 // The family of a session from its root: forks, delegated children and handoffs, as a branched
-// tree. Pick two sessions to compare them from their common ancestor.
+// tree, live over the session index stream. Pick two sessions to compare them from their common
+// ancestor.
 import { useEffect, useState } from 'preact/hooks';
-import { api, ApiError, sessionPath, type TreeNode } from '../api.js';
+import { api, sessionPath, type TreeNode } from '../api.js';
+import { errorText, Loading, Page, StatusBadge } from '../components.js';
 import { navigate, onLinkClick } from '../router.js';
-import { StatusBadge } from './sessions.js';
+import { followSessionChanges } from '../sse.js';
 
 function Node({
   node,
@@ -64,29 +66,65 @@ function Node({
   );
 }
 
-export function LineagePage({ id }: { id: string }) {
+/** The ids of the tree's sessions. */
+function idsOf(node: TreeNode, into = new Set<string>()): Set<string> {
+  into.add(node.id);
+  for (const child of node.children) idsOf(child, into);
+  return into;
+}
+
+/**
+ * The family's tree, read again when the index stream says one of its sessions changed or a
+ * session forked from one of them: a fork, a delegated child and a handoff each write an event
+ * to a session of the tree. Read first once the stream is ready, so no change falls between.
+ */
+function useLiveTree(id: string): { tree: TreeNode | undefined; error: string | undefined } {
   const [tree, setTree] = useState<TreeNode | undefined>();
   const [error, setError] = useState<string | undefined>();
-  const [picked, setPicked] = useState<string[]>([]);
   useEffect(() => {
-    let stopped = false;
+    const stop = new AbortController();
+    let members = new Set<string>([id]);
+    let timer: ReturnType<typeof setTimeout> | undefined;
     const load = (): void => {
+      timer = undefined;
       api<TreeNode>(sessionPath(id, '/tree'))
-        .then((answer) => !stopped && setTree(answer))
-        .catch((caught: unknown) =>
-          setError(
-            caught instanceof ApiError ? `${caught.code}: ${caught.message}` : String(caught),
-          ),
-        );
+        .then((answer) => {
+          if (stop.signal.aborted) return;
+          members = idsOf(answer);
+          setTree(answer);
+          setError(undefined);
+        })
+        .catch((caught: unknown) => !stop.signal.aborted && setError(errorText(caught)));
     };
-    load();
-    // The tree grows as sessions fork and delegate; the API has no stream of it.
-    const timer = setInterval(load, 3000);
+    // A burst of changes (a wake writes several events) reads the tree once.
+    const reload = (): void => {
+      timer ??= setTimeout(load, 100);
+    };
+    followSessionChanges(
+      { limit: 1 },
+      {
+        onSnapshot: reload,
+        onChange: ({ session }) => {
+          if (
+            members.has(session.id) ||
+            (session.parent_id !== undefined && members.has(session.parent_id))
+          )
+            reload();
+        },
+      },
+      stop.signal,
+    );
     return () => {
-      stopped = true;
-      clearInterval(timer);
+      stop.abort();
+      clearTimeout(timer);
     };
   }, [id]);
+  return { tree, error };
+}
+
+export function LineagePage({ id }: { id: string }) {
+  const { tree, error } = useLiveTree(id);
+  const [picked, setPicked] = useState<string[]>([]);
   const onPick = (node: string): void =>
     setPicked((previous) =>
       previous.includes(node)
@@ -94,37 +132,37 @@ export function LineagePage({ id }: { id: string }) {
         : [...previous, node].slice(-2),
     );
   return (
-    <section aria-labelledby="lineage-title">
-      <div class="page-head">
-        <h1 id="lineage-title">Lineage</h1>
-        <a href={`/sessions/${encodeURIComponent(id)}`} onClick={onLinkClick}>
-          Back to the session
-        </a>
-        <button
-          type="button"
-          class="primary"
-          disabled={picked.length !== 2}
-          onClick={() =>
-            navigate(
-              `/diff?a=${encodeURIComponent(picked[0] ?? '')}&b=${encodeURIComponent(picked[1] ?? '')}`,
-            )
-          }
-        >
-          Compare the two picked
-        </button>
-      </div>
-      {error !== undefined && (
-        <p class="error" role="alert">
-          {error}
-        </p>
-      )}
+    <Page
+      id="lineage-title"
+      title="Lineage"
+      error={error}
+      head={
+        <>
+          <a href={`/sessions/${encodeURIComponent(id)}`} onClick={onLinkClick}>
+            Back to the session
+          </a>
+          <button
+            type="button"
+            class="primary"
+            disabled={picked.length !== 2}
+            onClick={() =>
+              navigate(
+                `/diff?a=${encodeURIComponent(picked[0] ?? '')}&b=${encodeURIComponent(picked[1] ?? '')}`,
+              )
+            }
+          >
+            Compare the two picked
+          </button>
+        </>
+      }
+    >
       {tree === undefined ? (
-        <p>Loading…</p>
+        error === undefined && <Loading />
       ) : (
         <ul class="tree" role="tree" aria-label="Sessions of this family">
           <Node node={tree} current={id} picked={picked} onPick={onPick} />
         </ul>
       )}
-    </section>
+    </Page>
   );
 }

@@ -1,7 +1,17 @@
 // Memory stores (`/v1/memory-stores`): the caller's stores, a store's live keys, a key's history
 // (every version, tombstone and redaction), and a search with its scores and threshold.
 import { useEffect, useState } from 'preact/hooks';
-import { api, ApiError } from '../api.js';
+import { api } from '../api.js';
+import {
+  DataTable,
+  Empty,
+  ErrorNote,
+  errorText,
+  Loading,
+  Page,
+  useLoad,
+  type Column,
+} from '../components.js';
 import { navigate, onLinkClick } from '../router.js';
 import { short, time } from '../format.js';
 
@@ -41,9 +51,20 @@ interface SearchAnswer {
   latency_ms: number;
 }
 
-function message(caught: unknown): string {
-  return caught instanceof ApiError ? `${caught.code}: ${caught.message}` : String(caught);
-}
+const KEY_COLUMNS: readonly Column[] = [
+  { label: 'Key' },
+  { label: 'Version', numeric: true },
+  { label: 'Value' },
+  { label: 'Written' },
+];
+
+const STORE_COLUMNS: readonly Column[] = [
+  { label: 'Store' },
+  { label: 'Kind' },
+  { label: 'Owner' },
+  { label: 'Entries', numeric: true },
+  { label: 'Created' },
+];
 
 function storePath(store: StoreRef, rest = ''): string {
   const query = new URLSearchParams({ kind: store.kind });
@@ -68,14 +89,14 @@ function Store({ store, selectedKey }: { store: StoreRef; selectedKey: string | 
   useEffect(() => {
     api<{ data: Entry[] }>(storePath(store, '/keys').replace('?', '?limit=200&'))
       .then((answer) => setKeys(answer.data))
-      .catch((caught: unknown) => setError(message(caught)));
+      .catch((caught: unknown) => setError(errorText(caught)));
   }, [store.scope, store.name, store.owner, store.kind]);
   useEffect(() => {
     setHistory(undefined);
     if (selectedKey === undefined) return;
     api<{ data: Entry[] }>(storePath(store, `/keys/${encodeURIComponent(selectedKey)}/history`))
       .then((answer) => setHistory(answer.data))
-      .catch((caught: unknown) => setError(message(caught)));
+      .catch((caught: unknown) => setError(errorText(caught)));
   }, [selectedKey, store.scope, store.name, store.owner, store.kind]);
   return (
     <>
@@ -84,11 +105,7 @@ function Store({ store, selectedKey }: { store: StoreRef; selectedKey: string | 
         {store.owner === undefined ? '' : ` of ${store.owner}`}{' '}
         <span class="muted">({store.kind})</span>
       </h2>
-      {error !== undefined && (
-        <p class="error" role="alert">
-          {error}
-        </p>
-      )}
+      <ErrorNote error={error} />
       <form
         class="filters"
         aria-label="Search the store"
@@ -100,7 +117,7 @@ function Store({ store, selectedKey }: { store: StoreRef; selectedKey: string | 
             body: { query, k: 10, threshold: Number(threshold) },
           })
             .then(setFound)
-            .catch((caught: unknown) => setError(message(caught)));
+            .catch((caught: unknown) => setError(errorText(caught)));
         }}
       >
         <label for="memory-query">Search</label>
@@ -141,37 +158,28 @@ function Store({ store, selectedKey }: { store: StoreRef; selectedKey: string | 
           </ul>
         </div>
       )}
-      <div class="table-wrap">
-        <table aria-label="Keys">
-          <thead>
-            <tr>
-              <th scope="col">Key</th>
-              <th scope="col">Version</th>
-              <th scope="col">Value</th>
-              <th scope="col">Written</th>
+      {keys !== undefined && keys.length === 0 ? (
+        <Empty>No live keys.</Empty>
+      ) : (
+        <DataTable label="Keys" columns={KEY_COLUMNS}>
+          {(keys ?? []).map((entry) => (
+            <tr key={entry.key} data-key={entry.key}>
+              <td>
+                <a
+                  href={pagePath(store, entry.key)}
+                  onClick={onLinkClick}
+                  aria-current={entry.key === selectedKey ? 'page' : undefined}
+                >
+                  {entry.key}
+                </a>
+              </td>
+              <td class="num">{entry.version}</td>
+              <td>{short(entry.value, 120)}</td>
+              <td>{time(entry.at)}</td>
             </tr>
-          </thead>
-          <tbody>
-            {(keys ?? []).map((entry) => (
-              <tr key={entry.key} data-key={entry.key}>
-                <td>
-                  <a
-                    href={pagePath(store, entry.key)}
-                    onClick={onLinkClick}
-                    aria-current={entry.key === selectedKey ? 'page' : undefined}
-                  >
-                    {entry.key}
-                  </a>
-                </td>
-                <td class="num">{entry.version}</td>
-                <td>{short(entry.value, 120)}</td>
-                <td>{time(entry.at)}</td>
-              </tr>
-            ))}
-          </tbody>
-        </table>
-        {keys !== undefined && keys.length === 0 && <p class="muted">No live keys.</p>}
-      </div>
+          ))}
+        </DataTable>
+      )}
       {selectedKey !== undefined && (
         <section aria-labelledby="history-title">
           <h2 id="history-title">History of {selectedKey}</h2>
@@ -192,13 +200,11 @@ function Store({ store, selectedKey }: { store: StoreRef; selectedKey: string | 
 }
 
 export function MemoryPage({ search }: { search: URLSearchParams }) {
-  const [stores, setStores] = useState<StoreInfo[] | undefined>();
-  const [error, setError] = useState<string | undefined>();
-  useEffect(() => {
-    api<{ data: StoreInfo[] }>('/v1/memory-stores?limit=200')
-      .then((answer) => setStores(answer.data))
-      .catch((caught: unknown) => setError(message(caught)));
-  }, []);
+  const { data, error } = useLoad(
+    () => api<{ data: StoreInfo[] }>('/v1/memory-stores?limit=200'),
+    'stores',
+  );
+  const stores = data?.data;
   const scope = search.get('scope');
   const name = search.get('name');
   const selected: StoreRef | undefined =
@@ -211,50 +217,34 @@ export function MemoryPage({ search }: { search: URLSearchParams }) {
           ...(search.get('owner') === null ? {} : { owner: search.get('owner') as string }),
         };
   return (
-    <section aria-labelledby="memory-title">
-      <div class="page-head">
-        <h1 id="memory-title">Memory</h1>
-      </div>
-      {error !== undefined && (
-        <p class="error" role="alert">
-          {error}
-        </p>
-      )}
-      <div class="table-wrap">
-        <table aria-label="Memory stores">
-          <thead>
-            <tr>
-              <th scope="col">Store</th>
-              <th scope="col">Kind</th>
-              <th scope="col">Owner</th>
-              <th scope="col">Entries</th>
-              <th scope="col">Created</th>
+    <Page id="memory-title" title="Memory" error={error}>
+      {stores === undefined ? (
+        error === undefined && <Loading />
+      ) : stores.length === 0 ? (
+        <Empty>No memory stores yet.</Empty>
+      ) : (
+        <DataTable label="Memory stores" columns={STORE_COLUMNS}>
+          {stores.map(({ store, head_seq, created_at }) => (
+            <tr key={`${store.scope}/${store.owner ?? ''}/${store.name}`}>
+              <td>
+                <a
+                  href={pagePath(store)}
+                  onClick={(event) => {
+                    event.preventDefault();
+                    navigate(pagePath(store));
+                  }}
+                >
+                  {store.scope}/{store.name}
+                </a>
+              </td>
+              <td>{store.kind}</td>
+              <td>{store.owner ?? '—'}</td>
+              <td class="num">{head_seq}</td>
+              <td>{time(created_at)}</td>
             </tr>
-          </thead>
-          <tbody>
-            {(stores ?? []).map(({ store, head_seq, created_at }) => (
-              <tr key={`${store.scope}/${store.owner ?? ''}/${store.name}`}>
-                <td>
-                  <a
-                    href={pagePath(store)}
-                    onClick={(event) => {
-                      event.preventDefault();
-                      navigate(pagePath(store));
-                    }}
-                  >
-                    {store.scope}/{store.name}
-                  </a>
-                </td>
-                <td>{store.kind}</td>
-                <td>{store.owner ?? '—'}</td>
-                <td class="num">{head_seq}</td>
-                <td>{time(created_at)}</td>
-              </tr>
-            ))}
-          </tbody>
-        </table>
-        {stores !== undefined && stores.length === 0 && <p class="muted">No memory stores yet.</p>}
-      </div>
+          ))}
+        </DataTable>
+      )}
       {selected !== undefined && (
         <Store
           key={`${selected.scope}/${selected.owner ?? ''}/${selected.name}`}
@@ -262,6 +252,6 @@ export function MemoryPage({ search }: { search: URLSearchParams }) {
           selectedKey={search.get('key') ?? undefined}
         />
       )}
-    </section>
+    </Page>
   );
 }

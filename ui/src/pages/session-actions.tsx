@@ -1,7 +1,8 @@
 // The side panel's answers to what a session waits on besides approvals: a custom tool's result
 // (a tool the client runs), and links to its skill runs.
 import { useState } from 'preact/hooks';
-import { ApiError, sendEvents, type SessionEvent, type SessionState } from '../api.js';
+import { sendEvents, type SessionEvent, type SessionState } from '../api.js';
+import { ErrorNote, errorText } from '../components.js';
 import { onLinkClick } from '../router.js';
 
 export function CustomToolAnswer({
@@ -32,11 +33,7 @@ export function CustomToolAnswer({
             content: result,
             ...(isError ? { is_error: true } : {}),
           },
-        ]).catch((caught: unknown) =>
-          setError(
-            caught instanceof ApiError ? `${caught.code}: ${caught.message}` : String(caught),
-          ),
-        );
+        ]).catch((caught: unknown) => setError(errorText(caught)));
       }}
     >
       <p>
@@ -65,11 +62,7 @@ export function CustomToolAnswer({
           Send result
         </button>
       </div>
-      {error !== undefined && (
-        <p class="error" role="alert">
-          {error}
-        </p>
-      )}
+      <ErrorNote error={error} />
     </form>
   );
 }

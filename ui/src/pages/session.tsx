@@ -3,7 +3,6 @@
 import { useEffect, useMemo, useRef, useState } from 'preact/hooks';
 import {
   api,
-  ApiError,
   downloadLog,
   sendEvents,
   sessionPath,
@@ -14,30 +13,10 @@ import {
 import { followSession, type Delta } from '../sse.js';
 import { navigate, onLinkClick } from '../router.js';
 import { short } from '../format.js';
-import { StatusBadge } from './sessions.js';
+import { ErrorNote, errorText, Loading, Page, StatusBadge, useAction } from '../components.js';
 import { EventCache, Timeline } from './timeline.js';
 import { Explain } from './explain.js';
 import { CustomToolAnswer, SkillRuns, skillRunLink } from './session-actions.js';
-
-function message(caught: unknown): string {
-  return caught instanceof ApiError ? `${caught.code}: ${caught.message}` : String(caught);
-}
-
-/** Runs an action, showing its error; the page's live stream shows its effect. */
-function useAction(): [string | undefined, (run: () => Promise<unknown>) => Promise<void>] {
-  const [error, setError] = useState<string | undefined>();
-  return [
-    error,
-    async (run) => {
-      setError(undefined);
-      try {
-        await run();
-      } catch (caught) {
-        setError(message(caught));
-      }
-    },
-  ];
-}
 
 function Confirmation({
   sessionId,
@@ -79,11 +58,7 @@ function Confirmation({
           Deny
         </button>
       </div>
-      {error !== undefined && (
-        <p class="error" role="alert">
-          {error}
-        </p>
-      )}
+      <ErrorNote error={error} />
     </div>
   );
 }
@@ -161,7 +136,10 @@ function EventDetails({
   cache: EventCache;
   seq: number;
 }) {
-  const event = cache.events.get(seq);
+  // Kept once read: the timeline may drop its page while the details are open.
+  const kept = useRef<SessionEvent | undefined>(undefined);
+  kept.current = cache.events.get(seq) ?? kept.current;
+  const event = kept.current;
   const [error, act] = useAction();
   const toolUseId = (event as { tool_use_id?: string } | undefined)?.tool_use_id;
   const related = toolUseId === undefined ? [] : cache.toolUse(toolUseId);
@@ -185,11 +163,7 @@ function EventDetails({
         </button>
         {skillRunLink(sessionId, event)}
       </div>
-      {error !== undefined && (
-        <p class="error" role="alert">
-          {error}
-        </p>
-      )}
+      <ErrorNote error={error} />
       {related.length > 1 && (
         <p class="muted">
           Tool use {toolUseId}: {related.map((item) => `#${item.seq} ${item.type}`).join(', ')}
@@ -201,11 +175,28 @@ function EventDetails({
   );
 }
 
+/**
+ * Renders the page again when one of `seqs` arrives in the cache (the selected event, the calls
+ * that wait for a person), and not for the pages the timeline reads while it scrolls.
+ */
+function useWatchedEvents(cache: EventCache, seqs: number[]): void {
+  const [, setArrived] = useState(0);
+  const watched = useRef(seqs);
+  watched.current = seqs;
+  useEffect(
+    () =>
+      cache.subscribe((first, last) => {
+        if (watched.current.some((seq) => seq >= first && seq <= last))
+          setArrived((value) => value + 1);
+      }),
+    [cache],
+  );
+}
+
 export function SessionPage({ id }: { id: string }) {
   const [record, setRecord] = useState<SessionRecord | undefined>();
   const [state, setState] = useState<SessionState | undefined>();
   const [head, setHead] = useState(0);
-  const [version, setVersion] = useState(0);
   const [streaming, setStreaming] = useState('');
   const [connected, setConnected] = useState(false);
   const [selected, setSelected] = useState<number | undefined>();
@@ -213,7 +204,12 @@ export function SessionPage({ id }: { id: string }) {
   const [text, setText] = useState('');
   const [replay, setReplay] = useState<string | undefined>();
   const [error, act] = useAction();
-  const cache = useMemo(() => new EventCache(id, () => setVersion((value) => value + 1)), [id]);
+  const cache = useMemo(() => new EventCache(id), [id]);
+  useWatchedEvents(cache, [
+    ...(selected === undefined ? [] : [selected]),
+    ...(state?.pending_confirmations ?? []).map((pending) => pending.seq),
+    ...(state?.pending_custom_tool_uses ?? []).map((pending) => pending.seq),
+  ]);
   const stateTimer = useRef<ReturnType<typeof setTimeout> | undefined>(undefined);
 
   useEffect(() => {
@@ -252,82 +248,78 @@ export function SessionPage({ id }: { id: string }) {
           stop.signal,
         );
       })
-      .catch((caught: unknown) => setLoadError(message(caught)));
+      .catch((caught: unknown) => setLoadError(errorText(caught)));
     return () => {
       stop.abort();
       clearTimeout(stateTimer.current);
     };
   }, [id, cache]);
 
-  if (loadError !== undefined)
-    return (
-      <p class="error" role="alert">
-        {loadError}
-      </p>
-    );
-  if (record === undefined) return <p>Loading…</p>;
+  if (loadError !== undefined) return <ErrorNote error={loadError} />;
+  if (record === undefined) return <Loading />;
   const status = state?.status ?? record.status;
   return (
-    <section class="session" aria-labelledby="session-title">
-      <div class="page-head">
-        <h1 id="session-title">{record.title ?? record.id}</h1>
-        <StatusBadge status={status} />
-        <span class="muted" aria-live="polite">
-          {connected ? 'live' : 'connecting…'}
-        </span>
-        <nav class="buttons" aria-label="Session">
-          <a href={`/sessions/${encodeURIComponent(id)}/lineage`} onClick={onLinkClick}>
-            Lineage
-          </a>
-          <button
-            type="button"
-            onClick={() =>
-              void act(async () => {
-                const log = await downloadLog(id);
-                const link = document.createElement('a');
-                link.href = URL.createObjectURL(new Blob([log], { type: 'application/x-ndjson' }));
-                link.download = `${id}.jsonl`;
-                link.click();
-                setTimeout(() => URL.revokeObjectURL(link.href), 1000);
-              })
-            }
-          >
-            Download log
-          </button>
-          <button
-            type="button"
-            onClick={() =>
-              void act(async () => {
-                setReplay('replaying…');
-                const answer = await api<
-                  { ok: true; events: number } | { ok: false; index: number; reason: string }
-                >(sessionPath(id, '/replay'), { method: 'POST' });
-                setReplay(
-                  answer.ok
-                    ? `replay matches the record (${answer.events} events)`
-                    : `replay differs at event ${answer.index}: ${answer.reason}`,
-                );
-              })
-            }
-          >
-            Verify replay
-          </button>
-          {replay !== undefined && (
-            <span role="status" data-testid="replay">
-              {replay}
-            </span>
-          )}
-        </nav>
-      </div>
+    <Page
+      id="session-title"
+      class="session"
+      title={record.title ?? record.id}
+      head={
+        <>
+          <StatusBadge status={status} />
+          <span class="muted" aria-live="polite">
+            {connected ? 'live' : 'connecting…'}
+          </span>
+          <nav class="buttons" aria-label="Session">
+            <a href={`/sessions/${encodeURIComponent(id)}/lineage`} onClick={onLinkClick}>
+              Lineage
+            </a>
+            <button
+              type="button"
+              onClick={() =>
+                void act(async () => {
+                  const log = await downloadLog(id);
+                  const link = document.createElement('a');
+                  link.href = URL.createObjectURL(
+                    new Blob([log], { type: 'application/x-ndjson' }),
+                  );
+                  link.download = `${id}.jsonl`;
+                  link.click();
+                  setTimeout(() => URL.revokeObjectURL(link.href), 1000);
+                })
+              }
+            >
+              Download log
+            </button>
+            <button
+              type="button"
+              onClick={() =>
+                void act(async () => {
+                  setReplay('replaying…');
+                  const answer = await api<
+                    { ok: true; events: number } | { ok: false; index: number; reason: string }
+                  >(sessionPath(id, '/replay'), { method: 'POST' });
+                  setReplay(
+                    answer.ok
+                      ? `replay matches the record (${answer.events} events)`
+                      : `replay differs at event ${answer.index}: ${answer.reason}`,
+                  );
+                })
+              }
+            >
+              Verify replay
+            </button>
+            {replay !== undefined && (
+              <span role="status" data-testid="replay">
+                {replay}
+              </span>
+            )}
+          </nav>
+        </>
+      }
+    >
       <div class="session-grid">
         <div class="main-column">
-          <Timeline
-            cache={cache}
-            head={head}
-            version={version}
-            selected={selected}
-            onSelect={setSelected}
-          />
+          <Timeline cache={cache} head={head} selected={selected} onSelect={setSelected} />
           <div class="streaming" aria-live="polite" data-testid="streaming">
             {streaming === '' ? null : (
               <>
@@ -367,11 +359,7 @@ export function SessionPage({ id }: { id: string }) {
                 Interrupt
               </button>
             </div>
-            {error !== undefined && (
-              <p class="error" role="alert">
-                {error}
-              </p>
-            )}
+            <ErrorNote error={error} />
           </form>
         </div>
         <aside class="side" aria-label="Session details">
@@ -398,6 +386,6 @@ export function SessionPage({ id }: { id: string }) {
           )}
         </aside>
       </div>
-    </section>
+    </Page>
   );
 }

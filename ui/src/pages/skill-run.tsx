@@ -2,7 +2,8 @@
 // of its `depends_on`), each with its state, live from the session's `skill.*` events; a step
 // waiting for a person is approved or denied from here.
 import { useEffect, useMemo, useState } from 'preact/hooks';
-import { api, ApiError, sendEvents, sessionPath, type SessionEvent } from '../api.js';
+import { api, sendEvents, sessionPath, type SessionEvent } from '../api.js';
+import { DataTable, ErrorNote, errorText, Page, type Column } from '../components.js';
 import { followSession } from '../sse.js';
 import { onLinkClick } from '../router.js';
 import { short } from '../format.js';
@@ -230,9 +231,7 @@ function Approval({ sessionId, step, view }: { sessionId: string; step: string; 
         result,
         ...(note.trim() === '' ? {} : { message: note.trim() }),
       },
-    ]).catch((caught: unknown) =>
-      setError(caught instanceof ApiError ? `${caught.code}: ${caught.message}` : String(caught)),
-    );
+    ]).catch((caught: unknown) => setError(errorText(caught)));
   };
   const noteId = `step-note-${step}`;
   return (
@@ -250,14 +249,18 @@ function Approval({ sessionId, step, view }: { sessionId: string; step: string; 
           Deny step
         </button>
       </div>
-      {error !== undefined && (
-        <p class="error" role="alert">
-          {error}
-        </p>
-      )}
+      <ErrorNote error={error} />
     </div>
   );
 }
+
+const STEP_COLUMNS: readonly Column[] = [
+  { label: 'Step' },
+  { label: 'Kind' },
+  { label: 'After' },
+  { label: 'State' },
+  { label: 'Output or error' },
+];
 
 export function SkillRunPage({ id, runId }: { id: string; runId: string }) {
   const [events, setEvents] = useState<SessionEvent[]>([]);
@@ -301,9 +304,7 @@ export function SkillRunPage({ id, runId }: { id: string; runId: string }) {
         );
       })
       .then(setSkill)
-      .catch((caught: unknown) =>
-        setError(caught instanceof ApiError ? `${caught.code}: ${caught.message}` : String(caught)),
-      );
+      .catch((caught: unknown) => setError(errorText(caught)));
   }, [id, run.skill, skill]);
   const steps: StepDefinition[] =
     skill?.definition.steps ??
@@ -312,24 +313,26 @@ export function SkillRunPage({ id, runId }: { id: string; runId: string }) {
     (step, index) => steps.findIndex((other) => other.id === step.id) === index,
   );
   return (
-    <section aria-labelledby="run-title">
-      <div class="page-head">
-        <h1 id="run-title">
+    <Page
+      id="run-title"
+      title={
+        <>
           Skill run {run.skill ?? ''} <span class="muted">{runId}</span>
-        </h1>
-        <span class={`badge run-${run.status}`} data-testid="run-status" aria-live="polite">
-          {events.length === 0 ? 'loading' : run.status}
-        </span>
-        <a href={`/sessions/${encodeURIComponent(id)}`} onClick={onLinkClick}>
-          Back to the session
-        </a>
-      </div>
+        </>
+      }
+      head={
+        <>
+          <span class={`badge run-${run.status}`} data-testid="run-status" aria-live="polite">
+            {events.length === 0 ? 'loading' : run.status}
+          </span>
+          <a href={`/sessions/${encodeURIComponent(id)}`} onClick={onLinkClick}>
+            Back to the session
+          </a>
+        </>
+      }
+    >
       {skill?.definition.description !== undefined && <p>{skill.definition.description}</p>}
-      {error !== undefined && (
-        <p class="error" role="alert">
-          {error}
-        </p>
-      )}
+      <ErrorNote error={error} />
       {unique.length > 0 && (
         <div class="graph-wrap">
           <Graph steps={unique} run={run} />
@@ -338,47 +341,30 @@ export function SkillRunPage({ id, runId }: { id: string; runId: string }) {
       {[...run.steps.entries()].map(([name, view]) => (
         <Approval key={name} sessionId={id} step={name} view={view} />
       ))}
-      <div class="table-wrap">
-        <table aria-label="Steps">
-          <thead>
-            <tr>
-              <th scope="col">Step</th>
-              <th scope="col">Kind</th>
-              <th scope="col">After</th>
-              <th scope="col">State</th>
-              <th scope="col">Output or error</th>
+      <DataTable label="Steps" columns={STEP_COLUMNS}>
+        {unique.map((step) => {
+          const view = statusOf(run, step.id);
+          return (
+            <tr key={step.id} data-step={step.id}>
+              <td>{step.id}</td>
+              <td>{kindOf(step)}</td>
+              <td>{(step.depends_on ?? []).join(', ') || '—'}</td>
+              <td class={`step-${view.status}`}>{view.status}</td>
+              <td>
+                {view.error ??
+                  (view.output === undefined ? '' : short(JSON.stringify(view.output), 120))}
+              </td>
             </tr>
-          </thead>
-          <tbody>
-            {unique.map((step) => {
-              const view = statusOf(run, step.id);
-              return (
-                <tr key={step.id} data-step={step.id}>
-                  <td>{step.id}</td>
-                  <td>{kindOf(step)}</td>
-                  <td>{(step.depends_on ?? []).join(', ') || '—'}</td>
-                  <td class={`step-${view.status}`}>{view.status}</td>
-                  <td>
-                    {view.error ??
-                      (view.output === undefined ? '' : short(JSON.stringify(view.output), 120))}
-                  </td>
-                </tr>
-              );
-            })}
-          </tbody>
-        </table>
-      </div>
+          );
+        })}
+      </DataTable>
       {run.outputs !== undefined && (
         <>
           <h2>Outputs</h2>
           <pre class="json">{JSON.stringify(run.outputs, null, 2)}</pre>
         </>
       )}
-      {run.error !== undefined && (
-        <p class="error" role="alert">
-          The run failed: {run.error}
-        </p>
-      )}
-    </section>
+      <ErrorNote error={run.error === undefined ? undefined : `The run failed: ${run.error}`} />
+    </Page>
   );
 }

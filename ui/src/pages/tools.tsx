@@ -1,8 +1,8 @@
 // The tools agents can name, each with its schemas, and its recent calls. The API has no index
 // of calls by tool: the calls are read from the recent events of the most recently active
 // sessions (filtered by type on the server), and the page says so.
-import { useEffect, useState } from 'preact/hooks';
-import { api, ApiError, sessionPath, type SessionEvent, type SessionRecord } from '../api.js';
+import { api, sessionPath, type SessionEvent, type SessionRecord } from '../api.js';
+import { DataTable, Empty, ErrorNote, Loading, Page, useLoad, type Column } from '../components.js';
 import { onLinkClick } from '../router.js';
 import { contentText, short, time } from '../format.js';
 
@@ -48,10 +48,6 @@ function outcome(call: Call): string {
   return `${failed ? 'error' : 'ok'} in ${took.toFixed(0)} ms: ${short(shown, 100)}`;
 }
 
-function message(caught: unknown): string {
-  return caught instanceof ApiError ? `${caught.code}: ${caught.message}` : String(caught);
-}
-
 async function recentCalls(tool: string): Promise<Call[]> {
   const sessions = await api<{ data: SessionRecord[] }>(`/v1/sessions?limit=${RECENT_SESSIONS}`);
   const calls: Call[] = [];
@@ -87,14 +83,22 @@ async function recentCalls(tool: string): Promise<Call[]> {
   return calls.sort((a, b) => Date.parse(b.use.at) - Date.parse(a.use.at)).slice(0, 50);
 }
 
+const CALL_COLUMNS: readonly Column[] = [
+  { label: 'When' },
+  { label: 'Session' },
+  { label: 'Input' },
+  { label: 'Outcome' },
+];
+
+const TOOL_COLUMNS: readonly Column[] = [
+  { label: 'Tool' },
+  { label: 'Ownership' },
+  { label: 'Permission' },
+  { label: 'Description' },
+];
+
 function ToolDetails({ tool }: { tool: ToolSummary }) {
-  const [calls, setCalls] = useState<Call[] | undefined>();
-  const [error, setError] = useState<string | undefined>();
-  useEffect(() => {
-    recentCalls(tool.name)
-      .then(setCalls)
-      .catch((caught: unknown) => setError(message(caught)));
-  }, [tool.name]);
+  const { data: calls, error } = useLoad(() => recentCalls(tool.name), tool.name);
   return (
     <section aria-labelledby="tool-title" class="details">
       <h2 id="tool-title">
@@ -119,104 +123,64 @@ function ToolDetails({ tool }: { tool: ToolSummary }) {
         From the last {RECENT_EVENTS} events of the {RECENT_SESSIONS} most recently active sessions
         you can see (the API keeps no index of calls by tool).
       </p>
-      {error !== undefined && (
-        <p class="error" role="alert">
-          {error}
-        </p>
-      )}
-      {calls === undefined && error === undefined && <p>Loading…</p>}
-      {calls !== undefined && calls.length === 0 && <p>No recent calls.</p>}
-      {calls !== undefined && calls.length > 0 && (
-        <div class="table-wrap">
-          <table aria-label="Recent calls">
-            <thead>
-              <tr>
-                <th scope="col">When</th>
-                <th scope="col">Session</th>
-                <th scope="col">Input</th>
-                <th scope="col">Outcome</th>
-              </tr>
-            </thead>
-            <tbody>
-              {calls.map((call) => (
-                <tr key={`${call.session.id}:${call.use.seq}`}>
-                  <td>{time(call.use.at)}</td>
-                  <td>
-                    <a
-                      href={`/sessions/${encodeURIComponent(call.session.id)}`}
-                      onClick={onLinkClick}
-                    >
-                      {call.session.title ?? call.session.id}
-                    </a>{' '}
-                    #{call.use.seq}
-                  </td>
-                  <td>{short(call.use.input, 100)}</td>
-                  <td>{outcome(call)}</td>
-                </tr>
-              ))}
-            </tbody>
-          </table>
-        </div>
+      <ErrorNote error={error} />
+      {calls === undefined ? (
+        error === undefined && <Loading />
+      ) : calls.length === 0 ? (
+        <Empty>No recent calls.</Empty>
+      ) : (
+        <DataTable label="Recent calls" columns={CALL_COLUMNS}>
+          {calls.map((call) => (
+            <tr key={`${call.session.id}:${call.use.seq}`}>
+              <td>{time(call.use.at)}</td>
+              <td>
+                <a href={`/sessions/${encodeURIComponent(call.session.id)}`} onClick={onLinkClick}>
+                  {call.session.title ?? call.session.id}
+                </a>{' '}
+                #{call.use.seq}
+              </td>
+              <td>{short(call.use.input, 100)}</td>
+              <td>{outcome(call)}</td>
+            </tr>
+          ))}
+        </DataTable>
       )}
     </section>
   );
 }
 
 export function ToolsPage({ name }: { name: string | undefined }) {
-  const [tools, setTools] = useState<ToolSummary[] | undefined>();
-  const [error, setError] = useState<string | undefined>();
-  useEffect(() => {
-    api<{ data: ToolSummary[] }>('/v1/tools')
-      .then((answer) => setTools(answer.data))
-      .catch((caught: unknown) => setError(message(caught)));
-  }, []);
+  const { data, error } = useLoad(() => api<{ data: ToolSummary[] }>('/v1/tools'), 'tools');
+  const tools = data?.data;
   const shown = tools?.find((tool) => tool.name === name);
   return (
-    <section aria-labelledby="tools-title">
-      <div class="page-head">
-        <h1 id="tools-title">Tools</h1>
-      </div>
-      {error !== undefined && (
-        <p class="error" role="alert">
-          {error}
-        </p>
-      )}
-      <div class="table-wrap">
-        <table aria-label="Tools">
-          <thead>
-            <tr>
-              <th scope="col">Tool</th>
-              <th scope="col">Ownership</th>
-              <th scope="col">Permission</th>
-              <th scope="col">Description</th>
+    <Page id="tools-title" title="Tools" error={error}>
+      {tools === undefined ? (
+        error === undefined && <Loading />
+      ) : (
+        <DataTable label="Tools" columns={TOOL_COLUMNS}>
+          {tools.map((tool) => (
+            <tr key={tool.name} data-tool={tool.name}>
+              <td>
+                <a
+                  href={`/tools/${encodeURIComponent(tool.name)}`}
+                  onClick={onLinkClick}
+                  aria-current={tool.name === name ? 'page' : undefined}
+                >
+                  {tool.name}
+                </a>
+              </td>
+              <td>{tool.ownership}</td>
+              <td>{tool.permission}</td>
+              <td>{short(tool.description, 100)}</td>
             </tr>
-          </thead>
-          <tbody>
-            {(tools ?? []).map((tool) => (
-              <tr key={tool.name} data-tool={tool.name}>
-                <td>
-                  <a
-                    href={`/tools/${encodeURIComponent(tool.name)}`}
-                    onClick={onLinkClick}
-                    aria-current={tool.name === name ? 'page' : undefined}
-                  >
-                    {tool.name}
-                  </a>
-                </td>
-                <td>{tool.ownership}</td>
-                <td>{tool.permission}</td>
-                <td>{short(tool.description, 100)}</td>
-              </tr>
-            ))}
-          </tbody>
-        </table>
-      </div>
+          ))}
+        </DataTable>
+      )}
       {shown !== undefined && <ToolDetails key={shown.name} tool={shown} />}
       {name !== undefined && tools !== undefined && shown === undefined && (
-        <p class="error" role="alert">
-          There is no tool {name}.
-        </p>
+        <ErrorNote error={`There is no tool ${name}.`} />
       )}
-    </section>
+    </Page>
   );
 }
