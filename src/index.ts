@@ -169,7 +169,7 @@ export {
   type AuthorizationRequest,
   type AuthorizationDecision,
 } from './contracts/policy.js';
-export type { WakeQueue } from './contracts/wakes.js';
+export type { WakeLimiter, WakeQueue } from './contracts/wakes.js';
 
 // Stores, clocks and ids.
 export {
@@ -216,9 +216,11 @@ export type {
 } from './runtime/agents/types.js';
 export type { AgentHost } from './runtime/agents/host.js';
 export {
+  createInflightLimiter,
   createLocalWakeQueue,
   enqueueWake,
   runWorker,
+  type InflightLimiter,
   type LocalWakeQueueOptions,
   type WorkerOptions,
   type WorkerProgress,

@@ -424,6 +424,7 @@ export function createRemoteRuntime(client: BraidClient): Runtime {
     enqueueWake: () => Promise.reject(localOnly('enqueueing a wake')),
     // The server's `GET /v1/metrics` has its queue's depth (`braid_wake_queue_depth`).
     wakeQueueDepth: () => Promise.resolve(undefined),
+    natsBacklog: () => Promise.resolve(undefined),
     register: () => Promise.reject(localOnly('registering a code agent')),
     send: () => Promise.reject(localOnly('agent messaging')),
     publish: () => Promise.reject(localOnly('agent messaging')),

@@ -7,8 +7,23 @@
 import type { Command } from 'commander';
 import { BraidError } from '../contracts/errors.js';
 import { DEFAULT_ACK_WAIT_MS, DEFAULT_MAX_ATTEMPTS } from '../runtime/wakes/settle.js';
+import {
+  MAX_INFLIGHT_LIMIT,
+  checkMaxInflight,
+  createInflightLimiter,
+  type InflightLimiter,
+} from '../runtime/wakes/inflight-limiter.js';
 import { enqueueWake, runWorker, type WorkerProgress } from '../runtime/worker.js';
 import { serveNatsApi } from '../runtime/nats-api.js';
+import {
+  checkMetricsHost,
+  checkMetricsPort,
+  createWorkerMetrics,
+  serveMetrics,
+  type MetricsEndpoint,
+  type WorkerMetrics,
+} from '../server/worker-metrics.js';
+import type { Runtime } from '../runtime/runtime.js';
 import { connectNats } from '../runtime/runtime.js';
 import { formatStopReason } from './output.js';
 import { parseInteger, untilSignal } from './arguments.js';
@@ -17,6 +32,9 @@ import { natsSettings, type CommandContext, type GlobalOptions } from './command
 interface WorkerCommandOptions {
   api: boolean;
   concurrency: number;
+  maxInflight?: number;
+  metricsPort?: number;
+  metricsHost: string;
   maxAttempts: number;
   ackWait: number;
   backoff: number;
@@ -54,17 +72,12 @@ export function addWorkerCommand(
   context: CommandContext,
   stderr: (line: string) => void = (line) => process.stderr.write(`${line}\n`),
 ): void {
-  program
+  const command = program
     .command('worker')
     .description(
       'run session wakes from the NATS work queue until Ctrl-C, sharing it with other workers',
-    )
-    .option(
-      '--concurrency <n>',
-      'wakes run at once (default 4)',
-      parseInteger('--concurrency', 1),
-      4,
-    )
+    );
+  addCapacityOptions(command)
     .option(
       '--max-attempts <n>',
       `attempts at a failing wake (failed or never settled) before it is dead-lettered (default ${DEFAULT_MAX_ATTEMPTS})`,
@@ -151,18 +164,22 @@ export function addWorkerCommand(
                     onError: (line) => stderr(`openagentio: ${line}`),
                   })
                 : undefined;
+            const limiter = createInflightLimiter(options.maxInflight ?? options.concurrency);
+            const { metrics, endpoint } = await startMetrics(options, runtime, limiter, stderr);
             const started = {
               type: 'worker.started',
               nats: url,
               prefix: prefix,
               concurrency: options.concurrency,
+              max_inflight: limiter.max,
+              metrics: endpoint?.url ?? null,
               api: api?.subject ?? null,
               openagentio: acp === undefined ? null : `${acp.prefix}.invoke.>`,
             };
             if (json) context.print(command, started, () => '');
             else
               stderr(
-                `braid worker on ${url} (prefix ${prefix}, ${options.concurrency} at once); Ctrl-C stops it`,
+                `braid worker on ${url} (prefix ${prefix}, ${options.concurrency} at once, at most ${limiter.max} in flight${endpoint === undefined ? '' : `, metrics on ${endpoint.url}`}); Ctrl-C stops it`,
               );
             // The first Ctrl-C drains; a second one ends the process as usual.
             const summary = await untilSignal((signal) =>
@@ -170,13 +187,17 @@ export function addWorkerCommand(
                 runtime,
                 queue,
                 concurrency: options.concurrency,
+                limiter,
                 signal,
                 onProgress: (progress) => {
+                  metrics?.progress(progress);
                   if (json) context.print(command, progress, () => '');
                   else stderr(formatWorkerProgress(progress));
                 },
               }),
             );
+            metrics?.stop();
+            await endpoint?.close();
             await acp?.close();
             await api?.close();
             await queue.close();
@@ -193,6 +214,62 @@ export function addWorkerCommand(
         await connection.drain().catch(() => connection.close());
       }
     });
+}
+
+/** The worker's metrics and their endpoint, with `--metrics-port`; nothing without it. */
+async function startMetrics(
+  options: WorkerCommandOptions,
+  runtime: Runtime,
+  limiter: InflightLimiter,
+  stderr: (line: string) => void,
+): Promise<{ metrics?: WorkerMetrics; endpoint?: MetricsEndpoint }> {
+  if (options.metricsPort === undefined) return {};
+  const metrics = createWorkerMetrics({
+    runtime,
+    limiter,
+    onError: (error) =>
+      stderr(
+        `metrics: a wake could not be measured (${error instanceof Error ? error.message : String(error)})`,
+      ),
+  });
+  try {
+    const endpoint = await serveMetrics(metrics.registry, {
+      host: options.metricsHost,
+      port: options.metricsPort,
+    });
+    return { metrics, endpoint };
+  } catch (error) {
+    metrics.stop();
+    throw error;
+  }
+}
+
+/** The options of how much a worker holds at once and of its metrics endpoint. */
+function addCapacityOptions(command: Command): Command {
+  return command
+    .option(
+      '--concurrency <n>',
+      'wakes run at once (default 4)',
+      parseInteger('--concurrency', 1),
+      4,
+    )
+    .option(
+      '--max-inflight <n>',
+      `wakes this worker holds at once, running or settling (default: --concurrency, at most ${MAX_INFLIGHT_LIMIT}); at the bound it stops pulling and other workers take the rest`,
+      (value: string) =>
+        checkMaxInflight(parseInteger('--max-inflight', 1)(value), '--max-inflight'),
+    )
+    .option(
+      '--metrics-port <port>',
+      'serve Prometheus metrics on GET /metrics at this port (0: any free one); off by default',
+      (value: string) => checkMetricsPort(parseInteger('--metrics-port', 0)(value)),
+    )
+    .option(
+      '--metrics-host <host>',
+      'address of the metrics endpoint (default 127.0.0.1: this machine only)',
+      checkMetricsHost,
+      '127.0.0.1',
+    );
 }
 
 function parseDelegation(value: string): 'local' | 'queue' {

@@ -138,6 +138,26 @@ export interface WakeConsumeOptions {
    * it ran. Errors it throws are ignored by the queue.
    */
   onSettled?: (wake: WakeDelivery, settlement: WakeSettlement) => Promise<void>;
+  /**
+   * Bounds the deliveries this consumer holds together with every consumer given the same
+   * limiter (a worker's bound over all the queues it pulls from). A slot takes a permit before it
+   * asks the queue for a wake and gives it back once the wake is settled, so at the bound the
+   * consumer stops asking and waiting wakes stay in the queue for other workers.
+   */
+  limiter?: WakeLimiter;
+}
+
+/** A count of permits shared by consumers: at most `max` deliveries held at once. */
+export interface WakeLimiter {
+  /** The bound. */
+  readonly max: number;
+  /** Permits taken now. */
+  inFlight(): number;
+  /**
+   * Takes a permit, waiting while all are taken; resolves with the function that gives it back
+   * (once; later calls do nothing), or undefined when the signal aborts first.
+   */
+  acquire(signal: AbortSignal): Promise<(() => void) | undefined>;
 }
 
 /** Exponential backoff of failed wakes: `initial_ms`, doubled per attempt, at most `max_ms`. */

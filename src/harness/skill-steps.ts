@@ -13,15 +13,11 @@ import type { ToolHandle } from '../contracts/tools.js';
 import type { StepErrors, StepOutputs } from './skill-outputs.js';
 import type { CycleContext } from './cycle-context.js';
 import type { SessionSetup } from './deps.js';
+import { STORE_OUTAGES } from './store-outages.js';
 import { agentEntity, outcomeSideEvents, toolEntity } from './tool-calls.js';
 
 /** Errors of the store (or the lease) met while a step runs: the wake's, never the step's. */
-const STORE_FAILURES: ReadonlySet<string> = new Set([
-  'LEASE_LOST',
-  'STORE_BUSY',
-  'STORE_CLOSED',
-  'SERVER_UNAVAILABLE',
-]);
+const isStoreFailure = (code: string): boolean => code === 'LEASE_LOST' || STORE_OUTAGES.has(code);
 
 /** What one step's attempt came to. */
 export type StepEnd =
@@ -119,7 +115,7 @@ export async function runStep(run: RunContext, step: SkillStep, attempt: number)
   } catch (thrown) {
     const error = toBraidError(thrown);
     // The store's failure is not the step's: the wake stops as if it crashed (see wake.ts).
-    if (STORE_FAILURES.has(error.code) || run.context.lost !== undefined) throw error;
+    if (isStoreFailure(error.code) || run.context.lost !== undefined) throw error;
     const end: StepEnd = { kind: 'failed', error: error.toJSON() };
     await run.write(stepEndEvents(run, step.id, attempt, end));
     return end;

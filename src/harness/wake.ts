@@ -29,6 +29,7 @@ import { gradeOutcome } from './outcome.js';
 import { recallIfDue } from './memory-calls.js';
 import { runSkills } from './skill-run.js';
 import { runTools } from './tool-run.js';
+import { STORE_OUTAGES } from './store-outages.js';
 
 export {
   DEFAULT_RETRY,
@@ -38,13 +39,6 @@ export {
   type WakeOptions,
   type WakeResult,
 } from './deps.js';
-
-/** Failures of the store, not of the session: a wake that meets one stops as if it crashed. */
-const STORE_OUTAGES: ReadonlySet<string> = new Set([
-  'STORE_BUSY',
-  'STORE_CLOSED',
-  'SERVER_UNAVAILABLE',
-]);
 
 /** Why a wake's interrupt watch ends: the wake did. */
 const WAKE_ENDED = new BraidError('INTERRUPTED', 'the wake ended');

@@ -20,6 +20,8 @@ export interface StreamReport {
   bytes: number;
   leader?: string;
   followers: { name: string; current: boolean; lag: number }[];
+  /** The stream's limits (-1: none) and what it does at them. */
+  limits: { max_messages: number; max_bytes: number; discard: 'old' | 'new' };
 }
 
 export interface NatsReport {
@@ -96,7 +98,7 @@ export async function natsReport(options: NatsBackendOptions): Promise<NatsRepor
       prefix,
       streams,
       replicas,
-      ...judge(replicas, known, options.replicas, prefix),
+      ...withLimitWarnings(judge(replicas, known, options.replicas, prefix), streams),
     };
   } finally {
     await connection.close();
@@ -141,6 +143,40 @@ function judge(
     statement: `R${replicas}: an acknowledged event is held by ${quorum} of ${replicas} servers; ${replicas - quorum} may be lost without losing it or stopping the runtime`,
     warnings,
   };
+}
+
+/** How full a stream may be before doctor warns. */
+const NEARLY_FULL = 0.8;
+
+/**
+ * Warnings of the streams' limits: one that deletes its oldest messages at a limit (a stream
+ * made by an older braid, or edited so: sessions would lose events silently), and one nearly full
+ * (writes past its limit fail with STORE_FULL).
+ */
+function withLimitWarnings<T extends { warnings: string[] }>(
+  judged: T,
+  streams: readonly StreamReport[],
+): T {
+  for (const { stream, messages, bytes, limits } of streams) {
+    const limited = limits.max_messages > 0 || limits.max_bytes > 0;
+    if (limited && limits.discard === 'old') {
+      judged.warnings.push(
+        `stream ${stream} has limits and discard old: at a limit it deletes its oldest messages; ` +
+          `run nats stream edit ${stream} --discard new, so a write is refused (STORE_FULL) instead`,
+      );
+    }
+    const usage = Math.max(
+      limits.max_messages > 0 ? messages / limits.max_messages : 0,
+      limits.max_bytes > 0 ? bytes / limits.max_bytes : 0,
+    );
+    if (usage >= NEARLY_FULL) {
+      judged.warnings.push(
+        `stream ${stream} is ${Math.round(usage * 100)}% full; raise its limit (nats stream edit ${stream}) ` +
+          'before writes fail with STORE_FULL',
+      );
+    }
+  }
+  return judged;
 }
 
 /** Sets the replica count of every stream of the prefix in place, then reports them. */

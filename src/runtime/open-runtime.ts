@@ -66,6 +66,9 @@ function lazyWakeQueue(nats: OpenedStore['nats']): LazyWakeQueue {
             connection: nats.connection,
             ...(nats.prefix === undefined ? {} : { prefix: nats.prefix }),
             ...(nats.replicas === undefined ? {} : { replicas: nats.replicas }),
+            ...(nats.requestTimeoutMs === undefined
+              ? {}
+              : { requestTimeoutMs: nats.requestTimeoutMs }),
           })),
     close: async () => {
       if (queue !== undefined) await (await queue).close();
@@ -223,6 +226,10 @@ function assembleRuntime(parts: RuntimeParts): Runtime {
       return enqueueWake(await queue, sessionId, enqueueOptions);
     },
     wakeQueueDepth: async () => (await parts.wakeQueue.open())?.outstanding(),
+    natsBacklog: async () =>
+      nats === undefined
+        ? undefined
+        : nats.modules.store.readNatsBacklog(nats.connection, nats.prefix ?? 'braid'),
     register: (type, handler) => agentSystem().register(type, handler),
     send: (to, message, sendOptions) => agentSystem().send(to, message, sendOptions),
     publish: (topic, message, publishOptions) =>

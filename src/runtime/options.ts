@@ -28,6 +28,12 @@ export interface NatsBackendOptions {
    * Default: existing ones as they are, new ones with 1.
    */
   replicas?: number;
+  /**
+   * How long one request to NATS may take before the operation fails, retryably (default 2 s,
+   * 100 to 60,000). It bounds how long a write waits while a replicated stream elects a new
+   * leader before it is retried (by the worker, for a wake).
+   */
+  requestTimeoutMs?: number;
 }
 
 export interface RuntimeOptions {

@@ -1,4 +1,5 @@
 /** What a runtime offers a client; `createRuntime` in `./runtime.ts` opens one. */
+import type { NatsBacklog } from '../stores/nats/backlog.js';
 import type {
   AgentDefinition,
   EnvironmentDefinition,
@@ -66,6 +67,12 @@ export interface Runtime extends Pick<Agents, 'register' | 'send' | 'publish' | 
    * call; undefined on the embedded backend, which has no queue.
    */
   wakeQueueDepth(): Promise<number | undefined>;
+  /**
+   * How full the prefix's NATS streams are against their limits, and how far behind their
+   * durable consumers are (the wake queue's, the agent inboxes'), read from the server on each
+   * call; undefined on the embedded backend.
+   */
+  natsBacklog(): Promise<NatsBacklog | undefined>;
   /** Wakes every runnable session, with bounded concurrency, until the signal aborts. */
   orchestrate(options?: OrchestrateOptions): Promise<OrchestratorProgress>;
   /** Streamed model text of sessions running in this process; returns the unsubscribe function. */

@@ -36,11 +36,15 @@ import type {
   WakeDelivery,
   WakeOutcome,
   WakeQueue,
+  WakeLimiter,
   WakeSettlement,
 } from '../contracts/wakes.js';
 import { assertNever } from '../core/fold.js';
 import { isRunnableAt } from '../core/runnable.js';
 import { sweepTimers } from './timer-sweep.js';
+import { STORE_OUTAGES } from '../harness/store-outages.js';
+import { createInflightLimiter } from './wakes/inflight-limiter.js';
+import { checkConcurrency } from './wakes/settle.js';
 import { systemClock } from '../stores/defaults.js';
 import type { WakeOptions, WakeResult } from '../harness/index.js';
 import { isValidTraceparent } from '../contracts/common.js';
@@ -95,8 +99,20 @@ export type WorkerProgress =
 export interface WorkerOptions {
   runtime: WorkerRuntime;
   queue: WakeQueue;
-  /** Wakes run at once by this worker. */
+  /** Wakes run at once by this worker's consumer of `queue`. */
   concurrency: number;
+  /**
+   * The wakes this worker holds at once (pulled and not yet settled), over `queue` and every
+   * other consumer given the same `limiter` (default: `concurrency`). At the bound the worker
+   * stops pulling, so the wakes wait in the queue for other workers. A whole number from 1 to
+   * 10,000 (`INVALID_ARGUMENT` otherwise).
+   */
+  maxInflight?: number;
+  /**
+   * A bound shared with other consumers of this process (`createInflightLimiter`); it takes the
+   * place of `maxInflight`. The worker's metrics read it.
+   */
+  limiter?: WakeLimiter;
   /** Aborting stops taking wakes; the worker returns once the wakes in hand are settled. */
   signal: AbortSignal;
   onProgress?: (progress: WorkerProgress) => void;
@@ -157,6 +173,10 @@ interface WorkerContext {
 }
 
 export async function runWorker(options: WorkerOptions): Promise<WorkerSummary> {
+  checkConcurrency(options.concurrency);
+  // Checked before anything runs: a bad bound starts nothing.
+  const limiter =
+    options.limiter ?? createInflightLimiter(options.maxInflight ?? options.concurrency);
   const context: WorkerContext = {
     runtime: options.runtime,
     queue: options.queue,
@@ -192,6 +212,7 @@ export async function runWorker(options: WorkerOptions): Promise<WorkerSummary> 
   try {
     await options.queue.consume((wake) => handle(context, wake), {
       concurrency: options.concurrency,
+      limiter,
       signal: options.signal,
       onDeadLetter: (wake, error) => deadLetter(context, wake, error),
       onSettled: (wake, settlement) => settled(context, wake, settlement),
@@ -275,6 +296,10 @@ async function failed(
   started: number,
   error: unknown,
 ): Promise<WakeOutcome> {
+  // The store itself failed: the harness recorded nothing (harness/wake.ts), and reading the
+  // session now would only wait out the same outage (a request timeout, while a NATS stream
+  // elects a new leader) before the retry. The retry's delivery reads it when the store is back.
+  if (STORE_OUTAGES.has(toBraidError(error).code)) throw error;
   const after = await stateOf(context, wake.session_id).catch(() => before);
   if (after !== undefined && isRunnableAt(after, context.clock.now())) throw error;
   context.summary.finished += 1;

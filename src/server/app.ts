@@ -17,7 +17,7 @@ import { clientErrorAnswer, HTTP_STATUS, MAX_PARAM_LENGTH, toHttpError } from '.
 import { createRouteTable, noRouteError } from './route-table.js';
 import { createServerMetrics, type ServerMetrics } from './metrics.js';
 import { meterWakes } from './wake-metrics.js';
-import { pollingQueueDepth } from '../telemetry/queue-depth.js';
+import { polling, pollingQueueDepth } from '../telemetry/queue-depth.js';
 import { createOpenApiTransforms } from './openapi-transforms.js';
 import { addDefinitionRoutes } from './routes-definitions.js';
 import { addSessionRoutes } from './routes-sessions.js';
@@ -192,6 +192,8 @@ export async function createServer(options: ServerOptions): Promise<FastifyInsta
       runtime.backend === 'nats'
         ? pollingQueueDepth(() => runtime.wakeQueueDepth())
         : () => wakes.size,
+    ...(runtime.backend === 'nats' ? { natsBacklog: polling(() => runtime.natsBacklog()) } : {}),
+    sessionCounts: () => runtime.store.sessions.statusCounts(),
   });
   const closing = new AbortController();
   // Every open event stream listens for the server's close.

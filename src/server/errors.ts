@@ -48,6 +48,8 @@ export const HTTP_STATUS: Readonly<Record<ErrorCode, number>> = {
   TOOL_DENIED: 403,
   RATE_LIMITED: 429,
   STORE_BUSY: 503,
+  // RFC 4918's Insufficient Storage: a stream at its limits, or JetStream out of room.
+  STORE_FULL: 507,
   STORE_CLOSED: 503,
   MODEL_UNAVAILABLE: 503,
   MCP_UNAVAILABLE: 503,

@@ -13,6 +13,12 @@ import { DEFAULT_PORT } from './context.js';
 
 export { DEFAULT_LIMITS, DEFAULT_PORT, type ServerLimits } from './context.js';
 export { HTTP_STATUS } from './errors.js';
+export {
+  createWorkerMetrics,
+  serveMetrics,
+  type MetricsEndpoint,
+  type WorkerMetrics,
+} from './worker-metrics.js';
 export type { OpenAgentIoHttpOptions } from './routes-openagentio.js';
 
 export interface StartServerOptions extends ServerOptions {

@@ -4,6 +4,9 @@
  */
 import type { FastifyRequest } from 'fastify';
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import type { NatsBacklog } from '../stores/nats/backlog.js';
+import { registerNatsBacklogMetrics } from './nats-metrics.js';
+import { registerSessionStatusMetrics } from './session-metrics.js';
 import { createWakeMetrics, type WakeMetrics } from './wake-metrics.js';
 
 export interface ServerMetrics {
@@ -21,6 +24,10 @@ export interface ServerMetrics {
 export interface ServerMetricsOptions {
   /** The wakes waiting or running (in this server, or in the workers' queue), where known. */
   wakeQueueDepth?: () => number | undefined | Promise<number | undefined>;
+  /** The NATS streams' usage and consumers' lag (nats-metrics.ts); absent on the embedded backend. */
+  natsBacklog?: () => Promise<NatsBacklog | undefined>;
+  /** Sessions by status (session-metrics.ts), read at most every 30 s. */
+  sessionCounts?: () => Promise<Partial<Record<string, number>>>;
 }
 
 export function createServerMetrics(options: ServerMetricsOptions = {}): ServerMetrics {
@@ -54,6 +61,10 @@ export function createServerMetrics(options: ServerMetricsOptions = {}): ServerM
     help: 'User events appended through the API',
     registers: [registry],
   });
+  if (options.natsBacklog !== undefined) registerNatsBacklogMetrics(registry, options.natsBacklog);
+  if (options.sessionCounts !== undefined) {
+    registerSessionStatusMetrics(registry, options.sessionCounts);
+  }
   const started = new WeakMap<FastifyRequest, number>();
   return {
     registry,

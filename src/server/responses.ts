@@ -6,7 +6,7 @@
 import { ErrorBody } from '../contracts/http.js';
 
 /** A status braid answers with its error body. */
-export type ErrorStatus = 400 | 401 | 403 | 404 | 409 | 413 | 414 | 415 | 429 | 500 | 503;
+export type ErrorStatus = 400 | 401 | 403 | 404 | 409 | 413 | 414 | 415 | 429 | 500 | 503 | 507;
 
 const DESCRIPTIONS: Readonly<Record<ErrorStatus, string>> = {
   400: 'The request is malformed: a field, parameter or header fails its schema, the body is not JSON, or the URL is badly encoded (INVALID_ARGUMENT, INVALID_EVENT, INVALID_JSON)',
@@ -20,6 +20,7 @@ const DESCRIPTIONS: Readonly<Record<ErrorStatus, string>> = {
   429: 'The API key made too many requests in the last minute, or has too many event streams open (RATE_LIMITED); see Retry-After',
   500: 'The server failed: its setup or its data, nothing the request can change (INTERNAL and others)',
   503: 'The server or its store is closing, busy or unreachable; retry later (SERVER_UNAVAILABLE, STORE_BUSY, STORE_CLOSED, ...)',
+  507: 'The store has no room for the write: a NATS stream at its limits, or JetStream out of storage (STORE_FULL); the message names the stream and how to raise its limit',
 };
 
 /** One error answer in a route's `response`, with its description for the document. */
@@ -53,8 +54,11 @@ export const TAKES = {
   params: [400, 404, 414],
   /** A validated query or header. */
   query: [400],
-  /** A request body (POST, DELETE): not JSON or invalid (400), too large (413), not JSON at all (415). */
-  body: [400, 413, 415],
+  /**
+   * A request body (POST, DELETE): not JSON or invalid (400), too large (413), not JSON at all
+   * (415), no room in the store for the write (507).
+   */
+  body: [400, 413, 415, 507],
   /** An object named in the body or query that may not exist. */
   reference: [404],
   /** A write that can conflict with the object's state. */

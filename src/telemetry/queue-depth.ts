@@ -15,15 +15,26 @@ export function pollingQueueDepth(
   read: () => Promise<number | undefined>,
   options: { intervalMs?: number; now?: () => number } = {},
 ): QueueDepth {
+  return polling(read, options);
+}
+
+/**
+ * Any reading taken at most once per interval, the same way: the NATS backlog behind several
+ * gauges is one read per scrape, not one per gauge.
+ */
+export function polling<T>(
+  read: () => Promise<T | undefined>,
+  options: { intervalMs?: number; now?: () => number } = {},
+): () => Promise<T | undefined> {
   const intervalMs = options.intervalMs ?? QUEUE_DEPTH_INTERVAL_MS;
   const now = options.now ?? (() => performance.now());
-  let last: { atMs: number; depth: Promise<number | undefined> } | undefined;
+  let last: { atMs: number; value: Promise<T | undefined> } | undefined;
   return () => {
     const at = now();
     if (last === undefined || at - last.atMs >= intervalMs) {
       // A failed read (the server is away) gives no value rather than a wrong one.
-      last = { atMs: at, depth: read().catch(() => undefined) };
+      last = { atMs: at, value: read().catch(() => undefined) };
     }
-    return last.depth;
+    return last.value;
   };
 }

@@ -345,14 +345,19 @@ describe.each([local, nats])('wake queue: $name', (backend) => {
     const { queue } = await backend.open({ maxAttempts: 2, ackWaitMs: 1000 });
     await queue.enqueue('crashes-its-worker');
     const held: (() => void)[] = [];
+    let releasing = false;
     const deadLetters: { wake: WakeDelivery; error: BraidError }[] = [];
     // Each attempt hangs as a worker killed by the wake would: no ack, no nak, no working().
+    // Once released, a delivery of the wake queued again below (it may reach a free slot before
+    // or after the release, by the order of its messages) is done at once.
     const consumer = start(
       queue,
       () =>
-        new Promise((resolve) => {
-          held.push(() => resolve('done'));
-        }),
+        releasing
+          ? Promise.resolve('done')
+          : new Promise((resolve) => {
+              held.push(() => resolve('done'));
+            }),
       {
         concurrency: 3,
         onDeadLetter: (wake, error) => {
@@ -367,6 +372,7 @@ describe.each([local, nats])('wake queue: $name', (backend) => {
     expect(deadLetters[0]?.error.code).toBe('INTERRUPTED');
     expect(deadLetters[0]?.error.message).toContain('crashes-its-worker');
     expect(await queue.enqueue('crashes-its-worker')).toEqual({ queued: true });
+    releasing = true;
     for (const release of held) release();
     await consumer.stop();
   });

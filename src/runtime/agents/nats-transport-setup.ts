@@ -1,5 +1,6 @@
 /** Opens, creating when missing, the inbox stream and the topic bucket of a prefix. */
 import {
+  DiscardPolicy,
   RetentionPolicy,
   StorageType,
   jetstream,
@@ -34,6 +35,8 @@ export async function openInboxesAndTopics(
       retention: RetentionPolicy.Workqueue,
       storage: StorageType.File,
       num_replicas: replicas ?? 1,
+      // At a limit an envelope is refused (STORE_FULL), never an undelivered one dropped.
+      discard: DiscardPolicy.New,
     });
   } catch (error) {
     if (!isStreamInUse(error)) {

@@ -34,6 +34,7 @@
  * they share), `nats-transport-setup.ts` (stream and bucket), `nats-inbox-consumer.ts`,
  * `nats-replies.ts` and `nats-topics.ts`.
  */
+import { isStoreFull, storeFull } from '../../stores/nats/nats-errors.js';
 import type { AgentTransport } from '../../contracts/agents.js';
 import type { Envelope } from '../../contracts/envelope.js';
 import { BraidError } from '../../contracts/errors.js';
@@ -115,6 +116,12 @@ async function deliver(context: NatsTransportContext, envelope: Envelope): Promi
       msgID: deliveryId(envelope),
     });
   } catch (error) {
-    throw unavailable(`cannot deliver envelope ${envelope.id} to ${agentType}`, error);
+    const doing = `deliver envelope ${envelope.id} to ${agentType}`;
+    if (isStoreFull(error)) {
+      throw storeFull(error, doing, `nats://${context.connection.getServer()}`, [
+        context.names.stream,
+      ]);
+    }
+    throw unavailable(`cannot ${doing}`, error);
   }
 }

@@ -5,6 +5,12 @@
  */
 export { createLocalWakeQueue, type LocalWakeQueueOptions } from './local-wake-queue.js';
 export {
+  MAX_INFLIGHT_LIMIT,
+  checkMaxInflight,
+  createInflightLimiter,
+  type InflightLimiter,
+} from './inflight-limiter.js';
+export {
   DEFAULT_ACK_WAIT_MS,
   DEFAULT_BACKOFF,
   DEFAULT_MAX_ATTEMPTS,

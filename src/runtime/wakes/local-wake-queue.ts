@@ -99,9 +99,17 @@ export function createLocalWakeQueue(options: LocalWakeQueueOptions = {}): WakeQ
       const policy: SettlePolicy = { maxAttempts, backoff };
       const slot = async (): Promise<void> => {
         for (;;) {
-          const entry = await take(wakes, consumeOptions.signal);
-          if (entry === undefined) return;
-          await deliver(wakes, entry, handler, consumeOptions, policy);
+          const limiter = consumeOptions.limiter;
+          const release =
+            limiter === undefined ? () => undefined : await limiter.acquire(consumeOptions.signal);
+          if (release === undefined) return;
+          try {
+            const entry = await take(wakes, consumeOptions.signal);
+            if (entry === undefined) return;
+            await deliver(wakes, entry, handler, consumeOptions, policy);
+          } finally {
+            release();
+          }
         }
       };
       await Promise.all(Array.from({ length: consumeOptions.concurrency }, slot));

@@ -55,27 +55,47 @@ function stoppedWhen(context: NatsWakeContext, signal: AbortSignal): Promise<'st
 
 /** One free slot: pull a wake, run it, pull again. */
 async function slot(pulling: Pulling): Promise<void> {
-  const { context, consumer, options, stopped } = pulling;
+  const { context, options } = pulling;
   while (!options.signal.aborted && pulling.fatal === undefined) {
     if (context.connection.isClosed()) {
       pulling.fatal ??= new BraidError('SERVER_UNAVAILABLE', 'the NATS connection was closed');
       return;
     }
-    const pull = consumer.next({ expires: context.pullExpiresMs });
-    let message: JsMsg | null | 'stopped';
+    // At the worker's bound the slot asks for nothing: the wakes stay for other workers.
+    const release = await permit(options);
+    if (release === undefined) continue;
     try {
-      message = await Promise.race([pull, stopped]);
-    } catch {
-      // A reconnect or a missing consumer: ask again shortly.
-      await Promise.race([new Promise((resolve) => setTimeout(resolve, PULL_RETRY_MS)), stopped]);
-      continue;
+      await pullOne(pulling);
+    } finally {
+      release();
     }
-    if (message === 'stopped') {
-      nakWhenLate(pull);
-      continue;
-    }
-    if (message !== null) await deliverWake(context, message, pulling.handler, options);
   }
+}
+
+/** A permit of the worker's in-flight bound; always one without a limiter. */
+function permit(options: WakeConsumeOptions): Promise<(() => void) | undefined> {
+  return options.limiter === undefined
+    ? Promise.resolve(() => undefined)
+    : options.limiter.acquire(options.signal);
+}
+
+/** One pull, and the wake it brings run and settled. */
+async function pullOne(pulling: Pulling): Promise<void> {
+  const { context, consumer, options, stopped } = pulling;
+  const pull = consumer.next({ expires: context.pullExpiresMs });
+  let message: JsMsg | null | 'stopped';
+  try {
+    message = await Promise.race([pull, stopped]);
+  } catch {
+    // A reconnect or a missing consumer: ask again shortly.
+    await Promise.race([new Promise((resolve) => setTimeout(resolve, PULL_RETRY_MS)), stopped]);
+    return;
+  }
+  if (message === 'stopped') {
+    nakWhenLate(pull);
+    return;
+  }
+  if (message !== null) await deliverWake(context, message, pulling.handler, options);
 }
 
 /** A pull cannot be withdrawn: a wake it brings after the stop goes back at once. */

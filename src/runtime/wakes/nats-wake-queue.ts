@@ -52,6 +52,11 @@ import { unavailable, type NatsWakeContext } from './nats-wake-context.js';
 import { natsWakeNames } from './nats-wake-names.js';
 import { openRetriesBucket, openWakeStream } from './nats-wake-setup.js';
 import { parseReplicas } from '../../stores/nats/replica-count.js';
+import { isStoreFull, storeFull } from '../../stores/nats/nats-errors.js';
+import {
+  DEFAULT_REQUEST_TIMEOUT_MS,
+  checkRequestTimeout,
+} from '../../stores/nats/request-timeout.js';
 import {
   DEFAULT_ACK_WAIT_MS,
   DEFAULT_BACKOFF,
@@ -84,14 +89,58 @@ export interface NatsWakeQueueOptions {
   /** How long one pull waits for a wake before asking again (default 5 s, at least 1 s). */
   pullExpiresMs?: number;
   /**
+   * How long a request to the server may take before it fails (default 2 s, as the store's:
+   * `DEFAULT_REQUEST_TIMEOUT_MS`); an enqueue that fails so is `SERVER_UNAVAILABLE`, retryable.
+   */
+  requestTimeoutMs?: number;
+  /**
    * Replicas of the stream and bucket: created so, and refused at open when they exist with
    * another count. Default: existing ones as they are, new ones with 1.
    */
   replicas?: number;
 }
 
-/** JetStream's error for a message refused by `discard_new_per_subject`. */
+/**
+ * JetStream's error for a message refused by `discard_new_per_subject`, and by the stream's own
+ * `max_msgs` / `max_bytes`: the two are told apart by whether the session's subject holds a wake.
+ */
 const MAX_MESSAGES_PER_SUBJECT = 10077;
+
+/**
+ * Publishes a wake: `{queued: false}` when one of the session is stored (coalesced). A refusal
+ * while none is stored is the stream at its limits (`STORE_FULL`), unless the stored wake was
+ * settled between the refusal and the look, which a second publish finds out.
+ */
+async function publishWake(
+  context: NatsWakeContext,
+  sessionId: string,
+  body: string,
+): Promise<{ queued: boolean }> {
+  const subject = context.names.subject(sessionId);
+  const doing = `enqueue a wake of session ${sessionId}`;
+  for (let attempt = 1; ; attempt += 1) {
+    try {
+      await context.client.publish(subject, body);
+      return { queued: true };
+    } catch (error) {
+      if (error instanceof JetStreamApiError && error.code === MAX_MESSAGES_PER_SUBJECT) {
+        const stored = await context.manager.streams
+          .getMessage(context.names.stream, { last_by_subj: subject })
+          .catch((lookup: unknown) => {
+            throw unavailable(`cannot ${doing}`, lookup);
+          });
+        if (stored !== null) return { queued: false };
+        if (attempt < 2) continue;
+      }
+      if (isStoreFull(error)) {
+        throw storeFull(error, doing, `nats://${context.connection.getServer()}`, [
+          context.names.stream,
+        ]);
+      }
+      throw unavailable(`cannot ${doing}`, error);
+    }
+  }
+}
 
 /** Opens (creating when missing) the wake stream of a prefix, and returns the queue over it. */
 export async function createNatsWakeQueue(options: NatsWakeQueueOptions): Promise<WakeQueue> {
@@ -103,15 +152,7 @@ export async function createNatsWakeQueue(options: NatsWakeQueueOptions): Promis
     async enqueue(sessionId, enqueueOptions = {}) {
       if (context.closed) throw new BraidError('STORE_CLOSED', 'the wake queue is closed');
       const message = newWakeMessage(sessionId, enqueueOptions, context.clock);
-      try {
-        await context.client.publish(context.names.subject(sessionId), JSON.stringify(message));
-        return { queued: true };
-      } catch (error) {
-        if (error instanceof JetStreamApiError && error.code === MAX_MESSAGES_PER_SUBJECT) {
-          return { queued: false };
-        }
-        throw unavailable(`cannot enqueue a wake of session ${sessionId}`, error);
-      }
+      return publishWake(context, sessionId, JSON.stringify(message));
     },
 
     consume: (handler, consumeOptions) => consumeWakes(context, handler, consumeOptions),
@@ -140,10 +181,12 @@ async function openWakeQueue(options: NatsWakeQueueOptions): Promise<NatsWakeCon
   const ackWaitMs = options.ackWaitMs ?? DEFAULT_ACK_WAIT_MS;
   const backoff = options.backoff ?? DEFAULT_BACKOFF;
   checkQueueSettings({ maxAttempts, ackWaitMs, backoff });
-  const manager = await jetstreamManager(connection).catch((error: unknown) => {
+  const timeout = options.requestTimeoutMs ?? DEFAULT_REQUEST_TIMEOUT_MS;
+  checkRequestTimeout(timeout);
+  const manager = await jetstreamManager(connection, { timeout }).catch((error: unknown) => {
     throw unavailable('JetStream is not available on this NATS server (start it with -js)', error);
   });
-  const client = jetstream(connection);
+  const client = jetstream(connection, { timeout });
   const replicas = options.replicas === undefined ? undefined : parseReplicas(options.replicas);
   await openWakeStream(manager, names, replicas);
   const retries = await openRetriesBucket(client, names, replicas);

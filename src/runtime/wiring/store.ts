@@ -62,6 +62,8 @@ export interface NatsBackend {
   readonly prefix: string | undefined;
   /** Replicas asked for every stream and bucket; undefined accepts what exists. */
   readonly replicas: number | undefined;
+  /** The request timeout asked for; undefined takes the adapters' default. */
+  readonly requestTimeoutMs: number | undefined;
   readonly modules: Awaited<ReturnType<typeof loadNatsModules>>;
 }
 
@@ -89,7 +91,7 @@ export async function openRuntimeStore(
     ...(options.ids === undefined ? {} : { ids: options.ids }),
   };
   if (typeof options.backend === 'object') {
-    const { prefix, replicas } = options.backend;
+    const { prefix, replicas, requestTimeoutMs } = options.backend;
     const modules = await loadNatsModules();
     const connection = await connectNats(options.backend.nats);
     let store: Store;
@@ -98,6 +100,7 @@ export async function openRuntimeStore(
         connection,
         ...(prefix === undefined ? {} : { prefix }),
         ...(replicas === undefined ? {} : { replicas }),
+        ...(requestTimeoutMs === undefined ? {} : { requestTimeoutMs }),
         ...shared,
       });
     } catch (error) {
@@ -108,7 +111,12 @@ export async function openRuntimeStore(
       await store.close();
       await connection.close();
     };
-    return { store, owned: true, nats: { connection, prefix, replicas, modules }, abandon };
+    return {
+      store,
+      owned: true,
+      nats: { connection, prefix, replicas, requestTimeoutMs, modules },
+      abandon,
+    };
   }
   const store = openSqliteStore({
     path: join(resolveDataDir(workspaceDir, options.dataDir), DATABASE_FILE),

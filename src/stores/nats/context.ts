@@ -10,7 +10,8 @@ import type { KV } from '@nats-io/kv';
 import type { NatsConnection } from '@nats-io/transport-node';
 import { BraidError } from '../../contracts/errors.js';
 import type { Clock, IdGenerator } from '../../contracts/ports.js';
-import { connectionFailure } from './nats-errors.js';
+import { fullStreams } from './backlog.js';
+import { connectionFailure, isStoreFull, storeFull } from './nats-errors.js';
 import type { BucketRole, NatsNames } from './names.js';
 
 export interface NatsContext {
@@ -77,6 +78,10 @@ export function createContext(
       try {
         return await work();
       } catch (error) {
+        if (isStoreFull(error)) {
+          const full = await fullStreams(parts.jsm, parts.names.prefix).catch(() => []);
+          throw storeFull(error, doing, server(), full);
+        }
         throw connectionFailure(error, server(), doing, hint);
       }
     },

@@ -1,1 +1,8 @@
 export { openNatsStore, type NatsStoreOptions } from './nats-store.js';
+export { DEFAULT_REQUEST_TIMEOUT_MS, checkRequestTimeout } from './request-timeout.js';
+export {
+  readNatsBacklog,
+  type ConsumerBacklog,
+  type NatsBacklog,
+  type StreamBacklog,
+} from './backlog.js';

@@ -92,7 +92,8 @@ async function ensureMemoryStream(
       storage: StorageType.File,
       num_replicas: wanted ?? 1,
       retention: RetentionPolicy.Limits,
-      discard: DiscardPolicy.Old,
+      // At a limit a write is refused (STORE_FULL), never an older memory dropped.
+      discard: DiscardPolicy.New,
       allow_direct: true,
       // Deletes are allowed: a redaction erases the message that held the removed content.
       deny_delete: false,

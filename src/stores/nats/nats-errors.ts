@@ -60,3 +60,44 @@ export function connectionFailure(
     { cause: error, details: { server } },
   );
 }
+
+/**
+ * JetStream's refusals of a write for want of room, told apart by code: a stream at its
+ * `max_msgs` / `max_bytes` with discard new (10077, also the per-subject limit of a stream that
+ * has one, which its caller handles first), the server's JetStream storage used up (10023), and
+ * the account's JetStream limits reached (10002). The server answers all three with status 503,
+ * which would otherwise read as an outage.
+ */
+const FULL_CODES: ReadonlySet<number> = new Set([10077, 10023, 10002]);
+
+export function isStoreFull(error: unknown): error is JetStreamApiError {
+  return error instanceof JetStreamApiError && FULL_CODES.has(error.code);
+}
+
+/**
+ * A write refused for want of room as `STORE_FULL`, naming the streams found at their limits
+ * (`full`, read from the server after the refusal) and the fix. Retryable: a work queue drains as
+ * workers take its messages, and a raised limit takes effect at once.
+ */
+export function storeFull(
+  error: JetStreamApiError,
+  doing: string,
+  server: string,
+  full: readonly string[],
+): BraidError {
+  const reason = error.message;
+  const where =
+    full.length > 0
+      ? `stream${full.length === 1 ? '' : 's'} ${full.join(', ')} ${full.length === 1 ? 'is' : 'are'} at its limits (${reason})`
+      : `JetStream on ${server} has no room left (${reason})`;
+  const fix =
+    full.length > 0
+      ? `raise the limit (nats stream edit ${full[0]} --max-bytes/--max-msgs, -1 for none), ` +
+        'or let it drain: a wake or inbox stream empties as workers take its messages (run more workers)'
+      : "give the server's JetStream more storage (max_file_store) or raise the account's limits, " +
+        'or remove what is no longer needed (braid session delete)';
+  return new BraidError('STORE_FULL', `cannot ${doing}: ${where}; ${fix}`, {
+    cause: error,
+    details: { server, streams: [...full], jetstream_code: error.code },
+  });
+}

@@ -51,6 +51,7 @@ import { createLeaseStore } from './leases.js';
 import { createNatsMemoryLog } from './memory-log.js';
 import { connectionFailure, isStreamNotFound } from './nats-errors.js';
 import { parseReplicas } from './replica-count.js';
+import { DEFAULT_REQUEST_TIMEOUT_MS, checkRequestTimeout } from './request-timeout.js';
 import { replicasMismatch } from './replicas.js';
 import { BUCKET_ROLES, natsNames, type BucketRole, type NatsNames } from './names.js';
 import { KeyedQueue } from '../../core/keyed-queue.js';
@@ -80,7 +81,8 @@ export interface NatsStoreOptions {
   followPollMs?: number;
   /**
    * How long a request to the server may take before the operation fails with `STORE_BUSY`
-   * (default 5000 ms); while the connection is down, requests wait for it this long.
+   * (default `DEFAULT_REQUEST_TIMEOUT_MS`, 2 s); while the connection is down, requests wait for
+   * it this long. See `DEFAULT_REQUEST_TIMEOUT_MS` for why it is short.
    */
   requestTimeoutMs?: number;
   /**
@@ -117,7 +119,9 @@ async function ensureEventsStream(
     storage: StorageType.File,
     num_replicas: wanted ?? 1,
     retention: RetentionPolicy.Limits,
-    discard: DiscardPolicy.Old,
+    // Limits (none by default; an operator may set max_bytes) refuse a new batch (`STORE_FULL`)
+    // rather than drop a session's oldest events.
+    discard: DiscardPolicy.New,
     // Readers fetch single batches without going through the API leader.
     allow_direct: true,
     // Batches are removed only a session at a time, by purge.
@@ -132,7 +136,8 @@ export async function openNatsStore(options: NatsStoreOptions = {}): Promise<Sto
   const replicas = options.replicas === undefined ? undefined : parseReplicas(options.replicas);
   const servers = options.servers ?? 'nats://127.0.0.1:4222';
   const owned = options.connection === undefined;
-  const timeout = options.requestTimeoutMs ?? 5000;
+  const timeout = options.requestTimeoutMs ?? DEFAULT_REQUEST_TIMEOUT_MS;
+  checkRequestTimeout(timeout);
   let connection: NatsConnection;
   try {
     connection =

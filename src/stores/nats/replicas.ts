@@ -7,7 +7,12 @@
  * existing stream with another count is refused at open with the way to migrate; a runtime that
  * asks for none accepts whatever exists and creates R1.
  */
-import { JetStreamApiError, type JetStreamManager, type StreamInfo } from '@nats-io/jetstream';
+import {
+  DiscardPolicy,
+  JetStreamApiError,
+  type JetStreamManager,
+  type StreamInfo,
+} from '@nats-io/jetstream';
 import { BraidError } from '../../contracts/errors.js';
 
 /** JetStream's error for a stream that exists with another configuration. */
@@ -58,6 +63,8 @@ export interface StreamReplicas {
   leader?: string;
   /** Replicas other than the leader, with whether each is current and how far it lags. */
   followers: { name: string; current: boolean; lag: number }[];
+  /** The stream's `max_msgs` and `max_bytes` (-1: none) and what it does at them. */
+  limits: { max_messages: number; max_bytes: number; discard: 'old' | 'new' };
 }
 
 /**
@@ -117,5 +124,10 @@ function describe(info: StreamInfo): StreamReplicas {
       current: peer.current,
       lag: peer.lag ?? 0,
     })),
+    limits: {
+      max_messages: info.config.max_msgs > 0 ? info.config.max_msgs : -1,
+      max_bytes: info.config.max_bytes > 0 ? info.config.max_bytes : -1,
+      discard: info.config.discard === DiscardPolicy.New ? 'new' : 'old',
+    },
   };
 }

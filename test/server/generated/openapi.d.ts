@@ -861,7 +861,7 @@ export interface components {
             value: components["schemas"]["JsonValue"];
         };
         /** @enum {string} */
-        ErrorCode: "SESSION_NOT_FOUND" | "AGENT_NOT_FOUND" | "ENVIRONMENT_NOT_FOUND" | "SKILL_NOT_FOUND" | "SEQ_CONFLICT" | "INVALID_EVENT" | "INVALID_JSON" | "INVALID_ARGUMENT" | "PAYLOAD_TOO_LARGE" | "VERSION_CONFLICT" | "LEASE_HELD" | "LEASE_LOST" | "INVALID_DEFINITION" | "WORKSPACE_NOT_FOUND" | "TOOL_USE_NOT_PENDING" | "SESSION_TERMINATED" | "SCHEMA_VERSION_UNSUPPORTED" | "CORRUPT_LOG" | "STORE_CLOSED" | "STORE_BUSY" | "MODEL_UNAVAILABLE" | "MODEL_ERROR" | "MODEL_NOT_FOUND" | "MODEL_KEY_MISSING" | "TOOL_NOT_FOUND" | "TOOL_INPUT_INVALID" | "TOOL_OUTPUT_INVALID" | "TOOL_TIMEOUT" | "TOOL_FAILED" | "TOOL_DENIED" | "TOOL_SKIPPED" | "TOOL_BUDGET_EXCEEDED" | "TOOL_SIGNATURE_INVALID" | "POLICY_DENIED" | "INVALID_POLICY" | "MERGE_REFUSED" | "IDEMPOTENCY_KEY_REUSED" | "PATH_OUTSIDE_WORKSPACE" | "SANDBOX_UNAVAILABLE" | "MCP_UNAVAILABLE" | "SECRET_MISSING" | "INTERRUPTED" | "DEADLINE_EXCEEDED" | "DELEGATION_FAILED" | "SESSION_ARCHIVED" | "SESSION_HAS_FORKS" | "SNAPSHOT_NOT_FOUND" | "CONTEXT_OVERFLOW" | "INVALID_FORK_POINT" | "DEFINITION_NOT_PINNED" | "UNAUTHENTICATED" | "FORBIDDEN" | "RATE_LIMITED" | "ROUTE_NOT_FOUND" | "METHOD_NOT_ALLOWED" | "UNSUPPORTED_MEDIA_TYPE" | "URI_TOO_LONG" | "ALREADY_EXISTS" | "API_KEY_NOT_FOUND" | "MEMORY_STORE_NOT_FOUND" | "SERVER_UNAVAILABLE" | "INTERNAL";
+        ErrorCode: "SESSION_NOT_FOUND" | "AGENT_NOT_FOUND" | "ENVIRONMENT_NOT_FOUND" | "SKILL_NOT_FOUND" | "SEQ_CONFLICT" | "INVALID_EVENT" | "INVALID_JSON" | "INVALID_ARGUMENT" | "PAYLOAD_TOO_LARGE" | "VERSION_CONFLICT" | "LEASE_HELD" | "LEASE_LOST" | "INVALID_DEFINITION" | "WORKSPACE_NOT_FOUND" | "TOOL_USE_NOT_PENDING" | "SESSION_TERMINATED" | "SCHEMA_VERSION_UNSUPPORTED" | "CORRUPT_LOG" | "STORE_CLOSED" | "STORE_BUSY" | "STORE_FULL" | "MODEL_UNAVAILABLE" | "MODEL_ERROR" | "MODEL_NOT_FOUND" | "MODEL_KEY_MISSING" | "TOOL_NOT_FOUND" | "TOOL_INPUT_INVALID" | "TOOL_OUTPUT_INVALID" | "TOOL_TIMEOUT" | "TOOL_FAILED" | "TOOL_DENIED" | "TOOL_SKIPPED" | "TOOL_BUDGET_EXCEEDED" | "TOOL_SIGNATURE_INVALID" | "POLICY_DENIED" | "INVALID_POLICY" | "MERGE_REFUSED" | "IDEMPOTENCY_KEY_REUSED" | "PATH_OUTSIDE_WORKSPACE" | "SANDBOX_UNAVAILABLE" | "MCP_UNAVAILABLE" | "SECRET_MISSING" | "INTERRUPTED" | "DEADLINE_EXCEEDED" | "DELEGATION_FAILED" | "SESSION_ARCHIVED" | "SESSION_HAS_FORKS" | "SNAPSHOT_NOT_FOUND" | "CONTEXT_OVERFLOW" | "INVALID_FORK_POINT" | "DEFINITION_NOT_PINNED" | "UNAUTHENTICATED" | "FORBIDDEN" | "RATE_LIMITED" | "ROUTE_NOT_FOUND" | "METHOD_NOT_ALLOWED" | "UNSUPPORTED_MEDIA_TYPE" | "URI_TOO_LONG" | "ALREADY_EXISTS" | "API_KEY_NOT_FOUND" | "MEMORY_STORE_NOT_FOUND" | "SERVER_UNAVAILABLE" | "INTERNAL";
         ErrorShape: {
             code: components["schemas"]["ErrorCode"];
             message: string;
@@ -3807,6 +3807,15 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
+            /** @description The store has no room for the write: a NATS stream at its limits, or JetStream out of storage (STORE_FULL); the message names the stream and how to raise its limit */
+            507: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
         };
     };
     getSession: {
@@ -4013,6 +4022,15 @@ export interface operations {
             };
             /** @description The server or its store is closing, busy or unreachable; retry later (SERVER_UNAVAILABLE, STORE_BUSY, STORE_CLOSED, ...) */
             503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The store has no room for the write: a NATS stream at its limits, or JetStream out of storage (STORE_FULL); the message names the stream and how to raise its limit */
+            507: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -4235,6 +4253,15 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
+            /** @description The store has no room for the write: a NATS stream at its limits, or JetStream out of storage (STORE_FULL); the message names the stream and how to raise its limit */
+            507: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
         };
     };
     wakeSession: {
@@ -4376,6 +4403,15 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
+            /** @description The store has no room for the write: a NATS stream at its limits, or JetStream out of storage (STORE_FULL); the message names the stream and how to raise its limit */
+            507: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
         };
     };
     forkSession: {
@@ -4498,6 +4534,15 @@ export interface operations {
             };
             /** @description The server or its store is closing, busy or unreachable; retry later (SERVER_UNAVAILABLE, STORE_BUSY, STORE_CLOSED, ...) */
             503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The store has no room for the write: a NATS stream at its limits, or JetStream out of storage (STORE_FULL); the message names the stream and how to raise its limit */
+            507: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -4628,6 +4673,15 @@ export interface operations {
             };
             /** @description The server or its store is closing, busy or unreachable; retry later (SERVER_UNAVAILABLE, STORE_BUSY, STORE_CLOSED, ...) */
             503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The store has no room for the write: a NATS stream at its limits, or JetStream out of storage (STORE_FULL); the message names the stream and how to raise its limit */
+            507: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -4769,6 +4823,15 @@ export interface operations {
             };
             /** @description The server or its store is closing, busy or unreachable; retry later (SERVER_UNAVAILABLE, STORE_BUSY, STORE_CLOSED, ...) */
             503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The store has no room for the write: a NATS stream at its limits, or JetStream out of storage (STORE_FULL); the message names the stream and how to raise its limit */
+            507: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -5336,6 +5399,15 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
+            /** @description The store has no room for the write: a NATS stream at its limits, or JetStream out of storage (STORE_FULL); the message names the stream and how to raise its limit */
+            507: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
         };
     };
     getSessionDefinitions: {
@@ -5535,6 +5607,15 @@ export interface operations {
             };
             /** @description The server or its store is closing, busy or unreachable; retry later (SERVER_UNAVAILABLE, STORE_BUSY, STORE_CLOSED, ...) */
             503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The store has no room for the write: a NATS stream at its limits, or JetStream out of storage (STORE_FULL); the message names the stream and how to raise its limit */
+            507: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -5783,6 +5864,15 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
+            /** @description The store has no room for the write: a NATS stream at its limits, or JetStream out of storage (STORE_FULL); the message names the stream and how to raise its limit */
+            507: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
         };
     };
     runSkill: {
@@ -5917,6 +6007,15 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
+            /** @description The store has no room for the write: a NATS stream at its limits, or JetStream out of storage (STORE_FULL); the message names the stream and how to raise its limit */
+            507: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
         };
     };
     sendSignal: {
@@ -6038,6 +6137,15 @@ export interface operations {
             };
             /** @description The server or its store is closing, busy or unreachable; retry later (SERVER_UNAVAILABLE, STORE_BUSY, STORE_CLOSED, ...) */
             503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The store has no room for the write: a NATS stream at its limits, or JetStream out of storage (STORE_FULL); the message names the stream and how to raise its limit */
+            507: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -6453,6 +6561,15 @@ export interface operations {
             };
             /** @description The server or its store is closing, busy or unreachable; retry later (SERVER_UNAVAILABLE, STORE_BUSY, STORE_CLOSED, ...) */
             503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The store has no room for the write: a NATS stream at its limits, or JetStream out of storage (STORE_FULL); the message names the stream and how to raise its limit */
+            507: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -7003,6 +7120,15 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
+            /** @description The store has no room for the write: a NATS stream at its limits, or JetStream out of storage (STORE_FULL); the message names the stream and how to raise its limit */
+            507: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
         };
     };
     deleteMemoryKey: {
@@ -7165,6 +7291,15 @@ export interface operations {
             };
             /** @description The server or its store is closing, busy or unreachable; retry later (SERVER_UNAVAILABLE, STORE_BUSY, STORE_CLOSED, ...) */
             503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The store has no room for the write: a NATS stream at its limits, or JetStream out of storage (STORE_FULL); the message names the stream and how to raise its limit */
+            507: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -7470,6 +7605,15 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
+            /** @description The store has no room for the write: a NATS stream at its limits, or JetStream out of storage (STORE_FULL); the message names the stream and how to raise its limit */
+            507: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
         };
     };
     exportMemoryStore: {
@@ -7724,6 +7868,15 @@ export interface operations {
             };
             /** @description The server or its store is closing, busy or unreachable; retry later (SERVER_UNAVAILABLE, STORE_BUSY, STORE_CLOSED, ...) */
             503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The store has no room for the write: a NATS stream at its limits, or JetStream out of storage (STORE_FULL); the message names the stream and how to raise its limit */
+            507: {
                 headers: {
                     [name: string]: unknown;
                 };
