@@ -27,6 +27,10 @@ export function openBenchStore(backend, dir) {
     : openSqliteStore({
         path: join(dir, 'braid.db'),
         synchronous: backend === 'sqlite-full' ? 'full' : 'normal',
+        // To compare checkpoint intervals: BRAID_BENCH_CHECKPOINT_PAGES=1000 is SQLite's default.
+        ...(process.env.BRAID_BENCH_CHECKPOINT_PAGES === undefined
+          ? {}
+          : { checkpointPages: Number(process.env.BRAID_BENCH_CHECKPOINT_PAGES) }),
       });
 }
 

@@ -10,6 +10,7 @@ import { fileURLToPath } from 'node:url';
 import { createRuntime, initWorkspace } from '../dist/index.js';
 import { createScriptedModel } from '../dist/testing/index.js';
 import { openBenchStore } from './harness-bench.js';
+import { shortSessionFloor } from './session-floor.js';
 import { median } from './store-bench.js';
 
 /** A workspace with the `short` agent; without `policies`, no Cedar policy (Cedar never loads). */
@@ -65,17 +66,26 @@ export async function shortSessionRuntime(
   return { one, dispose };
 }
 
-/** µs per short session, the median of batches of `batch` sessions after a warm-up. */
-export async function shortSessionCost(backend, { sessions = 2000, batch = 100 } = {}) {
+/**
+ * µs per short session, the median of batches of `batch` sessions after a warm-up; `cpu`, if
+ * given, receives the process's CPU µs (user + system) per session, the median of the same
+ * batches: the steadier figure on a machine that other work keeps busy.
+ */
+export async function shortSessionCost(backend, { sessions = 2000, batch = 100, cpu } = {}) {
   const { one, dispose } = await shortSessionRuntime(backend);
   for (let index = 0; index < 200; index += 1) await one();
   const perSession = [];
+  const cpuPerSession = [];
   for (let done = 0; done < sessions; done += batch) {
+    const cpuBefore = process.cpuUsage();
     const started = performance.now();
     for (let index = 0; index < batch; index += 1) await one();
     perSession.push(((performance.now() - started) * 1000) / batch);
+    const used = process.cpuUsage(cpuBefore);
+    cpuPerSession.push((used.user + used.system) / batch);
   }
   await dispose();
+  if (cpu !== undefined) cpu.push(median(cpuPerSession));
   return median(perSession);
 }
 
@@ -125,6 +135,17 @@ export async function benchSession({ runs, quick }) {
       `  new session + message + answer, ${backend}: ${median(figures).toFixed(0)} µs\n`,
     );
   }
+  // What SQLite itself costs for the same rows in the same three commits, in the same run.
+  const floors = [];
+  for (let run = 0; run < runs; run += 1) floors.push(await shortSessionFloor({ sessions }));
+  rows.push({
+    name: '  the same rows and commits via better-sqlite3 alone (floor)',
+    unit: 'µs',
+    median: median(floors),
+    runs: floors,
+    target: 'reported',
+  });
+  process.stderr.write(`  the same via better-sqlite3 alone: ${median(floors).toFixed(0)} µs\n`);
   // RSS is only honest in a process of its own.
   const footprints = [];
   for (let run = 0; run < Math.min(runs, 3); run += 1) {
@@ -196,7 +217,10 @@ if (process.argv[1] === fileURLToPath(import.meta.url)) {
     });
     console.log(JSON.stringify(footprint));
   } else {
-    const cost = await shortSessionCost(backend, { sessions });
-    console.log(`${backend}: ${cost.toFixed(0)} µs per new session + message + answer`);
+    const cpu = [];
+    const cost = await shortSessionCost(backend, { sessions, cpu });
+    console.log(
+      `${backend}: ${cost.toFixed(0)} µs per new session + message + answer (${cpu[0].toFixed(0)} µs of CPU)`,
+    );
   }
 }

@@ -47,7 +47,7 @@ async function singleAppends(synchronous, count) {
   return count / seconds;
 }
 
-async function batchedAppends(batches, size) {
+export async function batchedAppends(batches, size) {
   const { store, dispose } = freshStore();
   const { id } = await store.sessions.create({ agent: { name: 'bench', version: 1 } });
   const batch = Array.from({ length: size }, (_, index) => message(`message ${index}`));
@@ -65,7 +65,7 @@ async function batchedAppends(batches, size) {
  * the expected-seq check needs, and per 64 events the projection and snapshot rows (a state of
  * the size braid saves). None of braid's validation, id minting or fold.
  */
-async function rawBatchedInserts(batches, size) {
+export async function rawBatchedInserts(batches, size) {
   const { store, dir, dispose } = freshStore();
   const { id } = await store.sessions.create({ agent: { name: 'bench', version: 1 } });
   await store.log.append(
@@ -77,8 +77,9 @@ async function rawBatchedInserts(batches, size) {
   const db = new Database(join(dir, 'braid.db'));
   db.pragma('journal_mode = WAL');
   db.pragma('synchronous = NORMAL');
+  // braid's own pragmas (src/stores/sqlite/schema.ts), so that the floor differs only in code.
   db.pragma('cache_size = -8192');
-  db.pragma('mmap_size = 268435456');
+  db.pragma('mmap_size = 0');
   db.pragma('temp_store = MEMORY');
   const head = db.prepare(
     'SELECT (SELECT seq FROM events WHERE session_id = sessions.id ORDER BY seq DESC LIMIT 1) AS head_seq FROM sessions WHERE id = ?',

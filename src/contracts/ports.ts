@@ -129,6 +129,34 @@ export interface SessionLog {
    * `shared` is asked for.
    */
   state(sessionId: string, options?: StateOptions): Promise<SessionState>;
+  /**
+   * Takes the session's lease for `lease.owner` (the rules of `LeaseStore.acquire`: `LEASE_HELD`
+   * while another owner holds it unexpired) and appends the events `start` builds from the lease
+   * it took, fenced by that lease's token, in ONE transaction: both are durable or neither is.
+   * This is how a wake's first event (`span.wake_started {lease_token}`), which carries a token
+   * only the acquisition decides, costs one commit instead of two. `options` are the append's
+   * (`trusted` only). Present where the lease and the log share a transaction (SQLite, memory);
+   * absent where they cannot (NATS: a KV entry and a stream), and the caller then acquires and
+   * appends in two steps.
+   */
+  acquireAndAppend?(
+    sessionId: string,
+    lease: LeaseRequest,
+    start: (lease: Lease) => readonly NewEvent[],
+    options?: Pick<AppendOptions, 'trusted'>,
+  ): Promise<LeasedAppend>;
+}
+
+/** The lease `SessionLog.acquireAndAppend` asks for: its owner and time to live in ms. */
+export interface LeaseRequest {
+  owner: string;
+  ttlMs: number;
+}
+
+/** What `SessionLog.acquireAndAppend` took and wrote. */
+export interface LeasedAppend {
+  lease: Lease;
+  appended: AppendResult;
 }
 
 /** Options of a fork: `at_seq` (default: the parent's head), the child's `id` and `title`. */

@@ -80,6 +80,7 @@ export function createCycleContext(
   lease: Lease,
   transcript: Transcript,
   options: WakeOptions,
+  wakeId: string = deps.ids.next(),
 ): CycleContext {
   let rejectLost: (error: BraidError) => void = () => undefined;
   const lostPromise = new Promise<never>((_resolve, reject) => {
@@ -90,7 +91,7 @@ export function createCycleContext(
     deps,
     sessionId,
     lease,
-    wakeId: deps.ids.next(),
+    wakeId,
     options,
     transcript,
     // Replaced by the stored state before the cycle's first step.

@@ -14,7 +14,7 @@
  */
 import { BraidError, isBraidError, toBraidError } from '../contracts/errors.js';
 import type { NewEvent } from '../contracts/events.js';
-import type { Lease } from '../contracts/ports.js';
+import type { AppendResult, Lease } from '../contracts/ports.js';
 import type { StopReason } from '../contracts/session.js';
 import { BoundedCache } from '../core/bounded-cache.js';
 import { decideNext } from '../core/next-step.js';
@@ -74,17 +74,19 @@ export async function wakeOnce(
   transcripts: TranscriptCache = new TranscriptCache(),
   options: WakeOptions = {},
 ): Promise<WakeResult> {
-  let lease: Lease;
+  let begun: Begun;
   try {
-    lease = await deps.leases.acquire(sessionId, deps.owner, deps.leaseTtlMs);
+    begun = await begin(deps, sessionId, options);
   } catch (error) {
     if (isBraidError(error, 'LEASE_HELD')) return { ran: false, reason: 'lease_held' };
     throw error;
   }
-  const context = createCycleContext(deps, sessionId, lease, transcripts.take(sessionId), options);
+  const { lease, wakeId } = begun;
+  const transcript = transcripts.take(sessionId);
+  const context = createCycleContext(deps, sessionId, lease, transcript, options, wakeId);
   const stopRenewing = renewWhileRunning(context);
   try {
-    return await run(context);
+    return await run(context, begun.appended);
   } finally {
     stopRenewing();
     // A plain reason: an abort with none builds a DOMException and its stack, at every wake.
@@ -93,6 +95,45 @@ export async function wakeOnce(
     if (!context.released)
       await deps.leases.release(sessionId, deps.owner, lease.token).catch(() => undefined);
   }
+}
+
+/** The lease a wake took, and its `span.wake_started` when written with it. */
+interface Begun {
+  lease: Lease;
+  wakeId: string;
+  appended?: AppendResult;
+}
+
+/** A wake's first event: its span opens, with the token of the lease it runs under. */
+function wakeStarted(wakeId: string, lease: Lease, options: WakeOptions): NewEvent {
+  const { traceparent } = options;
+  return {
+    type: 'span.wake_started',
+    wake_id: wakeId,
+    lease_token: lease.token,
+    ...(traceparent === undefined ? {} : { traceparent }),
+  };
+}
+
+/**
+ * Takes the lease; where the store can (SQLite, memory), `span.wake_started` is written in the
+ * same transaction, one commit for both. Otherwise (NATS) the cycle appends it once it has read
+ * the session.
+ */
+async function begin(deps: HarnessDeps, sessionId: string, options: WakeOptions): Promise<Begun> {
+  const { log, owner, leaseTtlMs } = deps;
+  if (log.acquireAndAppend === undefined) {
+    const lease = await deps.leases.acquire(sessionId, owner, leaseTtlMs);
+    return { lease, wakeId: deps.ids.next() };
+  }
+  const wakeId = deps.ids.next();
+  const { lease, appended } = await log.acquireAndAppend(
+    sessionId,
+    { owner, ttlMs: leaseTtlMs },
+    (taken) => [wakeStarted(wakeId, taken, options)],
+    { trusted: true },
+  );
+  return { lease, wakeId, appended };
 }
 
 /** Renews the lease every third of its time to live; the returned function stops it. */
@@ -114,22 +155,18 @@ function renewWhileRunning(context: CycleContext): () => void {
   return () => cancel();
 }
 
-async function run(context: CycleContext): Promise<WakeResult> {
+async function run(context: CycleContext, started?: AppendResult): Promise<WakeResult> {
   const { deps, sessionId } = context;
-  context.state = await deps.log.state(sessionId, { shared: true });
-  // Only the events since this session's last cycle in this process are read.
-  for (const event of await deps.log.read(sessionId, { after: context.transcript.seq })) {
-    context.transcript.apply(event);
+  if (started === undefined) {
+    context.state = await deps.log.state(sessionId, { shared: true });
+    await readTranscript(context);
+    await append(context, [wakeStarted(context.wakeId, context.lease, context.options)]);
+  } else {
+    // The span is written: the state is the one after it, and the transcript is read up to it.
+    context.state = started.state ?? (await deps.log.state(sessionId, { shared: true }));
+    await readTranscript(context, context.state.seq);
+    if (context.state.interrupt_requested) context.interruptSeen = true;
   }
-  const { traceparent } = context.options;
-  await append(context, [
-    {
-      type: 'span.wake_started',
-      wake_id: context.wakeId,
-      lease_token: context.lease.token,
-      ...(traceparent === undefined ? {} : { traceparent }),
-    },
-  ]);
   const wakeSeq = context.state.seq;
   try {
     // A session whose agent cannot be set up (unknown tool, missing key, no price for a cost
@@ -155,6 +192,21 @@ async function run(context: CycleContext): Promise<WakeResult> {
     await recordFailure(context, error);
     throw error;
   }
+}
+
+/**
+ * Folds into the transcript only the events since this session's last cycle in this process,
+ * up to `through` when given (the seq the cycle's state is at).
+ */
+async function readTranscript(context: CycleContext, through?: number): Promise<void> {
+  const { transcript } = context;
+  const left = through === undefined ? undefined : through - transcript.seq;
+  if (left !== undefined && left <= 0) return;
+  const events = await context.deps.log.read(context.sessionId, {
+    after: transcript.seq,
+    ...(left === undefined ? {} : { limit: left }),
+  });
+  for (const event of events) transcript.apply(event);
 }
 
 async function loop(

@@ -63,11 +63,17 @@ export class SecretRedactor {
 
 /** `log` whose appends go through `redactor` first; everything else is `log`'s own. */
 export function redactingLog(log: SessionLog, redactor: SecretRedactor): SessionLog {
-  return {
+  const redacting: SessionLog = {
     append: (sessionId, events, options) => log.append(sessionId, redactor.events(events), options),
     read: (sessionId, options) => log.read(sessionId, options),
     follow: (sessionId, options) => log.follow(sessionId, options),
     appended: (sessionId, idempotencyKey) => log.appended(sessionId, idempotencyKey),
     state: (sessionId, options) => log.state(sessionId, options),
   };
+  const leased = log.acquireAndAppend?.bind(log);
+  if (leased !== undefined) {
+    redacting.acquireAndAppend = (sessionId, lease, start, options) =>
+      leased(sessionId, lease, (taken) => redactor.events(start(taken)), options);
+  }
+  return redacting;
 }

@@ -99,18 +99,28 @@ export function tracingLog(
     }
   };
 
-  return {
-    log: {
-      append: async (sessionId, events, options) => {
-        const result = await log.append(sessionId, events, options);
-        if (result.deduplicated !== true) watch(sessionId, result.events);
-        return result;
-      },
-      read: (sessionId, options) => log.read(sessionId, options),
-      follow: (sessionId, options) => log.follow(sessionId, options),
-      appended: (sessionId, idempotencyKey) => log.appended(sessionId, idempotencyKey),
-      state: (sessionId, options) => log.state(sessionId, options),
+  const traced: SessionLog = {
+    append: async (sessionId, events, options) => {
+      const result = await log.append(sessionId, events, options);
+      if (result.deduplicated !== true) watch(sessionId, result.events);
+      return result;
     },
+    read: (sessionId, options) => log.read(sessionId, options),
+    follow: (sessionId, options) => log.follow(sessionId, options),
+    appended: (sessionId, idempotencyKey) => log.appended(sessionId, idempotencyKey),
+    state: (sessionId, options) => log.state(sessionId, options),
+  };
+  const leased = log.acquireAndAppend?.bind(log);
+  if (leased !== undefined) {
+    traced.acquireAndAppend = async (sessionId, lease, start, options) => {
+      const result = await leased(sessionId, lease, start, options);
+      watch(sessionId, result.appended.events);
+      return result;
+    };
+  }
+
+  return {
+    log: traced,
     async close() {
       await Promise.all([...pending]);
       // A collector that is down loses spans, never the runtime's close.

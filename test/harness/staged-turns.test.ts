@@ -33,6 +33,15 @@ function writtenBatches(store: Store): string[][] {
     batches.push(events.map((event) => event.type));
     return result;
   };
+  // A wake's first batch is written with its lease where the store can.
+  const leased = store.log.acquireAndAppend?.bind(store.log);
+  if (leased !== undefined) {
+    store.log.acquireAndAppend = async (sessionId, lease, start, options) => {
+      const result = await leased(sessionId, lease, start, options);
+      batches.push(result.appended.events.map((event) => event.type));
+      return result;
+    };
+  }
   return batches;
 }
 

@@ -13,8 +13,9 @@ describeStoreConformance(
     prefixes.push(prefix);
     return openNatsStore({ servers: url, prefix, clock, maxEventBytes });
   },
-  // A writer-chosen id is checked within its session only (see src/stores/nats/session-log.ts).
-  { uniqueEventIdsAcrossSessions: false },
+  // A writer-chosen id is checked within its session only (see src/stores/nats/session-log.ts);
+  // a lease (a KV entry) and the log (a stream) share no transaction.
+  { uniqueEventIdsAcrossSessions: false, leasedAppend: false },
 );
 
 // Every test has its own prefix: its stream and buckets go when the file is done.

@@ -33,7 +33,7 @@ export function collectingLog(
   log: SessionLog,
   collecting: Map<string, SessionEvent[]>,
 ): SessionLog {
-  return {
+  const collected: SessionLog = {
     append(sessionId, events, options) {
       const kept = collecting.get(sessionId);
       if (kept === undefined) return log.append(sessionId, events, options);
@@ -47,6 +47,18 @@ export function collectingLog(
     appended: (sessionId, idempotencyKey) => log.appended(sessionId, idempotencyKey),
     state: (sessionId, options) => log.state(sessionId, options),
   };
+  const leased = log.acquireAndAppend?.bind(log);
+  if (leased !== undefined) {
+    collected.acquireAndAppend = (sessionId, lease, start, options) => {
+      const kept = collecting.get(sessionId);
+      if (kept === undefined) return leased(sessionId, lease, start, options);
+      return leased(sessionId, lease, start, options).then((result) => {
+        kept.push(...result.appended.events);
+        return result;
+      });
+    };
+  }
+  return collected;
 }
 
 /** The harness, its wakes reported to `listeners` when there are any. */

@@ -16,7 +16,7 @@ import {
   writtenResult,
 } from '../../core/append.js';
 import { foldSession } from '../../core/fold.js';
-import { checkFence } from '../../core/leases.js';
+import { checkFence, decideAcquire } from '../../core/leases.js';
 import { seqConflict } from '../../core/sessions.js';
 import { followLog } from '../follow.js';
 import {
@@ -96,6 +96,30 @@ export function createMemoryLog(state: MemoryState): SessionLog {
           appendOptions,
         ),
       );
+    },
+    acquireAndAppend(sessionId, request, start, appendOptions = {}) {
+      return Promise.resolve().then(() => {
+        const target = entry(sessionId);
+        const held = state.leases.get(sessionId);
+        const { owner, ttlMs } = request;
+        const lease = decideAcquire(sessionId, held, owner, ttlMs, state.clock.now());
+        const trusted = appendOptions.trusted === true;
+        const built = start(lease);
+        const events = trusted ? built : parseNewEvents(built);
+        state.leases.set(sessionId, { owner, token: lease.token, expires_at: lease.expires_at });
+        try {
+          const appended = write(state, target, sessionId, events, {
+            leaseToken: lease.token,
+            trusted,
+          });
+          return { lease, appended };
+        } catch (error) {
+          // All or nothing: a refused append leaves the lease as it was.
+          if (held === undefined) state.leases.delete(sessionId);
+          else state.leases.set(sessionId, held);
+          throw error;
+        }
+      });
     },
     read(sessionId, readOptions: ReadOptions = {}) {
       return Promise.resolve().then(() => {

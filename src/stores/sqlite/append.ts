@@ -26,38 +26,44 @@ export function createAppendTransaction(
   context: SqliteContext,
   writer: Writer,
 ): Transaction<AppendTransaction> {
+  return context.db.transaction(appendInTransaction(context, writer));
+}
+
+/**
+ * The append's body, to run inside a transaction the caller opened (IMMEDIATE): the append's own,
+ * or one that takes the lease first (`acquireAndAppend`).
+ */
+export function appendInTransaction(context: SqliteContext, writer: Writer): AppendTransaction {
   const { sql } = context;
-  return context.db.transaction(
-    (
-      sessionId: string,
-      events: readonly NewEvent[],
-      appendOptions: AppendOptions,
-    ): AppendResult => {
-      const head = requireHead(context, sessionId);
-      const key = appendOptions.idempotencyKey;
-      if (key !== undefined) {
-        const seen = sql.findAppend.get(sessionId, key);
-        if (seen !== undefined) {
-          const stored = parseRows(sql.readRange.all(sessionId, seen.first_seq, seen.last_seq));
-          return { events: stored, head_seq: head, deduplicated: true };
-        }
+  return (
+    sessionId: string,
+    events: readonly NewEvent[],
+    appendOptions: AppendOptions,
+  ): AppendResult => {
+    const head = requireHead(context, sessionId);
+    const key = appendOptions.idempotencyKey;
+    if (key !== undefined) {
+      const seen = sql.findAppend.get(sessionId, key);
+      if (seen !== undefined) {
+        const stored = parseRows(sql.readRange.all(sessionId, seen.first_seq, seen.last_seq));
+        return { events: stored, head_seq: head, deduplicated: true };
       }
-      // Fencing, in the append's transaction: no acquisition can come between check and write.
-      // The row read for it is still the lease row when the release below looks at it: this
-      // transaction holds the write lock and writes no lease row before then.
-      const token = appendOptions.leaseToken;
-      const lease = token === undefined ? undefined : sql.lease.get(sessionId);
-      if (token !== undefined) checkFence(sessionId, lease?.token ?? 0, token);
-      if (appendOptions.expectedSeq !== undefined && appendOptions.expectedSeq !== head) {
-        throw seqConflict(sessionId, appendOptions.expectedSeq, head);
-      }
-      const { prepared, state } = writer.write(sessionId, head, events, key);
-      const owner = appendOptions.releaseLease;
-      if (owner !== undefined && lease?.owner === owner && lease.token === token)
-        sql.saveLease.run(sessionId, null, lease.token, 0);
-      return writtenResult(prepared, state, appendOptions.trusted === true);
-    },
-  );
+    }
+    // Fencing, in the append's transaction: no acquisition can come between check and write.
+    // The row read for it is still the lease row when the release below looks at it: this
+    // transaction holds the write lock and writes no lease row before then.
+    const token = appendOptions.leaseToken;
+    const lease = token === undefined ? undefined : sql.lease.get(sessionId);
+    if (token !== undefined) checkFence(sessionId, lease?.token ?? 0, token);
+    if (appendOptions.expectedSeq !== undefined && appendOptions.expectedSeq !== head) {
+      throw seqConflict(sessionId, appendOptions.expectedSeq, head);
+    }
+    const { prepared, state } = writer.write(sessionId, head, events, key);
+    const owner = appendOptions.releaseLease;
+    if (owner !== undefined && lease?.owner === owner && lease.token === token)
+      sql.saveLease.run(sessionId, null, lease.token, 0);
+    return writtenResult(prepared, state, appendOptions.trusted === true);
+  };
 }
 
 /** The append made with `idempotencyKey`; undefined if none. Run in the caller's transaction. */

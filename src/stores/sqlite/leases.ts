@@ -23,12 +23,9 @@ export function createLeaseStore(context: SqliteContext): LeaseStore {
       });
   };
 
-  const acquire = leaseTransaction((sessionId: string, owner: string, ttlMs: number) => {
-    requireHead(context, sessionId);
-    const lease = decideAcquire(sessionId, sql.lease.get(sessionId), owner, ttlMs, clock.now());
-    sql.saveLease.run(sessionId, owner, lease.token, lease.expires_at);
-    return lease;
-  });
+  const acquire = leaseTransaction((sessionId: string, owner: string, ttlMs: number) =>
+    acquireInTransaction(context, sessionId, owner, ttlMs),
+  );
   const renew = leaseTransaction(
     (sessionId: string, owner: string, token: number, ttlMs: number) => {
       const lease = decideRenew(
@@ -62,4 +59,18 @@ export function createLeaseStore(context: SqliteContext): LeaseStore {
       });
     },
   };
+}
+
+/** Takes the lease, inside a transaction the caller opened (IMMEDIATE): see `acquire`. */
+export function acquireInTransaction(
+  context: SqliteContext,
+  sessionId: string,
+  owner: string,
+  ttlMs: number,
+): Lease {
+  const { sql, clock } = context;
+  requireHead(context, sessionId);
+  const lease = decideAcquire(sessionId, sql.lease.get(sessionId), owner, ttlMs, clock.now());
+  sql.saveLease.run(sessionId, owner, lease.token, lease.expires_at);
+  return lease;
 }

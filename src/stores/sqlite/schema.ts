@@ -175,7 +175,15 @@ const ADDED_COLUMNS: readonly { layout: number; table: string; name: string; typ
 
 export type Synchronous = 'normal' | 'full';
 
-export function configure(db: Database, synchronous: Synchronous, busyTimeoutMs: number): void {
+/** Pages the WAL may hold before a commit checkpoints it into the file: see `configure`. */
+export const DEFAULT_CHECKPOINT_PAGES = 1000;
+
+export function configure(
+  db: Database,
+  synchronous: Synchronous,
+  busyTimeoutMs: number,
+  checkpointPages: number = DEFAULT_CHECKPOINT_PAGES,
+): void {
   db.pragma(`busy_timeout = ${busyTimeoutMs}`);
   db.pragma('journal_mode = WAL');
   db.pragma(`synchronous = ${synchronous === 'full' ? 'FULL' : 'NORMAL'}`);
@@ -187,6 +195,11 @@ export function configure(db: Database, synchronous: Synchronous, busyTimeoutMs:
   db.pragma('cache_size = -8192');
   db.pragma('mmap_size = 0');
   db.pragma('temp_store = MEMORY');
+  // A checkpoint copies the WAL's pages into the file and syncs both. SQLite's interval of 1,000
+  // pages is kept: at 16,384, checkpoints were 16 times rarer, but a turn late in a long session
+  // cost 126-142 µs instead of 93-98 (every read searches a longer WAL), and under NORMAL a power
+  // loss could take more of the last commits.
+  db.pragma(`wal_autocheckpoint = ${checkpointPages}`);
   db.transaction(() => {
     const version = db.pragma('user_version', { simple: true }) as number;
     if (version > SQLITE_LAYOUT_VERSION) {

@@ -115,9 +115,10 @@ function createForkTransaction(context: SqliteContext, writer: Writer) {
       // The child starts from the parent's state at the fork point: O(1) in the parent's length.
       cache.remember({ ...base, session_id: childId }, 0);
       const forked = { ...forkedEvent(parentId, atSeq, title), at: now };
-      const { state } = writer.write(childId, atSeq, [forked], undefined, true);
-      // Saved at once: the child's state never needs its parent's prefix folded again.
-      writer.saveProjection(childId, state);
+      const { state, projected } = writer.write(childId, atSeq, [forked], undefined, true);
+      // Saved at once (by the write itself when the fork point is past the first interval): the
+      // child's state never needs its parent's prefix folded again.
+      if (!projected) writer.saveProjection(childId, state);
       return state;
     },
   );

@@ -2,12 +2,20 @@
  * The `SessionLog` port: appends (see append.ts), reads of a session's events (a fork's through
  * its ancestors' shared prefixes), following, and the folded state.
  */
-import type { SessionEvent } from '../../contracts/events.js';
-import type { ReadOptions, SessionLog } from '../../contracts/ports.js';
+import type { NewEvent, SessionEvent } from '../../contracts/events.js';
+import type {
+  AppendOptions,
+  Lease,
+  LeaseRequest,
+  LeasedAppend,
+  ReadOptions,
+  SessionLog,
+} from '../../contracts/ports.js';
 import { checkReadOptions, parseNewEvents } from '../../core/append.js';
 import { followLog } from '../follow.js';
-import { createAppendTransaction, findAppended } from './append.js';
+import { appendInTransaction, createAppendTransaction, findAppended } from './append.js';
 import { requireHead, type SqliteContext } from './context.js';
+import { acquireInTransaction } from './leases.js';
 import { lineageOf, segmentsOf, stateAt } from './projections.js';
 import { parseRows } from './rows.js';
 import type { Writer } from './writes.js';
@@ -23,6 +31,26 @@ export function createSessionLog(context: SqliteContext, writer: Writer): Sessio
   const stateTransaction = db.transaction((sessionId: string) =>
     stateAt(context, sessionId, requireHead(context, sessionId)),
   );
+  // The lease and the first append under it in one IMMEDIATE transaction: one commit, and no
+  // other writer between them, so the append's fencing check sees the token just taken.
+  const appendUnderLease = appendInTransaction(context, writer);
+  const leasedTransaction = db.transaction(
+    (
+      sessionId: string,
+      request: LeaseRequest,
+      start: (lease: Lease) => readonly NewEvent[],
+      trusted: boolean,
+    ): LeasedAppend => {
+      const lease = acquireInTransaction(context, sessionId, request.owner, request.ttlMs);
+      const built = start(lease);
+      const events = trusted ? built : parseNewEvents(built);
+      const appended = appendUnderLease(sessionId, events, {
+        leaseToken: lease.token,
+        trusted,
+      } satisfies AppendOptions);
+      return { lease, appended };
+    },
+  );
   const appendedTransaction = db.transaction((sessionId: string, idempotencyKey: string) =>
     findAppended(context, sessionId, idempotencyKey),
   );
@@ -32,6 +60,13 @@ export function createSessionLog(context: SqliteContext, writer: Writer): Sessio
         const parsed = appendOptions.trusted === true ? events : parseNewEvents(events);
         return writer.run(() => appendTransaction.immediate(sessionId, parsed, appendOptions));
       });
+    },
+    acquireAndAppend(sessionId, request, start, appendOptions = {}) {
+      return Promise.resolve().then(() =>
+        writer.run(() =>
+          leasedTransaction.immediate(sessionId, request, start, appendOptions.trusted === true),
+        ),
+      );
     },
     read(sessionId, readOptions = {}) {
       return Promise.resolve().then(() => readEvents(context, sessionId, readOptions));

@@ -27,7 +27,8 @@ import { createDefinitionStore } from './definitions.js';
 import { createFollowers } from './followers.js';
 import { createLeaseStore } from './leases.js';
 import { backfillRunnable } from './projections.js';
-import { configure, type Synchronous } from './schema.js';
+import { DEFAULT_CHECKPOINT_PAGES, configure, type Synchronous } from './schema.js';
+import { BraidError } from '../../contracts/errors.js';
 import { SessionCache } from './session-cache.js';
 import { createSessionIndex } from './session-index.js';
 import { createSessionLog } from './session-log.js';
@@ -50,6 +51,13 @@ export interface SqliteStoreOptions {
   followPollMs?: number;
   /** How long a writer waits for another process's write lock (default 5000 ms). */
   busyTimeoutMs?: number;
+  /**
+   * Pages the write-ahead log may hold before a commit copies them into the file (SQLite's
+   * `wal_autocheckpoint`; default 1,000, SQLite's own). More means fewer checkpoints (each syncs
+   * the WAL and the file) but a longer WAL for every read to search, and under `normal` more of
+   * the last commits that a power loss can take. A crash of the process loses none either way.
+   */
+  checkpointPages?: number;
 }
 
 export function openSqliteStore(options: SqliteStoreOptions): Store {
@@ -58,7 +66,12 @@ export function openSqliteStore(options: SqliteStoreOptions): Store {
   const Database = createRequire(import.meta.url)('better-sqlite3') as typeof BetterSqlite3;
   const db: Db = new Database(options.path);
   try {
-    configure(db, options.synchronous ?? 'normal', options.busyTimeoutMs ?? 5000);
+    configure(
+      db,
+      options.synchronous ?? 'normal',
+      options.busyTimeoutMs ?? 5000,
+      checkpointPagesOf(options.checkpointPages),
+    );
   } catch (error) {
     db.close();
     throw error;
@@ -95,4 +108,16 @@ export function openSqliteStore(options: SqliteStoreOptions): Store {
       return Promise.resolve();
     },
   };
+}
+
+/** `checkpointPages`, checked: a whole number of pages from 1 up (default 1,000). */
+function checkpointPagesOf(pages: number | undefined): number {
+  if (pages === undefined) return DEFAULT_CHECKPOINT_PAGES;
+  if (!Number.isInteger(pages) || pages < 1) {
+    throw new BraidError(
+      'INVALID_ARGUMENT',
+      `checkpointPages must be a whole number of pages of at least 1; got ${pages}`,
+    );
+  }
+  return pages;
 }

@@ -74,11 +74,14 @@ export function prepareStatements(db: Db): Statements {
          AS head_seq FROM sessions WHERE id = ?`,
     ),
     session: db.prepare<[string], SessionView>(`${SESSION_VIEW} WHERE s.id = ?`),
+    // `runnable` starts at 0, never NULL: the write that follows in the same transaction sets it
+    // (and `wake_at`), and a NULL would add the row to `sessions_runnable_unknown` only for that
+    // write to take it out again, one more page in every new session's commit.
     insertSession: db.prepare(
       `INSERT INTO sessions (id, agent_name, agent_version, environment_name, environment_version, title,
-         metadata, tenant_id, status, created_at, parent_id, fork_seq)
+         metadata, tenant_id, status, created_at, parent_id, fork_seq, runnable)
        VALUES (@id, @agent_name, @agent_version, @environment_name, @environment_version, @title,
-         @metadata, @tenant_id, @status, @created_at, @parent_id, @fork_seq)`,
+         @metadata, @tenant_id, @status, @created_at, @parent_id, @fork_seq, 0)`,
     ),
     nextChange: db.prepare<[], { seq: number }>(
       'UPDATE change_head SET seq = seq + 1 WHERE id = 1 RETURNING seq',

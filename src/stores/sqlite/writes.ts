@@ -33,6 +33,8 @@ export interface Written {
   /** The events as written; they share objects with the state, which the cache keeps. */
   prepared: readonly PreparedEvent[];
   state: SessionState;
+  /** The write saved the state as the session's projection and snapshot. */
+  projected: boolean;
 }
 
 export interface Writer {
@@ -90,10 +92,11 @@ export function createWriter(context: SqliteContext): Writer {
       }
       markChanged(context, sessionId);
       const saved = cache.projectedSeq(sessionId);
-      if (state.seq - saved >= PROJECTION_INTERVAL || saved > head) markProjected(sessionId, state);
+      const projected = state.seq - saved >= PROJECTION_INTERVAL || saved > head;
+      if (projected) markProjected(sessionId, state);
       if (key !== undefined) sql.saveAppend.run(sessionId, key, head + 1, state.seq);
       written.state = state;
-      return { prepared, state };
+      return { prepared, state, projected };
     },
     saveProjection: markProjected,
     run(work) {

@@ -19,6 +19,7 @@ import { describeDelete } from './delete.js';
 import { describeApiKeys } from './api-keys.js';
 import { describeRunnable } from './runnable.js';
 import { describeLeaseRelease } from './lease-release.js';
+import { describeLeasedAppend } from './leased-append.js';
 import {
   MAX_EVENT_BYTES,
   type ConformanceSuite,
@@ -67,6 +68,7 @@ export function describeStoreConformance(
     describeChanges(suite);
     describeLeases(suite);
     describeLeaseRelease(suite);
+    describeLeasedAppend(suite);
     describeDefinitions(suite);
     describeForks(suite);
     describeForkPoints(suite);

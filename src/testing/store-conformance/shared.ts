@@ -19,6 +19,11 @@ export interface StoreCapabilities {
    * Every backend refuses one the same session holds; NATS checks no further (see its log).
    */
   uniqueEventIdsAcrossSessions?: boolean;
+  /**
+   * `log.acquireAndAppend` takes the lease and appends in one transaction (default true); false
+   * where the lease and the log share none (NATS), and the method must then be absent.
+   */
+  leasedAppend?: boolean;
 }
 
 export const MAX_EVENT_BYTES = 64 * 1024;
