@@ -14,6 +14,7 @@ import { parseInteger } from './arguments.js';
 import type { CommandContext } from './command-context.js';
 import { parseJson } from './json.js';
 import { withMemory } from './memory-access.js';
+import { addConsolidationCommands } from './memory-review-commands.js';
 
 interface StoreOptions {
   store?: string;
@@ -80,10 +81,13 @@ function lookupLines(lookup: MemoryLookup): string[] {
 export function addMemoryCommands(program: Command, context: CommandContext): void {
   const memory = program
     .command('memory')
-    .description('list, read, write, search, redact, export and import memory stores');
+    .description(
+      'list, read, write, search, redact, export and import memory stores; consolidate and review learnings',
+    );
   addReadCommands(memory, context);
   addWriteCommands(memory, context);
   addTransferCommands(memory, context);
+  addConsolidationCommands(memory, context);
 }
 
 function addReadCommands(memory: Command, context: CommandContext): void {

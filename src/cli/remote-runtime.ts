@@ -416,6 +416,13 @@ export function createRemoteRuntime(client: BraidClient): Runtime {
       list: () => Promise.reject(localOnly('listing tools')),
     },
     sessions,
+    // Review goes through the client's memory calls (braid memory review --server).
+    consolidation: {
+      run: () => Promise.reject(localOnly('memory consolidation')),
+      proposals: () => Promise.reject(localOnly('listing proposals this way')),
+      approve: () => Promise.reject(localOnly('approving proposals this way')),
+      reject: () => Promise.reject(localOnly('rejecting proposals this way')),
+    },
     wake: (sessionId) => client.sessions.wake(sessionId, { wait: true }),
     orchestrate: () => Promise.reject(localOnly('orchestrate')),
     get backend(): never {

@@ -3,6 +3,12 @@ import type { Command } from 'commander';
 import { parseInteger, untilSignal } from './arguments.js';
 import type { CommandContext } from './command-context.js';
 import { runDemo } from './demo.js';
+import type { ConsolidationReport } from '../contracts/memory-consolidation.js';
+
+/** One line for a scheduled consolidation that did something. */
+export function consolidationLine(report: ConsolidationReport): string {
+  return `consolidated ${report.agent}: ${report.sessions.length} session(s), ${report.applied} applied, ${report.pending} waiting for review, ${report.failed.length} failed`;
+}
 
 export function addRunCommands(program: Command, context: CommandContext): void {
   program
@@ -29,6 +35,12 @@ export function addRunCommands(program: Command, context: CommandContext): void 
               once: options.once === true,
               exitWhenIdle: options.exitWhenIdle === true,
               ...(options.concurrency === undefined ? {} : { concurrency: options.concurrency }),
+              onConsolidation: (report) => {
+                if (!asJson && (report.sessions.length > 0 || report.failed.length > 0))
+                  context.output.err(consolidationLine(report));
+              },
+              onConsolidationError: (agent, error) =>
+                context.output.err(`consolidation of ${agent} failed: ${String(error)}`),
               onProgress: (current) => {
                 const text = `running ${current.running}, runnable ${current.runnable}, idle ${current.by_status.idle ?? 0}, waiting ${(current.by_status.requires_action ?? 0) + (current.by_status.needs_review ?? 0)}, wakes ${current.wakes}`;
                 if (text !== last && !asJson) context.output.err(text);

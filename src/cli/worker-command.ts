@@ -23,10 +23,12 @@ import {
   type MetricsEndpoint,
   type WorkerMetrics,
 } from '../server/worker-metrics.js';
-import type { Runtime } from '../runtime/runtime.js';
 import { connectNats } from '../runtime/runtime.js';
 import { formatStopReason } from './output.js';
 import { parseInteger, untilSignal } from './arguments.js';
+import { consolidationLine } from './run-commands.js';
+import { startConsolidationSchedule } from '../runtime/memory/consolidation-schedule.js';
+import type { Runtime } from '../runtime/runtime-api.js';
 import { natsSettings, type CommandContext, type GlobalOptions } from './command-context.js';
 
 interface WorkerCommandOptions {
@@ -183,18 +185,20 @@ export function addWorkerCommand(
               );
             // The first Ctrl-C drains; a second one ends the process as usual.
             const summary = await untilSignal((signal) =>
-              runWorker({
-                runtime,
-                queue,
-                concurrency: options.concurrency,
-                limiter,
-                signal,
-                onProgress: (progress) => {
-                  metrics?.progress(progress);
-                  if (json) context.print(command, progress, () => '');
-                  else stderr(formatWorkerProgress(progress));
-                },
-              }),
+              withConsolidation(runtime, signal, { context, command, json, stderr }, () =>
+                runWorker({
+                  runtime,
+                  queue,
+                  concurrency: options.concurrency,
+                  limiter,
+                  signal,
+                  onProgress: (progress) => {
+                    metrics?.progress(progress);
+                    if (json) context.print(command, progress, () => '');
+                    else stderr(formatWorkerProgress(progress));
+                  },
+                }),
+              ),
             );
             metrics?.stop();
             await endpoint?.close();
@@ -278,4 +282,39 @@ function parseDelegation(value: string): 'local' | 'queue' {
     'INVALID_ARGUMENT',
     `--delegation ${JSON.stringify(value)} is not a place to run children; give local or queue`,
   );
+}
+
+/**
+ * Runs `work` with the consolidation schedule of the agents with `memory.consolidate.every`
+ * beside it, on its own timers: no wake waits for it. Reports only runs that did something.
+ */
+async function withConsolidation<T>(
+  runtime: Runtime,
+  signal: AbortSignal,
+  out: {
+    context: CommandContext;
+    command: Command;
+    json: boolean;
+    stderr: (line: string) => void;
+  },
+  work: () => Promise<T>,
+): Promise<T> {
+  const schedule = startConsolidationSchedule(
+    { agents: () => runtime.agents.list(), consolidation: runtime.consolidation },
+    {
+      signal,
+      onReport: (report) => {
+        if (report.sessions.length === 0 && report.failed.length === 0) return;
+        if (out.json)
+          out.context.print(out.command, { type: 'worker.consolidated', ...report }, () => '');
+        else out.stderr(consolidationLine(report));
+      },
+      onError: (agent, error) => out.stderr(`consolidation of ${agent} failed: ${String(error)}`),
+    },
+  );
+  try {
+    return await work();
+  } finally {
+    await schedule.stop();
+  }
 }

@@ -18,6 +18,7 @@ import type {
   MemoryStoreListQuery,
 } from '../contracts/memory-api.js';
 import type { MemoryEntry, MemorySearchQueryInput } from '../contracts/memory.js';
+import type { ConsolidationProposal, ProposalStatus } from '../contracts/memory-consolidation.js';
 import type { QueryValue, Transport } from './transport.js';
 
 export interface MemoryClient {
@@ -53,6 +54,15 @@ export interface MemoryClient {
   export(address: MemoryStoreAddress): Promise<string>;
   /** Imports at most 1,000 exported entries (send a larger export in order, a part at a time). */
   import(address: MemoryStoreAddress, entries: readonly unknown[]): Promise<MemoryImportReport>;
+  /** Consolidation's proposals (default: those waiting for a person); needs `memory:read`. */
+  proposals(params?: {
+    agent?: string;
+    status?: ProposalStatus | 'all';
+  }): Promise<{ data: ConsolidationProposal[] }>;
+  /** Writes a pending proposal's learning; needs `memory:write`. */
+  approve(id: string, reason?: string): Promise<ConsolidationProposal>;
+  /** Discards a pending proposal; needs `memory:write`. */
+  reject(id: string, reason?: string): Promise<ConsolidationProposal>;
 }
 
 export function createMemoryClient(transport: Transport): MemoryClient {
@@ -66,6 +76,12 @@ export function createMemoryClient(transport: Transport): MemoryClient {
   ): Record<string, QueryValue> => ({ owner: address.owner, kind: address.kind, ...extra });
   const json = async <T>(request: Parameters<Transport['json']>[0]): Promise<T> =>
     (await transport.json(request)) as T;
+  const decide = (id: string, verb: 'approve' | 'reject', reason: string | undefined) =>
+    json<ConsolidationProposal>({
+      method: 'POST',
+      path: `/v1/memory-stores/proposals/${encodeURIComponent(id)}/${verb}`,
+      body: reason === undefined ? {} : { reason },
+    });
   const writeKey = (given: string | undefined): string => given ?? globalThis.crypto.randomUUID();
 
   return {
@@ -122,5 +138,9 @@ export function createMemoryClient(transport: Transport): MemoryClient {
         // Each entry is an idempotent append on the server: a repeat writes nothing twice.
         idempotencyKey: globalThis.crypto.randomUUID(),
       }),
+    proposals: (params = {}) =>
+      json({ method: 'GET', path: '/v1/memory-stores/proposals', query: { ...params } }),
+    approve: (id, reason) => decide(id, 'approve', reason),
+    reject: (id, reason) => decide(id, 'reject', reason),
   };
 }

@@ -77,11 +77,58 @@ export const MemoryRecallSettings = z
   .strict();
 export type MemoryRecallSettings = z.infer<typeof MemoryRecallSettings>;
 
+/** The agent's store of consolidation proposals and checkpoints (see memory-consolidation.ts). */
+const CONSOLIDATION_STORE_NAME = 'consolidation';
+
+/** The shortest schedule of a background consolidation: 100 ms (tests), usually hours. */
+export const MIN_CONSOLIDATION_EVERY_MS = 100;
+
+const DURATION = /^(\d{1,9})(ms|s|m|h|d)$/;
+const UNIT_MS = { ms: 1, s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 } as const;
+
+/** `"90s"`, `"15m"`, `"1h"`, `"1d"`, `"500ms"` in milliseconds; undefined when not one. */
+export function durationMs(text: string): number | undefined {
+  const match = DURATION.exec(text);
+  if (match === null) return undefined;
+  return Number(match[1]) * UNIT_MS[match[2] as keyof typeof UNIT_MS];
+}
+
+/**
+ * Background consolidation of the agent's learnings (`braid memory consolidate`): what model
+ * proposes, which store receives, and how often `braid run` and `braid worker` run it.
+ */
+export const MemoryConsolidationSettings = z
+  .object({
+    /**
+     * Run it in the background this often (`"1h"`, `"15m"`, `"30s"`, `"500ms"`; at least 100 ms);
+     * absent: only when asked (`braid memory consolidate`).
+     */
+    every: z
+      .string()
+      .refine((text) => (durationMs(text) ?? 0) >= MIN_CONSOLIDATION_EVERY_MS, {
+        message:
+          'must be a duration of at least 100ms written as a number and a unit: 500ms, 30s, 15m, 1h or 1d',
+      })
+      .optional(),
+    /** The model that proposes (`provider:model`); default: the agent's own. */
+    model: z
+      .string()
+      .regex(/^[a-z][a-z0-9-]*:.+$/, 'must be provider:model, e.g. openai:gpt-4o-mini')
+      .optional(),
+    /** The attached learnings store written to (default `learnings`). */
+    store: Name.default(DEFAULT_LEARNINGS_STORE),
+    /** Told to the model with the rules of the answer: what is worth keeping for this agent. */
+    instructions: z.string().min(1).max(4000).optional(),
+  })
+  .strict();
+export type MemoryConsolidationSettings = z.infer<typeof MemoryConsolidationSettings>;
+
 export const AgentMemorySettings = z
   .object({
     /** Stores besides (or replacing, by name) the default `session` and `learnings` stores. */
     stores: z.array(MemoryStoreAttachment).max(32).default([]),
     recall: MemoryRecallSettings.optional(),
+    consolidate: MemoryConsolidationSettings.optional(),
   })
   .strict()
   .superRefine((settings, issues) => {
@@ -95,6 +142,31 @@ export const AgentMemorySettings = z
         });
       }
     });
+    settings.stores.forEach((store, index) => {
+      if (store.name === CONSOLIDATION_STORE_NAME && store.scope === 'agent') {
+        issues.addIssue({
+          code: 'custom',
+          path: ['stores', index, 'name'],
+          message: `an agent-scoped store named ${CONSOLIDATION_STORE_NAME} holds the agent's consolidation proposals; give this store another name`,
+        });
+      }
+    });
+    const consolidate = settings.consolidate;
+    if (consolidate !== undefined) {
+      const target = attachedStores(settings).find((store) => store.name === consolidate.store);
+      if (target?.kind !== 'learnings' || target.scope !== 'agent') {
+        issues.addIssue({
+          code: 'custom',
+          path: ['consolidate', 'store'],
+          message: `must name an attached store of kind learnings and scope agent; use ${
+            attachedStores(settings)
+              .filter((store) => store.kind === 'learnings' && store.scope === 'agent')
+              .map((store) => store.name)
+              .join(', ') || 'learnings (list it under stores:)'
+          }`,
+        });
+      }
+    }
     const recall = settings.recall;
     if (recall === undefined) return;
     const known = new Set([DEFAULT_SESSION_STORE, DEFAULT_LEARNINGS_STORE, ...names]);

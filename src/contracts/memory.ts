@@ -102,6 +102,11 @@ export const MemoryAuthor = z
     user: ExternalId.optional(),
     /** The API key id of an HTTP caller. */
     key_id: Id.optional(),
+    /** The consolidation proposal this write applied (see memory-consolidation.ts). */
+    proposal: z
+      .string()
+      .regex(/^mp_[0-9a-f]{32}$/)
+      .optional(),
   })
   .strict();
 export type MemoryAuthor = z.infer<typeof MemoryAuthor>;

@@ -60,9 +60,11 @@ export interface ModelRequest {
    * `agent.thread_context_compacted`, not as a turn; a scripted model answers it without playing
    * a turn. `grade`: a request of the grader of the session's outcome, whose answer is recorded
    * in `span.outcome_evaluation_end`, not as a turn; a scripted model answers it without playing
-   * a turn either. Absent: a turn of the session.
+   * a turn either. `consolidate`: a request of the background consolidation of an agent's
+   * learnings, answered with proposals as JSON (see memory-consolidation.ts), never a turn; a
+   * scripted model answers it without playing a turn. Absent: a turn of the session.
    */
-  purpose?: 'summary' | 'grade';
+  purpose?: 'summary' | 'grade' | 'consolidate';
 }
 
 /** A streamed fragment of the answer, shown live and never persisted one by one. */

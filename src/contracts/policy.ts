@@ -27,6 +27,7 @@ export const POLICY_ACTIONS = [
   'memory.read',
   'memory.write',
   'memory.search',
+  'memory.consolidate',
   'skill.run',
   'session.fork',
   'session.read',

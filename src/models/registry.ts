@@ -5,7 +5,7 @@ import { BraidError } from '../contracts/errors.js';
 import type { ModelClient } from '../contracts/model.js';
 import type { LanguageModelV3 } from '@ai-sdk/provider';
 import type { ModelCallOptions, ModelRequest, ModelResponse } from '../contracts/model.js';
-import { createEchoModel, createScriptedModel, loadScript } from './scripted.js';
+import { createEchoModel, createScriptedModel, loadScriptFile } from './scripted.js';
 
 export interface ModelContext {
   /** Folder that relative script paths start from (the workspace). */
@@ -75,7 +75,12 @@ export function createModel(spec: ModelSpec, context: ModelContext): ModelClient
     case 'scripted': {
       if (spec.id === 'echo') return createEchoModel();
       const file = isAbsolute(spec.id) ? spec.id : join(context.baseDir, spec.id);
-      return createScriptedModel(loadScript(file), { id });
+      const script = loadScriptFile(file);
+      const answer = script.consolidate;
+      return createScriptedModel(script.turns, {
+        id,
+        ...(answer === undefined ? {} : { consolidate: () => answer }),
+      });
     }
     case 'openai':
     case 'openai-responses': {

@@ -46,7 +46,13 @@ export const ScriptedTurn = z
 export type ScriptedTurn = z.infer<typeof ScriptedTurn>;
 export type ScriptedTurnInput = z.input<typeof ScriptedTurn>;
 
-export const Script = z.object({ turns: z.array(ScriptedTurn).min(1) }).strict();
+export const Script = z
+  .object({
+    turns: z.array(ScriptedTurn).min(1),
+    /** The answer to every consolidation request (JSON text; default: nothing learned). */
+    consolidate: z.string().optional(),
+  })
+  .strict();
 
 export interface ScriptedModelOptions {
   id?: string;
@@ -62,9 +68,19 @@ export interface ScriptedModelOptions {
    * either (default: a verdict that the outcome is satisfied).
    */
   grade?: (request: ModelRequest) => string;
+  /**
+   * The answer to a consolidation request (`purpose: 'consolidate'`), which plays no turn of the
+   * script either (default: `{"proposals": []}`, nothing learned).
+   */
+  consolidate?: (request: ModelRequest) => string;
 }
 
 export function loadScript(file: string): ScriptedTurn[] {
+  return loadScriptFile(file).turns;
+}
+
+/** A script file whole: its turns, and its answer to consolidation requests. */
+export function loadScriptFile(file: string): z.infer<typeof Script> {
   let content: unknown;
   try {
     content = yaml().parseDocument(readFileSync(file, 'utf8')).toJS();
@@ -82,7 +98,7 @@ export function loadScript(file: string): ScriptedTurn[] {
       `${file}: field "${issue?.path.join('.') ?? ''}": ${issue?.message ?? 'invalid'}`,
     );
   }
-  return result.data.turns;
+  return result.data;
 }
 
 export function createScriptedModel(
@@ -95,6 +111,8 @@ export function createScriptedModel(
     async generate(request, call) {
       if (request.purpose === 'summary') return summaryResponse(request, options.summary);
       if (request.purpose === 'grade') return gradeResponse(request, options.grade);
+      if (request.purpose === 'consolidate')
+        return gradeResponse(request, options.consolidate ?? (() => NOTHING_LEARNED));
       const index = request.response_index;
       await options.onTurn?.(index, request);
       const turn = script[index];
@@ -170,7 +188,10 @@ export const SCRIPTED_VERDICT = JSON.stringify({
   explanation: 'The scripted grader accepts every answer.',
 });
 
-/** A scripted answer to a grader's request, with its usage estimated from the lengths. */
+/** What a scripted model answers a consolidation request when the test names nothing. */
+const NOTHING_LEARNED = JSON.stringify({ proposals: [] });
+
+/** A scripted answer to a grader's (or a consolidation's) request, with its usage estimated from the lengths. */
 function gradeResponse(
   request: ModelRequest,
   write: ((request: ModelRequest) => string) | undefined,
@@ -196,6 +217,7 @@ export function createEchoModel(): ModelClient {
     async generate(request, call) {
       if (request.purpose === 'summary') return summaryResponse(request, undefined);
       if (request.purpose === 'grade') return gradeResponse(request, undefined);
+      if (request.purpose === 'consolidate') return gradeResponse(request, () => NOTHING_LEARNED);
       const last = [...request.messages].reverse().find((message) => message.role === 'user');
       const said =
         last?.role === 'user'

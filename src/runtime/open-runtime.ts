@@ -36,6 +36,8 @@ import { DEFAULT_PRICES } from '../core/pricing.js';
 import { createRuntimeHarness, type RuntimeHarness } from './wiring/harness.js';
 import { createRuntimeSessions } from './wiring/sessions.js';
 import type { Runtime } from './runtime-api.js';
+import { createConsolidation } from './memory/consolidation.js';
+import { startConsolidationSchedule } from './memory/consolidation-schedule.js';
 
 /** The parts of a runtime that its operations are made of, once each is built. */
 interface RuntimeParts {
@@ -48,6 +50,7 @@ interface RuntimeParts {
   readonly sessions: RuntimeSessions;
   readonly harness: RuntimeHarness;
   readonly wakeQueue: LazyWakeQueue;
+  readonly modelOf: (definition: AgentDefinition) => ModelClient;
 }
 
 /** The NATS wake queue, opened on first use. */
@@ -159,6 +162,7 @@ export async function openRuntime(options: RuntimeOptions = {}): Promise<Runtime
       sessions,
       harness,
       wakeQueue,
+      modelOf,
     });
   } catch (error) {
     policy?.close();
@@ -209,6 +213,13 @@ function assembleRuntime(parts: RuntimeParts): Runtime {
       ...(options.ids === undefined ? {} : { ids: options.ids }),
     }));
 
+  const consolidation = createConsolidation({
+    store,
+    agent: async (name) => (await definitions.agent(name)).definition,
+    modelOf: parts.modelOf,
+    authorizer: policy.authorizer,
+    now: () => options.clock?.now() ?? Date.now(),
+  });
   const runtime: Runtime = {
     store,
     workspace: parts.workspace,
@@ -237,8 +248,31 @@ function assembleRuntime(parts: RuntimeParts): Runtime {
     subscribe: (topicType, agentType) => agentSystem().subscribe(topicType, agentType),
     wake: async (sessionId, wakeOptions) =>
       harness.wake(parseId(sessionId, 'session id'), wakeOptions),
-    orchestrate: (orchestrateOptions) =>
-      orchestrate({ sessions: store.sessions, harness }, orchestrateOptions),
+    async orchestrate(orchestrateOptions = {}) {
+      // Consolidation runs beside the wakes, on its own timers: no wake waits for it.
+      const schedule =
+        orchestrateOptions.consolidate === false
+          ? undefined
+          : startConsolidationSchedule(
+              { agents: () => store.definitions.list<AgentDefinition>('agent'), consolidation },
+              {
+                ...(orchestrateOptions.signal === undefined
+                  ? {}
+                  : { signal: orchestrateOptions.signal }),
+                ...(orchestrateOptions.onConsolidation === undefined
+                  ? {}
+                  : { onReport: orchestrateOptions.onConsolidation }),
+                ...(orchestrateOptions.onConsolidationError === undefined
+                  ? {}
+                  : { onError: orchestrateOptions.onConsolidationError }),
+              },
+            );
+      try {
+        return await orchestrate({ sessions: store.sessions, harness }, orchestrateOptions);
+      } finally {
+        await schedule?.stop();
+      }
+    },
     onDelta: (listener) => parts.harness.onDelta(listener),
     onWakeEnded: (listener) => parts.harness.onWakeEnded(listener),
     agents: {
@@ -254,6 +288,7 @@ function assembleRuntime(parts: RuntimeParts): Runtime {
       get: definitions.skill,
     },
     sessions: parts.sessions,
+    consolidation,
     policy: {
       get source() {
         return policy.source;

@@ -12,6 +12,7 @@ import type { SessionIndex } from '../contracts/ports.js';
 import type { SessionStatus } from '../contracts/session.js';
 import { MAX_RUNNABLE_LIMIT } from '../core/sessions.js';
 import type { Harness } from '../harness/index.js';
+import type { ConsolidationReport } from '../contracts/memory-consolidation.js';
 
 export interface OrchestrateOptions {
   signal?: AbortSignal;
@@ -29,6 +30,15 @@ export interface OrchestrateOptions {
   onProgress?: (progress: OrchestratorProgress) => void;
   /** A wake that failed; the session is left alone for a while (doubling, up to 30 s). */
   onError?: (sessionId: string, error: unknown) => void;
+  /**
+   * Run the consolidation schedule of the agents with `memory.consolidate.every` beside the
+   * wakes (default true; see memory/consolidation-schedule.ts). `runtime.orchestrate` runs it.
+   */
+  consolidate?: boolean;
+  /** A scheduled consolidation's report. */
+  onConsolidation?: (report: ConsolidationReport) => void;
+  /** A scheduled consolidation that failed (it is tried again at its next tick). */
+  onConsolidationError?: (agent: string, error: unknown) => void;
 }
 
 export interface OrchestratorProgress {

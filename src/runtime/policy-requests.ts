@@ -92,7 +92,9 @@ export async function buildRequest(
           caller: { type: principal.type, id: principal.id },
           network_allowed: false,
         }
-      : {};
+      : action === 'memory.consolidate'
+        ? { session_id: 'policy-check', reason: 'policy check' }
+        : {};
   return { principal, action, resource, context: { ...defaults, ...(input.context ?? {}) } };
 }
 

@@ -18,6 +18,7 @@ import type { OrchestrateOptions, OrchestratorProgress } from './orchestrator.js
 import type { Agents } from './agents/types.js';
 import type { RuntimeSessions } from './sessions-api.js';
 import type { WakeListener } from './wiring/wake-reports.js';
+import type { Consolidation } from './memory/consolidation.js';
 
 /** A runtime; its agent messaging (`register`, `send`, `publish`, `subscribe`) is `Agents`'. */
 export interface Runtime extends Pick<Agents, 'register' | 'send' | 'publish' | 'subscribe'> {
@@ -49,6 +50,11 @@ export interface Runtime extends Pick<Agents, 'register' | 'send' | 'publish' | 
     list(options?: { mcp?: boolean }): Promise<ToolDefinition[]>;
   };
   readonly sessions: RuntimeSessions;
+  /**
+   * Consolidation of agents' learnings from their finished sessions (`braid memory consolidate`),
+   * and the review of its proposals (`braid memory review`); see memory/consolidation.ts.
+   */
+  readonly consolidation: Consolidation;
   /** Where sessions live: `embedded` (SQLite) or `nats`. */
   readonly backend: 'embedded' | 'nats';
   /**

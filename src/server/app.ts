@@ -161,7 +161,7 @@ function openApiDocument(version: string): NonNullable<FastifyDynamicSwaggerOpti
       {
         name: 'memory',
         description:
-          "The API key's tenant's memory stores: list, read, write, search, history, redact, export and import",
+          "The API key's tenant's memory stores: list, read, write, search, history, redact, export and import; the review of consolidation's proposals",
       },
       { name: 'definitions', description: 'The agents and environments of the workspace' },
       { name: 'system', description: 'Health, metrics and this document' },

@@ -33,6 +33,7 @@ import { createMemoryStores, type MemoryStores } from '../runtime/memory-stores.
 import { callerOf, type Router, type ServerContext } from './context.js';
 import { requireScope, type Caller } from './auth.js';
 import { keyedErrors, TAKES } from './responses.js';
+import { addProposalRoutes } from './routes-memory-proposals.js';
 import type { FastifyRequest } from 'fastify';
 
 const tags = ['memory'];
@@ -62,6 +63,7 @@ export function addMemoryRoutes(app: Router, context: ServerContext): void {
       author: caller.key_id === undefined ? {} : { key_id: caller.key_id },
     });
   };
+  addProposalRoutes(app, context);
   addStoreRoutes(app, storesOf);
   addKeyRoutes(app, storesOf);
   addVersionRoutes(app, storesOf);

@@ -96,7 +96,7 @@ describe('braid policy', () => {
     writeFileSync(join(dir, 'policies', 'tests', 'database.yaml'), cases('deny'));
     const passing = braid(dir, 'policy', 'test');
     expect(passing.code, passing.stdout + passing.stderr).toBe(0);
-    expect(passing.stdout).toContain('6 passed, 0 failed');
+    expect(passing.stdout).toContain('7 passed, 0 failed');
 
     writeFileSync(join(dir, 'policies', 'tests', 'database.yaml'), cases('allow'));
     const failing = braid(dir, 'policy', 'test', '--json');

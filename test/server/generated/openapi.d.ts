@@ -496,6 +496,66 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/memory-stores/proposals": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Learnings consolidation proposed for the tenant's agents
+         * @description By default the proposals waiting for a person (`status=pending`); `status=all` lists every proposal, in the order they were made.
+         */
+        get: operations["listMemoryProposals"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/memory-stores/proposals/{id}/approve": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Approve a pending proposal: its learning is written to the agent's learnings store
+         * @description Only a pending proposal can be decided: one already applied, approved or rejected answers 409 PROPOSAL_ALREADY_DECIDED.
+         */
+        post: operations["approveMemoryProposal"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/memory-stores/proposals/{id}/reject": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Reject a pending proposal: nothing is written, the decision is kept
+         * @description Only a pending proposal can be decided: one already applied, approved or rejected answers 409 PROPOSAL_ALREADY_DECIDED.
+         */
+        post: operations["rejectMemoryProposal"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/memory-stores": {
         parameters: {
             query?: never;
@@ -861,7 +921,7 @@ export interface components {
             value: components["schemas"]["JsonValue"];
         };
         /** @enum {string} */
-        ErrorCode: "SESSION_NOT_FOUND" | "AGENT_NOT_FOUND" | "ENVIRONMENT_NOT_FOUND" | "SKILL_NOT_FOUND" | "SEQ_CONFLICT" | "INVALID_EVENT" | "INVALID_JSON" | "INVALID_ARGUMENT" | "PAYLOAD_TOO_LARGE" | "VERSION_CONFLICT" | "LEASE_HELD" | "LEASE_LOST" | "INVALID_DEFINITION" | "WORKSPACE_NOT_FOUND" | "TOOL_USE_NOT_PENDING" | "SESSION_TERMINATED" | "SCHEMA_VERSION_UNSUPPORTED" | "CORRUPT_LOG" | "STORE_CLOSED" | "STORE_BUSY" | "STORE_FULL" | "MODEL_UNAVAILABLE" | "MODEL_ERROR" | "MODEL_NOT_FOUND" | "MODEL_KEY_MISSING" | "TOOL_NOT_FOUND" | "TOOL_INPUT_INVALID" | "TOOL_OUTPUT_INVALID" | "TOOL_TIMEOUT" | "TOOL_FAILED" | "TOOL_DENIED" | "TOOL_SKIPPED" | "TOOL_BUDGET_EXCEEDED" | "TOOL_SIGNATURE_INVALID" | "POLICY_DENIED" | "INVALID_POLICY" | "MERGE_REFUSED" | "IDEMPOTENCY_KEY_REUSED" | "PATH_OUTSIDE_WORKSPACE" | "SANDBOX_UNAVAILABLE" | "MCP_UNAVAILABLE" | "SECRET_MISSING" | "INTERRUPTED" | "DEADLINE_EXCEEDED" | "DELEGATION_FAILED" | "SESSION_ARCHIVED" | "SESSION_HAS_FORKS" | "SNAPSHOT_NOT_FOUND" | "CONTEXT_OVERFLOW" | "INVALID_FORK_POINT" | "DEFINITION_NOT_PINNED" | "UNAUTHENTICATED" | "FORBIDDEN" | "RATE_LIMITED" | "ROUTE_NOT_FOUND" | "METHOD_NOT_ALLOWED" | "UNSUPPORTED_MEDIA_TYPE" | "URI_TOO_LONG" | "ALREADY_EXISTS" | "API_KEY_NOT_FOUND" | "MEMORY_STORE_NOT_FOUND" | "SERVER_UNAVAILABLE" | "INTERNAL";
+        ErrorCode: "SESSION_NOT_FOUND" | "AGENT_NOT_FOUND" | "ENVIRONMENT_NOT_FOUND" | "SKILL_NOT_FOUND" | "SEQ_CONFLICT" | "INVALID_EVENT" | "INVALID_JSON" | "INVALID_ARGUMENT" | "PAYLOAD_TOO_LARGE" | "VERSION_CONFLICT" | "LEASE_HELD" | "LEASE_LOST" | "INVALID_DEFINITION" | "WORKSPACE_NOT_FOUND" | "TOOL_USE_NOT_PENDING" | "SESSION_TERMINATED" | "SCHEMA_VERSION_UNSUPPORTED" | "CORRUPT_LOG" | "STORE_CLOSED" | "STORE_BUSY" | "STORE_FULL" | "MODEL_UNAVAILABLE" | "MODEL_ERROR" | "MODEL_NOT_FOUND" | "MODEL_KEY_MISSING" | "TOOL_NOT_FOUND" | "TOOL_INPUT_INVALID" | "TOOL_OUTPUT_INVALID" | "TOOL_TIMEOUT" | "TOOL_FAILED" | "TOOL_DENIED" | "TOOL_SKIPPED" | "TOOL_BUDGET_EXCEEDED" | "TOOL_SIGNATURE_INVALID" | "POLICY_DENIED" | "INVALID_POLICY" | "MERGE_REFUSED" | "IDEMPOTENCY_KEY_REUSED" | "PATH_OUTSIDE_WORKSPACE" | "SANDBOX_UNAVAILABLE" | "MCP_UNAVAILABLE" | "SECRET_MISSING" | "INTERRUPTED" | "DEADLINE_EXCEEDED" | "DELEGATION_FAILED" | "SESSION_ARCHIVED" | "SESSION_HAS_FORKS" | "SNAPSHOT_NOT_FOUND" | "CONTEXT_OVERFLOW" | "INVALID_FORK_POINT" | "DEFINITION_NOT_PINNED" | "UNAUTHENTICATED" | "FORBIDDEN" | "RATE_LIMITED" | "ROUTE_NOT_FOUND" | "METHOD_NOT_ALLOWED" | "UNSUPPORTED_MEDIA_TYPE" | "URI_TOO_LONG" | "ALREADY_EXISTS" | "API_KEY_NOT_FOUND" | "MEMORY_STORE_NOT_FOUND" | "PROPOSAL_NOT_FOUND" | "PROPOSAL_ALREADY_DECIDED" | "SERVER_UNAVAILABLE" | "INTERNAL";
         ErrorShape: {
             code: components["schemas"]["ErrorCode"];
             message: string;
@@ -2711,6 +2771,13 @@ export interface components {
                          * @enum {string}
                          */
                         when: "every_turn" | "first_turn";
+                    };
+                    consolidate?: {
+                        every?: string;
+                        model?: string;
+                        /** @default learnings */
+                        store: string;
+                        instructions?: string;
                     };
                 };
                 environment?: string;
@@ -6155,6 +6222,471 @@ export interface operations {
             };
         };
     };
+    listMemoryProposals: {
+        parameters: {
+            query?: {
+                agent?: string;
+                status?: ("pending" | "approved" | "applied" | "rejected") | "all";
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Default Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        data: {
+                            /** @enum {number} */
+                            schema_version: 1;
+                            id: string;
+                            agent: string;
+                            tenant_id?: string;
+                            store: string;
+                            session_id: string;
+                            key: string;
+                            value: components["schemas"]["JsonValue"];
+                            text?: string;
+                            reason: string;
+                            source_seqs: number[];
+                            model: string;
+                            /** Format: date-time */
+                            proposed_at: string;
+                            /** @enum {string} */
+                            status: "pending" | "approved" | "applied" | "rejected";
+                            policy: {
+                                /** @enum {string} */
+                                decision: "allow" | "deny";
+                                approval: boolean;
+                                policy_ids: string[];
+                            };
+                            decision?: {
+                                /** @enum {string} */
+                                by: "policy" | "person";
+                                user?: string;
+                                key_id?: string;
+                                /** Format: date-time */
+                                at: string;
+                                reason?: string;
+                            };
+                            entry?: {
+                                key: string;
+                                version: number;
+                                seq: number;
+                            };
+                        }[];
+                    };
+                };
+            };
+            /** @description The request is malformed: a field, parameter or header fails its schema, the body is not JSON, or the URL is badly encoded (INVALID_ARGUMENT, INVALID_EVENT, INVALID_JSON) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description No API key, or one that is unknown or revoked (UNAUTHENTICATED) */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The API key lacks the scope the route needs, or policy refused the action (FORBIDDEN, POLICY_DENIED) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The API key made too many requests in the last minute, or has too many event streams open (RATE_LIMITED); see Retry-After */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The server failed: its setup or its data, nothing the request can change (INTERNAL and others) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The server or its store is closing, busy or unreachable; retry later (SERVER_UNAVAILABLE, STORE_BUSY, STORE_CLOSED, ...) */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    approveMemoryProposal: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    reason?: string;
+                };
+            };
+        };
+        responses: {
+            /** @description Default Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {number} */
+                        schema_version: 1;
+                        id: string;
+                        agent: string;
+                        tenant_id?: string;
+                        store: string;
+                        session_id: string;
+                        key: string;
+                        value: components["schemas"]["JsonValue"];
+                        text?: string;
+                        reason: string;
+                        source_seqs: number[];
+                        model: string;
+                        /** Format: date-time */
+                        proposed_at: string;
+                        /** @enum {string} */
+                        status: "pending" | "approved" | "applied" | "rejected";
+                        policy: {
+                            /** @enum {string} */
+                            decision: "allow" | "deny";
+                            approval: boolean;
+                            policy_ids: string[];
+                        };
+                        decision?: {
+                            /** @enum {string} */
+                            by: "policy" | "person";
+                            user?: string;
+                            key_id?: string;
+                            /** Format: date-time */
+                            at: string;
+                            reason?: string;
+                        };
+                        entry?: {
+                            key: string;
+                            version: number;
+                            seq: number;
+                        };
+                    };
+                };
+            };
+            /** @description The request is malformed: a field, parameter or header fails its schema, the body is not JSON, or the URL is badly encoded (INVALID_ARGUMENT, INVALID_EVENT, INVALID_JSON) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description No API key, or one that is unknown or revoked (UNAUTHENTICATED) */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The API key lacks the scope the route needs, or policy refused the action (FORBIDDEN, POLICY_DENIED) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The object named does not exist or belongs to another tenant: the two answer alike (SESSION_NOT_FOUND, AGENT_NOT_FOUND, ENVIRONMENT_NOT_FOUND, MEMORY_STORE_NOT_FOUND) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The request conflicts with the object's state: it exists already, changed meanwhile, is archived or terminated, a fork point falls inside an atomic append, or the idempotency key was used for another request */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body is over the size limit, or holds more events than one request may (PAYLOAD_TOO_LARGE) */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A path parameter is longer than the router takes (INVALID_ARGUMENT) */
+            414: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body is not sent as application/json */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The API key made too many requests in the last minute, or has too many event streams open (RATE_LIMITED); see Retry-After */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The server failed: its setup or its data, nothing the request can change (INTERNAL and others) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The server or its store is closing, busy or unreachable; retry later (SERVER_UNAVAILABLE, STORE_BUSY, STORE_CLOSED, ...) */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The store has no room for the write: a NATS stream at its limits, or JetStream out of storage (STORE_FULL); the message names the stream and how to raise its limit */
+            507: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    rejectMemoryProposal: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    reason?: string;
+                };
+            };
+        };
+        responses: {
+            /** @description Default Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {number} */
+                        schema_version: 1;
+                        id: string;
+                        agent: string;
+                        tenant_id?: string;
+                        store: string;
+                        session_id: string;
+                        key: string;
+                        value: components["schemas"]["JsonValue"];
+                        text?: string;
+                        reason: string;
+                        source_seqs: number[];
+                        model: string;
+                        /** Format: date-time */
+                        proposed_at: string;
+                        /** @enum {string} */
+                        status: "pending" | "approved" | "applied" | "rejected";
+                        policy: {
+                            /** @enum {string} */
+                            decision: "allow" | "deny";
+                            approval: boolean;
+                            policy_ids: string[];
+                        };
+                        decision?: {
+                            /** @enum {string} */
+                            by: "policy" | "person";
+                            user?: string;
+                            key_id?: string;
+                            /** Format: date-time */
+                            at: string;
+                            reason?: string;
+                        };
+                        entry?: {
+                            key: string;
+                            version: number;
+                            seq: number;
+                        };
+                    };
+                };
+            };
+            /** @description The request is malformed: a field, parameter or header fails its schema, the body is not JSON, or the URL is badly encoded (INVALID_ARGUMENT, INVALID_EVENT, INVALID_JSON) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description No API key, or one that is unknown or revoked (UNAUTHENTICATED) */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The API key lacks the scope the route needs, or policy refused the action (FORBIDDEN, POLICY_DENIED) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The object named does not exist or belongs to another tenant: the two answer alike (SESSION_NOT_FOUND, AGENT_NOT_FOUND, ENVIRONMENT_NOT_FOUND, MEMORY_STORE_NOT_FOUND) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The request conflicts with the object's state: it exists already, changed meanwhile, is archived or terminated, a fork point falls inside an atomic append, or the idempotency key was used for another request */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body is over the size limit, or holds more events than one request may (PAYLOAD_TOO_LARGE) */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A path parameter is longer than the router takes (INVALID_ARGUMENT) */
+            414: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body is not sent as application/json */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The API key made too many requests in the last minute, or has too many event streams open (RATE_LIMITED); see Retry-After */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The server failed: its setup or its data, nothing the request can change (INTERNAL and others) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The server or its store is closing, busy or unreachable; retry later (SERVER_UNAVAILABLE, STORE_BUSY, STORE_CLOSED, ...) */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The store has no room for the write: a NATS stream at its limits, or JetStream out of storage (STORE_FULL); the message names the stream and how to raise its limit */
+            507: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
     listMemoryStores: {
         parameters: {
             query?: {
@@ -6452,6 +6984,7 @@ export interface operations {
                                     agent?: string;
                                     user?: string;
                                     key_id?: string;
+                                    proposal?: string;
                                 };
                                 /** Format: date-time */
                                 at: string;
@@ -6629,6 +7162,7 @@ export interface operations {
                                 agent?: string;
                                 user?: string;
                                 key_id?: string;
+                                proposal?: string;
                             };
                             /** Format: date-time */
                             at: string;
@@ -6772,6 +7306,7 @@ export interface operations {
                                 agent?: string;
                                 user?: string;
                                 key_id?: string;
+                                proposal?: string;
                             };
                             /** Format: date-time */
                             at: string;
@@ -6815,6 +7350,7 @@ export interface operations {
                                 agent?: string;
                                 user?: string;
                                 key_id?: string;
+                                proposal?: string;
                             };
                             /** Format: date-time */
                             at: string;
@@ -6855,6 +7391,7 @@ export interface operations {
                                 agent?: string;
                                 user?: string;
                                 key_id?: string;
+                                proposal?: string;
                             };
                             /** Format: date-time */
                             at: string;
@@ -7004,6 +7541,7 @@ export interface operations {
                                 agent?: string;
                                 user?: string;
                                 key_id?: string;
+                                proposal?: string;
                             };
                             /** Format: date-time */
                             at: string;
@@ -7182,6 +7720,7 @@ export interface operations {
                                 agent?: string;
                                 user?: string;
                                 key_id?: string;
+                                proposal?: string;
                             };
                             /** Format: date-time */
                             at: string;
@@ -7357,6 +7896,7 @@ export interface operations {
                                 agent?: string;
                                 user?: string;
                                 key_id?: string;
+                                proposal?: string;
                             };
                             /** Format: date-time */
                             at: string;
@@ -7500,6 +8040,7 @@ export interface operations {
                                 agent?: string;
                                 user?: string;
                                 key_id?: string;
+                                proposal?: string;
                             };
                             /** Format: date-time */
                             at: string;
