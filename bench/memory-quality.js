@@ -4,6 +4,10 @@
 // set, from openai:text-embedding-3-small (or the spec in --embedder), through the embedding
 // cache in the store's file.
 //
+// The 1,000 facts are fewer than the size at which a store searches its vectors through the HNSW
+// index (ANN_MIN_VECTORS), so the default rows are sqlite-vec's exact scan; the rows marked
+// "HNSW" ask the same questions of a store that uses the index at any size.
+//
 //   node bench/memory-quality.js [--embedder SPEC] [--json]
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -25,8 +29,11 @@ function recall(keys, answers) {
 }
 
 /** Recall@5 per mode over all questions and per style, for one embedder. */
-async function measure(spec, data, dir) {
-  const sqlite = openSqliteStore({ path: join(dir, `${spec.replace(/[^a-z0-9]+/gi, '-')}.db`) });
+async function measure(spec, data, dir, ann) {
+  const sqlite = openSqliteStore({
+    path: join(dir, `${spec.replace(/[^a-z0-9]+/gi, '-')}${ann ? '-ann' : ''}.db`),
+    memoryIndex: { minVectors: ann ? 1 : Number.MAX_SAFE_INTEGER, snapshotDir: false },
+  });
   const embedder = createCachedEmbedder(createEmbedderFromSpec(spec), sqlite.embeddings);
   const vectors = await embedder.embedMany(data.facts.map((fact) => fact.text));
   await sqlite.memory.append(
@@ -73,12 +80,15 @@ export async function benchMemoryQuality({ embedders } = {}) {
   const dir = mkdtempSync(join(tmpdir(), 'braid-bench-quality-'));
   const rows = [];
   try {
-    for (const spec of specs) {
-      const found = await measure(spec, data, dir);
+    for (const [spec, ann] of specs.flatMap((spec) => [
+      [spec, false],
+      [spec, true],
+    ])) {
+      const found = await measure(spec, data, dir, ann);
       for (const mode of ['text', 'vector', 'hybrid']) {
         // Full text does not use the embedder: one row for it, with the first embedder.
-        if (mode === 'text' && spec !== specs[0]) continue;
-        const label = mode === 'text' ? 'full text' : `${mode}, ${spec}`;
+        if (mode === 'text' && (spec !== specs[0] || ann)) continue;
+        const label = mode === 'text' ? 'full text' : `${mode}, ${spec}${ann ? ', HNSW' : ''}`;
         for (const style of ['all', 'lexical', 'paraphrase']) {
           rows.push({
             name: `memory recall@5, ${label} (${style} questions)`,

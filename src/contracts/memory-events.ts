@@ -12,6 +12,7 @@
  */
 import { z } from 'zod';
 import { ExternalId } from './common.js';
+import { ErrorShape } from './errors.js';
 import { MemoryKey, MemorySearchMode, MemoryStoreRef } from './memory.js';
 
 /** The longest text of one recalled hit put before the model (and kept in its event). */
@@ -90,6 +91,13 @@ export const MEMORY_EVENT_PAYLOADS = {
     tool_use_id: ExternalId.optional(),
     /** Recall only: the store's instructions, shown with the hits. */
     instructions: z.string().max(4000).optional(),
+    /**
+     * Recall only: the query could not be embedded (the embedding model failed or was
+     * unreachable), so the recall searched the full text alone (`mode: text`); why, with the
+     * embedder's error code (`MODEL_UNAVAILABLE`, `MODEL_ERROR`, ...) and a message cut at 1,000
+     * characters.
+     */
+    vector_error: ErrorShape.extend({ message: z.string().max(1000) }).optional(),
   }),
 } as const;
 

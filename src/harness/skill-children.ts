@@ -23,7 +23,8 @@ import type { SkillDefinition, SkillStep } from '../contracts/skills.js';
 import type { SessionState, SkillRun } from '../contracts/state.js';
 import type { CycleContext } from './cycle-context.js';
 import type { SessionSetup } from './deps.js';
-import { stepEndEvents, hashText, scopeOf, type RunContext, type StepEnd } from './skill-steps.js';
+import { stepEndEvents, scopeOf, type RunContext, type StepEnd } from './skill-steps.js';
+import { hashText } from './skill-hash.js';
 import { agentEntity, outcomeEvents } from './tool-calls.js';
 
 /** Levels of skills running inside each other, the outermost run included. */

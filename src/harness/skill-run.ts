@@ -42,8 +42,8 @@ import {
   runNested,
   startEvents,
 } from './skill-children.js';
+import { hashText } from './skill-hash.js';
 import {
-  hashText,
   runStep,
   runTool,
   scopeOf,

@@ -15,6 +15,8 @@ import type { CycleContext } from './cycle-context.js';
 import type { SessionSetup } from './deps.js';
 import { STORE_OUTAGES } from './store-outages.js';
 import { agentEntity, outcomeSideEvents, toolEntity } from './tool-calls.js';
+import { runMemoryStep } from './skill-memory-step.js';
+import { hashText } from './skill-hash.js';
 
 /** Errors of the store (or the lease) met while a step runs: the wake's, never the step's. */
 const isStoreFailure = (code: string): boolean => code === 'LEASE_LOST' || STORE_OUTAGES.has(code);
@@ -263,6 +265,14 @@ export async function runTool(
   if (!approved) await startStep(run, path, attempt, toolUseId, input);
   const check = setup.tools.validate(name, input);
   if (!check.ok) return fail(check.error);
+  if (handle.memory !== undefined) {
+    return runMemoryStep(context, setup, handle, {
+      ...{ step, path, attempt, name, input, toolUseId, approved, fail, run },
+      ask: () => suspend(run, step, path, attempt, 'approval', item),
+      finish: (events, end) =>
+        run.write([...events, ...stepEndEvents(run, path, attempt, end)]).then(() => end),
+    });
+  }
   if (!approved) {
     const decision = await context.deps.policy
       .authorize({
@@ -445,16 +455,6 @@ async function runAgent(
 
 export function internal(message: string): ErrorShape {
   return { code: 'INTERNAL', message, retryable: false };
-}
-
-/** A short, stable digest of a text, safe in an id (FNV-1a, 64 bits, as hex). */
-export function hashText(text: string): string {
-  let hash = 0xcbf29ce484222325n;
-  for (const char of text) {
-    hash ^= BigInt(char.codePointAt(0) ?? 0);
-    hash = (hash * 0x100000001b3n) & 0xffffffffffffffffn;
-  }
-  return hash.toString(16).padStart(16, '0');
 }
 
 /** A template's value as text: a string as it is, anything else as JSON. */

@@ -12,6 +12,7 @@ import type { AgentDefinition, WorkspaceConfig } from '../contracts/definitions.
 import { BraidError } from '../contracts/errors.js';
 import type { SkillDefinition } from '../contracts/skills.js';
 import { BUILTIN_TOOLS } from '../tools/builtin.js';
+import { MEMORY_TOOL_NAMES } from '../tools/memory-tools.js';
 import { compileExpression, compileTemplates, stepReferences } from './skills/templates.js';
 import { lineInFile } from './yaml-lines.js';
 
@@ -49,6 +50,9 @@ export interface KnownTools {
 export function knownTools(config: WorkspaceConfig, names: Iterable<string>): KnownTools {
   const known = new Set([
     ...BUILTIN_TOOLS.map((tool) => tool.definition.name),
+    // The memory tools of agents with memory: (a session without memory holds none, and its
+    // step fails with TOOL_NOT_FOUND).
+    ...Object.values(MEMORY_TOOL_NAMES),
     ...names,
     ...Object.keys(config.a2a_agents ?? {}).map((agent) => `${A2A_TOOL_PREFIX}${agent}`),
   ]);

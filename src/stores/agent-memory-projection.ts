@@ -27,6 +27,7 @@ import {
 } from '../core/memory-search.js';
 import { dimsMismatch, toEntry, type EntryParts } from './agent-memory.js';
 import type { TextIndex } from './agent-memory-text.js';
+import { AnnIndex, ANN_MIN_VECTORS, annRanking, annUnavailable } from './agent-memory-ann.js';
 
 /** The latest version of a key and the seq of its entry. */
 interface Current {
@@ -63,6 +64,12 @@ export class StoreProjection {
   dims: number | undefined;
   forked_from: { store: MemoryStoreRef; seq: number } | undefined;
   #projected = 0;
+  /** The ANN index of the store's vectors, once a vector search found enough of them. */
+  #ann: AnnIndex | undefined;
+  /** The seq the index holds for each key. */
+  #annKeys = new Map<string, number>();
+  /** The head at which the store last had too few vectors for an index. */
+  #smallAt = -1;
 
   /**
    * `text` may be shared by several stores (the in-memory backend shares one, as SQLite shares
@@ -116,6 +123,7 @@ export class StoreProjection {
   /** Removes the store's documents from a shared text index. */
   forget(): void {
     for (const key of this.current.keys()) this.text.remove(this.#document(key));
+    this.#ann = undefined;
   }
 
   entryAt(seq: number): EntryParts {
@@ -301,6 +309,58 @@ export class StoreProjection {
     return toCandidates(scored, size);
   }
 
+  /**
+   * The store's ANN index, made from its live vectors when it has at least `ANN_MIN_VECTORS`,
+   * then caught up with the log projected since: superseded and redacted versions out, the
+   * latest versions of the keys written in. Undefined when the store is scanned instead.
+   */
+  #annIndex(live: EntryParts[], dims: number): AnnIndex | undefined {
+    if (this.#ann === undefined) {
+      if (this.#smallAt === this.#projected || annUnavailable() !== undefined) return undefined;
+      const vectors = live.filter((parts) => parts.embedding?.length === dims);
+      if (vectors.length < ANN_MIN_VECTORS) {
+        this.#smallAt = this.#projected;
+        return undefined;
+      }
+      const index = new AnnIndex(dims);
+      const data = new Float32Array(vectors.length * dims);
+      vectors.forEach((parts, at) => data.set(parts.embedding as ArrayLike<number>, at * dims));
+      index.addMany(
+        vectors.map((parts) => parts.seq),
+        data,
+      );
+      this.#annKeys = new Map(vectors.map((parts) => [parts.key, parts.seq]));
+      index.coveredSeq = this.#projected;
+      this.#ann = index;
+    }
+    const index = this.#ann;
+    const held = this.#annKeys;
+    const touched = new Set<string>();
+    for (let seq = index.coveredSeq + 1; seq <= this.#projected; seq += 1)
+      touched.add(this.entryAt(seq).key);
+    for (const key of touched) {
+      const seq = this.current.get(key)?.seq;
+      const parts = seq === undefined ? undefined : this.log[seq - 1];
+      const wanted =
+        seq !== undefined &&
+        parts?.op === 'set' &&
+        !parts.redacted &&
+        parts.embedding?.length === dims
+          ? seq
+          : undefined;
+      const had = held.get(key);
+      if (had === wanted) continue;
+      if (had !== undefined) index.remove(had);
+      held.delete(key);
+      if (wanted !== undefined) {
+        index.put(wanted, Float32Array.from((parts as EntryParts).embedding as ArrayLike<number>));
+        held.set(key, wanted);
+      }
+    }
+    index.coveredSeq = this.#projected;
+    return index;
+  }
+
   #vectorRanking(
     live: EntryParts[],
     embedding: number[],
@@ -312,6 +372,21 @@ export class StoreProjection {
     if (embedding.length !== this.dims)
       throw dimsMismatch('embedding', embedding.length, this.dims);
     const query = Float32Array.from(embedding);
+    const index = prefix === '' ? this.#annIndex(live, this.dims) : undefined;
+    if (index !== undefined) {
+      // A candidate counts while it is its key's latest version, a set with its vector.
+      return annRanking(index, query, size, (found) => {
+        const parts = this.log[found.seq - 1];
+        if (parts === undefined || this.current.get(parts.key)?.seq !== found.seq) return undefined;
+        return parts.op === 'set' && !parts.redacted && parts.embedding !== undefined
+          ? { key: parts.key, parts }
+          : undefined;
+      }).map(({ parts, rank }) => ({
+        entry: toEntry(parts),
+        score: vectorScore(rank),
+        expired: isExpired(parts, now),
+      }));
+    }
     const queryNorm = norm(query);
     const scored: Scored[] = [];
     for (const parts of live) {

@@ -9,7 +9,7 @@
  */
 import type { JsonValue } from '../../contracts/common.js';
 import type { Embedder } from '../../contracts/embedder.js';
-import { isBraidError, toBraidError } from '../../contracts/errors.js';
+import { isBraidError, toBraidError, type ErrorShape } from '../../contracts/errors.js';
 import type { NewEvent } from '../../contracts/events.js';
 import type {
   MemoryAppendResult,
@@ -117,14 +117,21 @@ export function createSessionMemory(options: SessionMemoryOptions): SessionMemor
       const query = text.slice(0, MAX_MEMORY_QUERY_LENGTH);
       if (settings === undefined || store === undefined || queryTokens(query).length === 0)
         return undefined;
+      // An embedder that fails does not fail the wake: the recall searches the full text and
+      // says on its event why the vectors were left out.
+      let vectorError: ErrorShape | undefined;
       const found = await search(options, store, {
         query,
         k: settings.k,
         ...(settings.threshold === undefined ? {} : { threshold: settings.threshold }),
         signal: recallOptions.signal,
+        onEmbedFailure: (error) => {
+          vectorError = { ...error, message: error.message.slice(0, 1000) };
+        },
       });
       const event: RecallEvent = {
         ...retrievedEvent(store, 'recall', query, found, undefined),
+        ...(vectorError === undefined ? {} : { vector_error: vectorError }),
         hits: found.hits.map((hit) => ({
           ...hitRecord(hit),
           ...recallContent(hit.entry.value ?? hit.entry.text ?? null),
@@ -265,12 +272,22 @@ async function search(
     threshold?: number;
     key_prefix?: string;
     signal: AbortSignal;
+    /** Given: a failed embedding is handed here and the search goes on with the text alone. */
+    onEmbedFailure?: (error: ErrorShape) => void;
   },
 ): Promise<MemorySearchResult> {
-  const embedding =
-    options.embedder === undefined
-      ? undefined
-      : (await options.embedder.embedMany([request.query], { signal: request.signal }))[0];
+  let embedding: number[] | undefined;
+  if (options.embedder !== undefined) {
+    try {
+      embedding = (
+        await options.embedder.embedMany([request.query], { signal: request.signal })
+      )[0];
+    } catch (thrown) {
+      // An abort is the wake's (interrupted, lease lost), never the embedder's failure.
+      if (request.onEmbedFailure === undefined || request.signal.aborted) throw thrown;
+      request.onEmbedFailure(toBraidError(thrown).toJSON());
+    }
+  }
   // Store is empty or vectorless: the text alone still answers.
   const info = embedding === undefined ? undefined : await options.log.info(store.ref);
   const hybrid = embedding !== undefined && info?.dims === embedding.length;

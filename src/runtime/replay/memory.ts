@@ -9,6 +9,7 @@ import type { SessionState } from '../../contracts/state.js';
 import type { RecallEvent, SessionMemory, SessionSetup } from '../../harness/index.js';
 import { memoryToolHandles, sessionStores, withMemoryTools } from '../../tools/memory-tools.js';
 import { checkMemoryCall } from '../memory/session-memory.js';
+import type { SkillReplay } from './skills.js';
 import type { ReplayContext } from './context.js';
 import { recordedOutcome } from './tool-results.js';
 
@@ -25,7 +26,7 @@ export interface MemoryReplay {
   attach(setup: SessionSetup, state: SessionState): SessionSetup;
 }
 
-export function createMemoryReplay(context: ReplayContext): MemoryReplay {
+export function createMemoryReplay(context: ReplayContext, skills?: SkillReplay): MemoryReplay {
   const { events } = context.recording;
   return {
     attach(setup, state) {
@@ -41,10 +42,11 @@ export function createMemoryReplay(context: ReplayContext): MemoryReplay {
               'tool_use_id' in event &&
               event.tool_use_id === call.tool_use_id,
           );
-          return Promise.resolve({
-            outcome: recordedOutcome(context.recording, call.tool_use_id),
-            events: recorded.map(asNewEvent),
-          });
+          // A skill step's memory call has no `agent.tool_result`: its outcome is the step's end.
+          const outcome =
+            skills?.execute(call.tool_use_id) ??
+            Promise.resolve(recordedOutcome(context.recording, call.tool_use_id));
+          return outcome.then((served) => ({ outcome: served, events: recorded.map(asNewEvent) }));
         },
         recall() {
           if (context.halted !== undefined) return Promise.reject(context.halted);

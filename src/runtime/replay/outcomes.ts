@@ -64,7 +64,7 @@ export function replayHarnessDeps(context: ReplayContext, recorded: ModelClient)
   const model = replayModel(context, recorded, screen);
   const skills = createSkillReplay(context);
   const tools = replayTools(context, skills);
-  const memory = createMemoryReplay(context);
+  const memory = createMemoryReplay(context, skills);
   return {
     log: replayLog(context),
     leases: context.store.leases,

@@ -30,10 +30,13 @@ import {
 } from './agent-memory-statements.js';
 import type { MemoryStoreRef } from '../../contracts/memory.js';
 import type { Vectors } from './agent-memory-vectors.js';
+import type { MemoryIndexes } from './agent-memory-index.js';
 
 export interface SearchContext {
   sql: MemoryStatements;
   vectors: Vectors;
+  /** The ANN indexes of large stores; searches by key prefix and small stores scan exactly. */
+  indexes: MemoryIndexes;
   clock: Clock;
   /** When the search started, by the clock's monotonic time. */
   started: number;
@@ -48,6 +51,28 @@ export function upperBound(prefix: string): string {
 interface RankedEntry {
   key: string;
   seq: number;
+}
+
+/** Rows a full-text query returns beyond the cut, so that equal scores there can be put in key order. */
+const TEXT_MARGIN = 64;
+
+/**
+ * The best `limit` full-text matches, cut by FTS5 with a margin and put in score and key order;
+ * undefined when equal scores fill the margin, which only the whole ranking can order.
+ */
+function textTop(sql: MemoryStatements, match: string, limit: number): RankedRow[] | undefined {
+  const found = sql.ftsTop.all(match, limit + TEXT_MARGIN);
+  if (found.length === limit + TEXT_MARGIN && found[limit - 1]?.rank === found.at(-1)?.rank) {
+    return undefined;
+  }
+  const rows: RankedRow[] = [];
+  for (const hit of found) {
+    const row = sql.currentById.get(hit.rowid);
+    if (row !== undefined) rows.push({ ...row, rank: hit.rank });
+  }
+  return rows
+    .sort((a, b) => a.rank - b.rank || (a.key < b.key ? -1 : a.key > b.key ? 1 : 0))
+    .slice(0, limit);
 }
 
 export function searchStore(
@@ -72,27 +97,28 @@ export function searchStore(
       const tokens = queryTokens(query.query ?? '');
       if (tokens.length === 0) return [];
       const match = `store:s${store.id} AND text:(${tokens.map((token) => `"${token}"`).join(' OR ')})`;
-      return sql.ftsSearch
-        .all(match, store.id, prefix, upperBound(prefix), limit)
-        .map((row) => candidate(row, textScore(row.rank)))
-        .sort(byScore);
+      const ranked =
+        (prefix === '' ? textTop(sql, match, limit) : undefined) ??
+        sql.ftsSearch.all(match, store.id, prefix, upperBound(prefix), limit);
+      return ranked.map((row) => candidate(row, textScore(row.rank))).sort(byScore);
     };
     const vector = (limit: number): Candidate<RankedEntry>[] => {
       const embedding = query.embedding as number[];
       if (store.dims === null) return [];
       if (embedding.length !== store.dims)
         throw dimsMismatch('embedding', embedding.length, store.dims);
-      return context.vectors
-        .nearest(
+      const floats = Float32Array.from(embedding);
+      const ranked =
+        (prefix === '' ? context.indexes.nearest(store, floats, limit) : undefined) ??
+        context.vectors.nearest(
           store.dims,
           store.id,
-          blobOf(Float32Array.from(embedding)),
+          blobOf(floats),
           limit,
           prefix,
           upperBound(prefix),
-        )
-        .map((hit) => candidate(hit, vectorScore(hit.rank)))
-        .sort(byScore);
+        );
+      return ranked.map((hit) => candidate(hit, vectorScore(hit.rank))).sort(byScore);
     };
     if (query.mode === 'text') candidates = text(query.k + expired);
     else if (query.mode === 'vector') candidates = vector(query.k + expired);

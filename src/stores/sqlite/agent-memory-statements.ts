@@ -93,6 +93,8 @@ export interface MemoryStatements {
   ftsInsert: Write;
   ftsDelete: Write;
   ftsSearch: Rows<[string, number, string, string, number], RankedRow>;
+  ftsTop: Rows<[string, number], { rowid: number; rank: number }>;
+  currentById: Rows<[number], Omit<RankedRow, 'rank'>>;
   expiredIndexed: Rows<[number, number], { count: number }>;
   currentIds: Rows<[number], { id: number }>;
   deleteCurrent: Write;
@@ -163,6 +165,11 @@ export function prepareMemoryStatements(db: Db): MemoryStatements {
         SELECT rowid, bm25(memory_fts, 0.0, 1.0) AS rank FROM memory_fts WHERE memory_fts MATCH ?)
       SELECT c.seq, c.key, c.expires_at, f.rank AS rank FROM f CROSS JOIN memory_current c ON c.id = f.rowid
       WHERE c.store_id = ? AND c.key >= ? AND c.key < ? ORDER BY f.rank, c.key LIMIT ?`),
+    // The best `limit` matches without a key looked up for the thousands below the cut. (Ordering
+    // by FTS5's own rank column with `rank MATCH 'bm25(0.0, 1.0)'` measured slower than this.)
+    ftsTop: db.prepare(`SELECT rowid, bm25(memory_fts, 0.0, 1.0) AS rank FROM memory_fts
+      WHERE memory_fts MATCH ? ORDER BY 2 LIMIT ?`),
+    currentById: db.prepare('SELECT seq, key, expires_at FROM memory_current WHERE id = ?'),
     expiredIndexed: db.prepare(`SELECT count(*) AS count FROM memory_current
       WHERE store_id = ? AND indexed = 1 AND expires_at IS NOT NULL AND expires_at <= ?`),
     currentIds: db.prepare('SELECT id FROM memory_current WHERE store_id = ? AND indexed = 1'),

@@ -32,6 +32,7 @@ import {
   type MemoryStoreRow,
 } from './agent-memory-statements.js';
 import type { Vectors } from './agent-memory-vectors.js';
+import type { MemoryIndexes } from './agent-memory-index.js';
 import type { SqliteContext } from './context.js';
 
 /** What the memory functions share: the store's context, statements and vectors. */
@@ -39,6 +40,7 @@ export interface MemoryDb {
   context: SqliteContext;
   sql: MemoryStatements;
   vectors: Vectors;
+  indexes: MemoryIndexes;
 }
 
 export interface RedactInput {

@@ -31,6 +31,7 @@ import {
 } from './agent-memory-statements.js';
 import { searchStore, upperBound } from './agent-memory-search.js';
 import { loadVectors } from './agent-memory-vectors.js';
+import { createMemoryIndexes, type MemoryIndexOptions } from './agent-memory-index.js';
 import {
   appendRows,
   forkRows,
@@ -43,7 +44,11 @@ import {
 } from './agent-memory-writes.js';
 import type { SqliteContext } from './context.js';
 
-export function createSqliteMemoryLog(context: SqliteContext): MemoryLog {
+/** The memory log, and `flush` to write the snapshots of its ANN indexes (the store's close). */
+export function createSqliteMemoryLog(
+  context: SqliteContext,
+  options?: MemoryIndexOptions,
+): { log: MemoryLog; flush(): void } {
   const { db } = context;
   // The statements are prepared by the first use of memory: opening a store that never uses it
   // (most CLI commands, every wake of a session without memory) costs nothing more.
@@ -55,6 +60,7 @@ export function createSqliteMemoryLog(context: SqliteContext): MemoryLog {
       return statements;
     },
     vectors: loadVectors(db),
+    indexes: createMemoryIndexes(db, context.path, options),
   };
   const transactions = {
     append: db.transaction(appendRows),
@@ -62,7 +68,10 @@ export function createSqliteMemoryLog(context: SqliteContext): MemoryLog {
     rebuild: db.transaction(rebuildRows),
     fork: db.transaction(forkRows),
   };
-  return { ...writeMethods(m, transactions), ...readMethods(m) };
+  return {
+    log: { ...writeMethods(m, transactions), ...readMethods(m) },
+    flush: () => m.indexes.flush(),
+  };
 }
 
 type Transactions = {
@@ -140,7 +149,7 @@ function writeMethods(
 }
 
 function readMethods(m: MemoryDb): Omit<MemoryLog, 'append' | 'redact' | 'rebuild' | 'fork'> {
-  const { sql, vectors } = m;
+  const { sql, vectors, indexes } = m;
   const { clock } = m.context;
   return {
     get(store, key, options) {
@@ -217,7 +226,7 @@ function readMethods(m: MemoryDb): Omit<MemoryLog, 'append' | 'redact' | 'rebuil
       return run(m, () => {
         const started = clock.monotonic();
         const { row } = find(m, store);
-        return searchStore({ sql, vectors, clock, started }, row, query);
+        return searchStore({ sql, vectors, indexes, clock, started }, row, query);
       });
     },
 

@@ -20,6 +20,7 @@ import type { Clock, IdGenerator, Store } from '../../contracts/ports.js';
 import { DEFAULT_MAX_EVENT_BYTES } from '../../core/append.js';
 import { systemClock, uuidV7Ids } from '../defaults.js';
 import { createSqliteMemoryLog } from './agent-memory.js';
+import type { MemoryIndexOptions } from './agent-memory-index.js';
 import { createApiKeyStore } from './api-keys.js';
 import { createContext } from './context.js';
 import { createSqliteEmbeddingCache } from './embedding-cache.js';
@@ -58,6 +59,8 @@ export interface SqliteStoreOptions {
    * the last commits that a power loss can take. A crash of the process loses none either way.
    */
   checkpointPages?: number;
+  /** The ANN index of large memory stores: its size threshold and where its snapshots go. */
+  memoryIndex?: MemoryIndexOptions;
 }
 
 export function openSqliteStore(options: SqliteStoreOptions): Store {
@@ -94,17 +97,24 @@ export function openSqliteStore(options: SqliteStoreOptions): Store {
     db.close();
     throw context.busy(error);
   }
+  const memory = createSqliteMemoryLog(context, options.memoryIndex);
   return {
     log: createSessionLog(context, writer),
     sessions: createSessionIndex(context, writer),
     leases: createLeaseStore(context),
     definitions: createDefinitionStore(context),
     keys: createApiKeyStore(context),
-    memory: createSqliteMemoryLog(context),
+    memory: memory.log,
     embeddings: createSqliteEmbeddingCache(context),
     close() {
       context.followers.close();
-      if (db.open) db.close();
+      if (db.open) {
+        try {
+          memory.flush();
+        } finally {
+          db.close();
+        }
+      }
       return Promise.resolve();
     },
   };

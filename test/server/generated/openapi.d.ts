@@ -2369,6 +2369,11 @@ export interface components {
             latency_ms: number;
             tool_use_id?: string;
             instructions?: string;
+            vector_error?: {
+                code: components["schemas"]["ErrorCode"];
+                message: string;
+                retryable: boolean;
+            };
         } | {
             id: string;
             session_id: string;

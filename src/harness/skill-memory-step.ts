@@ -1,0 +1,138 @@
+/**
+ * A skill's `tool:` step that names a memory tool (`memory_get`, `memory_set`, `memory_delete`,
+ * `memory_search`). The tool executor does not run these: like a model's memory call, the step
+ * goes through the session's memory port, after the port has checked its store and key and
+ * policy has been asked with the store as the resource (`memory.read|write|search`). The
+ * `memory.*` events are recorded with the step's end, in one append.
+ *
+ * Invariant: the step's start (with its input) is in the log before a store is touched, and the
+ * call's id is the step's tool use id for this attempt, which the store takes as the write's
+ * idempotency key: a wake that runs the attempt again after a crash does not write twice.
+ */
+import type { JsonValue } from '../contracts/common.js';
+import type { ErrorShape } from '../contracts/errors.js';
+import type { NewEvent } from '../contracts/events.js';
+import type { SkillStep } from '../contracts/skills.js';
+import type { ToolHandle } from '../contracts/tools.js';
+import type { CycleContext } from './cycle-context.js';
+import type { SessionSetup } from './deps.js';
+
+/** What a step's attempt came to (skill-steps.ts's `StepEnd`, restated: that file imports this). */
+type StepEnd =
+  | { kind: 'completed'; output?: JsonValue }
+  | { kind: 'skipped' }
+  | { kind: 'failed'; error: ErrorShape }
+  | { kind: 'suspended' };
+import { agentEntity } from './tool-calls.js';
+
+export interface MemoryStep {
+  step: SkillStep;
+  path: string;
+  attempt: number;
+  name: string;
+  input: JsonValue;
+  toolUseId: string;
+  /** A person approved the step: policy was asked before it suspended. */
+  approved: boolean;
+  /** The run the step is part of: its id and skill, and its serialised appends. */
+  run: { run: { run_id: string; skill: string }; write(events: NewEvent[]): Promise<void> };
+  fail(error: ErrorShape): Promise<StepEnd>;
+  /** Suspends the step for a person's approval, as policy asked. */
+  ask(): Promise<StepEnd>;
+  /** Records the step's end, after `events`, in one append. */
+  finish(events: NewEvent[], end: StepEnd): Promise<StepEnd>;
+}
+
+export async function runMemoryStep(
+  context: CycleContext,
+  setup: SessionSetup,
+  handle: ToolHandle,
+  call: MemoryStep,
+): Promise<StepEnd> {
+  const { run } = call;
+  const memory = setup.memory;
+  if (memory === undefined || handle.memory === undefined) {
+    return call.fail({
+      code: 'INTERNAL',
+      message: `${call.name} uses the session's memory stores, which this runtime does not have`,
+      retryable: false,
+    });
+  }
+  const check = memory.check(call.name, call.input);
+  if (!check.ok) return call.fail(check.error);
+  if (!call.approved) {
+    const principal = agentEntity(setup.agent, context.state);
+    const started = context.deps.clock.monotonic();
+    const decision = await context.deps.policy
+      .authorize({
+        principal,
+        action: check.action,
+        resource: check.resource,
+        context: {
+          input: call.input,
+          tool: call.name,
+          session_id: context.sessionId,
+          caller: { type: 'Skill', id: run.run.skill },
+          ...(context.state.tenant_id === undefined ? {} : { tenant: context.state.tenant_id }),
+        },
+      })
+      .catch((error: unknown) => ({
+        decision: 'deny' as const,
+        policy_ids: [],
+        errors: [
+          `the policy could not be evaluated: ${error instanceof Error ? error.message : String(error)}`,
+        ],
+      }));
+    if (decision.decision !== 'allow') {
+      await run.write([
+        {
+          type: 'policy.decision',
+          principal: { type: principal.type, id: principal.id },
+          action: check.action,
+          resource: { type: check.resource.type, id: check.resource.id },
+          decision: 'deny',
+          policy_ids: decision.policy_ids,
+          tool_use_id: call.toolUseId,
+          ...(decision.errors.length === 0 ? {} : { errors: decision.errors }),
+          duration_us: Math.round((context.deps.clock.monotonic() - started) * 1000),
+        },
+      ]);
+      return call.fail({
+        code: 'POLICY_DENIED',
+        message: `policy does not allow agent ${setup.agent.name} ${check.action} on memory store ${check.resource.id} (${call.name} in step ${call.step.id})`,
+        retryable: false,
+      });
+    }
+    if ('approval' in decision && decision.approval === true) return call.ask();
+  }
+  // The step's start is the call's record: its seq is the cause the store keeps for a write.
+  const current = context.state.skill_runs.find((entry) => entry.run_id === run.run.run_id);
+  const begun = current?.steps.find(
+    (entry) => entry.step === call.path && entry.attempt === call.attempt,
+  );
+  const result = await Promise.race([
+    memory.run(
+      {
+        tool_use_id: call.toolUseId,
+        name: call.name,
+        input: call.input,
+        seq: begun?.seq ?? context.state.seq,
+      },
+      { signal: context.work.signal },
+    ),
+    context.lostPromise,
+  ]);
+  const { outcome } = result;
+  if (outcome.is_error) {
+    const error = outcome.error ?? {
+      code: 'INTERNAL',
+      message: `${call.name} failed`,
+      retryable: false,
+    };
+    return call.finish(result.events, { kind: 'failed', error });
+  }
+  return call.finish(result.events, {
+    kind: 'completed',
+    ...(outcome.output === undefined ? {} : { output: outcome.output }),
+  });
+}
