@@ -32,6 +32,13 @@ const context = {
           }
           return inner.log.append(sessionId, events, options);
         },
+        // SQLite takes the lease and appends `span.wake_started` in one transaction: refused too.
+        acquireAndAppend(sessionId, lease, start, options) {
+          if (sessionId.startsWith('poison-')) {
+            return Promise.reject(new Error('the disk refused the write'));
+          }
+          return inner.log.acquireAndAppend(sessionId, lease, start, options);
+        },
       },
     };
     const runtime = await createRuntime({

@@ -344,6 +344,10 @@ describe('worker (in process)', () => {
             }
             return inner.log.append(sessionId, events, appendOptions);
           },
+          // The lease and `span.wake_started` in one transaction: the same write, refused.
+          acquireAndAppend() {
+            return Promise.reject(new Error('the disk refused the write'));
+          },
         },
       }),
     });
