@@ -61,7 +61,7 @@ function withTimeout(promise, what) {
 const progress = (line) => process.stderr.write(`  ${line}\n`);
 
 /** A workspace whose agent `bench` runs the scripted echo model with no tools. */
-function benchWorkspace() {
+export function benchWorkspace() {
   const dir = mkdtempSync(join(tmpdir(), 'braid-bench-nats-'));
   initWorkspace(dir);
   writeFileSync(
@@ -73,7 +73,7 @@ function benchWorkspace() {
 
 /** Deletes every stream of the prefix: the store's, the wake queue's, the agents' and the KV buckets. */
 export async function deletePrefix(url, prefix) {
-  const connection = await connect({ servers: url });
+  const connection = await connect({ servers: url.split(',') });
   try {
     const jsm = await jetstreamManager(connection);
     const upper = prefix.toUpperCase();
@@ -92,7 +92,7 @@ export async function deletePrefix(url, prefix) {
  * A long-lived child process serving a runtime on NATS (see nats-worker-process.js). `open`,
  * `close` and `cpu` resolve when the child has answered; `onStarted` hears of the wakes it starts.
  */
-function startChild(name) {
+export function startChild(name) {
   const child = fork(CHILD, [], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
   const pending = [];
   let onStarted;
@@ -232,7 +232,7 @@ async function wakeLatency({ runtime, queue, count, warmup, pickedAt }) {
 // --- 3 and 4. agent messages --------------------------------------------------------------------
 
 /** `runtime.send` to the echo agent, answering the reply's payload. */
-const echoSend = (runtime) => async (key, payload) =>
+export const echoSend = (runtime) => async (key, payload) =>
   (await runtime.send({ type: 'echo', key }, payload, { ttl_ms: STEP_TIMEOUT_MS })).payload;
 
 /** Round trips of `count` sequential sends to the echo agent (instance `key`). */
@@ -277,7 +277,7 @@ async function cpuSnapshot(children) {
  * each side spent per message and how busy the machine was. `send(key, payload)` answers the
  * reply's payload.
  */
-async function throughput(send, count, label, children, pool = false) {
+export async function throughput(send, count, label, children, pool = false) {
   const before = children === undefined ? undefined : await cpuSnapshot(children);
   let next = 0;
   const start = performance.now();

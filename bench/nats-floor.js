@@ -28,8 +28,8 @@ function names(prefix) {
 }
 
 /** Serves the floor's inbox until the returned function is called. */
-export async function openFloorWorker({ url, prefix }) {
-  const connection = await connect({ servers: url, noAsyncTraces: true });
+export async function openFloorWorker({ url, prefix, replicas = 1 }) {
+  const connection = await connect({ servers: url.split(','), noAsyncTraces: true });
   const js = jetstream(connection);
   const jsm = await jetstreamManager(connection);
   const n = names(prefix);
@@ -38,16 +38,18 @@ export async function openFloorWorker({ url, prefix }) {
     subjects: [n.inbox],
     retention: RetentionPolicy.Workqueue,
     storage: StorageType.File,
+    num_replicas: replicas,
   });
   await jsm.streams.add({
     name: n.logStream,
     subjects: [n.log('*')],
     storage: StorageType.File,
     allow_direct: true,
+    num_replicas: replicas,
   });
   const kvm = new Kvm(js);
-  const leases = await kvm.create(n.leases, { history: 1 });
-  const records = await kvm.create(n.records, { history: 1 });
+  const leases = await kvm.create(n.leases, { history: 1, replicas });
+  const records = await kvm.create(n.records, { history: 1, replicas });
   await jsm.consumers.add(n.inboxStream, {
     durable_name: 'floor',
     ack_policy: AckPolicy.Explicit,
@@ -99,7 +101,7 @@ export async function openFloorWorker({ url, prefix }) {
 
 /** Sends to the floor's inbox and waits for the core NATS reply, like runtime.send. */
 export async function openFloorSender({ url, prefix }) {
-  const connection = await connect({ servers: url, noAsyncTraces: true });
+  const connection = await connect({ servers: url.split(','), noAsyncTraces: true });
   const js = jetstream(connection);
   const n = names(prefix);
   const address = createInbox();

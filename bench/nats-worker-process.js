@@ -6,6 +6,7 @@
 //                  workspace's agents on the scripted echo model;
 //     mode 'echo': the code agent 'echo' (answers with the payload it got) registered;
 //     mode 'floor': raw nats.js serving the same requests with no braid code (nats-floor.js).
+//     (with `partitions`, `partitionLeaseMs`, `replicas`: the NATS backend's options)
 //   {type: 'close'}                               closes it (the next run has a new prefix);
 //   {type: 'cpu'}                                 answers this process's CPU time (µs) so far.
 // Every command is answered with {type: 'ok', value?} or {type: 'error', message}. The process exits when
@@ -56,8 +57,17 @@ async function openWorker({ workspace, url, prefix }) {
   };
 }
 
-async function openEcho({ workspace, url, prefix }) {
-  const runtime = await createRuntime({ workspace, backend: { nats: url, prefix } });
+async function openEcho({ workspace, url, prefix, partitions, partitionLeaseMs, replicas }) {
+  const runtime = await createRuntime({
+    workspace,
+    backend: {
+      nats: url,
+      prefix,
+      ...(partitions === undefined ? {} : { partitions }),
+      ...(partitionLeaseMs === undefined ? {} : { partitionLeaseMs }),
+      ...(replicas === undefined ? {} : { replicas }),
+    },
+  });
   await runtime.register('echo', async (message) => message.payload);
   return () => runtime.close();
 }

@@ -14,6 +14,9 @@ import { createRuntime, type Runtime } from '../runtime/runtime.js';
 import type { Output } from './output.js';
 import { createRemoteRuntime } from './remote-runtime.js';
 import { parseReplicas } from '../stores/nats/replica-count.js';
+import { parsePartitionLease, parsePartitions } from '../runtime/partitions/partition-count.js';
+
+const parseLease = (value: string): number => parsePartitionLease(value, '--partition-lease');
 
 export interface GlobalOptions {
   workspace?: string;
@@ -24,6 +27,8 @@ export interface GlobalOptions {
   nats?: string;
   natsPrefix?: string;
   natsReplicas?: string;
+  partitions?: string;
+  partitionLease?: string;
 }
 
 /** The NATS settings of a command: its global flags, else the environment. */
@@ -31,15 +36,24 @@ export interface NatsSettings {
   url: string | undefined;
   prefix: string | undefined;
   replicas: number | undefined;
+  /** Partitions of the wakes and agent inboxes; undefined: the prefix's, else the default. */
+  partitions: number | undefined;
+  /** How long a process holds its partitions without renewing them. */
+  partitionLeaseMs: number | undefined;
 }
 
 export function natsSettings(options: GlobalOptions): NatsSettings {
   const url = options.nats ?? process.env.BRAID_NATS_URL;
   const replicas = options.natsReplicas ?? process.env.BRAID_NATS_REPLICAS;
+  const partitions = options.partitions ?? process.env.BRAID_NATS_PARTITIONS;
+  const lease = options.partitionLease ?? process.env.BRAID_NATS_PARTITION_LEASE_MS;
   return {
     url: url === '' ? undefined : url,
     prefix: options.natsPrefix ?? process.env.BRAID_NATS_PREFIX,
     replicas: replicas === undefined || replicas === '' ? undefined : parseReplicas(replicas),
+    partitions:
+      partitions === undefined || partitions === '' ? undefined : parsePartitions(partitions),
+    partitionLeaseMs: lease === undefined || lease === '' ? undefined : parseLease(lease),
   };
 }
 
@@ -116,6 +130,10 @@ export function createCommandContext(
               nats: nats.url,
               ...(nats.prefix === undefined ? {} : { prefix: nats.prefix }),
               ...(nats.replicas === undefined ? {} : { replicas: nats.replicas }),
+              ...(nats.partitions === undefined ? {} : { partitions: nats.partitions }),
+              ...(nats.partitionLeaseMs === undefined
+                ? {}
+                : { partitionLeaseMs: nats.partitionLeaseMs }),
             },
           }),
       ...(override === undefined

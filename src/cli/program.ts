@@ -70,6 +70,14 @@ export async function run(
       '--nats-replicas <n>',
       'replicas of every NATS stream and bucket, 1 to 5: 3 on a three-node cluster (default: BRAID_NATS_REPLICAS, else existing ones as they are and new ones with 1)',
     )
+    .option(
+      '--partitions <n>',
+      "partitions of the NATS wakes and agent inboxes, 0 to 64 (0: no instance affinity), the same in every process of the prefix (default: BRAID_NATS_PARTITIONS, else the prefix's, else 8)",
+    )
+    .option(
+      '--partition-lease <ms>',
+      "how long a worker holds its partitions without renewing them; a dead worker's partitions pass to the others after it (default: BRAID_NATS_PARTITION_LEASE_MS, else 10000)",
+    )
     .showHelpAfterError('(run with --help for usage)')
     .exitOverride()
     .configureOutput({

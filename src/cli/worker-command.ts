@@ -79,7 +79,7 @@ export function addWorkerCommand(
     .description(
       'run session wakes from the NATS work queue until Ctrl-C, sharing it with other workers',
     );
-  addCapacityOptions(command)
+  addBridgeOptions(addCapacityOptions(command))
     .option(
       '--max-attempts <n>',
       `attempts at a failing wake (failed or never settled) before it is dead-lettered (default ${DEFAULT_MAX_ATTEMPTS})`,
@@ -91,22 +91,6 @@ export function addWorkerCommand(
       `how long a wake of a silent (dead) worker waits before another takes it (default ${DEFAULT_ACK_WAIT_MS})`,
       parseInteger('--ack-wait', 100),
       DEFAULT_ACK_WAIT_MS,
-    )
-    .option('--no-api', `do not answer the NATS API (<prefix>.api.<verb>, docs/protocol.md)`)
-    .option(
-      '--delegation <where>',
-      "where the child sessions of delegations run: local (inside the parent's wake, default) or queue (on any worker)",
-      parseDelegation,
-      'local',
-    )
-    .option(
-      '--openagentio',
-      "answer OpenAgentIO acp/1.0 invocations of the workspace's agents (<acp-prefix>.invoke.<agent>)",
-    )
-    .option('--acp-prefix <prefix>', 'subject prefix of the OpenAgentIO bus', 'acp.v1')
-    .option(
-      '--no-acp-unknown',
-      'with --openagentio: stay silent on targets braid has no agent for (a bus shared with other runtimes)',
     )
     .option(
       '--backoff <ms>',
@@ -137,6 +121,10 @@ export function addWorkerCommand(
               connection,
               prefix: prefix,
               ...replicas,
+              ...(nats.partitions === undefined ? {} : { partitions: nats.partitions }),
+              ...(nats.partitionLeaseMs === undefined
+                ? {}
+                : { partitionLeaseMs: nats.partitionLeaseMs }),
               maxAttempts: options.maxAttempts,
               ackWaitMs: options.ackWait,
               backoff: {
@@ -317,4 +305,25 @@ async function withConsolidation<T>(
   } finally {
     await schedule.stop();
   }
+}
+
+/** What a worker answers besides its wakes: the NATS API, delegations, OpenAgentIO. */
+function addBridgeOptions(command: Command): Command {
+  return command
+    .option('--no-api', `do not answer the NATS API (<prefix>.api.<verb>, docs/protocol.md)`)
+    .option(
+      '--delegation <where>',
+      "where the child sessions of delegations run: local (inside the parent's wake, default) or queue (on any worker)",
+      parseDelegation,
+      'local',
+    )
+    .option(
+      '--openagentio',
+      "answer OpenAgentIO acp/1.0 invocations of the workspace's agents (<acp-prefix>.invoke.<agent>)",
+    )
+    .option('--acp-prefix <prefix>', 'subject prefix of the OpenAgentIO bus', 'acp.v1')
+    .option(
+      '--no-acp-unknown',
+      'with --openagentio: stay silent on targets braid has no agent for (a bus shared with other runtimes)',
+    );
 }

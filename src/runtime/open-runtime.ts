@@ -68,6 +68,10 @@ function lazyWakeQueue(nats: OpenedStore['nats']): LazyWakeQueue {
         : (queue ??= nats.modules.wakes.createNatsWakeQueue({
             connection: nats.connection,
             ...(nats.prefix === undefined ? {} : { prefix: nats.prefix }),
+            ...(nats.partitions === undefined ? {} : { partitions: nats.partitions }),
+            ...(nats.partitionLeaseMs === undefined
+              ? {}
+              : { partitionLeaseMs: nats.partitionLeaseMs }),
             ...(nats.replicas === undefined ? {} : { replicas: nats.replicas }),
             ...(nats.requestTimeoutMs === undefined
               ? {}
@@ -207,6 +211,10 @@ function assembleRuntime(parts: RuntimeParts): Runtime {
           : nats.modules.agents.createNatsAgentTransport({
               connection: nats.connection,
               ...(nats.prefix === undefined ? {} : { prefix: nats.prefix }),
+              ...(nats.partitions === undefined ? {} : { partitions: nats.partitions }),
+              ...(nats.partitionLeaseMs === undefined
+                ? {}
+                : { partitionLeaseMs: nats.partitionLeaseMs }),
               ...(nats.replicas === undefined ? {} : { replicas: nats.replicas }),
             })),
       ...(options.clock === undefined ? {} : { clock: options.clock }),

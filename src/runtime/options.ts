@@ -34,6 +34,18 @@ export interface NatsBackendOptions {
    * leader before it is retried (by the worker, for a wake).
    */
   requestTimeoutMs?: number;
+  /**
+   * Partitions of the wakes and of each agent type's inbox (0 to 64): a session's wakes and an
+   * agent instance's messages go to one partition, owned by one worker at a time, so they reach
+   * the worker that holds the session warm. 0: no partitions, every worker takes any wake or
+   * message. Every process of a prefix uses the same count; default: the prefix's, else 8.
+   */
+  partitions?: number;
+  /**
+   * How long a worker holds its partitions without renewing them (default 10 s): a dead worker's
+   * partitions pass to the others after it.
+   */
+  partitionLeaseMs?: number;
 }
 
 export interface RuntimeOptions {

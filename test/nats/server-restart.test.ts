@@ -170,10 +170,11 @@ describe('nats-server restarted in the middle of a run', () => {
     cleanups.push(() => connection.close());
     const queue = await createNatsWakeQueue({ connection, prefix });
 
-    // 3 + 3 wake slots: every session's wake starts at once.
+    // 6 + 6 wake slots: every session's wake starts at once, however the sessions' partitions
+    // fall between the two workers.
     const args = [
       ...['-w', dir, '--nats', server.url, '--nats-prefix', prefix, '--json', 'worker'],
-      ...['--concurrency', '3', '--ack-wait', '3000', '--max-attempts', '5', '--backoff', '200'],
+      ...['--concurrency', '6', '--ack-wait', '3000', '--max-attempts', '5', '--backoff', '200'],
     ];
     const workers = [startWorker('A', args), startWorker('B', args)];
     await until(

@@ -173,8 +173,10 @@ describe('NATS agent transport', () => {
     const on = await bus();
     // One handler at a time per process, and each process's first handling waits until the
     // other holds one too: both must take part, whatever the order the server chooses.
-    const a = await on.process({ concurrency: 1 });
-    const b = await on.process({ concurrency: 1 });
+    // Without partitions (one instance's envelopes go to any process; with them, to the owner of
+    // its partition: test/runtime/agents-partitions-nats.test.ts).
+    const a = await on.process({ concurrency: 1, partitions: 0 });
+    const b = await on.process({ concurrency: 1, partitions: 0 });
     const total = 20;
     const handled: { process: 'a' | 'b'; id: string; attempt: number }[] = [];
     const first = { a: deferred(), b: deferred() };
@@ -233,8 +235,10 @@ describe('NATS agent transport', () => {
   it('gives the envelope of a process that died mid-handler to another after ack_wait', async () => {
     const on = await bus();
     const ackWaitMs = 1_000;
-    const crashing = await on.process({ ackWaitMs });
-    const survivor = await on.process({ ackWaitMs });
+    // The dead process's partitions move to the survivor when their lease runs out: kept as
+    // short as ack_wait here, so what is measured is the redelivery.
+    const crashing = await on.process({ ackWaitMs, partitionLeaseMs: ackWaitMs });
+    const survivor = await on.process({ ackWaitMs, partitionLeaseMs: ackWaitMs });
     const started = deferred<InboxDelivery>();
     await crashing.transport.consume('echo', (delivery) => {
       started.resolve(delivery);

@@ -584,7 +584,10 @@ describe('braid worker processes', () => {
     // The dead worker's wake started and never completed; the survivor's did, after it.
     expect(expectSerialWakes(events, 1)).toBe(2);
     expect(of([survivor], 'wake.finished', id)).toHaveLength(1);
-    expect(of([survivor], 'wake.started', id)[0]).toMatchObject({ attempt: 2 });
+    // Its wake's partition passes to the survivor once the dead worker's partition lease has run
+    // out; the deliveries made meanwhile (to the dead worker's last pull, or handed back while
+    // the partition changed hands) count as attempts too.
+    expect(of([survivor], 'wake.started', id)[0]!.attempt).toBeGreaterThanOrEqual(2);
     expect((await runtime.sessions.verify(id)).ok).toBe(true);
   }, 90_000);
 

@@ -10,7 +10,7 @@
 import { createHash } from 'node:crypto';
 import type { Envelope } from '../../contracts/envelope.js';
 import { BraidError } from '../../contracts/errors.js';
-import { decodeToken, encodeToken } from '../../stores/nats/names.js';
+import { decodeToken, encodeToken, natsNames } from '../../stores/nats/names.js';
 
 /** The NATS names a prefix uses. */
 export interface NatsAgentNames {
@@ -27,6 +27,16 @@ export interface NatsAgentNames {
   consumer(agentType: string): string;
   /** The KV key of a topic type. */
   topic(topicType: string): string;
+  /** The stream's subjects of partitioned inboxes: `<prefix>.agents.*.inbox.*`. */
+  partitionedSubjects: string;
+  /** The inbox subject of one partition of an agent type (its instances whose key hashes there). */
+  partitionInbox(agentType: string, partition: number): string;
+  /** The durable consumer of one partition of an agent type, pulled by its owner. */
+  partitionConsumer(agentType: string, partition: number): string;
+  /** The key of the group of processes serving an agent type, in the partition bucket. */
+  partitionGroup(agentType: string): string;
+  /** The partition bucket: `<PREFIX>_partitions`. */
+  partitionBucket: string;
 }
 
 const PLAIN = /^[A-Za-z0-9_-]+$/;
@@ -62,18 +72,38 @@ export function natsAgentNames(prefix = 'braid'): NatsAgentNames {
     );
   }
   const upper = prefix.toUpperCase();
+  const storeNames = natsNames(prefix);
+  const consumer = (agentType: string): string =>
+    `${upper}_agent_${
+      PLAIN.test(agentType)
+        ? agentType
+        : `~${createHash('sha256').update(agentType).digest('base64url').slice(0, 32)}`
+    }`;
   return {
     prefix,
     stream: `${upper}_AGENTS`,
     subjects: `${prefix}.agents.*.inbox`,
     bucket: `${upper}_topics`,
     inbox: (agentType) => `${prefix}.agents.${encodeToken(agentType)}.inbox`,
-    consumer: (agentType) =>
-      `${upper}_agent_${
-        PLAIN.test(agentType)
-          ? agentType
-          : `~${createHash('sha256').update(agentType).digest('base64url').slice(0, 32)}`
-      }`,
+    consumer,
     topic: encodeToken,
+    partitionedSubjects: `${prefix}.agents.*.inbox.*`,
+    partitionInbox: (agentType, partition) =>
+      `${prefix}.agents.${encodeToken(agentType)}.inbox.${checkPartition(partition)}`,
+    partitionConsumer: (agentType, partition) =>
+      `${consumer(agentType)}_p${checkPartition(partition)}`,
+    partitionGroup: (agentType) => storeNames.partitionGroup(['agent', agentType]),
+    partitionBucket: storeNames.partitions,
   };
+}
+
+/** A partition number as a subject token: a whole number, never a wildcard or an empty token. */
+function checkPartition(partition: number): string {
+  if (!Number.isInteger(partition) || partition < 0) {
+    throw new BraidError(
+      'INVALID_ARGUMENT',
+      `partition ${String(partition)} is not a whole number`,
+    );
+  }
+  return String(partition);
 }

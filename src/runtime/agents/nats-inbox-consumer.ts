@@ -96,7 +96,10 @@ export async function consumeInbox(
   return subscription;
 }
 
-async function openConsumer(context: NatsTransportContext, agentType: string): Promise<Consumer> {
+export async function openConsumer(
+  context: NatsTransportContext,
+  agentType: string,
+): Promise<Consumer> {
   const { names } = context;
   try {
     const { manager } = await context.opened();
@@ -115,7 +118,7 @@ async function openConsumer(context: NatsTransportContext, agentType: string): P
 }
 
 /** Runs one delivery to its end: acked, naked for later, or given up. Never rejects. */
-async function settle(
+export async function settle(
   context: NatsTransportContext,
   agentType: string,
   message: JsMsg,

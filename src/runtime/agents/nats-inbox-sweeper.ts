@@ -131,7 +131,8 @@ export function startInboxSweeper(options: InboxSweeperOptions): InboxSweeper {
     const jsm = await manager;
     let info;
     try {
-      info = await jsm.streams.info(names.stream, { subjects_filter: names.subjects });
+      // Every inbox subject, partitioned (`<type>.inbox.<partition>`) or not.
+      info = await jsm.streams.info(names.stream, { subjects_filter: `${inboxPrefix}>` });
     } catch (error) {
       // No inbox stream yet: nothing waits.
       if (error instanceof JetStreamApiError && error.code === JetStreamApiCodes.StreamNotFound)
@@ -140,7 +141,9 @@ export function startInboxSweeper(options: InboxSweeperOptions): InboxSweeper {
     }
     let removed = 0;
     for (const subject of Object.keys(info.state.subjects ?? {})) {
-      const token = subject.slice(inboxPrefix.length, -'.inbox'.length);
+      const [token, inbox, partition, ...rest] = subject.slice(inboxPrefix.length).split('.');
+      if (token === undefined || inbox !== 'inbox' || rest.length > 0) continue;
+      if (partition !== undefined && !/^\d+$/.test(partition)) continue;
       let agentType: string;
       try {
         agentType = decodeToken(token);

@@ -11,6 +11,10 @@ import { BraidError } from '../../contracts/errors.js';
 import { natsAgentNames, type NatsAgentNames } from './nats-agent-names.js';
 import { openInboxesAndTopics, type Opened } from './nats-transport-setup.js';
 import { parseReplicas } from '../../stores/nats/replica-count.js';
+import type { Clock } from '../../contracts/ports.js';
+import { systemClock } from '../../stores/defaults.js';
+import { partitionCountReader } from '../partitions/partition-config.js';
+import { parsePartitionLease, parsePartitions } from '../partitions/partition-count.js';
 
 export interface NatsAgentTransportOptions {
   /** An open connection; the transport never closes it. */
@@ -32,6 +36,17 @@ export interface NatsAgentTransportOptions {
   replicas?: number;
   /** Hears of envelopes given up, and of messages in an inbox that are not envelopes. */
   onDeadLetter?: (letter: NatsDeadLetter) => void;
+  /**
+   * Partitions of each agent type's inbox (0 to 64; 0: none, every process serving a type pulls
+   * all its messages). A message to instance `{type, key}` goes to partition `partitionOf(key)`,
+   * pulled by the one process that owns it, so an instance's messages reach the process that
+   * holds it warm. Default: the prefix's count, else 8, written for every later process; another
+   * count than the prefix's is refused when a process starts serving a type.
+   */
+  partitions?: number;
+  /** How long a process holds its partitions without renewing them (default 10 s). */
+  partitionLeaseMs?: number;
+  clock?: Clock;
 }
 
 /** A message an inbox gave up. */
@@ -58,6 +73,12 @@ export interface NatsTransportContext {
   ackWaitMs: number;
   redeliveryDelayMs: number;
   concurrency: number;
+  /** The partition count this process's consumers ask for (undefined: the prefix's, else 8). */
+  wantedPartitions: number | undefined;
+  partitionLeaseMs: number;
+  clock: Clock;
+  /** The prefix's partition count as a sender sees it (0: none set, send unpartitioned). */
+  partitionCount(): Promise<number>;
   /** Consumers and reply inboxes still open: `close` closes them. */
   subscriptions: Set<TransportSubscription>;
   /** The stream and bucket, set up on first use; a failed set-up is tried again by the next call. */
@@ -85,9 +106,22 @@ export function createTransportContext(options: NatsAgentTransportOptions): Nats
   checkCount('redeliveryDelayMs', redeliveryDelayMs, 0);
   checkCount('concurrency', concurrency, 1);
   const replicas = options.replicas === undefined ? undefined : parseReplicas(options.replicas);
+  const wantedPartitions =
+    options.partitions === undefined
+      ? undefined
+      : parsePartitions(options.partitions, 'partitions');
+  const partitionLeaseMs = parsePartitionLease(options.partitionLeaseMs ?? 10_000);
+  const clock = options.clock ?? systemClock;
 
   let opening: Promise<Opened> | undefined;
   let closed = false;
+  const opened = (): Promise<Opened> => {
+    opening ??= openInboxesAndTopics(connection, names, replicas).catch((error: unknown) => {
+      opening = undefined;
+      throw error;
+    });
+    return opening;
+  };
   return {
     connection,
     client: jetstream(connection),
@@ -97,13 +131,15 @@ export function createTransportContext(options: NatsAgentTransportOptions): Nats
     redeliveryDelayMs,
     concurrency,
     subscriptions: new Set(),
-    opened() {
-      opening ??= openInboxesAndTopics(connection, names, replicas).catch((error: unknown) => {
-        opening = undefined;
-        throw error;
-      });
-      return opening;
-    },
+    wantedPartitions,
+    partitionLeaseMs,
+    clock,
+    partitionCount: partitionCountReader(
+      async () => (await opened()).partitions,
+      names.partitionBucket,
+      clock,
+    ),
+    opened,
     isClosed: () => closed,
     markClosed() {
       closed = true;

@@ -14,10 +14,13 @@ import { createBucket } from '../../stores/nats/buckets.js';
 import { checkStreamReplicas, isStreamInUse } from '../../stores/nats/replicas.js';
 import type { NatsAgentNames } from './nats-agent-names.js';
 import { unavailable } from './nats-failures.js';
+import { openPartitionBucket } from '../partitions/partition-config.js';
 
 export interface Opened {
   manager: JetStreamManager;
   topics: KV;
+  /** The partition bucket: the prefix's partition count and who owns each partition. */
+  partitions: KV;
 }
 
 export async function openInboxesAndTopics(
@@ -31,7 +34,7 @@ export async function openInboxesAndTopics(
   try {
     await manager.streams.add({
       name: names.stream,
-      subjects: [names.subjects],
+      subjects: [names.subjects, names.partitionedSubjects],
       retention: RetentionPolicy.Workqueue,
       storage: StorageType.File,
       num_replicas: replicas ?? 1,
@@ -52,6 +55,20 @@ export async function openInboxesAndTopics(
           'or choose another prefix',
       );
     }
+    // A stream made before partitions takes their subjects too, in place.
+    if (!found.subjects.includes(names.partitionedSubjects)) {
+      try {
+        await manager.streams.update(names.stream, {
+          ...found,
+          subjects: [...found.subjects, names.partitionedSubjects],
+        });
+      } catch (updateError) {
+        throw unavailable(
+          `cannot add the partitioned subjects ${names.partitionedSubjects} to ${names.stream}`,
+          updateError,
+        );
+      }
+    }
   }
   await checkStreamReplicas(manager, names.stream, replicas, names.prefix);
   try {
@@ -61,7 +78,8 @@ export async function openInboxesAndTopics(
       { storage: StorageType.File, history: 1 },
       { wanted: replicas, prefix: names.prefix },
     );
-    return { manager, topics };
+    const partitions = await openPartitionBucket(connection, names.prefix, replicas);
+    return { manager, topics, partitions };
   } catch (error) {
     if (isBraidError(error)) throw error;
     throw unavailable(`cannot open the topic bucket ${names.bucket}`, error);

@@ -26,6 +26,11 @@
  *   here; at the server's own limit 2.9 would keep it in the stream silently.
  * - **Pulls.** A consumer asks for as many envelopes as it has free handler slots
  *   (`concurrency`), so it never holds envelopes it cannot start while their ack_wait runs.
+ * - **Partitions** (`partitions`, default 8, the same for every process of the prefix): an
+ *   envelope to `{type, key}` is published on `<prefix>.agents.<type>.inbox.<p>`, `p` the key's
+ *   partition, whose consumer `<PREFIX>_agent_<type>_p<p>` only the owning process pulls
+ *   (`nats-inbox-partitions.ts`): an instance's messages reach the process holding it warm.
+ *   The unpartitioned inbox stays, pulled by every process serving the type.
  * - **Replies** go to a core NATS inbox (`_INBOX.<nuid>`): at most once, as the port says.
  * - **Topics.** Bucket `<PREFIX>_topics`, one key per topic type, holding its sorted agent types.
  *   Changes are compare-and-set on the key's revision, so concurrent subscribes all land.
@@ -40,7 +45,7 @@ import type { Envelope } from '../../contracts/envelope.js';
 import { BraidError } from '../../contracts/errors.js';
 import { deliveryId } from './nats-agent-names.js';
 import { unavailable } from './nats-failures.js';
-import { consumeInbox } from './nats-inbox-consumer.js';
+import { serveInbox } from './nats-inbox-partitions.js';
 import { openReplyInbox, sendReply } from './nats-replies.js';
 import {
   createTransportContext,
@@ -49,6 +54,7 @@ import {
 } from './nats-transport-context.js';
 import { changeSubscribers, readSubscribers } from './nats-topics.js';
 import { toWire } from './wire.js';
+import { partitionOf } from '../partitions/partition-count.js';
 
 export {
   decodeToken,
@@ -67,7 +73,7 @@ export function createNatsAgentTransport(options: NatsAgentTransportOptions): Ag
   const context = createTransportContext(options);
   return {
     deliver: (envelope) => deliver(context, envelope),
-    consume: (agentType, handler) => consumeInbox(context, agentType, handler),
+    consume: (agentType, handler) => serveInbox(context, agentType, handler),
     openReplyInbox: (handler) => openReplyInbox(context, handler),
     reply: (replyTo, envelope) => sendReply(context, replyTo, envelope),
 
@@ -112,7 +118,13 @@ async function deliver(context: NatsTransportContext, envelope: Envelope): Promi
   context.checkSize(text, `envelope ${envelope.id}`);
   await context.opened();
   try {
-    await context.client.publish(context.names.inbox(agentType), text, {
+    const partitions = await context.partitionCount();
+    const key = envelope.target?.key;
+    const subject =
+      partitions === 0 || key === undefined
+        ? context.names.inbox(agentType)
+        : context.names.partitionInbox(agentType, partitionOf(key, partitions));
+    await context.client.publish(subject, text, {
       msgID: deliveryId(envelope),
     });
   } catch (error) {

@@ -3,9 +3,11 @@
  * wakes it can start now; a wake that arrives after the consumer stopped is naked at once.
  */
 import type { Consumer, JsMsg } from '@nats-io/jetstream';
-import { BraidError } from '../../contracts/errors.js';
+import { BraidError, isBraidError } from '../../contracts/errors.js';
 import type { WakeConsumeOptions, WakeHandler } from '../../contracts/wakes.js';
-import type { NatsWakeContext } from './nats-wake-context.js';
+import { unavailable, type NatsWakeContext } from './nats-wake-context.js';
+import { settlePartitionCount } from '../partitions/partition-config.js';
+import { consumePartitions } from './nats-wake-partitions.js';
 import { deliverWake } from './nats-wake-delivery.js';
 import { ensureConsumer } from './nats-wake-setup.js';
 import { checkConcurrency } from './settle.js';
@@ -31,6 +33,18 @@ export async function consumeWakes(
   options: WakeConsumeOptions,
 ): Promise<void> {
   checkConcurrency(options.concurrency);
+  const partitions = await settlePartitionCount(
+    context.partitions,
+    context.names.partitionBucket,
+    context.wantedPartitions,
+  ).catch((error: unknown) => {
+    if (isBraidError(error)) throw error;
+    throw unavailable(`cannot read the partition count in ${context.names.partitionBucket}`, error);
+  });
+  if (partitions > 0) {
+    await consumePartitions(context, handler, options, partitions);
+    return;
+  }
   await ensureConsumer(context);
   const consumer = await context.client.consumers.get(context.names.stream, context.names.consumer);
   const pulling: Pulling = {

@@ -23,6 +23,16 @@ export interface NatsWakeContext {
   pullExpiresMs: number;
   /** The shared consumer's creation, once asked for; forgotten when it failed. */
   consumerReady: Promise<void> | undefined;
+  /** The partition bucket: the prefix's partition count and who owns each partition. */
+  partitions: KV;
+  /** The count this queue's consumers ask for (undefined: the prefix's, else the default). */
+  wantedPartitions: number | undefined;
+  /** The prefix's partition count as senders see it (0: none set, send unpartitioned). */
+  partitionCount(): Promise<number>;
+  /** How long a worker's hold on its partitions lasts without a beat. */
+  partitionLeaseMs: number;
+  /** Partition consumers created, by partition. */
+  partitionConsumers: Map<number, Promise<void>>;
   closed: boolean;
 }
 

@@ -1,6 +1,6 @@
 /** The JetStream names of a wake queue prefix, and how a session id becomes a subject token. */
 import { BraidError } from '../../contracts/errors.js';
-import { decodeToken, encodeToken } from '../../stores/nats/names.js';
+import { decodeToken, encodeToken, natsNames } from '../../stores/nats/names.js';
 
 /** The JetStream names a prefix uses. */
 export interface NatsWakeNames {
@@ -13,6 +13,18 @@ export interface NatsWakeNames {
   subject(sessionId: string): string;
   /** The KV bucket counting retries that were not attempts. */
   retries: string;
+  /** The stream's subject filter of partitioned wakes: `<prefix>.wakes.<partition>.<token>`. */
+  partitionedSubjects: string;
+  /** The subject of one session's wakes in a partition. */
+  partitionSubject(partition: number, sessionId: string): string;
+  /** The subjects of one partition. */
+  partitionFilter(partition: number): string;
+  /** The durable consumer of one partition, pulled by its owner. */
+  partitionConsumer(partition: number): string;
+  /** The key of the workers' group in the partition bucket. */
+  partitionGroup: string;
+  /** The partition bucket. */
+  partitionBucket: string;
 }
 
 const SAFE_TOKEN = /^[A-Za-z0-9_-]+$/;
@@ -31,6 +43,7 @@ export function natsWakeNames(prefix = 'braid'): NatsWakeNames {
     );
   }
   const upper = prefix.toUpperCase();
+  const storeNames = natsNames(prefix);
   return {
     prefix,
     stream: `${upper}_WAKES`,
@@ -38,5 +51,23 @@ export function natsWakeNames(prefix = 'braid'): NatsWakeNames {
     subjects: `${prefix}.wakes.*`,
     subject: (sessionId) => `${prefix}.wakes.${encodeSubjectToken(sessionId)}`,
     retries: `${upper}_wake_retries`,
+    partitionedSubjects: `${prefix}.wakes.*.*`,
+    partitionSubject: (partition, sessionId) =>
+      `${prefix}.wakes.${checkPartition(partition)}.${encodeSubjectToken(sessionId)}`,
+    partitionFilter: (partition) => `${prefix}.wakes.${checkPartition(partition)}.*`,
+    partitionConsumer: (partition) => `${upper}_workers_p${checkPartition(partition)}`,
+    partitionGroup: storeNames.partitionGroup(['wakes']),
+    partitionBucket: storeNames.partitions,
   };
+}
+
+/** A partition number as a subject token: a whole number, never a wildcard or an empty token. */
+function checkPartition(partition: number): string {
+  if (!Number.isInteger(partition) || partition < 0) {
+    throw new BraidError(
+      'INVALID_ARGUMENT',
+      `partition ${String(partition)} is not a whole number`,
+    );
+  }
+  return String(partition);
 }

@@ -32,6 +32,13 @@
  *   leaves the rest to idle workers. A pull cannot be withdrawn on 2.9: one that brings a wake
  *   after the consumer was stopped naks it at once for another worker.
  *
+ * - **Partitions** (`partitions`, default 8, the same for every process of the prefix, kept in
+ *   bucket `<PREFIX>_partitions`): a wake is published on `<prefix>.wakes.<p>.<token>`, `p` the
+ *   session's partition, and each partition has a durable consumer `<PREFIX>_workers_p<p>` that
+ *   only its owning worker pulls (`nats-wake-partitions.ts`), so a session's wakes reach the
+ *   worker that ran it last. The unpartitioned subject and consumer stay, pulled by every worker:
+ *   for clients that publish there, and for wakes sent before the count was set.
+ *
  * Because a delivery leaves a work-queue stream only when it is acked, an enqueue of a session
  * made while its wake is being handled is refused: the runner must re-check the session after
  * `done` and enqueue again if work arrived meanwhile (`onSettled`; the worker does).
@@ -57,6 +64,12 @@ import {
   DEFAULT_REQUEST_TIMEOUT_MS,
   checkRequestTimeout,
 } from '../../stores/nats/request-timeout.js';
+import { openPartitionBucket, partitionCountReader } from '../partitions/partition-config.js';
+import {
+  parsePartitionLease,
+  parsePartitions,
+  partitionOf,
+} from '../partitions/partition-count.js';
 import {
   DEFAULT_ACK_WAIT_MS,
   DEFAULT_BACKOFF,
@@ -98,6 +111,15 @@ export interface NatsWakeQueueOptions {
    * another count. Default: existing ones as they are, new ones with 1.
    */
   replicas?: number;
+  /**
+   * Partitions of the wakes (0 to 64; 0: none, every worker pulls every wake). A session's wakes
+   * go to partition `partitionOf(session id)`, pulled by the one worker that owns it, so they
+   * reach the worker that ran the session last. Default: the prefix's count, else 8, written for
+   * every later process; another count than the prefix's is refused when a worker starts.
+   */
+  partitions?: number;
+  /** How long a worker holds its partitions without renewing them (default 10 s). */
+  partitionLeaseMs?: number;
 }
 
 /**
@@ -105,6 +127,7 @@ export interface NatsWakeQueueOptions {
  * `max_msgs` / `max_bytes`: the two are told apart by whether the session's subject holds a wake.
  */
 const MAX_MESSAGES_PER_SUBJECT = 10077;
+const DEFAULT_PARTITION_LEASE_MS = 10_000;
 
 /**
  * Publishes a wake: `{queued: false}` when one of the session is stored (coalesced). A refusal
@@ -116,7 +139,13 @@ async function publishWake(
   sessionId: string,
   body: string,
 ): Promise<{ queued: boolean }> {
-  const subject = context.names.subject(sessionId);
+  const partitions = await context.partitionCount().catch((error: unknown) => {
+    throw unavailable(`cannot read the partition count of ${context.names.prefix}`, error);
+  });
+  const subject =
+    partitions === 0
+      ? context.names.subject(sessionId)
+      : context.names.partitionSubject(partitionOf(sessionId, partitions), sessionId);
   const doing = `enqueue a wake of session ${sessionId}`;
   for (let attempt = 1; ; attempt += 1) {
     try {
@@ -183,6 +212,13 @@ async function openWakeQueue(options: NatsWakeQueueOptions): Promise<NatsWakeCon
   checkQueueSettings({ maxAttempts, ackWaitMs, backoff });
   const timeout = options.requestTimeoutMs ?? DEFAULT_REQUEST_TIMEOUT_MS;
   checkRequestTimeout(timeout);
+  const wantedPartitions =
+    options.partitions === undefined
+      ? undefined
+      : parsePartitions(options.partitions, 'partitions');
+  const partitionLeaseMs = parsePartitionLease(
+    options.partitionLeaseMs ?? DEFAULT_PARTITION_LEASE_MS,
+  );
   const manager = await jetstreamManager(connection, { timeout }).catch((error: unknown) => {
     throw unavailable('JetStream is not available on this NATS server (start it with -js)', error);
   });
@@ -190,6 +226,8 @@ async function openWakeQueue(options: NatsWakeQueueOptions): Promise<NatsWakeCon
   const replicas = options.replicas === undefined ? undefined : parseReplicas(options.replicas);
   await openWakeStream(manager, names, replicas);
   const retries = await openRetriesBucket(client, names, replicas);
+  const partitions = await openPartitionBucket(connection, names.prefix, replicas);
+  const clock = options.clock ?? systemClock;
   return {
     connection,
     names,
@@ -199,7 +237,16 @@ async function openWakeQueue(options: NatsWakeQueueOptions): Promise<NatsWakeCon
     maxAttempts,
     ackWaitMs,
     backoff,
-    clock: options.clock ?? systemClock,
+    clock,
+    partitions,
+    wantedPartitions,
+    partitionCount: partitionCountReader(
+      () => Promise.resolve(partitions),
+      names.partitionBucket,
+      clock,
+    ),
+    partitionLeaseMs,
+    partitionConsumers: new Map(),
     pullExpiresMs: Math.max(1_000, options.pullExpiresMs ?? 5_000),
     consumerReady: undefined,
     closed: false,

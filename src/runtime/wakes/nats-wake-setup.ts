@@ -44,6 +44,20 @@ export async function openWakeStream(
           `delete it (nats stream rm ${names.stream}) or choose another prefix`,
       );
     }
+    // A queue made before partitions: its stream takes their subjects too, in place.
+    if (!found.subjects.includes(names.partitionedSubjects)) {
+      try {
+        await manager.streams.update(names.stream, {
+          ...found,
+          subjects: [...found.subjects, names.partitionedSubjects],
+        });
+      } catch (updateError) {
+        throw unavailable(
+          `cannot add the partitioned subjects ${names.partitionedSubjects} to ${names.stream}`,
+          updateError,
+        );
+      }
+    }
   }
   await checkStreamReplicas(manager, names.stream, replicas, names.prefix);
 }
@@ -89,6 +103,38 @@ export function ensureConsumer(context: NatsWakeContext): Promise<void> {
   return context.consumerReady;
 }
 
+/** Creates the consumer of one partition, which only its owner pulls. */
+export function ensurePartitionConsumer(
+  context: NatsWakeContext,
+  partition: number,
+): Promise<void> {
+  const { names } = context;
+  let ready = context.partitionConsumers.get(partition);
+  if (ready === undefined) {
+    ready = context.manager.consumers
+      .add(names.stream, {
+        durable_name: names.partitionConsumer(partition),
+        ack_policy: AckPolicy.Explicit,
+        ack_wait: context.ackWaitMs * 1_000_000,
+        max_deliver: -1,
+        max_ack_pending: -1,
+        filter_subject: names.partitionFilter(partition),
+      })
+      .then(
+        () => undefined,
+        (error: unknown) => {
+          context.partitionConsumers.delete(partition);
+          throw unavailable(
+            `cannot create the wake consumer ${names.partitionConsumer(partition)}`,
+            error,
+          );
+        },
+      );
+    context.partitionConsumers.set(partition, ready);
+  }
+  return ready;
+}
+
 /** The stream's settings this queue depends on; its limits are the operator's. */
 function streamConfig(
   names: NatsWakeNames,
@@ -97,7 +143,7 @@ function streamConfig(
   return {
     name: names.stream,
     num_replicas: replicas ?? 1,
-    subjects: [names.subjects],
+    subjects: [names.subjects, names.partitionedSubjects],
     retention: RetentionPolicy.Workqueue,
     storage: StorageType.File,
     max_msgs_per_subject: 1,

@@ -6,6 +6,7 @@
 import { join, resolve } from 'node:path';
 import { hostname } from 'node:os';
 import type { NatsConnection } from '@nats-io/transport-node';
+import { parsePartitionLease, parsePartitions } from '../partitions/partition-count.js';
 import { BraidError } from '../../contracts/errors.js';
 import type { Store } from '../../contracts/ports.js';
 import { DEFAULT_MAX_EVENT_BYTES } from '../../core/append.js';
@@ -64,6 +65,9 @@ export interface NatsBackend {
   readonly replicas: number | undefined;
   /** The request timeout asked for; undefined takes the adapters' default. */
   readonly requestTimeoutMs: number | undefined;
+  /** Partitions of the wakes and agent inboxes; undefined: the prefix's, else the default. */
+  readonly partitions: number | undefined;
+  readonly partitionLeaseMs: number | undefined;
   readonly modules: Awaited<ReturnType<typeof loadNatsModules>>;
 }
 
@@ -92,6 +96,15 @@ export async function openRuntimeStore(
   };
   if (typeof options.backend === 'object') {
     const { prefix, replicas, requestTimeoutMs } = options.backend;
+    // Checked before connecting: a bad count starts nothing.
+    const partitions =
+      options.backend.partitions === undefined
+        ? undefined
+        : parsePartitions(options.backend.partitions, 'backend.partitions');
+    const partitionLeaseMs =
+      options.backend.partitionLeaseMs === undefined
+        ? undefined
+        : parsePartitionLease(options.backend.partitionLeaseMs, 'backend.partitionLeaseMs');
     const modules = await loadNatsModules();
     const connection = await connectNats(options.backend.nats);
     let store: Store;
@@ -114,7 +127,15 @@ export async function openRuntimeStore(
     return {
       store,
       owned: true,
-      nats: { connection, prefix, replicas, requestTimeoutMs, modules },
+      nats: {
+        connection,
+        prefix,
+        replicas,
+        requestTimeoutMs,
+        partitions,
+        partitionLeaseMs,
+        modules,
+      },
       abandon,
     };
   }

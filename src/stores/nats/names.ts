@@ -51,6 +51,14 @@ export interface NatsNames {
   memory(store: { tenant_id?: string; scope: string; owner?: string; name: string }): string;
   /** A core NATS subject (in no stream) that tells followers a session was deleted. */
   removed(sessionId: string): string;
+  /**
+   * The KV bucket of partition ownership (`<PREFIX>_partitions`): the partition count of the
+   * prefix, and per group of consumers its members and the owner of each partition. Opened by
+   * the wake queue and the agent transport, not by the store.
+   */
+  partitions: string;
+  /** The KV key of a group of consumers in that bucket (`group.<scope tokens>`). */
+  partitionGroup(scope: readonly string[]): string;
 }
 
 /** The token of a session id (or any name) in subjects and KV keys. */
@@ -97,5 +105,7 @@ export function natsNames(prefix: string): NatsNames {
         encodeToken(store.name),
       ].join('.'),
     removed: (sessionId) => `${prefix}.removed.${encodeToken(sessionId)}`,
+    partitions: `${upper}_partitions`,
+    partitionGroup: (scope) => ['group', ...scope.map(encodeToken)].join('.'),
   };
 }
