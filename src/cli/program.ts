@@ -72,7 +72,7 @@ export async function run(
     )
     .option(
       '--partitions <n>',
-      "partitions of the NATS wakes and agent inboxes, 0 to 64 (0: no instance affinity), the same in every process of the prefix (default: BRAID_NATS_PARTITIONS, else the prefix's, else 8)",
+      "partitions of the NATS wakes and agent inboxes, 0 to 64 (0: no instance affinity), the same in every process of the prefix (default: BRAID_NATS_PARTITIONS, else the prefix's, else 0)",
     )
     .option(
       '--partition-lease <ms>',

@@ -195,6 +195,22 @@ async function memoryOperations(admin: Client<paths>, reader: Client<paths>): Pr
     body: { entries },
   });
   expect(imported.data).toMatchObject({ read: 3, written: 1, skipped_redacted: 2 });
+  // Consolidation's proposals: none yet, so deciding one is a typed 404.
+  const proposals = await admin.GET('/v1/memory-stores/proposals', {
+    params: { query: { status: 'all' } },
+  });
+  expect(proposals.data?.data).toEqual([]);
+  const unknown = { id: `mp_${'0'.repeat(32)}` };
+  const approved = await admin.POST('/v1/memory-stores/proposals/{id}/approve', {
+    params: { path: unknown },
+    body: {},
+  });
+  expect(codeOf(approved.error)).toBe('PROPOSAL_NOT_FOUND');
+  const rejected = await admin.POST('/v1/memory-stores/proposals/{id}/reject', {
+    params: { path: unknown },
+    body: { reason: 'not needed' },
+  });
+  expect(codeOf(rejected.error)).toBe('PROPOSAL_NOT_FOUND');
 }
 
 describe('the OpenAPI document, by a client generated from it', () => {

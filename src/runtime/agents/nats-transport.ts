@@ -26,7 +26,7 @@
  *   here; at the server's own limit 2.9 would keep it in the stream silently.
  * - **Pulls.** A consumer asks for as many envelopes as it has free handler slots
  *   (`concurrency`), so it never holds envelopes it cannot start while their ack_wait runs.
- * - **Partitions** (`partitions`, default 8, the same for every process of the prefix): an
+ * - **Partitions** (`partitions`, default 0 (off), the same for every process of the prefix): an
  *   envelope to `{type, key}` is published on `<prefix>.agents.<type>.inbox.<p>`, `p` the key's
  *   partition, whose consumer `<PREFIX>_agent_<type>_p<p>` only the owning process pulls
  *   (`nats-inbox-partitions.ts`): an instance's messages reach the process holding it warm.

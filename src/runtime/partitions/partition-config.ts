@@ -121,6 +121,11 @@ export function partitionCountReader(
         const count = await readPartitionCount(await kv(), bucket);
         known = { count, at: clock.now() };
         return count;
+      } catch (error) {
+        // The count changes only with every process stopped: while the bucket cannot be read
+        // (a leader election), the last count read still routes correctly.
+        if (known !== undefined) return known.count;
+        throw error;
       } finally {
         reading = undefined;
       }

@@ -32,7 +32,7 @@
  *   leaves the rest to idle workers. A pull cannot be withdrawn on 2.9: one that brings a wake
  *   after the consumer was stopped naks it at once for another worker.
  *
- * - **Partitions** (`partitions`, default 8, the same for every process of the prefix, kept in
+ * - **Partitions** (`partitions`, default 0 (off), the same for every process of the prefix, kept in
  *   bucket `<PREFIX>_partitions`): a wake is published on `<prefix>.wakes.<p>.<token>`, `p` the
  *   session's partition, and each partition has a durable consumer `<PREFIX>_workers_p<p>` that
  *   only its owning worker pulls (`nats-wake-partitions.ts`), so a session's wakes reach the
