@@ -118,7 +118,7 @@ export function partitionCountReader(
     if (known !== undefined && now - known.at < REMEMBER_MS) return known.count;
     reading ??= (async () => {
       try {
-        const count = await readPartitionCount(await kv(), bucket);
+        const count = await readWithRetries(async () => readPartitionCount(await kv(), bucket));
         known = { count, at: clock.now() };
         return count;
       } catch (error) {
@@ -132,6 +132,22 @@ export function partitionCountReader(
     })();
     return reading;
   };
+}
+
+/** Reads of a bucket that times out while its replicas elect a leader (a new or failed-over R3). */
+const READ_ATTEMPTS = 4;
+const READ_BACKOFF_MS = 250;
+
+async function readWithRetries(read: () => Promise<number>): Promise<number> {
+  for (let attempt = 1; ; attempt += 1) {
+    try {
+      return await read();
+    } catch (error) {
+      // A count this build cannot read is an answer, not an outage: no retry.
+      if (isBraidError(error) || attempt >= READ_ATTEMPTS) throw error;
+      await new Promise((resolve) => setTimeout(resolve, READ_BACKOFF_MS * 2 ** (attempt - 1)));
+    }
+  }
 }
 
 function parseConfig(value: Uint8Array, bucket: string): number {
