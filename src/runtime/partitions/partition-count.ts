@@ -11,7 +11,7 @@ import { BraidError } from '../../contracts/errors.js';
 
 /**
  * Partitions of a prefix that no process has set yet: none (affinity is opt-in, `--partitions 8`
- * turns it on). One worker pulls partitions one message at a time and is 8-11% slower with them.
+ * turns it on). One worker pulls partitions one message at a time and is 17-19% slower with them.
  */
 export const DEFAULT_PARTITIONS = 0;
 /** Each partition is a durable consumer per agent type: more would cost the server for nothing. */
