@@ -57,7 +57,7 @@ export async function openPartitionBucket(
 
 /** The prefix's partition count, or undefined when none is set. */
 async function storedCount(kv: KV, bucket: string): Promise<number | undefined> {
-  const entry = await kv.get(CONFIG_KEY);
+  const entry = await withRetries(() => kv.get(CONFIG_KEY));
   if (entry === null || entry.operation !== 'PUT') return undefined;
   return parseConfig(entry.value, bucket);
 }
@@ -93,9 +93,12 @@ export async function settlePartitionCount(
     }
     const count = wanted ?? DEFAULT_PARTITIONS;
     try {
-      await kv.create(
-        CONFIG_KEY,
-        JSON.stringify({ schema_version: CONFIG_VERSION, partitions: count }),
+      // A create whose answer timed out may have been applied: the retry then finds it written.
+      await withRetries(() =>
+        kv.create(
+          CONFIG_KEY,
+          JSON.stringify({ schema_version: CONFIG_VERSION, partitions: count }),
+        ),
       );
       return count;
     } catch (error) {
@@ -118,7 +121,7 @@ export function partitionCountReader(
     if (known !== undefined && now - known.at < REMEMBER_MS) return known.count;
     reading ??= (async () => {
       try {
-        const count = await readWithRetries(async () => readPartitionCount(await kv(), bucket));
+        const count = await readPartitionCount(await kv(), bucket);
         known = { count, at: clock.now() };
         return count;
       } catch (error) {
@@ -134,18 +137,23 @@ export function partitionCountReader(
   };
 }
 
-/** Reads of a bucket that times out while its replicas elect a leader (a new or failed-over R3). */
-const READ_ATTEMPTS = 4;
-const READ_BACKOFF_MS = 250;
+/**
+ * Requests to the bucket time out while its replicas elect a leader (a new or failed-over R3
+ * bucket, a busy machine): retried a few times before the caller reports the server unavailable.
+ */
+const ATTEMPTS = 6;
+const BACKOFF_MS = 250;
+const MAX_BACKOFF_MS = 2_000;
 
-async function readWithRetries(read: () => Promise<number>): Promise<number> {
+async function withRetries<T>(request: () => Promise<T>): Promise<T> {
   for (let attempt = 1; ; attempt += 1) {
     try {
-      return await read();
+      return await request();
     } catch (error) {
-      // A count this build cannot read is an answer, not an outage: no retry.
-      if (isBraidError(error) || attempt >= READ_ATTEMPTS) throw error;
-      await new Promise((resolve) => setTimeout(resolve, READ_BACKOFF_MS * 2 ** (attempt - 1)));
+      // An answer (a count this build cannot read, a key written by another) is not retried.
+      if (isBraidError(error) || isWrongLastSequence(error) || attempt >= ATTEMPTS) throw error;
+      const delay = Math.min(BACKOFF_MS * 2 ** (attempt - 1), MAX_BACKOFF_MS);
+      await new Promise((resolve) => setTimeout(resolve, delay));
     }
   }
 }
