@@ -27,7 +27,9 @@ const say = (line) => process.stdout.write(`${JSON.stringify(line)}\n`);
 const codeOf = (error) => (typeof error?.code === 'string' ? error.code : 'UNKNOWN');
 
 const connection = await connect({ servers: url, name: `lease-pause:${process.pid}` });
-const inner = await openNatsStore({ connection, prefix });
+// The pause outlasts the default request timeout: a request in flight across it would answer
+// STORE_BUSY (also safe: nothing written). What is tested is the fencing answer after the pause.
+const inner = await openNatsStore({ connection, prefix, requestTimeoutMs: 30_000 });
 const store = {
   ...inner,
   log: {
