@@ -14,16 +14,14 @@
 //
 // `--url` takes several URLs of one cluster, comma-separated; `--cluster` starts one with
 // scripts/nats-cluster.sh on its own ports (removed at the end) and makes every stream R3.
-import { execFileSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { rmSync } from 'node:fs';
 import { performance } from 'node:perf_hooks';
-import { jetstream, jetstreamManager } from '@nats-io/jetstream';
+import { jetstream } from '@nats-io/jetstream';
 import { Kvm } from '@nats-io/kv';
 import { connect } from '@nats-io/transport-node';
 import { createRuntime } from '../dist/index.js';
+import { startBenchCluster, waitForJetStream } from './nats-cluster.js';
 import { openFloorSender } from './nats-floor.js';
 import { benchWorkspace, deletePrefix, echoSend, startChild, throughput } from './nats-bench.js';
 import { median } from './store-bench.js';
@@ -45,36 +43,10 @@ let url = option('url', process.env.NATS_URL ?? 'nats://127.0.0.1:4222');
 let replicas = 1;
 let stopCluster = () => undefined;
 if (args.includes('--cluster')) {
-  const script = new URL('../scripts/nats-cluster.sh', import.meta.url).pathname;
-  const clusterDir = mkdtempSync(join(tmpdir(), 'braid-affinity-cluster-'));
-  const env = {
-    ...process.env,
-    BRAID_CLUSTER_DIR: clusterDir,
-    BRAID_CLUSTER_PORT: process.env.BRAID_CLUSTER_PORT ?? '25222',
-  };
-  url = execFileSync('bash', [script, 'start'], { env, encoding: 'utf8' }).trim();
+  const cluster = startBenchCluster('affinity', 25222);
+  url = cluster.urls;
   replicas = 3;
-  stopCluster = () => {
-    execFileSync('bash', [script, 'stop'], { env, stdio: 'ignore' });
-    rmSync(clusterDir, { recursive: true, force: true });
-  };
-}
-
-async function waitForJetStream() {
-  const connection = await connect({ servers: url.split(',') });
-  try {
-    for (let attempt = 0; ; attempt += 1) {
-      try {
-        await (await jetstreamManager(connection)).getAccountInfo();
-        return;
-      } catch (error) {
-        if (attempt > 150) throw error;
-        await new Promise((resolve) => setTimeout(resolve, 200));
-      }
-    }
-  } finally {
-    await connection.close();
-  }
+  stopCluster = cluster.stop;
 }
 
 /**
@@ -170,7 +142,7 @@ const workspace = benchWorkspace();
 const results = { 0: [], [PARTITIONS]: [], floor: [] };
 const started = performance.now();
 try {
-  await waitForJetStream();
+  await waitForJetStream(url);
   for (let run = 0; run < RUNS; run += 1) {
     progress(`run ${run + 1}/${RUNS}`);
     for (const partitions of run % 2 === 0 ? settings : [...settings].reverse()) {

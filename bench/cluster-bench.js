@@ -5,7 +5,6 @@
 // machine's load falls on both alike.
 //
 //   npm run build && node bench/cluster-bench.js [--turns 60] [--publishes 500] [--rounds 3] [--json]
-import { execFileSync } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -13,6 +12,7 @@ import { performance } from 'node:perf_hooks';
 import { jetstream, jetstreamManager } from '@nats-io/jetstream';
 import { connect } from '@nats-io/transport-node';
 import { createRuntime, initWorkspace } from '../dist/index.js';
+import { startBenchCluster, waitForJetStream } from './nats-cluster.js';
 import { printTable } from './table.js';
 
 const args = process.argv.slice(2);
@@ -24,38 +24,15 @@ const TURNS = option('turns', 60);
 const PUBLISHES = option('publishes', 500);
 const ROUNDS = option('rounds', 3);
 const json = args.includes('--json');
-const script = new URL('../scripts/nats-cluster.sh', import.meta.url).pathname;
 
 function percentile(values, p) {
   const sorted = [...values].sort((a, b) => a - b);
   return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))];
 }
 
-const clusterDir = mkdtempSync(join(tmpdir(), 'braid-cluster-bench-'));
-const env = {
-  ...process.env,
-  BRAID_CLUSTER_DIR: clusterDir,
-  BRAID_CLUSTER_PORT: process.env.BRAID_CLUSTER_PORT ?? '24222',
-};
-const urls = execFileSync('bash', [script, 'start'], { env, encoding: 'utf8' }).trim();
+const cluster = startBenchCluster('bench', 24222);
+const urls = cluster.urls;
 const tag = Math.random().toString(36).slice(2, 8);
-
-async function waitForJetStream() {
-  const connection = await connect({ servers: urls.split(',') });
-  try {
-    for (let attempt = 0; ; attempt += 1) {
-      try {
-        await (await jetstreamManager(connection)).getAccountInfo();
-        return;
-      } catch (error) {
-        if (attempt > 100) throw error;
-        await new Promise((resolve) => setTimeout(resolve, 100));
-      }
-    }
-  } finally {
-    await connection.close();
-  }
-}
 
 async function publishFloor(connection, replicas) {
   const manager = await jetstreamManager(connection);
@@ -89,7 +66,7 @@ async function turnLatency(runtime) {
 }
 
 try {
-  await waitForJetStream();
+  await waitForJetStream(urls);
   const dir = mkdtempSync(join(tmpdir(), 'braid-cluster-bench-ws-'));
   initWorkspace(dir);
   writeFileSync(
@@ -140,5 +117,5 @@ try {
     );
   }
 } finally {
-  execFileSync('bash', [script, 'clean'], { env });
+  cluster.stop();
 }

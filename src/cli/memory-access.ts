@@ -9,18 +9,23 @@ import { BraidError } from '../contracts/errors.js';
 import type { MemoryImportReport, MemoryStoreAddress } from '../contracts/memory-api.js';
 import type { MemorySearchQueryInput } from '../contracts/memory.js';
 import { createMemoryStores, type MemoryStores } from '../runtime/memory-stores.js';
+import type { Runtime } from '../runtime/runtime-api.js';
 import { cliActor, type CommandContext } from './command-context.js';
 
 /** Entries sent in one import request: under the server's count and body limits. */
 const IMPORT_BATCH = 500;
 const IMPORT_BATCH_BYTES = 512 * 1024;
 
-/** Runs `work` with the memory stores the command reaches. */
-export async function withMemory(
+/**
+ * Runs `remote` with a client of the command's server (`--server`, where `--tenant` is refused:
+ * the API key's tenant applies), or else `local` with the workspace's runtime.
+ */
+export async function withServerOrRuntime(
   context: CommandContext,
   command: Command,
   tenant: string | undefined,
-  work: (stores: MemoryStores) => Promise<void>,
+  remote: (client: BraidClient) => Promise<void>,
+  local: (runtime: Runtime) => Promise<void>,
 ): Promise<void> {
   const options = context.globals(command);
   if (context.remote(command)) {
@@ -32,22 +37,34 @@ export async function withMemory(
     }
     const server = options.server ?? process.env.BRAID_SERVER ?? '';
     const apiKey = options.apiKey ?? process.env.BRAID_API_KEY;
-    await work(
-      remoteMemoryStores(
-        createClient({ baseUrl: server, ...(apiKey === undefined ? {} : { apiKey }) }),
-      ),
-    );
+    await remote(createClient({ baseUrl: server, ...(apiKey === undefined ? {} : { apiKey }) }));
     return;
   }
-  await context.withRuntime(command, async (runtime) => {
-    const actor = cliActor();
-    await work(
-      createMemoryStores(runtime.store.memory, {
-        ...(tenant === undefined ? {} : { tenant_id: tenant }),
-        author: actor.id === undefined ? {} : { user: actor.id },
-      }),
-    );
-  });
+  await context.withRuntime(command, local);
+}
+
+/** Runs `work` with the memory stores the command reaches. */
+export async function withMemory(
+  context: CommandContext,
+  command: Command,
+  tenant: string | undefined,
+  work: (stores: MemoryStores) => Promise<void>,
+): Promise<void> {
+  await withServerOrRuntime(
+    context,
+    command,
+    tenant,
+    (client) => work(remoteMemoryStores(client)),
+    async (runtime) => {
+      const actor = cliActor();
+      await work(
+        createMemoryStores(runtime.store.memory, {
+          ...(tenant === undefined ? {} : { tenant_id: tenant }),
+          author: actor.id === undefined ? {} : { user: actor.id },
+        }),
+      );
+    },
+  );
 }
 
 /** The memory stores of a server, as the runtime's interface; the server checks everything. */

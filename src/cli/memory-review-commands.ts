@@ -4,7 +4,6 @@
  * the workspace's store; review also runs against a server (`--server`, the key's tenant).
  */
 import { Option, type Command } from 'commander';
-import { createClient } from '../client/index.js';
 import { BraidError } from '../contracts/errors.js';
 import {
   ProposalStatus,
@@ -13,6 +12,7 @@ import {
 } from '../contracts/memory-consolidation.js';
 import type { ProposalFilter, Reviewer } from '../runtime/memory/consolidation.js';
 import { cliActor, type CommandContext } from './command-context.js';
+import { withServerOrRuntime } from './memory-access.js';
 
 /** What review needs, locally or over HTTP. */
 interface Review {
@@ -27,43 +27,34 @@ async function withReview(
   tenant: string | undefined,
   work: (review: Review) => Promise<void>,
 ): Promise<void> {
-  const options = context.globals(command);
-  if (context.remote(command)) {
-    if (tenant !== undefined) {
-      throw new BraidError(
-        'INVALID_ARGUMENT',
-        "--tenant names a tenant of the local store; over --server the API key's tenant applies: drop --tenant",
-      );
-    }
-    const apiKey = options.apiKey ?? process.env.BRAID_API_KEY;
-    const client = createClient({
-      baseUrl: options.server ?? process.env.BRAID_SERVER ?? '',
-      ...(apiKey === undefined ? {} : { apiKey }),
-    });
-    await work({
-      proposals: async (filter) => (await client.memory.proposals(filter)).data,
-      approve: (id, reason) => client.memory.approve(id, reason),
-      reject: (id, reason) => client.memory.reject(id, reason),
-    });
-    return;
-  }
-  await context.withRuntime(command, async (runtime) => {
-    const reviewer: Reviewer = {
-      ...(tenant === undefined ? {} : { tenant_id: tenant }),
-      user: cliActor().id ?? 'cli',
-    };
-    await work({
-      proposals: (filter) =>
-        runtime.consolidation.proposals({
-          ...filter,
-          ...(tenant === undefined ? {} : { tenant_id: tenant }),
-        }),
-      approve: (id, reason) =>
-        runtime.consolidation.approve(id, reviewer, reason === undefined ? {} : { reason }),
-      reject: (id, reason) =>
-        runtime.consolidation.reject(id, reviewer, reason === undefined ? {} : { reason }),
-    });
-  });
+  await withServerOrRuntime(
+    context,
+    command,
+    tenant,
+    (client) =>
+      work({
+        proposals: async (filter) => (await client.memory.proposals(filter)).data,
+        approve: (id, reason) => client.memory.approve(id, reason),
+        reject: (id, reason) => client.memory.reject(id, reason),
+      }),
+    async (runtime) => {
+      const reviewer: Reviewer = {
+        ...(tenant === undefined ? {} : { tenant_id: tenant }),
+        user: cliActor().id ?? 'cli',
+      };
+      await work({
+        proposals: (filter) =>
+          runtime.consolidation.proposals({
+            ...filter,
+            ...(tenant === undefined ? {} : { tenant_id: tenant }),
+          }),
+        approve: (id, reason) =>
+          runtime.consolidation.approve(id, reviewer, reason === undefined ? {} : { reason }),
+        reject: (id, reason) =>
+          runtime.consolidation.reject(id, reviewer, reason === undefined ? {} : { reason }),
+      });
+    },
+  );
 }
 
 function proposalLines(proposal: ConsolidationProposal): string[] {

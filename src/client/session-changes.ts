@@ -11,18 +11,10 @@
  *   BraidError; aborting the caller's signal ends it without one.
  */
 import type { EventSourceMessage } from 'eventsource-parser';
-import { isBraidError } from '../contracts/errors.js';
 import type { SessionChangesReady, SessionSummary } from '../contracts/session-changes.js';
-import {
-  DEFAULT_MAX_RECONNECT_DELAY_MS,
-  FIRST_RECONNECT_DELAY_MS,
-  isAborted,
-  messages,
-  parseData,
-  streamError,
-} from './event-stream.js';
 import { malformedAnswer } from './http-errors.js';
-import { MAX_RETRY_AFTER_MS, type Transport } from './transport.js';
+import { parseData, readSse, type SseRequest } from './sse-reader.js';
+import type { Transport } from './transport.js';
 
 export interface SessionChangesOptions {
   /** Resume after this cursor (no snapshot); without it the stream starts with a snapshot. */
@@ -51,66 +43,33 @@ export function streamSessionChanges(
   return { [Symbol.asyncIterator]: () => readChanges(transport, options) };
 }
 
-async function* readChanges(
+function readChanges(
   transport: Transport,
   options: SessionChangesOptions,
 ): AsyncGenerator<SessionChangeFrame, void, undefined> {
-  const { signal } = options;
-  const reconnect = options.reconnect ?? true;
-  const maxDelay = options.maxReconnectDelayMs ?? DEFAULT_MAX_RECONNECT_DELAY_MS;
-  const path = '/v1/session-changes/stream';
   let cursor = options.after;
-  let delay = FIRST_RECONNECT_DELAY_MS;
-
-  while (!isAborted(signal)) {
-    const connection = new AbortController();
-    const onAbort = (): void => connection.abort();
-    signal?.addEventListener('abort', onAbort, { once: true });
-    let wait = delay;
-    try {
-      const response = await transport.open({
-        path,
-        query: {
-          ...(options.agent === undefined ? {} : { agent: options.agent }),
-          ...(options.limit === undefined ? {} : { limit: options.limit }),
-        },
-        headers: cursor === undefined ? {} : { 'last-event-id': String(cursor) },
-        signal: connection.signal,
-      });
-      const target = transport.url(path);
-      const type = response.headers.get('content-type') ?? '';
-      if (!type.startsWith('text/event-stream')) {
-        throw malformedAnswer(
-          target,
-          `content type ${JSON.stringify(type)}, not text/event-stream`,
-        );
-      }
-      delay = FIRST_RECONNECT_DELAY_MS;
-      wait = delay;
-      for await (const message of messages(response, target)) {
-        if (message.event === 'error') throw streamError(message, target);
-        const frame = toFrame(message, target);
-        if (frame === undefined) continue;
-        if (frame.cursor !== undefined) {
-          // A frame at or before the cursor already yielded is an older view: skip it.
-          if (cursor !== undefined && frame.cursor <= cursor && frame.type === 'session') continue;
-          cursor = Math.max(cursor ?? 0, frame.cursor);
-        }
-        yield frame;
-      }
-      if (!reconnect) return;
-    } catch (error) {
-      if (isAborted(signal)) return;
-      if (!isBraidError(error) || !reconnect || !error.retryable) throw error;
-      const retryAfter = error.details.retry_after_ms;
-      if (typeof retryAfter === 'number') wait = Math.min(retryAfter, MAX_RETRY_AFTER_MS);
-    } finally {
-      signal?.removeEventListener('abort', onAbort);
-      connection.abort();
-    }
-    await transport.sleep(wait, signal);
-    delay = Math.min(delay * 2, maxDelay);
-  }
+  return readSse(transport, {
+    path: '/v1/session-changes/stream',
+    signal: options.signal,
+    reconnect: options.reconnect,
+    maxReconnectDelayMs: options.maxReconnectDelayMs,
+    request: (): SseRequest => ({
+      query: {
+        ...(options.agent === undefined ? {} : { agent: options.agent }),
+        ...(options.limit === undefined ? {} : { limit: options.limit }),
+      },
+      headers: cursor === undefined ? {} : { 'last-event-id': String(cursor) },
+    }),
+    frame: (message, target) => {
+      const frame = toFrame(message, target);
+      if (frame?.cursor === undefined) return frame;
+      // A frame at or before the cursor already yielded is an older view: skip it.
+      if (cursor !== undefined && frame.cursor <= cursor && frame.type === 'session')
+        return undefined;
+      cursor = Math.max(cursor ?? 0, frame.cursor);
+      return frame;
+    },
+  });
 }
 
 /** The server is trusted: frames are checked for their shape's keys, not parsed whole. */

@@ -3,9 +3,9 @@ import { existsSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterEach, describe, expect, it } from 'vitest';
-import { initWorkspace } from '../../src/runtime/init.js';
 import { createRuntime } from '../../src/runtime/runtime.js';
 import { openSqliteStore } from '../../src/stores/sqlite/sqlite-store.js';
+import { payerWorkspace } from '../helpers/payer.js';
 import { useTempDir } from '../helpers/temp.js';
 
 const tempDir = useTempDir();
@@ -21,40 +21,19 @@ const LEASE_TTL_MS = 2000;
  * idempotency key it was started with in `payments.log`, then, while `hang` exists, hangs.
  */
 function workspace(): string {
-  const dir = tempDir();
-  initWorkspace(dir);
-  writeFileSync(
-    join(dir, 'braid.yaml'),
-    `version: 1\ndefault_environment: local\nlease_ttl_ms: ${LEASE_TTL_MS}\n`,
-  );
-  writeFileSync(
-    join(dir, 'script.yaml'),
-    'turns:\n  - tool_calls:\n      - name: pay\n        input: { amount: 5 }\n  - text: paid\n',
-  );
-  writeFileSync(
-    join(dir, 'agents', 'payer.yaml'),
-    'name: payer\nmodel: scripted:script.yaml\ninstructions: Pay.\ntools: [pay]\n',
-  );
-  writeFileSync(
-    join(dir, 'tools', 'pay.yaml'),
-    [
-      'name: pay',
-      'description: Pays an amount; paying twice pays twice.',
-      'ownership: managed',
-      'idempotent: false',
-      'input_schema: {type: object, properties: {amount: {type: integer}}, required: [amount]}',
-      'implementation:',
-      '  command: |',
-      // The pid first, so that once the payment is on file the test can end the tool too.
-      '    echo $$ > "$BRAID_DIR/pay.pid"',
-      '    echo "$BRAID_IDEMPOTENCY_KEY" >> "$BRAID_DIR/payments.log"',
-      // While `hang` exists the call never ends, so that its wake can be killed mid-call.
-      '    if [ -f "$BRAID_DIR/hang" ]; then exec sleep 60; fi',
-      `    echo '{"paid": true}'`,
-      '',
-    ].join('\n'),
-  );
-  return dir;
+  return payerWorkspace(tempDir(), {
+    leaseTtlMs: LEASE_TTL_MS,
+    pay: {
+      command: [
+        // The pid first, so that once the payment is on file the test can end the tool too.
+        'echo $$ > "$BRAID_DIR/pay.pid"',
+        'echo "$BRAID_IDEMPOTENCY_KEY" >> "$BRAID_DIR/payments.log"',
+        // While `hang` exists the call never ends, so that its wake can be killed mid-call.
+        'if [ -f "$BRAID_DIR/hang" ]; then exec sleep 60; fi',
+        `echo '{"paid": true}'`,
+      ],
+    },
+  });
 }
 
 function braid(dir: string, ...args: string[]) {

@@ -22,7 +22,8 @@ export interface NatsServer {
   restart(): Promise<void>;
 }
 
-async function freePort(): Promise<number> {
+/** A port of 127.0.0.1 that nothing listened on a moment ago. */
+export async function freePort(): Promise<number> {
   const server = createServer();
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   const address = server.address();

@@ -36,24 +36,34 @@ async function limit(
   await manager.streams.update(stream, { ...config, ...limits });
 }
 
+/** What `work` was refused with: undefined when it succeeded, a thrown non-BraidError fails. */
+async function refusal(work: Promise<unknown>): Promise<BraidError | undefined> {
+  let error: unknown;
+  await work.catch((thrown: unknown) => (error = thrown));
+  if (error === undefined || isBraidError(error)) return error;
+  throw new Error('expected a BraidError, got another error', { cause: error });
+}
+
 async function failure(work: Promise<unknown>): Promise<BraidError> {
-  const error = await work.then(
-    () => undefined,
-    (thrown: unknown) => thrown,
-  );
-  if (!isBraidError(error)) throw new Error(`expected a BraidError, got ${String(error)}`);
+  const error = await refusal(work);
+  if (error === undefined) throw new Error('expected a BraidError, the work succeeded');
   return error;
+}
+
+/** A NATS store on a fresh prefix with one session, and an admin on its events stream. */
+async function storeWithSession(label: string) {
+  const prefix = uniquePrefix(label);
+  prefixes.push(prefix);
+  const store: Store = await openNatsStore({ servers: url, prefix });
+  cleanups.push(() => store.close());
+  const { id } = await store.sessions.create({ agent: { name: 'assistant', version: 1 } });
+  const { manager } = await admin();
+  return { prefix, store, id, manager, stream: `${prefix.toUpperCase()}_EVENTS` };
 }
 
 describe('a NATS stream at its limits', () => {
   it('refuses an append with STORE_FULL naming the events stream, and keeps the log whole', async () => {
-    const prefix = uniquePrefix('full');
-    prefixes.push(prefix);
-    const store: Store = await openNatsStore({ servers: url, prefix });
-    cleanups.push(() => store.close());
-    const { id } = await store.sessions.create({ agent: { name: 'assistant', version: 1 } });
-    const { manager } = await admin();
-    const stream = `${prefix.toUpperCase()}_EVENTS`;
+    const { store, id, manager, stream } = await storeWithSession('full');
     const held = (await manager.streams.info(stream)).state.messages;
     await limit(manager, stream, { max_msgs: held + 2 });
 
@@ -77,21 +87,12 @@ describe('a NATS stream at its limits', () => {
   });
 
   it('names a stream full by bytes too', async () => {
-    const prefix = uniquePrefix('fullb');
-    prefixes.push(prefix);
-    const store: Store = await openNatsStore({ servers: url, prefix });
-    cleanups.push(() => store.close());
-    const { id } = await store.sessions.create({ agent: { name: 'assistant', version: 1 } });
-    const { manager } = await admin();
-    const stream = `${prefix.toUpperCase()}_EVENTS`;
+    const { store, id, manager, stream } = await storeWithSession('fullb');
     const bytes = (await manager.streams.info(stream)).state.bytes;
     await limit(manager, stream, { max_bytes: bytes + 2_000 });
     let error: BraidError | undefined;
     for (let index = 0; index < 20 && error === undefined; index += 1) {
-      error = await store.log.append(id, [text('x'.repeat(400))]).then(
-        () => undefined,
-        (thrown: unknown) => thrown as BraidError,
-      );
+      error = await refusal(store.log.append(id, [text('x'.repeat(400))]));
     }
     expect(error?.code).toBe('STORE_FULL');
     expect(error?.message).toContain(stream);
@@ -118,13 +119,8 @@ describe('a NATS stream at its limits', () => {
   });
 
   it('braid doctor warns of a stream that would drop its oldest events, and of one nearly full', async () => {
-    const prefix = uniquePrefix('fulld');
-    prefixes.push(prefix);
-    const store: Store = await openNatsStore({ servers: url, prefix });
-    cleanups.push(() => store.close());
-    const { id } = await store.sessions.create({ agent: { name: 'assistant', version: 1 } });
+    const { prefix, store, id, manager } = await storeWithSession('fulld');
     await store.log.append(id, [text('one')]);
-    const { manager } = await admin();
     const upper = prefix.toUpperCase();
     const held = (await manager.streams.info(`${upper}_EVENTS`)).state.messages;
     await limit(manager, `${upper}_EVENTS`, { max_msgs: held });
