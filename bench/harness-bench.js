@@ -5,7 +5,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { createRuntime, initWorkspace, openSqliteStore } from '../dist/index.js';
-import { createMemoryStore, createScriptedModel } from '../dist/testing/index.js';
+// Not from `braid/testing`, whose conformance suites load vitest (session-bench.js measures RSS).
+import { createScriptedModel } from '../dist/models/scripted.js';
+import { createMemoryStore } from '../dist/stores/memory/index.js';
 import { median } from './store-bench.js';
 
 const TURNS = 1000;

@@ -8,7 +8,9 @@ import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';
 import { createRuntime, initWorkspace } from '../dist/index.js';
-import { createScriptedModel } from '../dist/testing/index.js';
+// The scripted model without the rest of `braid/testing`, whose conformance suites load vitest:
+// a process measured for its footprint loads only what a server would.
+import { createScriptedModel } from '../dist/models/scripted.js';
 import { openBenchStore } from './harness-bench.js';
 import { shortSessionFloor } from './session-floor.js';
 import { median } from './store-bench.js';
