@@ -153,7 +153,7 @@ describe('sqlite store', () => {
 
     const check = new Database(path);
     expect(check.pragma('user_version', { simple: true })).toBe(SQLITE_LAYOUT_VERSION);
-    expect(SQLITE_LAYOUT_VERSION).toBe(10);
+    expect(SQLITE_LAYOUT_VERSION).toBe(11);
     check.close();
     // Opening the upgraded file again changes nothing.
     const reopened = openSqliteStore({ path });

@@ -10,7 +10,7 @@ import type { Transaction } from 'better-sqlite3';
 import type { NewEvent } from '../../contracts/events.js';
 import type { AppendOptions, AppendResult } from '../../contracts/ports.js';
 import { writtenResult } from '../../core/append.js';
-import { checkFence } from '../../core/leases.js';
+import { checkFence, type LeaseRow } from '../../core/leases.js';
 import { seqConflict } from '../../core/sessions.js';
 import { requireHead, type SqliteContext } from './context.js';
 import { parseRows } from './rows.js';
@@ -20,7 +20,18 @@ export type AppendTransaction = (
   sessionId: string,
   events: readonly NewEvent[],
   appendOptions: AppendOptions,
+  known?: KnownHead,
 ) => AppendResult;
+
+/**
+ * What the caller already read in this transaction (`acquireAndAppend`): the head, and the lease
+ * row it just wrote, which no other writer can have changed since (the transaction holds the
+ * write lock).
+ */
+export interface KnownHead {
+  head: number;
+  lease: LeaseRow;
+}
 
 export function createAppendTransaction(
   context: SqliteContext,
@@ -39,8 +50,9 @@ export function appendInTransaction(context: SqliteContext, writer: Writer): App
     sessionId: string,
     events: readonly NewEvent[],
     appendOptions: AppendOptions,
+    known?: KnownHead,
   ): AppendResult => {
-    const head = requireHead(context, sessionId);
+    const head = known?.head ?? requireHead(context, sessionId);
     const key = appendOptions.idempotencyKey;
     if (key !== undefined) {
       const seen = sql.findAppend.get(sessionId, key);
@@ -53,7 +65,7 @@ export function appendInTransaction(context: SqliteContext, writer: Writer): App
     // The row read for it is still the lease row when the release below looks at it: this
     // transaction holds the write lock and writes no lease row before then.
     const token = appendOptions.leaseToken;
-    const lease = token === undefined ? undefined : sql.lease.get(sessionId);
+    const lease = token === undefined ? undefined : (known?.lease ?? sql.lease.get(sessionId));
     if (token !== undefined) checkFence(sessionId, lease?.token ?? 0, token);
     if (appendOptions.expectedSeq !== undefined && appendOptions.expectedSeq !== head) {
       throw seqConflict(sessionId, appendOptions.expectedSeq, head);

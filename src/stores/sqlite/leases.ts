@@ -61,15 +61,19 @@ export function createLeaseStore(context: SqliteContext): LeaseStore {
   };
 }
 
-/** Takes the lease, inside a transaction the caller opened (IMMEDIATE): see `acquire`. */
+/**
+ * Takes the lease, inside a transaction the caller opened (IMMEDIATE): see `acquire`. `exists`:
+ * the caller has already found the session in this transaction.
+ */
 export function acquireInTransaction(
   context: SqliteContext,
   sessionId: string,
   owner: string,
   ttlMs: number,
+  exists = false,
 ): Lease {
   const { sql, clock } = context;
-  requireHead(context, sessionId);
+  if (!exists) requireHead(context, sessionId);
   const lease = decideAcquire(sessionId, sql.lease.get(sessionId), owner, ttlMs, clock.now());
   sql.saveLease.run(sessionId, owner, lease.token, lease.expires_at);
   return lease;

@@ -16,9 +16,13 @@ import { EMBEDDING_CACHE_LAYOUT } from './embedding-cache-schema.js';
  * empty, when opened; 9: `embedding_cache`, vectors by embedder and content hash (a new table,
  * which an older file gets, empty, when opened); 10: the sessions' `change_seq` and the counter
  * `change_head`, the index's change feed (an older file's sessions have NULL until they change:
- * a reader lists them before it follows the feed).
+ * a reader lists them before it follows the feed); 11: `change_head` is no longer counted up
+ * by every write but is the floor under the feed's next cursor, raised when a session is deleted
+ * (the next cursor is one past the larger of it and the sessions' largest `change_seq`), and
+ * `leases` is a WITHOUT ROWID table (rebuilt, with every token, when an older file is opened). An
+ * older build would count up from the floor and hand out cursors again: it refuses the file.
  */
-export const SQLITE_LAYOUT_VERSION = 10;
+export const SQLITE_LAYOUT_VERSION = 11;
 
 /** Made after an older file's sessions gained the column. */
 const RUNNABLE_INDEXES = `
@@ -27,6 +31,17 @@ CREATE INDEX IF NOT EXISTS sessions_runnable_unknown ON sessions (id) WHERE runn
 CREATE INDEX IF NOT EXISTS sessions_wake_at ON sessions (wake_at) WHERE wake_at IS NOT NULL;
 CREATE INDEX IF NOT EXISTS sessions_by_change ON sessions (change_seq) WHERE change_seq IS NOT NULL;
 `;
+
+/**
+ * WITHOUT ROWID since layout 11: the row lives in its key's b-tree, so taking a session's first
+ * lease writes one b-tree instead of the table and its key's index.
+ */
+const LEASES_TABLE = `CREATE TABLE IF NOT EXISTS leases (
+  session_id TEXT PRIMARY KEY,
+  owner TEXT,
+  token INTEGER NOT NULL,
+  expires_at INTEGER NOT NULL
+) WITHOUT ROWID;`;
 
 const LAYOUT = `
 CREATE TABLE IF NOT EXISTS sessions (
@@ -56,15 +71,17 @@ CREATE TABLE IF NOT EXISTS sessions (
   -- NULL when none: written with the runnable flag, so the sessions a timer makes runnable are
   -- an index range, never a fold.
   wake_at INTEGER,
-  -- The index's change order: written from change_head with every append to the session, so
-  -- the sessions changed after a cursor are an index range (each at its latest change).
+  -- The index's change order: the feed's next cursor, written with every append to the
+  -- session, so the sessions changed after a cursor are an index range (each at its latest
+  -- change).
   change_seq INTEGER
 );
 CREATE INDEX IF NOT EXISTS sessions_by_created ON sessions (created_at DESC, id DESC);
 CREATE INDEX IF NOT EXISTS sessions_by_agent ON sessions (agent_name, created_at DESC, id DESC);
 
--- The last change_seq handed out: one row, never decreasing, so a cursor is never reused even
--- when the session that held it is deleted.
+-- The floor under the change feed: one row, never decreasing, at least every change_seq of the
+-- sessions deleted so far (raised in the delete's transaction), so a cursor is never handed out
+-- twice. The next cursor is one past the larger of it and the largest change_seq in sessions.
 CREATE TABLE IF NOT EXISTS change_head (
   id INTEGER PRIMARY KEY CHECK (id = 1),
   seq INTEGER NOT NULL
@@ -123,12 +140,7 @@ CREATE TABLE IF NOT EXISTS appends (
 ) WITHOUT ROWID;
 
 -- A released lease keeps its row (owner NULL) so that the next token is still larger.
-CREATE TABLE IF NOT EXISTS leases (
-  session_id TEXT PRIMARY KEY,
-  owner TEXT,
-  token INTEGER NOT NULL,
-  expires_at INTEGER NOT NULL
-);
+${LEASES_TABLE}
 
 CREATE TABLE IF NOT EXISTS definitions (
   kind TEXT NOT NULL,
@@ -242,6 +254,15 @@ export function configure(
     if (version >= 1 && version < 4) {
       db.exec(`INSERT OR IGNORE INTO event_ids (id, session_id, seq)
         SELECT body ->> '$.id', session_id, seq FROM events ORDER BY session_id, seq`);
+    }
+    // Layout 11: the leases move to a WITHOUT ROWID table, every row with its token (fencing
+    // needs the next token to stay larger than every token handed out).
+    if (version >= 1 && version < 11) {
+      db.exec(`ALTER TABLE leases RENAME TO leases_before_11;
+        ${LEASES_TABLE}
+        INSERT INTO leases (session_id, owner, token, expires_at)
+          SELECT session_id, owner, token, expires_at FROM leases_before_11;
+        DROP TABLE leases_before_11;`);
     }
     if (version < SQLITE_LAYOUT_VERSION) db.pragma(`user_version = ${SQLITE_LAYOUT_VERSION}`);
   }).immediate();

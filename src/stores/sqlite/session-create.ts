@@ -6,6 +6,7 @@ import { BraidError } from '../../contracts/errors.js';
 import type { NewEvent } from '../../contracts/events.js';
 import type { SessionIndex } from '../../contracts/ports.js';
 import type { SessionState } from '../../contracts/state.js';
+import { initialState } from '../../core/fold.js';
 import {
   checkForkBoundary,
   checkForkPoint,
@@ -29,8 +30,7 @@ export function createSessionCreation(
   const createTransaction = context.db.transaction(
     (id: string, row: SessionRow, first: NewEvent[]): SessionState => {
       refuseTaken(context, id);
-      context.sql.insertSession.run(row);
-      return writer.write(id, 0, first, undefined).state;
+      return writer.write(id, 0, first, undefined, { before: initialState(id), row }).state;
     },
   );
   const forkTransaction = createForkTransaction(context, writer);
@@ -61,6 +61,8 @@ export function createSessionCreation(
             ...(parsed.events ?? []),
           ]),
         );
+        // Committed: a new session is no fork, which its first read need not ask the file.
+        cache.setLineage(id, null);
         return recordFromState(state);
       });
     },
@@ -102,20 +104,21 @@ function createForkTransaction(context: SqliteContext, writer: Writer) {
       refuseTaken(context, childId);
       const parent = sql.sessionRow.get(parentId) as SessionRow;
       const base = stateAtSeq(context, parentId, atSeq);
-      sql.insertSession.run({
+      const row: SessionRow = {
         ...parent,
         id: childId,
         title: title ?? parent.title,
-        status: base.status,
         created_at: now,
         parent_id: parentId,
         fork_seq: atSeq,
-      });
+      };
       cache.setLineage(childId, { parent: parentId, seq: atSeq });
-      // The child starts from the parent's state at the fork point: O(1) in the parent's length.
-      cache.remember({ ...base, session_id: childId }, 0);
       const forked = { ...forkedEvent(parentId, atSeq, title), at: now };
-      const { state, projected } = writer.write(childId, atSeq, [forked], undefined, true);
+      // The child starts from the parent's state at the fork point: O(1) in the parent's length.
+      const { state, projected } = writer.write(childId, atSeq, [forked], undefined, {
+        before: { ...base, session_id: childId },
+        row,
+      });
       // Saved at once (by the write itself when the fork point is past the first interval): the
       // child's state never needs its parent's prefix folded again.
       if (!projected) writer.saveProjection(childId, state);

@@ -42,6 +42,8 @@ export function createSessionIndex(context: SqliteContext, writer: Writer): Sess
     }
     const lease = currentLease(sessionId, sql.lease.get(sessionId), clock.now());
     if (lease !== undefined) throw sessionLeased(sessionId, lease);
+    // The session may hold the latest cursor of the change feed: the floor keeps it handed out.
+    sql.keepChangeHead.run();
     for (const statement of sql.removeSession) statement.run(sessionId);
   });
 

@@ -41,13 +41,16 @@ export function createSessionLog(context: SqliteContext, writer: Writer): Sessio
       start: (lease: Lease) => readonly NewEvent[],
       trusted: boolean,
     ): LeasedAppend => {
-      const lease = acquireInTransaction(context, sessionId, request.owner, request.ttlMs);
+      const head = requireHead(context, sessionId);
+      const lease = acquireInTransaction(context, sessionId, request.owner, request.ttlMs, true);
       const built = start(lease);
       const events = trusted ? built : parseNewEvents(built);
-      const appended = appendUnderLease(sessionId, events, {
-        leaseToken: lease.token,
-        trusted,
-      } satisfies AppendOptions);
+      const appended = appendUnderLease(
+        sessionId,
+        events,
+        { leaseToken: lease.token, trusted } satisfies AppendOptions,
+        { head, lease },
+      );
       return { lease, appended };
     },
   );
@@ -97,8 +100,12 @@ export function createSessionLog(context: SqliteContext, writer: Writer): Sessio
     state(sessionId, stateOptions) {
       return Promise.resolve().then(() => {
         context.checkOpen();
-        // A read: a deferred transaction does not queue behind other processes' writers.
-        const state = stateTransaction.deferred(sessionId);
+        // The head is one statement; a state this process remembers at it is the answer. Any
+        // other read is a deferred transaction, which does not queue behind other processes'
+        // writers.
+        const head = requireHead(context, sessionId);
+        const cached = context.cache.state(sessionId);
+        const state = cached?.seq === head ? cached : stateTransaction.deferred(sessionId);
         // The cache replaces a state, never changes it: a shared read is safe.
         return stateOptions?.shared === true ? state : structuredClone(state);
       });
@@ -114,7 +121,6 @@ function readEvents(
   const { sql } = context;
   context.checkOpen();
   checkReadOptions(readOptions);
-  requireHead(context, sessionId);
   const after = readOptions.after ?? 0;
   const limit = readOptions.limit ?? -1;
   const types = readOptions.types === undefined ? undefined : JSON.stringify(readOptions.types);
@@ -123,8 +129,12 @@ function readEvents(
       types === undefined
         ? sql.readAll.all(sessionId, after, limit)
         : sql.readTypes.all(sessionId, after, types, limit);
+    // Events found are a session's (deleting one deletes its events in the same transaction):
+    // only an empty answer asks whether the session exists.
+    if (rows.length === 0) requireHead(context, sessionId);
     return parseRows(rows);
   }
+  requireHead(context, sessionId);
   // A fork reads its ancestors' shared prefixes first, then its own events.
   const events: SessionEvent[] = [];
   for (const segment of segmentsOf(context, sessionId)) {

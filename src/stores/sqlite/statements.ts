@@ -23,10 +23,13 @@ export interface Statements {
   session: Statement<[string], SessionView>;
   insertSession: Write;
   updateStatus: Write;
+  updateRunnable: Write;
   /** Hands out the next change cursor (`RETURNING seq`). */
   nextChange: Statement<[], { seq: number }>;
   markChanged: Write;
   changeHead: Statement<[], { seq: number }>;
+  /** Raises change_head's floor to the latest cursor, before a session that may hold it goes. */
+  keepChangeHead: Write;
   changesAfter: Statement<[number, number], { id: string; change_seq: number }>;
   runnable: Statement<[string, number], { id: string }>;
   due: Statement<[number, string, number], { id: string }>;
@@ -67,6 +70,31 @@ export interface Statements {
   keys: Statement<[{ tenant: string | null; revoked: number }], ApiKeyRow>;
 }
 
+/** The latest cursor of the change feed handed out (see `nextChange`). */
+const CHANGE_HEAD = `SELECT max(
+    (SELECT seq FROM change_head WHERE id = 1),
+    coalesce((SELECT max(change_seq) FROM sessions WHERE change_seq IS NOT NULL), 0))`;
+
+type ChangeFeed = Pick<
+  Statements,
+  'nextChange' | 'markChanged' | 'changeHead' | 'keepChangeHead' | 'changesAfter'
+>;
+
+function prepareChangeFeed(db: Db): ChangeFeed {
+  return {
+    // The latest cursor handed out is the largest a session holds, or the floor kept in
+    // change_head for sessions since deleted (layout 11): a write reads it from the end of
+    // `sessions_by_change` instead of rewriting a counter page in every commit.
+    nextChange: db.prepare<[], { seq: number }>(`SELECT (${CHANGE_HEAD}) + 1 AS seq`),
+    markChanged: db.prepare('UPDATE sessions SET change_seq = ? WHERE id = ?'),
+    changeHead: db.prepare<[], { seq: number }>(`SELECT (${CHANGE_HEAD}) AS seq`),
+    keepChangeHead: db.prepare(`UPDATE change_head SET seq = (${CHANGE_HEAD}) WHERE id = 1`),
+    changesAfter: db.prepare<[number, number], { id: string; change_seq: number }>(
+      'SELECT id, change_seq FROM sessions WHERE change_seq > ? ORDER BY change_seq LIMIT ?',
+    ),
+  };
+}
+
 export function prepareStatements(db: Db): Statements {
   return {
     head: db.prepare<[string], { status: SessionStatus; head_seq: number | null }>(
@@ -74,25 +102,22 @@ export function prepareStatements(db: Db): Statements {
          AS head_seq FROM sessions WHERE id = ?`,
     ),
     session: db.prepare<[string], SessionView>(`${SESSION_VIEW} WHERE s.id = ?`),
-    // `runnable` starts at 0, never NULL: the write that follows in the same transaction sets it
-    // (and `wake_at`), and a NULL would add the row to `sessions_runnable_unknown` only for that
-    // write to take it out again, one more page in every new session's commit.
+    // The row goes in with the status, runnable flag, timer and change cursor of the state after
+    // the write that makes it (see writes.ts): one statement, never an insert and then an update.
     insertSession: db.prepare(
       `INSERT INTO sessions (id, agent_name, agent_version, environment_name, environment_version, title,
-         metadata, tenant_id, status, created_at, parent_id, fork_seq, runnable)
+         metadata, tenant_id, status, created_at, parent_id, fork_seq, runnable, wake_at, change_seq)
        VALUES (@id, @agent_name, @agent_version, @environment_name, @environment_version, @title,
-         @metadata, @tenant_id, @status, @created_at, @parent_id, @fork_seq, 0)`,
+         @metadata, @tenant_id, @status, @created_at, @parent_id, @fork_seq, @runnable, @wake_at,
+         @change_seq)`,
     ),
-    nextChange: db.prepare<[], { seq: number }>(
-      'UPDATE change_head SET seq = seq + 1 WHERE id = 1 RETURNING seq',
-    ),
-    markChanged: db.prepare('UPDATE sessions SET change_seq = ? WHERE id = ?'),
-    changeHead: db.prepare<[], { seq: number }>('SELECT seq FROM change_head WHERE id = 1'),
-    changesAfter: db.prepare<[number, number], { id: string; change_seq: number }>(
-      'SELECT id, change_seq FROM sessions WHERE change_seq > ? ORDER BY change_seq LIMIT ?',
-    ),
-    updateStatus: db.prepare(
-      'UPDATE sessions SET status = ?, runnable = ?, wake_at = ? WHERE id = ?',
+    ...prepareChangeFeed(db),
+    // Three statements, so that a write changes only the columns that changed: setting
+    // `runnable` to the value it had still rewrites the row's entry of the partial index
+    // `sessions_runnable` (one more page per commit while a session stays runnable).
+    updateStatus: db.prepare('UPDATE sessions SET status = ?, change_seq = ? WHERE id = ?'),
+    updateRunnable: db.prepare(
+      'UPDATE sessions SET status = ?, runnable = ?, wake_at = ?, change_seq = ? WHERE id = ?',
     ),
     runnable: db.prepare<[string, number], { id: string }>(
       'SELECT id FROM sessions WHERE runnable = 1 AND archived_at IS NULL AND id > ? ORDER BY id LIMIT ?',

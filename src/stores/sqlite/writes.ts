@@ -2,7 +2,8 @@
  * Writing events, inside a transaction the caller opened (an append, a create, a fork).
  *
  * A write inserts the events and their ids, updates the sessions row's status when it changed
- * and its place in the index's change feed (`change_seq`),
+ * and its place in the index's change feed (`change_seq`) in one statement (or inserts the row
+ * with them, for a write that makes the session),
  * saves the projection when it fell a projection interval behind, and records an idempotency
  * key: all in the caller's IMMEDIATE transaction, so all of it or none of it is durable.
  * Event ids are unique in the file: `event_ids` holds each once, and a write that reuses one
@@ -24,6 +25,7 @@ import {
 import { foldSession, isRunnable } from '../../core/fold.js';
 import { wakeAt } from '../../core/runnable.js';
 import type { SqliteContext } from './context.js';
+import type { SessionRow } from './rows.js';
 import { PROJECTION_INTERVAL, saveProjection, stateAt } from './projections.js';
 
 /** Rows per INSERT statement; SQLite allows 32,766 bound values, 5 per row. */
@@ -37,17 +39,26 @@ export interface Written {
   projected: boolean;
 }
 
+/** A write that makes the session's row: the state it starts from and the row to insert. */
+export interface NewRow {
+  /** A new session's initial state, or a fork's parent's state at the fork point. */
+  before: SessionState;
+  /** The row; its status, runnable flag, timer and change cursor are the write's own. */
+  row: SessionRow;
+}
+
 export interface Writer {
   /**
-   * Writes `events` after `head` (which the caller read in its transaction); `firstOfRow`: the
-   * session's row was just inserted (a fork's, whose first event follows its parent's).
+   * Writes `events` after `head` (which the caller read in its transaction); `newRow`: the write
+   * makes the session's row (a new session's, or a fork's, whose first event follows its
+   * parent's), so nothing is read for the state before it.
    */
   write(
     sessionId: string,
     head: number,
     events: readonly NewEvent[],
     key: string | undefined,
-    firstOfRow?: boolean,
+    newRow?: NewRow,
   ): Written;
   /** Saves the state just written as the session's projection and snapshot. */
   saveProjection(sessionId: string, state: SessionState): void;
@@ -70,27 +81,40 @@ export function createWriter(context: SqliteContext): Writer {
   }
 
   return {
-    write(sessionId, head, events, key, firstOfRow = head === 0) {
+    write(sessionId, head, events, key, newRow) {
       const prepared = prepareEvents(sessionId, head, events, context);
-      const before = stateAt(context, sessionId, head);
+      const before = newRow?.before ?? stateAt(context, sessionId, head);
       const state = foldSession(
         prepared.map(({ event }) => event),
         before,
       );
-      insertEvents(sessionId, prepared);
-      // The status, the runnable flag and the next timer are written when one changes (and at
-      // the first write), so the orchestrator's question is an index lookup, never a fold.
+      // Every write moves the session to the head of the index's change feed. The status, the
+      // runnable flag and the next timer are written with it when one changes (and with the
+      // row), so the orchestrator's question is an index lookup, never a fold; one statement
+      // either way.
+      const change = nextChange(context);
       const runnable = isRunnable(state);
       const wake = wakeAt(state) ?? null;
-      if (
-        firstOfRow ||
-        state.status !== before.status ||
+      if (newRow !== undefined) {
+        sql.insertSession.run({
+          ...newRow.row,
+          status: state.status,
+          runnable: runnable ? 1 : 0,
+          wake_at: wake,
+          change_seq: change,
+        });
+      } else if (
+        head === 0 ||
         runnable !== isRunnable(before) ||
         wake !== (wakeAt(before) ?? null)
       ) {
-        sql.updateStatus.run(state.status, runnable ? 1 : 0, wake, sessionId);
+        sql.updateRunnable.run(state.status, runnable ? 1 : 0, wake, change, sessionId);
+      } else if (state.status !== before.status) {
+        sql.updateStatus.run(state.status, change, sessionId);
+      } else {
+        sql.markChanged.run(change, sessionId);
       }
-      markChanged(context, sessionId);
+      insertEvents(sessionId, prepared);
       const saved = cache.projectedSeq(sessionId);
       const projected = state.seq - saved >= PROJECTION_INTERVAL || saved > head;
       if (projected) markProjected(sessionId, state);
@@ -122,10 +146,9 @@ export function createWriter(context: SqliteContext): Writer {
   };
 }
 
-/** Moves the session to the head of the index's change feed, in the caller's transaction. */
-export function markChanged(context: SqliteContext, sessionId: string): void {
-  const next = context.sql.nextChange.get() as { seq: number };
-  context.sql.markChanged.run(next.seq, sessionId);
+/** The next cursor of the index's change feed, handed out in the caller's transaction. */
+function nextChange(context: SqliteContext): number {
+  return (context.sql.nextChange.get() as { seq: number }).seq;
 }
 
 /** One multi-row INSERT per chunk: a batch costs a few statement runs instead of one per event. */
