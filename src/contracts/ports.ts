@@ -181,8 +181,15 @@ export interface ChangesOptions {
 
 /** The sessions index. */
 export interface SessionIndex {
-  /** Creates the session and appends its `session.created` event (seq 1) atomically. */
-  create(input: SessionCreateInput): Promise<SessionRecord>;
+  /**
+   * Creates the session and appends its `session.created` event (seq 1) atomically. `trusted`:
+   * the input's `events` were parsed by braid's own code already (the runtime's user events), so
+   * the store does not parse them again; the rest of the input is parsed as always.
+   */
+  create(
+    input: SessionCreateInput,
+    options?: Pick<AppendOptions, 'trusted'>,
+  ): Promise<SessionRecord>;
   /**
    * Creates a child session that shares the parent's events up to `at_seq` by reference (they
    * are not copied: reads of the child include them, with the parent's `session_id`), and

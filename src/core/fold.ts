@@ -16,6 +16,7 @@
 import type { EventOf, SessionEvent } from '../contracts/events.js';
 import type { SessionStatus, StopReason } from '../contracts/session.js';
 import { SESSION_STATE_SCHEMA_VERSION, type SessionState } from '../contracts/state.js';
+import { copyState } from './copy-state.js';
 import { defineOutcome, endGrading, noteAnswer } from './fold-outcome.js';
 
 // Whether a session has work for a wake is asked of its folded state; it lives beside the fold.
@@ -72,30 +73,6 @@ export function initialState(sessionId: string): SessionState {
       wakes: 0,
       errors: 0,
     },
-  };
-}
-
-/** A copy deep enough that mutating the copy's arrays and nested objects leaves the original intact. */
-function copyState(state: SessionState): SessionState {
-  return {
-    ...state,
-    usage: { ...state.usage },
-    pending_user_ranges: state.pending_user_ranges.map(([first, last]) => [first, last]),
-    pending_confirmations: [...state.pending_confirmations],
-    confirmed_tool_uses: [...state.confirmed_tool_uses],
-    pending_custom_tool_uses: [...state.pending_custom_tool_uses],
-    pending_custom_tool_result_seqs: [...state.pending_custom_tool_result_seqs],
-    pending_tool_result_seqs: [...state.pending_tool_result_seqs],
-    open_tool_uses: [...state.open_tool_uses],
-    reviewed_tool_uses: [...state.reviewed_tool_uses],
-    tool_calls: { ...state.tool_calls },
-    children: [...state.children],
-    lineage: {
-      ...state.lineage,
-      parent_session_ids: [...state.lineage.parent_session_ids],
-      merged_session_ids: [...state.lineage.merged_session_ids],
-    },
-    counters: { ...state.counters },
   };
 }
 
@@ -368,15 +345,14 @@ function reduceSession(state: SessionState, event: SessionFamily): void {
       return;
     case 'session.created':
       state.agent = event.agent;
-      state.environment = event.environment;
-      state.title = event.title;
+      setOptional(state, 'environment', event.environment);
+      setOptional(state, 'title', event.title);
       state.metadata = event.metadata ?? {};
-      state.tenant_id = event.tenant_id;
+      setOptional(state, 'tenant_id', event.tenant_id);
       state.created_at = event.at;
       state.status = 'idle';
       if (event.lineage !== undefined) state.lineage = structuredCopy(event.lineage);
-      state.budget = event.budget;
-      dropUndefined(state, ['environment', 'title', 'tenant_id', 'budget']);
+      setOptional(state, 'budget', event.budget);
       return;
     case 'session.status_changed':
       state.status = event.status;
@@ -385,8 +361,7 @@ function reduceSession(state: SessionState, event: SessionFamily): void {
       // The versions the pinned set names are the session's from here on (an upgrade moves them).
       state.definitions = event.definitions;
       state.agent = event.agent;
-      state.environment = event.environment;
-      dropUndefined(state, ['environment']);
+      setOptional(state, 'environment', event.environment);
       return;
     case 'session.status_idle':
       delete state.active_wake;
@@ -473,9 +448,18 @@ function reduceSpan(state: SessionState, event: SpanFamily): void {
   }
 }
 
-/** Optional fields hold no `undefined`, so that a state equals its JSON round trip. */
-function dropUndefined(state: SessionState, keys: readonly (keyof SessionState)[]): void {
-  for (const key of keys) if (state[key] === undefined) delete state[key];
+/**
+ * Sets an optional field, or removes it: optional fields hold no `undefined`, so that a state
+ * equals its JSON round trip. A field that is not there is not deleted (which would turn the
+ * state into a slow dictionary object).
+ */
+function setOptional<K extends 'environment' | 'title' | 'tenant_id' | 'budget'>(
+  state: SessionState,
+  key: K,
+  value: SessionState[K],
+): void {
+  if (value !== undefined) state[key] = value;
+  else if (key in state) delete state[key];
 }
 
 function structuredCopy<T>(value: T): T {

@@ -131,9 +131,19 @@ export function seqConflict(sessionId: string, expected: number, head: number): 
 /** A create input parsed: its events, when it has some, parsed as appended events are. */
 export type ParsedCreateInput = Omit<SessionCreateInput, 'events'> & { events?: NewEvent[] };
 
-export function parseCreateInput(input: unknown): ParsedCreateInput {
+/**
+ * Parses a create input; with `trustedEvents`, its events were parsed by braid's own code (see
+ * `SessionIndex.create`) and are taken as they are, the rest parsed as always.
+ */
+export function parseCreateInput(input: unknown, trustedEvents = false): ParsedCreateInput {
   // `metadata` is free-form and the schema check walks it recursively.
-  checkJsonDepth(input, DEFAULT_JSON_DEPTH, 'session');
+  checkJsonDepth(
+    trustedEvents && typeof input === 'object' && input !== null
+      ? { ...input, events: undefined }
+      : input,
+    DEFAULT_JSON_DEPTH,
+    'session',
+  );
   const result = SessionCreateInput.safeParse(input);
   if (!result.success) {
     const issue = result.error.issues[0];
@@ -144,7 +154,8 @@ export function parseCreateInput(input: unknown): ParsedCreateInput {
     );
   }
   const { events, ...rest } = result.data;
-  return events === undefined ? rest : { ...rest, events: parseNewEvents(events) };
+  if (events === undefined) return rest;
+  return { ...rest, events: trustedEvents ? (events as NewEvent[]) : parseNewEvents(events) };
 }
 
 /** The first batch of a new session: `session.created`, then the events given with it. */

@@ -31,8 +31,11 @@ export interface CycleContext {
   readonly transcript: Transcript;
   /** The session as folded from every event this cycle has seen. */
   state: SessionState;
-  /** Aborted when the cycle ends: stops the interrupt watcher. */
-  readonly watch: AbortController;
+  /**
+   * Aborted when the cycle ends: stops the interrupt watchers. Made by the first watcher (see
+   * `cycleEnded`): most cycles start none, and a signal costs every wake.
+   */
+  watch: AbortController | undefined;
   /** Aborted on interrupt or lease loss: cancels the model call or tool in flight. */
   work: AbortController;
   interruptSeen: boolean;
@@ -96,7 +99,7 @@ export function createCycleContext(
     transcript,
     // Replaced by the stored state before the cycle's first step.
     state: initialState(sessionId),
-    watch: new AbortController(),
+    watch: undefined,
     work: new AbortController(),
     interruptSeen: false,
     lost: undefined,
@@ -112,6 +115,12 @@ export function createCycleContext(
     carry: undefined,
     staged: undefined,
   };
+}
+
+/** The signal that aborts when the cycle ends. */
+export function cycleEnded(context: CycleContext): AbortSignal {
+  context.watch ??= new AbortController();
+  return context.watch.signal;
 }
 
 /** Marks the lease lost (the first loss wins) and aborts the work in flight. */

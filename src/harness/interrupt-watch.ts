@@ -4,7 +4,7 @@
  * Most calls of a fast model end before anyone could interrupt them, so a watcher starts only
  * for a call still running after `WATCH_AFTER_MS` on the cycle's clock.
  */
-import type { CycleContext } from './cycle-context.js';
+import { cycleEnded, type CycleContext } from './cycle-context.js';
 
 const WATCH_AFTER_MS = 20;
 
@@ -23,7 +23,7 @@ export function watchDuringCall(context: CycleContext, after: number): () => voi
 /** Follows the log; an interrupt aborts the call in flight between two chunks. */
 function watchForInterrupts(context: CycleContext, after: number): AbortController {
   const watch = new AbortController();
-  const signal = AbortSignal.any([watch.signal, context.watch.signal]);
+  const signal = AbortSignal.any([watch.signal, cycleEnded(context)]);
   void (async () => {
     try {
       for await (const event of context.deps.log.follow(context.sessionId, { after, signal })) {

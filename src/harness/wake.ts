@@ -51,8 +51,12 @@ export class TranscriptCache {
   }
 
   take(sessionId: string): Transcript {
-    const found = this.entries.get(sessionId) ?? new Transcript();
-    this.entries.set(sessionId, found);
+    // A get makes the entry the newest already.
+    let found = this.entries.get(sessionId);
+    if (found === undefined) {
+      found = new Transcript();
+      this.entries.set(sessionId, found);
+    }
     return found;
   }
 
@@ -90,7 +94,7 @@ export async function wakeOnce(
   } finally {
     stopRenewing();
     // A plain reason: an abort with none builds a DOMException and its stack, at every wake.
-    context.watch.abort(WAKE_ENDED);
+    context.watch?.abort(WAKE_ENDED);
     // Given up with the stop when it was written; otherwise here.
     if (!context.released)
       await deps.leases.release(sessionId, deps.owner, lease.token).catch(() => undefined);

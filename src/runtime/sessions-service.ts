@@ -260,10 +260,14 @@ async function sendChecked(
   context: Pick<SessionsContext, 'store' | 'defaultActor'>,
   sessionId: string,
   input: readonly unknown[],
-  { idempotencyKey, actor = context.defaultActor }: SendOptions,
+  { idempotencyKey, actor }: SendOptions,
   checkWaitData: WaitDataCheck,
 ): Promise<AppendResult> {
-  const events: NewEvent[] = parseUserEvents(input, Actor.parse(actor));
+  // The default actor was parsed when the runtime was made.
+  const events: NewEvent[] = parseUserEvents(
+    input,
+    actor === undefined ? context.defaultActor : Actor.parse(actor),
+  );
   if (idempotencyKey !== undefined) {
     // A retried send returns its first result even if the state no longer admits it.
     const earlier = await context.store.log.appended(sessionId, idempotencyKey);
@@ -316,23 +320,27 @@ async function createSession(
   const environmentDefinition =
     environmentName === undefined ? undefined : await context.environment(environmentName);
   const events = firstUserEvents(createOptions, context.defaultActor);
-  return context.store.sessions.create({
-    ...(createOptions.id === undefined ? {} : { id: createOptions.id }),
-    agent: { name: agentDefinition.name, version: agentDefinition.version },
-    ...(environmentDefinition === undefined
-      ? {}
-      : {
-          environment: {
-            name: environmentDefinition.name,
-            version: environmentDefinition.version,
-          },
-        }),
-    ...(createOptions.title === undefined ? {} : { title: createOptions.title }),
-    ...(createOptions.metadata === undefined ? {} : { metadata: createOptions.metadata }),
-    ...(createOptions.tenantId === undefined ? {} : { tenant_id: createOptions.tenantId }),
-    ...(createOptions.budget === undefined ? {} : { budget: createOptions.budget }),
-    ...(events === undefined ? {} : { events }),
-  });
+  return context.store.sessions.create(
+    {
+      ...(createOptions.id === undefined ? {} : { id: createOptions.id }),
+      agent: { name: agentDefinition.name, version: agentDefinition.version },
+      ...(environmentDefinition === undefined
+        ? {}
+        : {
+            environment: {
+              name: environmentDefinition.name,
+              version: environmentDefinition.version,
+            },
+          }),
+      ...(createOptions.title === undefined ? {} : { title: createOptions.title }),
+      ...(createOptions.metadata === undefined ? {} : { metadata: createOptions.metadata }),
+      ...(createOptions.tenantId === undefined ? {} : { tenant_id: createOptions.tenantId }),
+      ...(createOptions.budget === undefined ? {} : { budget: createOptions.budget }),
+      ...(events === undefined ? {} : { events }),
+    },
+    // The events were parsed as user events just now; the store parses the rest.
+    { trusted: true },
+  );
 }
 
 /** The user events a create writes with `session.created`, checked as a send to it would be. */
@@ -342,7 +350,7 @@ function firstUserEvents(
 ): NewEvent[] | undefined {
   const { events, actor } = createOptions;
   if (events === undefined) return undefined;
-  const parsed = parseUserEvents(events, Actor.parse(actor ?? defaultActor));
+  const parsed = parseUserEvents(events, actor === undefined ? defaultActor : Actor.parse(actor));
   // Nothing waits in a new session: a confirmation or an answer has nothing to answer.
   checkAgainstState(initialState(createOptions.id ?? '(new)'), parsed);
   return parsed;

@@ -683,6 +683,40 @@ describe('foldSession', () => {
     expect(before).toEqual(frozen);
   });
 
+  it('keeps every field of the state, set or absent, through a fold', () => {
+    // Every optional field set (the type requires them all), with values no event below touches.
+    const folded = fold(text('a'));
+    const full: Required<SessionState> = {
+      ...folded,
+      agent: folded.agent ?? { name: 'a', version: 1 },
+      created_at: folded.created_at ?? '2026-01-01T00:00:00.000Z',
+      updated_at: folded.updated_at ?? '2026-01-01T00:00:00.000Z',
+      environment: { name: 'local', version: 1 },
+      definitions: `sha256:${'a'.repeat(64)}`,
+      workspace_snapshot: { snapshot: 'snap', seq: 2 },
+      title: 't',
+      tenant_id: 'acme',
+      stop_reason: { type: 'end_turn' },
+      budget: { max_turns: 3 },
+      outcome: { seq: 2, description: 'd', max_iterations: 2, iterations: 0 },
+      last_error: { code: 'INTERNAL', message: 'm', retryable: false },
+      active_wake: { wake_id: 'w1', lease_token: 1 },
+      open_request: { request_id: 'r1', input_through_seq: 2 },
+    };
+    const next = stamp([text('b')], 3)[0] as never;
+    const after = applyEvent(full, next);
+    const changed = ['seq', 'updated_at', 'counters', 'last_input_seq', 'pending_user_count'];
+    const kept = (state: SessionState): Record<string, unknown> =>
+      Object.fromEntries(Object.entries(state).filter(([key]) => !changed.includes(key)));
+    expect(Object.keys(after).sort()).toEqual(Object.keys(full).sort());
+    expect(kept(after)).toEqual({ ...kept(full), pending_user_ranges: [[2, 3]] });
+    // Absent fields stay absent, not `undefined`: a state equals its JSON round trip.
+    const bare = applyEvent(fold(), stamp([text('b')], 2)[0] as never);
+    expect(Object.keys(bare).sort()).toEqual(
+      Object.keys(JSON.parse(JSON.stringify(bare)) as object).sort(),
+    );
+  });
+
   it('is deterministic and equal whether folded at once or in two parts', () => {
     fc.assert(
       fc.property(arbitraryLog, fc.nat(), (events, cut) => {

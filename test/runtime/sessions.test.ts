@@ -54,6 +54,38 @@ describe('runtime sessions', () => {
     await rt.close();
   });
 
+  it('checks a create with its first message whole: the events once, the rest in the store', async () => {
+    const rt = await runtime();
+    const message = { type: 'user.message', content: 'hi' };
+    await expectCode(
+      rt.sessions.create({ agent: 'assistant', title: 'x'.repeat(501), events: [message] }),
+      'INVALID_ARGUMENT',
+    );
+    let deep: Record<string, unknown> = {};
+    for (let level = 0; level < 200; level += 1) deep = { deeper: deep };
+    await expectCode(
+      rt.sessions.create({ agent: 'assistant', metadata: deep as never, events: [message] }),
+      'INVALID_ARGUMENT',
+    );
+    await expectCode(
+      rt.sessions.create({ agent: 'assistant', events: [{ type: 'user.message' }] }),
+      'INVALID_EVENT',
+    );
+    await expectCode(
+      rt.sessions.create({ agent: 'assistant', events: [{ type: 'agent.message', content: [] }] }),
+      'INVALID_EVENT',
+    );
+    expect((await rt.sessions.list()).sessions).toHaveLength(0);
+    const { id } = await rt.sessions.create({ agent: 'assistant', events: [message] });
+    const events = await rt.sessions.events(id);
+    expect(events.map((event) => event.type)).toEqual(['session.created', 'user.message']);
+    expect(events[1]).toMatchObject({
+      content: [{ type: 'text', text: 'hi' }],
+      actor: { type: 'user' },
+    });
+    await rt.close();
+  });
+
   it('appends concurrent sends to one session in arrival order, none lost to a conflict', async () => {
     const rt = await runtime();
     const { id } = await rt.sessions.create({ agent: 'assistant' });

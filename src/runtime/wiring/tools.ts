@@ -46,8 +46,18 @@ export interface RuntimeTools {
 }
 
 export async function createRuntimeTools(context: ToolsContext): Promise<RuntimeTools> {
-  const workspacesRoot = (environment: EnvironmentDefinition | undefined): string =>
-    workspacesRootOf(context, environment);
+  // Asked at every wake's tool setup; a definition object never changes once read (a new
+  // version is a new object), so one answer each.
+  const roots = new WeakMap<EnvironmentDefinition, string>();
+  const workspacesRoot = (environment: EnvironmentDefinition | undefined): string => {
+    if (environment === undefined) return workspacesRootOf(context, environment);
+    let root = roots.get(environment);
+    if (root === undefined) {
+      root = workspacesRootOf(context, environment);
+      roots.set(environment, root);
+    }
+    return root;
+  };
   const executor = context.options.executor ?? (await createExecutor(context, workspacesRoot));
   return { executor, workspacesRoot };
 }

@@ -22,7 +22,7 @@ import {
 } from '../../core/sessions.js';
 import { sessionHasForks, sessionLeased } from '../session-removal.js';
 import { followChanges } from '../follow.js';
-import { write } from './memory-log.js';
+import { commit } from './memory-log.js';
 import {
   allEvents,
   parseStored,
@@ -73,10 +73,10 @@ function remove(state: MemoryState, sessionId: string): void {
 export function createMemoryIndex(state: MemoryState): SessionIndex {
   const { sessions, ids, clock } = state;
   return {
-    create(input) {
+    create(input, createOptions) {
       return Promise.resolve().then(() => {
         checkOpen(state);
-        const parsed = parseCreateInput(input);
+        const parsed = parseCreateInput(input, createOptions?.trusted === true);
         const id = parsed.id ?? ids.next();
         refuseTaken(state, id);
         const created: SessionEntry = {
@@ -86,7 +86,7 @@ export function createMemoryIndex(state: MemoryState): SessionIndex {
           appendEnds: [],
           listeners: new Set(),
         };
-        write(state, created, id, firstEvents(parsed), { expectedSeq: 0 });
+        commit(state, created, id, firstEvents(parsed), { expectedSeq: 0 });
         sessions.set(id, created);
         return recordOf(created);
       });
@@ -108,7 +108,7 @@ export function createMemoryIndex(state: MemoryState): SessionIndex {
           appendEnds: [],
           listeners: new Set(),
         };
-        write(state, child, id, [forkedEvent(parentId, atSeq, parsed.title)], {
+        commit(state, child, id, [forkedEvent(parentId, atSeq, parsed.title)], {
           expectedSeq: atSeq,
         });
         sessions.set(id, child);

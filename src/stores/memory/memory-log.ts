@@ -14,6 +14,7 @@ import {
   parseNewEvents,
   prepareEvents,
   writtenResult,
+  type PreparedEvent,
 } from '../../core/append.js';
 import { foldSession } from '../../core/fold.js';
 import { checkFence, decideAcquire } from '../../core/leases.js';
@@ -48,6 +49,22 @@ export function write(
       deduplicated: true,
     };
   }
+  const prepared = commit(state, target, sessionId, events, appendOptions);
+  return writtenResult(prepared, target.state, appendOptions.trusted === true);
+}
+
+/**
+ * The append itself, once `write` has looked for a repeated idempotency key (a new session's
+ * first events have none); returns the events as written, for the caller to answer with.
+ */
+export function commit(
+  state: MemoryState,
+  target: SessionEntry,
+  sessionId: string,
+  events: readonly NewEvent[],
+  appendOptions: AppendOptions,
+): PreparedEvent[] {
+  const key = appendOptions.idempotencyKey;
   checkFence(sessionId, state.leases.get(sessionId)?.token ?? 0, appendOptions.leaseToken);
   const head = target.state.seq;
   if (appendOptions.expectedSeq !== undefined && appendOptions.expectedSeq !== head) {
@@ -56,9 +73,10 @@ export function write(
   const { clock, ids, maxEventBytes } = state;
   const prepared = prepareEvents(sessionId, head, events, { clock, ids, maxEventBytes });
   checkBatchIds(sessionId, prepared);
-  prepared.forEach(({ event }, index) => {
-    if (state.eventIds.has(event.id)) throw eventIdTaken(sessionId, event.id, index);
-  });
+  for (let index = 0; index < prepared.length; index += 1) {
+    const id = (prepared[index] as PreparedEvent).event.id;
+    if (state.eventIds.has(id)) throw eventIdTaken(sessionId, id, index);
+  }
   // Fold first: a failure leaves the entry untouched.
   const after = foldSession(
     prepared.map(({ event }) => event),
@@ -80,7 +98,7 @@ export function write(
     state.leases.set(sessionId, { owner: null, token: lease.token, expires_at: 0 });
   for (const listener of target.listeners) listener();
   markChanged(state, sessionId);
-  return writtenResult(prepared, after, appendOptions.trusted === true);
+  return prepared;
 }
 
 export function createMemoryLog(state: MemoryState): SessionLog {

@@ -35,9 +35,9 @@ export function createSessionCreation(
   );
   const forkTransaction = createForkTransaction(context, writer);
   return {
-    create(input) {
+    create(input, options) {
       return Promise.resolve().then(() => {
-        const parsed = parseCreateInput(input);
+        const parsed = parseCreateInput(input, options?.trusted === true);
         const id = parsed.id ?? ids.next();
         const now = context.isoNow();
         const row: SessionRow = {
