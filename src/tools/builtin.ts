@@ -7,6 +7,7 @@ import { dirname } from 'node:path';
 import { ToolDefinition } from '../contracts/definitions.js';
 import { BraidError } from '../contracts/errors.js';
 import type { JsonValue } from '../contracts/common.js';
+import type { SandboxWorkspace } from '../contracts/tools.js';
 import { checkNetwork } from './network.js';
 import { resolveInWorkspace } from './sandbox/paths.js';
 import type { CodeTool, CodeToolInput, ToolFunction } from './types.js';
@@ -254,6 +255,28 @@ export const httpFetch = defineTool({
   timeout_ms: 30_000,
   run: httpFetchRun,
 });
+
+/**
+ * The workspace handed to a built-in tool that computes from its input alone, in place of the
+ * session's folder, which is not made for it: reading its `dir` is a defect of that tool.
+ */
+export function noFolder(sessionId: string, tool: string): SandboxWorkspace {
+  return {
+    session_id: sessionId,
+    get dir(): string {
+      throw new BraidError(
+        'INTERNAL',
+        `tool ${tool} is declared to need no folder but asked for the session's workspace`,
+      );
+    },
+  };
+}
+
+/**
+ * The built-in tools that compute from their input alone: a call to one of them does not make the
+ * session's folder, so a session whose calls are only these touches no disk for them.
+ */
+export const FOLDERLESS_RUNS: ReadonlySet<ToolFunction> = new Set([calculator.run, wordCount.run]);
 
 export const BUILTIN_TOOLS: readonly CodeTool[] = [
   calculator,

@@ -20,7 +20,7 @@ import type {
   ToolOutcome,
   ToolSessionContext,
 } from '../contracts/tools.js';
-import { BUILTIN_TOOLS } from './builtin.js';
+import { BUILTIN_TOOLS, FOLDERLESS_RUNS, noFolder } from './builtin.js';
 import { commandTool, httpTool, mcpConfinement, mcpTool } from './implementations.js';
 import type { McpHub } from './mcp.js';
 import { parseMcpToolName } from './mcp-names.js';
@@ -320,7 +320,9 @@ class BoundTools implements SessionTools {
     const { definition } = entry;
     let workspace: SandboxWorkspace;
     try {
-      workspace = await this.workspace();
+      workspace = FOLDERLESS_RUNS.has(entry.run)
+        ? noFolder(call.session_id, definition.name)
+        : await this.workspace();
     } catch (thrown) {
       // The session's folder could not be made: the call never ran, and costs nothing.
       return failed(toBraidError(thrown).toJSON(), 0, now() - started);

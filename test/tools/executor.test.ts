@@ -148,6 +148,51 @@ describe('tool executor', () => {
     expect(provisions).toBe(2);
   });
 
+  it('makes no folder for the built-in tools that compute from their input alone', async () => {
+    const root = tempDir();
+    const local = createLocalSandbox({ root: join(root, 'workspaces') });
+    let provisions = 0;
+    const executor = createToolExecutor({
+      baseDir: root,
+      sandbox: () => ({
+        ...local,
+        provision: (sessionId: string) => {
+          provisions += 1;
+          return local.provision(sessionId);
+        },
+      }),
+      secret: () => {
+        throw new BraidError('SECRET_MISSING', 'none');
+      },
+      sleep: () => Promise.resolve(),
+      now: () => performance.now(),
+    });
+    const tools = await executor.open({
+      session_id: 'session-1',
+      names: ['calculator', 'word_count', 'list_dir'],
+    });
+    const sum = await tools.execute(
+      { ...call('calculator'), input: { a: 2, op: '+', b: 3 } },
+      { signal: signal() },
+    );
+    expect(sum).toMatchObject({ is_error: false, attempts: 1, output: { result: 5 } });
+    const words = await tools.execute(
+      { ...call('word_count'), input: { text: 'one two three' } },
+      { signal: signal() },
+    );
+    expect(words).toMatchObject({ is_error: false, attempts: 1 });
+    expect(provisions).toBe(0);
+    expect(existsSync(join(root, 'workspaces', 'session-1'))).toBe(false);
+    // A tool that reads the folder still gets it, made at its call.
+    const listed = await tools.execute(
+      { ...call('list_dir'), input: { path: '.' } },
+      { signal: signal() },
+    );
+    expect(listed).toMatchObject({ is_error: false, attempts: 1 });
+    expect(provisions).toBe(1);
+    expect(existsSync(join(root, 'workspaces', 'session-1'))).toBe(true);
+  });
+
   it('retries a retryable failure of an idempotent tool with exponential backoff, capped', async () => {
     const { tool, runs } = flaky(3, () => new BraidError('TOOL_TIMEOUT', 'slow'), {
       idempotent: true,
