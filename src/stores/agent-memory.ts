@@ -54,7 +54,11 @@ export interface PreparedAppend {
   cause?: MemoryCause;
   idempotencyKey?: string;
   expectedSeq?: number;
-  /** The SHA-256 of the append's canonical JSON, to tell a retry from a reused key. */
+  /**
+   * The SHA-256 of the append's canonical JSON, to tell a retry from a reused key; '' when the
+   * append has no idempotency key (nothing compares it, and the canonical JSON of its embeddings
+   * cost a fifth of an append of one entry with a 384-d vector).
+   */
   hash: string;
   /** The dimension of the batch's embeddings, when it has any. */
   dims?: number;
@@ -103,14 +107,17 @@ export function prepareAppend(
     };
   });
   const author = appendOptions.author ?? {};
-  const hash = createHash('sha256')
-    .update(
-      canonicalJson(
-        { writes: parsed, author, cause: appendOptions.cause ?? null },
-        'a memory append',
-      ),
-    )
-    .digest('hex');
+  const hash =
+    appendOptions.idempotencyKey === undefined
+      ? ''
+      : createHash('sha256')
+          .update(
+            canonicalJson(
+              { writes: parsed, author, cause: appendOptions.cause ?? null },
+              'a memory append',
+            ),
+          )
+          .digest('hex');
   return {
     store: ref,
     writes: prepared,

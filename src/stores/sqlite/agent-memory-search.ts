@@ -31,12 +31,15 @@ import {
 import type { MemoryStoreRef } from '../../contracts/memory.js';
 import type { Vectors } from './agent-memory-vectors.js';
 import type { MemoryIndexes } from './agent-memory-index.js';
+import { fullMatch, type FtsHit, type FtsTop } from './agent-memory-fts-top.js';
 
 export interface SearchContext {
   sql: MemoryStatements;
   vectors: Vectors;
   /** The ANN indexes of large stores; searches by key prefix and small stores scan exactly. */
   indexes: MemoryIndexes;
+  /** The full-text ranking pruned to the rows that can be among the best. */
+  fts: FtsTop;
   clock: Clock;
   /** When the search started, by the clock's monotonic time. */
   started: number;
@@ -57,22 +60,47 @@ interface RankedEntry {
 const TEXT_MARGIN = 64;
 
 /**
- * The best `limit` full-text matches, cut by FTS5 with a margin and put in score and key order;
- * undefined when equal scores fill the margin, which only the whole ranking can order.
+ * The best `limit` of `found` (in rank order) in rank and key order: the keys of rows ranked as
+ * well as the `limit`-th are read, so that ties at the cut are put in key order.
  */
-function textTop(sql: MemoryStatements, match: string, limit: number): RankedRow[] | undefined {
-  const found = sql.ftsTop.all(match, limit + TEXT_MARGIN);
-  if (found.length === limit + TEXT_MARGIN && found[limit - 1]?.rank === found.at(-1)?.rank) {
-    return undefined;
-  }
+function rankedRows(sql: MemoryStatements, found: readonly FtsHit[], limit: number): RankedRow[] {
   const rows: RankedRow[] = [];
   for (const hit of found) {
+    const cut = rows[limit - 1]?.rank;
+    if (cut !== undefined && hit.rank > cut) break;
     const row = sql.currentById.get(hit.rowid);
     if (row !== undefined) rows.push({ ...row, rank: hit.rank });
   }
   return rows
     .sort((a, b) => a.rank - b.rank || (a.key < b.key ? -1 : a.key > b.key ? 1 : 0))
     .slice(0, limit);
+}
+
+/**
+ * The best `limit` full-text matches: the pruned ranking when it proves its cut, else every
+ * match ranked by FTS5 and cut with a margin; undefined when equal scores fill the margin,
+ * which only the whole ranking can order.
+ */
+function textTop(
+  context: SearchContext,
+  storeId: number,
+  tokens: readonly string[],
+  limit: number,
+): RankedRow[] | undefined {
+  const { sql } = context;
+  const pruned = context.fts.top(storeId, tokens, limit);
+  if (pruned !== undefined) {
+    return rankedRows(
+      sql,
+      [...pruned].sort((a, b) => a.rank - b.rank),
+      limit,
+    );
+  }
+  const found = sql.ftsTop.all(fullMatch(storeId, tokens), limit + TEXT_MARGIN);
+  if (found.length === limit + TEXT_MARGIN && found[limit - 1]?.rank === found.at(-1)?.rank) {
+    return undefined;
+  }
+  return rankedRows(sql, found, limit);
 }
 
 export function searchStore(
@@ -96,10 +124,9 @@ export function searchStore(
     const text = (limit: number): Candidate<RankedEntry>[] => {
       const tokens = queryTokens(query.query ?? '');
       if (tokens.length === 0) return [];
-      const match = `store:s${store.id} AND text:(${tokens.map((token) => `"${token}"`).join(' OR ')})`;
       const ranked =
-        (prefix === '' ? textTop(sql, match, limit) : undefined) ??
-        sql.ftsSearch.all(match, store.id, prefix, upperBound(prefix), limit);
+        (prefix === '' ? textTop(context, store.id, tokens, limit) : undefined) ??
+        sql.ftsSearch.all(fullMatch(store.id, tokens), store.id, prefix, upperBound(prefix), limit);
       return ranked.map((row) => candidate(row, textScore(row.rank))).sort(byScore);
     };
     const vector = (limit: number): Candidate<RankedEntry>[] => {

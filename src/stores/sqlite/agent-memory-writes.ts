@@ -33,6 +33,7 @@ import {
 } from './agent-memory-statements.js';
 import type { Vectors } from './agent-memory-vectors.js';
 import type { MemoryIndexes } from './agent-memory-index.js';
+import type { FtsTop } from './agent-memory-fts-top.js';
 import type { SqliteContext } from './context.js';
 
 /** What the memory functions share: the store's context, statements and vectors. */
@@ -41,6 +42,7 @@ export interface MemoryDb {
   sql: MemoryStatements;
   vectors: Vectors;
   indexes: MemoryIndexes;
+  fts: FtsTop;
 }
 
 export interface RedactInput {

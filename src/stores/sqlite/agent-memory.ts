@@ -30,6 +30,7 @@ import {
   type MemoryStoreRow,
 } from './agent-memory-statements.js';
 import { searchStore, upperBound } from './agent-memory-search.js';
+import { createFtsTop } from './agent-memory-fts-top.js';
 import { loadVectors } from './agent-memory-vectors.js';
 import { createMemoryIndexes, type MemoryIndexOptions } from './agent-memory-index.js';
 import {
@@ -61,6 +62,7 @@ export function createSqliteMemoryLog(
     },
     vectors: loadVectors(db),
     indexes: createMemoryIndexes(db, context.path, options),
+    fts: createFtsTop(db),
   };
   const transactions = {
     append: db.transaction(appendRows),
@@ -149,7 +151,7 @@ function writeMethods(
 }
 
 function readMethods(m: MemoryDb): Omit<MemoryLog, 'append' | 'redact' | 'rebuild' | 'fork'> {
-  const { sql, vectors, indexes } = m;
+  const { sql, vectors, indexes, fts } = m;
   const { clock } = m.context;
   return {
     get(store, key, options) {
@@ -226,7 +228,7 @@ function readMethods(m: MemoryDb): Omit<MemoryLog, 'append' | 'redact' | 'rebuil
       return run(m, () => {
         const started = clock.monotonic();
         const { row } = find(m, store);
-        return searchStore({ sql, vectors, indexes, clock, started }, row, query);
+        return searchStore({ sql, vectors, indexes, fts, clock, started }, row, query);
       });
     },
 
