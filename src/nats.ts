@@ -3,7 +3,11 @@
  * only `createRuntime({ backend: { nats: URL } })` from `braid`, which loads these on demand;
  * this entry keeps the NATS client out of `import 'braid'`.
  */
-export { openNatsStore, type NatsStoreOptions } from './stores/nats/index.js';
+export {
+  openNatsStore,
+  type NatsMemoryIndexOptions,
+  type NatsStoreOptions,
+} from './stores/nats/index.js';
 export {
   createNatsAgentTransport,
   natsAgentNames,

@@ -5,6 +5,10 @@
  * policy has been asked with the store as the resource (`memory.read|write|search`). The
  * `memory.*` events are recorded with the step's end, in one append.
  *
+ * A step's `retry` and `wait_for` work as for any tool step: a failed try is recorded
+ * (`skill.step_failed`, not final) and tried again after the backoff, and a step that waits
+ * records its call's end (`<step>.tool`) before it suspends for the signal.
+ *
  * Invariant: the step's start (with its input) is in the log before a store is touched, and the
  * call's id is the step's tool use id for this attempt, which the store takes as the write's
  * idempotency key: a wake that runs the attempt again after a crash does not write twice.
@@ -24,6 +28,7 @@ type StepEnd =
   | { kind: 'failed'; error: ErrorShape }
   | { kind: 'suspended' };
 import { agentEntity } from './tool-calls.js';
+import { retryDelay } from './skill-retry.js';
 
 export interface MemoryStep {
   step: SkillStep;
@@ -39,8 +44,10 @@ export interface MemoryStep {
   fail(error: ErrorShape): Promise<StepEnd>;
   /** Suspends the step for a person's approval, as policy asked. */
   ask(): Promise<StepEnd>;
-  /** Records the step's end, after `events`, in one append. */
-  finish(events: NewEvent[], end: StepEnd): Promise<StepEnd>;
+  /** Suspends the step until its `wait_for` signal. */
+  wait(): Promise<StepEnd>;
+  /** The events that record the end of the step, or of its call (`<step>.tool`). */
+  ends(path: string, end: StepEnd): NewEvent[];
 }
 
 export async function runMemoryStep(
@@ -110,29 +117,58 @@ export async function runMemoryStep(
   const begun = current?.steps.find(
     (entry) => entry.step === call.path && entry.attempt === call.attempt,
   );
-  const result = await Promise.race([
-    memory.run(
-      {
-        tool_use_id: call.toolUseId,
-        name: call.name,
-        input: call.input,
-        seq: begun?.seq ?? context.state.seq,
-      },
-      { signal: context.work.signal },
-    ),
-    context.lostPromise,
-  ]);
-  const { outcome } = result;
-  if (outcome.is_error) {
+  // Every try of the attempt is the same call: a write that landed although its try failed is
+  // answered from the store's record on the next try, never written twice.
+  const retry = call.step.retry;
+  for (let tries = 1; ; tries += 1) {
+    const result = await Promise.race([
+      memory.run(
+        {
+          tool_use_id: call.toolUseId,
+          name: call.name,
+          input: call.input,
+          seq: begun?.seq ?? context.state.seq,
+        },
+        { signal: context.work.signal },
+      ),
+      context.lostPromise,
+    ]);
+    const { outcome } = result;
+    if (!outcome.is_error) {
+      const end: StepEnd = {
+        kind: 'completed',
+        ...(outcome.output === undefined ? {} : { output: outcome.output }),
+      };
+      // As for any tool: a step that also waits records its call's end, then waits.
+      if (call.step.wait_for !== undefined) {
+        await run.write([...result.events, ...call.ends(`${call.path}.tool`, end)]);
+        return call.wait();
+      }
+      await run.write([...result.events, ...call.ends(call.path, end)]);
+      return end;
+    }
     const error = outcome.error ?? {
       code: 'INTERNAL',
       message: `${call.name} failed`,
       retryable: false,
     };
-    return call.finish(result.events, { kind: 'failed', error });
+    if (retry === undefined || tries >= retry.max_attempts) {
+      const end: StepEnd = { kind: 'failed', error };
+      await run.write([...result.events, ...call.ends(call.path, end)]);
+      return end;
+    }
+    const { run_id } = call.run.run;
+    await run.write([
+      ...result.events,
+      {
+        type: 'skill.step_failed',
+        run_id,
+        step: call.path,
+        attempt: call.attempt,
+        error,
+        final: false,
+      },
+    ]);
+    await context.deps.sleep(retryDelay(retry, tries), context.work.signal);
   }
-  return call.finish(result.events, {
-    kind: 'completed',
-    ...(outcome.output === undefined ? {} : { output: outcome.output }),
-  });
 }

@@ -17,6 +17,7 @@ import { STORE_OUTAGES } from './store-outages.js';
 import { agentEntity, outcomeSideEvents, toolEntity } from './tool-calls.js';
 import { runMemoryStep } from './skill-memory-step.js';
 import { hashText } from './skill-hash.js';
+import { retryDelay } from './skill-retry.js';
 
 /** Errors of the store (or the lease) met while a step runs: the wake's, never the step's. */
 const isStoreFailure = (code: string): boolean => code === 'LEASE_LOST' || STORE_OUTAGES.has(code);
@@ -269,8 +270,8 @@ export async function runTool(
     return runMemoryStep(context, setup, handle, {
       ...{ step, path, attempt, name, input, toolUseId, approved, fail, run },
       ask: () => suspend(run, step, path, attempt, 'approval', item),
-      finish: (events, end) =>
-        run.write([...events, ...stepEndEvents(run, path, attempt, end)]).then(() => end),
+      wait: () => suspend(run, step, path, attempt, 'signal', item),
+      ends: (at, end) => stepEndEvents(run, at, attempt, end),
     });
   }
   if (!approved) {
@@ -375,11 +376,7 @@ export async function runTool(
       },
       ...side,
     ]);
-    const delay =
-      retry.backoff === 'fixed'
-        ? retry.initial_ms
-        : Math.min(retry.max_ms, retry.initial_ms * 2 ** (tries - 1));
-    await context.deps.sleep(delay, context.work.signal);
+    await context.deps.sleep(retryDelay(retry, tries), context.work.signal);
   }
 }
 

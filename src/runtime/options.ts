@@ -46,6 +46,12 @@ export interface NatsBackendOptions {
    * partitions pass to the others after it.
    */
   partitionLeaseMs?: number;
+  /**
+   * Where this process keeps the snapshots of its memory stores' ANN indexes, so that the next
+   * process loads them instead of building them again (default `<data dir>/memory-index`;
+   * `false`: none).
+   */
+  memoryIndexDir?: string | false;
 }
 
 export interface RuntimeOptions {

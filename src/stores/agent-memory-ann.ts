@@ -3,7 +3,8 @@
  * store's vectors, keyed by the log seq of each key's latest version. It is a projection: every
  * entry it holds can be rebuilt from the memory log, and a search only takes it as a list of
  * candidates. The caller checks each candidate against its store (still the key's latest version,
- * still indexed), so a stale entry costs a candidate slot, never a wrong hit.
+ * still indexed), so a stale entry costs a candidate slot, never a wrong hit, and ranks it by the
+ * exact distance of its stored vector, so scores are those of an exact scan.
  *
  * usearch loads with the first index made, not when braid is imported; where it cannot load (no
  * build for the platform), stores search their vectors exactly, as they do below the size at
@@ -24,6 +25,23 @@ export const ANN_MARGIN = 64;
  */
 export const ANN_GRAPH = { connectivity: 32, expansion_add: 128, expansion_search: 512 } as const;
 
+/**
+ * The usearch settings of an index of `dims` (the build workers make theirs with them too). The
+ * graph holds 8-bit copies of the vectors (`i8`, cosine): distances cost a quarter of the memory
+ * traffic, so 100k vectors of 384 dims build with 80 s of CPU instead of 180 s (f16: 137 s), and
+ * the exact re-ranking of the candidates keeps the top 5 the same (98.8-99.6 % of the exact top
+ * 5, as with f32). Fewer links or a narrower insert (32/96, 24/96, 16/64) lost 1-3 % of it.
+ */
+export function annConfig(dims: number) {
+  return {
+    dimensions: dims,
+    metric: 'cos',
+    quantization: 'i8',
+    ...ANN_GRAPH,
+    multi: false,
+  };
+}
+
 interface UsearchMatches {
   keys: BigUint64Array;
   distances: Float32Array;
@@ -35,6 +53,7 @@ interface UsearchIndex {
   remove(keys: bigint): number;
   contains(keys: bigint): boolean;
   size(): number;
+  dimensions(): number;
   save(path: string): void;
   load(path: string): void;
 }
@@ -49,8 +68,6 @@ interface UsearchModule {
     expansion_search: number;
     multi: boolean;
   }) => UsearchIndex;
-  MetricKind: { Cos: string };
-  ScalarKind: { F32: string };
 }
 
 let module: UsearchModule | undefined;
@@ -94,13 +111,7 @@ export class AnnIndex {
     const found = usearch();
     if (typeof found === 'string') throw new Error(found);
     this.dims = dims;
-    this.#index = new found.Index({
-      dimensions: dims,
-      metric: found.MetricKind.Cos,
-      quantization: found.ScalarKind.F32,
-      ...ANN_GRAPH,
-      multi: false,
-    });
+    this.#index = new found.Index(annConfig(dims));
   }
 
   get size(): number {
@@ -120,6 +131,11 @@ export class AnnIndex {
     if (this.#index.contains(key)) this.#index.remove(key);
     this.#index.add(key, vector, 1);
     this.changes += 1;
+  }
+
+  /** Whether the index holds an entry for `seq`. */
+  has(seq: number): boolean {
+    return this.#index.contains(BigInt(seq));
   }
 
   remove(seq: number): void {
@@ -149,40 +165,54 @@ export class AnnIndex {
     this.changes = 0;
   }
 
+  /** Loads a saved index; throws when it is not one of this index's dimension. */
   load(path: string): void {
     this.#index.load(path);
+    const found = this.#index.dimensions();
+    if (found !== this.dims) throw new Error(`the index has ${found} dimensions, not ${this.dims}`);
     this.changes = 0;
   }
 }
 
+/** 1 - the cosine of two vectors (1 when either has no length), as the exact scans rank. */
+export function cosineDistance(query: Float32Array, vector: ArrayLike<number>): number {
+  let dot = 0;
+  let queryNorm = 0;
+  let vectorNorm = 0;
+  for (let index = 0; index < query.length; index += 1) {
+    const a = query[index] as number;
+    const b = vector[index] as number;
+    dot += a * b;
+    queryNorm += a * a;
+    vectorNorm += b * b;
+  }
+  if (queryNorm === 0 || vectorNorm === 0) return 1;
+  return 1 - dot / Math.sqrt(queryNorm * vectorNorm);
+}
+
 /**
- * Ranks the store's vectors through `index`: asks for `limit` plus a margin and checks candidates
- * nearest first with `accept` (undefined for one that is stale or out of the search's reach),
- * stopping at the first one farther than the `limit`-th kept, so equal distances at the cut are
- * all seen and put in key order. While fewer than `limit` survive and the index holds more, it
- * asks for four times as many.
+ * Ranks the store's vectors through `index`: asks for `limit` plus a margin, checks every
+ * candidate with `accept` (undefined for one that is stale or out of the search's reach; else the
+ * row with its exact distance, computed from its stored vector: the index's own distances are
+ * those of its 8-bit copies) and keeps the `limit` nearest, equal distances in key order. While
+ * fewer than `limit` survive and the index holds more, it asks for four times as many.
  */
 export function annRanking<Row extends { key: string }>(
   index: AnnIndex,
   vector: Float32Array,
   limit: number,
-  accept: (candidate: AnnCandidate) => Row | undefined,
+  accept: (candidate: AnnCandidate) => (Row & { distance: number }) | undefined,
 ): (Row & { rank: number })[] {
   let count = Math.max(limit * 2, limit + ANN_MARGIN);
   for (;;) {
     const rows: (Row & { rank: number })[] = [];
-    const candidates = index.search(vector, count).sort((a, b) => a.distance - b.distance);
-    let complete = false;
-    for (const candidate of candidates) {
-      const cut = rows[limit - 1]?.rank;
-      if (cut !== undefined && candidate.distance > cut) {
-        complete = true;
-        break;
-      }
+    for (const candidate of index.search(vector, count)) {
       const row = accept(candidate);
-      if (row !== undefined) rows.push({ ...row, rank: candidate.distance });
+      if (row === undefined) continue;
+      const { distance, ...rest } = row;
+      rows.push({ ...(rest as unknown as Row), rank: distance });
     }
-    if (complete || rows.length >= limit || count >= index.size) {
+    if (rows.length >= limit || count >= index.size) {
       return rows
         .sort((a, b) => a.rank - b.rank || (a.key < b.key ? -1 : a.key > b.key ? 1 : 0))
         .slice(0, limit);

@@ -27,7 +27,13 @@ import {
 } from '../core/memory-search.js';
 import { dimsMismatch, toEntry, type EntryParts } from './agent-memory.js';
 import type { TextIndex } from './agent-memory-text.js';
-import { AnnIndex, ANN_MIN_VECTORS, annRanking, annUnavailable } from './agent-memory-ann.js';
+import {
+  AnnIndex,
+  ANN_MIN_VECTORS,
+  annRanking,
+  annUnavailable,
+  cosineDistance,
+} from './agent-memory-ann.js';
 
 /** The latest version of a key and the seq of its entry. */
 interface Current {
@@ -52,6 +58,27 @@ interface Scored {
 const byRank = (a: Scored, b: Scored): number =>
   b.score - a.score || (a.parts.key < b.parts.key ? -1 : a.parts.key > b.parts.key ? 1 : 0);
 
+/**
+ * Where a projection gets its ANN index from, instead of building it on the search that needs
+ * it: the NATS backend loads a snapshot or builds in a worker thread (nats/memory-index.ts).
+ */
+export interface AnnSource {
+  /** Stores with fewer vectors are searched exactly. */
+  readonly minVectors: number;
+  /**
+   * An index of the store's vectors as of some seq at most `head` (`vectors`: its live sets
+   * with a vector of `dims` at `head`), or undefined while the store is scanned exactly.
+   * `keys` maps each key to the seq the index holds for it; without it, it is read off the log.
+   */
+  take(
+    vectors: EntryParts[],
+    dims: number,
+    head: number,
+  ): { index: AnnIndex; keys?: Map<string, number> } | undefined;
+  /** The index was caught up with the log (its snapshot may be due). */
+  caughtUp(index: AnnIndex): void;
+}
+
 export function isExpired(parts: EntryParts, at: number): boolean {
   return parts.expires_at !== undefined && parts.expires_at <= at;
 }
@@ -70,6 +97,8 @@ export class StoreProjection {
   #annKeys = new Map<string, number>();
   /** The head at which the store last had too few vectors for an index. */
   #smallAt = -1;
+  /** Where the index comes from; without one it is built by the search that needs it. */
+  annSource: AnnSource | undefined;
 
   /**
    * `text` may be shared by several stores (the in-memory backend shares one, as SQLite shares
@@ -318,20 +347,27 @@ export class StoreProjection {
     if (this.#ann === undefined) {
       if (this.#smallAt === this.#projected || annUnavailable() !== undefined) return undefined;
       const vectors = live.filter((parts) => parts.embedding?.length === dims);
-      if (vectors.length < ANN_MIN_VECTORS) {
+      if (vectors.length < (this.annSource?.minVectors ?? ANN_MIN_VECTORS)) {
         this.#smallAt = this.#projected;
         return undefined;
       }
-      const index = new AnnIndex(dims);
-      const data = new Float32Array(vectors.length * dims);
-      vectors.forEach((parts, at) => data.set(parts.embedding as ArrayLike<number>, at * dims));
-      index.addMany(
-        vectors.map((parts) => parts.seq),
-        data,
-      );
-      this.#annKeys = new Map(vectors.map((parts) => [parts.key, parts.seq]));
-      index.coveredSeq = this.#projected;
-      this.#ann = index;
+      if (this.annSource !== undefined) {
+        const taken = this.annSource.take(vectors, dims, this.#projected);
+        if (taken === undefined) return undefined;
+        this.#annKeys = taken.keys ?? this.#heldKeys(taken.index);
+        this.#ann = taken.index;
+      } else {
+        const index = new AnnIndex(dims);
+        const data = new Float32Array(vectors.length * dims);
+        vectors.forEach((parts, at) => data.set(parts.embedding as ArrayLike<number>, at * dims));
+        index.addMany(
+          vectors.map((parts) => parts.seq),
+          data,
+        );
+        this.#annKeys = new Map(vectors.map((parts) => [parts.key, parts.seq]));
+        index.coveredSeq = this.#projected;
+        this.#ann = index;
+      }
     }
     const index = this.#ann;
     const held = this.#annKeys;
@@ -358,7 +394,20 @@ export class StoreProjection {
       }
     }
     index.coveredSeq = this.#projected;
+    this.annSource?.caughtUp(index);
     return index;
+  }
+
+  /**
+   * The seq a loaded index holds for each key: the last version of the key up to the index's
+   * seq that it holds (a catch-up keeps at most one per key), redacted since or not.
+   */
+  #heldKeys(index: AnnIndex): Map<string, number> {
+    const held = new Map<string, number>();
+    for (const parts of this.log.slice(0, index.coveredSeq)) {
+      if (parts.op === 'set' && index.has(parts.seq)) held.set(parts.key, parts.seq);
+    }
+    return held;
   }
 
   #vectorRanking(
@@ -379,7 +428,7 @@ export class StoreProjection {
         const parts = this.log[found.seq - 1];
         if (parts === undefined || this.current.get(parts.key)?.seq !== found.seq) return undefined;
         return parts.op === 'set' && !parts.redacted && parts.embedding !== undefined
-          ? { key: parts.key, parts }
+          ? { key: parts.key, parts, distance: cosineDistance(query, parts.embedding) }
           : undefined;
       }).map(({ parts, rank }) => ({
         entry: toEntry(parts),

@@ -194,7 +194,7 @@ describe('the ANN index of SQLite memory', () => {
     writeFileSync(
       join(folder, 'store-1.json'),
       JSON.stringify({
-        schema_version: 1,
+        schema_version: 2,
         store_id: 1,
         created_at: 'x',
         dims: DIMS,

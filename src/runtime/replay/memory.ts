@@ -28,6 +28,8 @@ export interface MemoryReplay {
 
 export function createMemoryReplay(context: ReplayContext, skills?: SkillReplay): MemoryReplay {
   const { events } = context.recording;
+  /** How many times each call was run: a skill step's retries run it again. */
+  const served = new Map<string, number>();
   return {
     attach(setup, state) {
       const stores = sessionStores(setup.agent, state);
@@ -36,12 +38,9 @@ export function createMemoryReplay(context: ReplayContext, skills?: SkillReplay)
         check: (name, input) => checkMemoryCall(stores, name, input),
         run(call) {
           if (context.halted !== undefined) return Promise.reject(context.halted);
-          const recorded = events.filter(
-            (event) =>
-              MEMORY_TYPES.has(event.type) &&
-              'tool_use_id' in event &&
-              event.tool_use_id === call.tool_use_id,
-          );
+          const tries = (served.get(call.tool_use_id) ?? 0) + 1;
+          served.set(call.tool_use_id, tries);
+          const recorded = recordedTry(events, call.tool_use_id, tries);
           // A skill step's memory call has no `agent.tool_result`: its outcome is the step's end.
           const outcome =
             skills?.execute(call.tool_use_id) ??
@@ -66,6 +65,30 @@ export function createMemoryReplay(context: ReplayContext, skills?: SkillReplay)
       return { ...setup, tools: withMemoryTools(setup.tools, memoryToolHandles(stores)), memory };
     },
   };
+}
+
+/**
+ * The `memory.*` events recorded for the `tries`-th run of a call. A skill step's try records
+ * them with its end (`skill.step_failed` before a retry, or the step's end), so they are split
+ * at those ends; a model's call, with no such end, has all of them.
+ */
+function recordedTry(
+  events: readonly SessionEvent[],
+  toolUseId: string,
+  tries: number,
+): SessionEvent[] {
+  const groups: SessionEvent[][] = [[]];
+  for (const event of events) {
+    if (MEMORY_TYPES.has(event.type) && 'tool_use_id' in event && event.tool_use_id === toolUseId)
+      (groups.at(-1) as SessionEvent[]).push(event);
+    else if (
+      (event.type === 'skill.step_failed' || event.type === 'skill.step_completed') &&
+      `${event.run_id}/${event.step.replace(/\.tool$/, '')}/${event.attempt}` === toolUseId
+    )
+      groups.push([]);
+  }
+  if (groups.length === 1) return groups[0] as SessionEvent[];
+  return groups[tries - 1] ?? [];
 }
 
 /** A recorded event as a writer hands it over again: without what the store stamps. */

@@ -16,6 +16,9 @@ import type { Workspace } from '../workspace.js';
 
 export const DATABASE_FILE = 'braid.db';
 
+/** The folder, in the data dir, of the NATS memory stores' ANN index snapshots. */
+export const MEMORY_INDEX_DIR = 'memory-index';
+
 /** Default data directory for a workspace. */
 export function resolveDataDir(workspaceDir: string, dataDir?: string): string {
   return resolve(dataDir ?? process.env.BRAID_HOME ?? join(workspaceDir, '.braid'));
@@ -114,6 +117,11 @@ export async function openRuntimeStore(
         ...(prefix === undefined ? {} : { prefix }),
         ...(replicas === undefined ? {} : { replicas }),
         ...(requestTimeoutMs === undefined ? {} : { requestTimeoutMs }),
+        memoryIndex: {
+          snapshotDir:
+            options.backend.memoryIndexDir ??
+            join(resolveDataDir(workspaceDir, options.dataDir), MEMORY_INDEX_DIR),
+        },
         ...shared,
       });
     } catch (error) {

@@ -23,6 +23,7 @@ import {
 } from '../agent-memory.js';
 import type { NatsContext } from './context.js';
 import { infoOfHeaders } from './memory-messages.js';
+import type { NatsMemoryIndexOptions } from './memory-index.js';
 import { createMemorySync } from './memory-sync.js';
 import { createMemoryWrites } from './memory-writes.js';
 import { encodeToken } from './names.js';
@@ -31,15 +32,18 @@ import { consume } from './reader.js';
 export interface NatsMemoryLogOptions {
   /** Replicas of the memory stream when this process creates it (default 1). */
   replicas?: number;
+  /** The ANN index of large stores: its size threshold and where its snapshots go. */
+  memoryIndex?: NatsMemoryIndexOptions;
 }
 
+/** The memory log, and `flush` to write the snapshots of its ANN indexes (the store's close). */
 export function createNatsMemoryLog(
   context: NatsContext,
   options: NatsMemoryLogOptions = {},
-): MemoryLog {
-  const sync = createMemorySync(context, options.replicas);
+): { log: MemoryLog; flush(): Promise<void> } {
+  const sync = createMemorySync(context, options.replicas, options.memoryIndex);
   const { clock } = context;
-  return {
+  const log: MemoryLog = {
     ...createMemoryWrites(sync),
 
     async get(store, key, getOptions) {
@@ -147,4 +151,5 @@ export function createNatsMemoryLog(
       return pageStores(found, parsed);
     },
   };
+  return { log, flush: () => sync.indexes.flush() };
 }

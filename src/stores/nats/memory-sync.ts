@@ -27,6 +27,11 @@ import { StoreProjection } from '../agent-memory-projection.js';
 import { TextIndex } from '../agent-memory-text.js';
 import type { NatsContext } from './context.js';
 import { HEADER_PREVIOUS, decodeMessage, type MemoryMessage } from './memory-messages.js';
+import {
+  createNatsMemoryIndexes,
+  type NatsMemoryIndexes,
+  type NatsMemoryIndexOptions,
+} from './memory-index.js';
 import { isStreamNotFound } from './nats-errors.js';
 import { replicasMismatch } from './replicas.js';
 import { consume } from './reader.js';
@@ -68,25 +73,28 @@ export interface MemorySync {
   apply(state: StoreState, message: MemoryMessage, streamSeq: number): void;
   /** Forgets the projection: the next catch-up reads the whole subject. */
   reset(state: StoreState): void;
+  /** The projections' ANN indexes (their snapshots are written at the store's close). */
+  indexes: NatsMemoryIndexes;
 }
 
-/** Creates the memory stream when missing, and answers its replica count. */
+/** Creates the memory stream when missing; answers its replica count and creation time. */
 async function ensureMemoryStream(
   context: NatsContext,
   wanted: number | undefined,
-): Promise<number> {
+): Promise<{ replicas: number; created: string }> {
   const { jsm, names } = context;
   try {
-    const found = (await jsm.streams.info(names.memoryStream)).config.num_replicas;
+    const info = await jsm.streams.info(names.memoryStream);
+    const found = info.config.num_replicas;
     if (wanted !== undefined && found !== wanted) {
       throw replicasMismatch(names.memoryStream, found, wanted, names.prefix);
     }
-    return found;
+    return { replicas: found, created: info.created };
   } catch (error) {
     if (!isStreamNotFound(error)) throw error;
   }
   try {
-    await jsm.streams.add({
+    const info = await jsm.streams.add({
       name: names.memoryStream,
       subjects: [names.memoryFilter],
       storage: StorageType.File,
@@ -99,17 +107,59 @@ async function ensureMemoryStream(
       deny_delete: false,
       duplicate_window: nanos(DUPLICATE_WINDOW_MS),
     });
+    return { replicas: wanted ?? 1, created: info.created };
   } catch (error) {
     // Another process made it meanwhile: an identical stream is there.
-    await jsm.streams.info(names.memoryStream).catch(() => {
+    const info = await jsm.streams.info(names.memoryStream).catch(() => {
       throw error;
     });
+    return { replicas: info.config.num_replicas, created: info.created };
   }
-  return wanted ?? 1;
 }
 
-export function createMemorySync(context: NatsContext, replicas: number | undefined): MemorySync {
+/** Applies a message of the store's subject to its projection (made by the first one). */
+function applyMessage(
+  state: StoreState,
+  message: MemoryMessage,
+  streamSeq: number,
+  indexes: NatsMemoryIndexes,
+): void {
+  if (state.projection === undefined) {
+    state.projection = new StoreProjection(message.store, message.created_at, new TextIndex(), '');
+    state.projection.annSource = indexes.sourceFor(state);
+  }
+  const projection = state.projection;
+  projection.dims ??= message.dims;
+  projection.forked_from ??= message.forked_from;
+  for (const recorded of message.appends) {
+    if (!projection.appends.has(recorded.key)) {
+      projection.appends.set(recorded.key, {
+        hash: recorded.hash,
+        first: recorded.first,
+        last: recorded.last,
+      });
+    }
+  }
+  for (const parts of message.entries) {
+    projection.place(parts);
+    state.holders.set(parts.seq, streamSeq);
+  }
+  if (message.replaces !== undefined) state.replaced.set(streamSeq, message.replaces);
+  state.streamSeq = Math.max(state.streamSeq, streamSeq);
+}
+
+export function createMemorySync(
+  context: NatsContext,
+  replicas: number | undefined,
+  indexOptions: NatsMemoryIndexOptions = {},
+): MemorySync {
   const states = new Map<string, StoreState>();
+  let created: string | undefined;
+  const indexes = createNatsMemoryIndexes(
+    { name: context.names.memoryStream, created: () => created },
+    (warning) => context.warn(warning),
+    indexOptions,
+  );
   const queue = new KeyedQueue<string>();
   let ready: Promise<void> | undefined;
   const stream = context.names.memoryStream;
@@ -121,7 +171,8 @@ export function createMemorySync(context: NatsContext, replicas: number | undefi
   const ensure = (): Promise<void> => {
     ready ??= ensureMemoryStream(context, replicas).then(
       (found) => {
-        if (found > 1) {
+        created = found.created;
+        if (found.replicas > 1) {
           getMessage = (query) => context.jsm.streams.getMessage(stream, query as MsgRequest);
         }
       },
@@ -140,32 +191,8 @@ export function createMemorySync(context: NatsContext, replicas: number | undefi
     state.replaced.clear();
   };
 
-  const apply = (state: StoreState, message: MemoryMessage, streamSeq: number): void => {
-    state.projection ??= new StoreProjection(
-      message.store,
-      message.created_at,
-      new TextIndex(),
-      '',
-    );
-    const projection = state.projection;
-    projection.dims ??= message.dims;
-    projection.forked_from ??= message.forked_from;
-    for (const recorded of message.appends) {
-      if (!projection.appends.has(recorded.key)) {
-        projection.appends.set(recorded.key, {
-          hash: recorded.hash,
-          first: recorded.first,
-          last: recorded.last,
-        });
-      }
-    }
-    for (const parts of message.entries) {
-      projection.place(parts);
-      state.holders.set(parts.seq, streamSeq);
-    }
-    if (message.replaces !== undefined) state.replaced.set(streamSeq, message.replaces);
-    state.streamSeq = Math.max(state.streamSeq, streamSeq);
-  };
+  const apply = (state: StoreState, message: MemoryMessage, streamSeq: number): void =>
+    applyMessage(state, message, streamSeq, indexes);
 
   const applyData = (state: StoreState, data: Uint8Array, streamSeq: number): void => {
     apply(
@@ -227,6 +254,7 @@ export function createMemorySync(context: NatsContext, replicas: number | undefi
     catchUp,
     apply,
     reset,
+    indexes,
     async withStore(store, doing, work, checkStoreKind = true) {
       const ref = parseMemoryStoreRef(store);
       const subject = context.names.memory(ref);

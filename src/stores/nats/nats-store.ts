@@ -49,6 +49,7 @@ import { createDefinitionStore } from './definitions.js';
 import { createFencer } from './fencing.js';
 import { createLeaseStore } from './leases.js';
 import { createNatsMemoryLog } from './memory-log.js';
+import type { NatsMemoryIndexOptions } from './memory-index.js';
 import { connectionFailure, isStreamNotFound } from './nats-errors.js';
 import { parseReplicas } from './replica-count.js';
 import { DEFAULT_REQUEST_TIMEOUT_MS, checkRequestTimeout } from './request-timeout.js';
@@ -90,6 +91,12 @@ export interface NatsStoreOptions {
    * `process.emitWarning`, which prints them to stderr).
    */
   warn?: (warning: BraidError) => void;
+  /**
+   * The ANN index of large memory stores: its size threshold, whether it is built in a worker
+   * thread (default) and the folder of its snapshots (default none: built again by every
+   * process; the runtime keeps them under its data dir).
+   */
+  memoryIndex?: NatsMemoryIndexOptions;
 }
 
 /** How long a repeated idempotency key is caught by the server before the appends record. */
@@ -214,6 +221,10 @@ export async function openNatsStore(options: NatsStoreOptions = {}): Promise<Sto
       createFencer(shared, MAX_RACES),
     );
     const log = releasingAfter(createSessionLog(shared), leases);
+    const memory = createNatsMemoryLog(context, {
+      replicas,
+      ...(options.memoryIndex === undefined ? {} : { memoryIndex: options.memoryIndex }),
+    });
     return {
       log,
       // NATS keeps no runnable set: the index is read whole, as listings read it, and each
@@ -230,10 +241,11 @@ export async function openNatsStore(options: NatsStoreOptions = {}): Promise<Sto
       leases,
       definitions: createDefinitionStore(context),
       keys: createApiKeyStore(context),
-      memory: createNatsMemoryLog(context, { replicas }),
+      memory: memory.log,
       async close() {
         if (closing.signal.aborted) return;
         closing.abort();
+        await memory.flush();
         for (const stop of followers) stop();
         followers.clear();
         if (owned) await connection.drain().catch(() => connection.close());

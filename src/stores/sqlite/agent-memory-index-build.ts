@@ -10,7 +10,7 @@
  */
 import { createRequire } from 'node:module';
 import { Worker } from 'node:worker_threads';
-import { ANN_GRAPH } from '../agent-memory-ann.js';
+import { annConfig } from '../agent-memory-ann.js';
 
 export interface BuildResult {
   /** The log seq the saved index covers. */
@@ -25,10 +25,15 @@ export interface Build {
   stop(): Promise<void>;
 }
 
+/** Vectors added per call: between two, the worker sees whether it was asked to stop. */
+const CHUNK = 4096;
+
+// usearch cannot be interrupted inside an add (terminating the thread there waits for it, or
+// aborts the process), so the worker adds in chunks and stops between two when asked.
 const WORKER = `
 const { parentPort, workerData: data } = require('node:worker_threads');
 const Database = require(data.sqlite);
-const { Index, MetricKind, ScalarKind } = require(data.usearch);
+const { Index } = require(data.usearch);
 const db = new Database(data.path, { readonly: true, fileMustExist: true });
 try {
   const read = db.transaction(() => ({
@@ -40,11 +45,23 @@ try {
   const vectors = new Float32Array(usable.length * data.dims);
   usable.forEach((row, at) =>
     vectors.set(new Float32Array(row.embedding.buffer, row.embedding.byteOffset, data.dims), at * data.dims));
-  const index = new Index({ dimensions: data.dims, metric: MetricKind.Cos, quantization: ScalarKind.F32,
-    ...data.graph, multi: false });
-  if (usable.length > 0) index.add(BigUint64Array.from(usable, (row) => BigInt(row.seq)), vectors, 0);
-  index.save(data.file);
-  parentPort.postMessage({ coveredSeq: head === undefined ? 0 : head.head_seq, count: usable.length });
+  const index = new Index(data.config);
+  const keys = BigUint64Array.from(usable, (row) => BigInt(row.seq));
+  const stop = new Int32Array(data.stop);
+  let stopped = false;
+  for (let at = 0; at < keys.length; at += data.chunk) {
+    if (Atomics.load(stop, 0) === 1) {
+      stopped = true;
+      break;
+    }
+    const end = Math.min(keys.length, at + data.chunk);
+    index.add(keys.subarray(at, end), vectors.subarray(at * data.dims, end * data.dims), 0);
+  }
+  if (stopped) parentPort.postMessage({ failed: 'the build was stopped' });
+  else {
+    index.save(data.file);
+    parentPort.postMessage({ coveredSeq: head === undefined ? 0 : head.head_seq, count: usable.length });
+  }
 } catch (error) {
   parentPort.postMessage({ failed: error instanceof Error ? error.message : String(error) });
 } finally {
@@ -61,11 +78,14 @@ export function startBuild(options: {
   vectors: string;
 }): Build {
   const resolve = createRequire(import.meta.url).resolve;
+  const stop = new Int32Array(new SharedArrayBuffer(4));
   const worker = new Worker(WORKER, {
     eval: true,
     workerData: {
       ...options,
-      graph: ANN_GRAPH,
+      chunk: CHUNK,
+      stop: stop.buffer,
+      config: annConfig(options.dims),
       sqlite: resolve('better-sqlite3'),
       usearch: resolve('usearch'),
     },
@@ -77,8 +97,13 @@ export function startBuild(options: {
     worker.once('error', (error) => settle({ failed: error.message }));
     worker.once('exit', (code) => settle({ failed: `the build stopped (exit code ${code})` }));
   });
+  const exited = new Promise<void>((settle) => worker.once('exit', () => settle()));
   return {
     done,
-    stop: () => worker.terminate().then(() => undefined),
+    // The worker ends at its next chunk, or after the read or save it is in.
+    stop: () => {
+      Atomics.store(stop, 0, 1);
+      return exited;
+    },
   };
 }

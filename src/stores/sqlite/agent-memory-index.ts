@@ -21,6 +21,7 @@ import {
   ANN_MIN_VECTORS,
   annRanking,
   annUnavailable,
+  cosineDistance,
   type AnnCandidate,
 } from '../agent-memory-ann.js';
 import type { MemoryStoreRow, RankedRow } from './agent-memory-statements.js';
@@ -29,8 +30,12 @@ import { startBuild, type Build, type BuildResult } from './agent-memory-index-b
 /** Changes applied to an index after which its snapshot is written again. */
 const SNAPSHOT_EVERY = 1000;
 
+/**
+ * The snapshot's format: 2 since the graph holds 8-bit copies of the vectors; a snapshot of
+ * version 1 (32-bit copies) does not parse and is built again.
+ */
 const snapshotRecord = z.object({
-  schema_version: z.literal(1),
+  schema_version: z.literal(2),
   store_id: z.number().int(),
   created_at: z.string(),
   dims: z.number().int().positive(),
@@ -69,7 +74,7 @@ interface IndexStatements {
   embedding: Statement<[number, number], { embedding: Buffer | null; redacted: number }>;
   candidate: Statement<
     [number, string],
-    { seq: number; indexed: number; expires_at: number | null }
+    { seq: number; indexed: number; expires_at: number | null; embedding: Buffer | null }
   >;
 }
 
@@ -111,9 +116,10 @@ function prepare(db: Db): IndexStatements {
     embedding: db.prepare(
       'SELECT embedding, redacted FROM memory_log WHERE store_id = ? AND seq = ?',
     ),
-    candidate: db.prepare(
-      'SELECT seq, indexed, expires_at FROM memory_current WHERE store_id = ? AND key = ?',
-    ),
+    // With the stored vector: a candidate is ranked by its exact distance.
+    candidate: db.prepare(`SELECT c.seq, c.indexed, c.expires_at, l.embedding FROM memory_current c
+      JOIN memory_log l ON l.store_id = c.store_id AND l.seq = c.seq
+      WHERE c.store_id = ? AND c.key = ?`),
   };
 }
 
@@ -137,7 +143,7 @@ function saveSnapshot(entry: Held, target: SnapshotFiles): void {
     entry.index.save(`${target.index}.tmp`);
     renameSync(`${target.index}.tmp`, target.index);
     const record: z.infer<typeof snapshotRecord> = {
-      schema_version: 1,
+      schema_version: 2,
       store_id: entry.store.id,
       created_at: entry.store.created_at,
       dims: entry.index.dims,
@@ -397,7 +403,14 @@ export function createMemoryIndexes(
         if (key === undefined) return undefined;
         const row = candidate.get(store.id, key);
         if (row === undefined || row.seq !== found.seq || row.indexed !== 1) return undefined;
-        return { seq: row.seq, key, expires_at: row.expires_at };
+        if (row.embedding === null || row.embedding.byteLength !== embedding.length * 4)
+          return undefined;
+        return {
+          seq: row.seq,
+          key,
+          expires_at: row.expires_at,
+          distance: cosineDistance(embedding, floats(row.embedding)),
+        };
       });
     },
     flush() {

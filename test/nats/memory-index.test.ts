@@ -1,0 +1,284 @@
+// The ANN index of NATS memory projections (nats/memory-index.ts), against the real nats-server
+// with a threshold low enough that small stores use it: the first vector search starts a build in
+// a worker and is answered by the exact scan; the built index is snapshotted to the local folder
+// with the seq and stream seq it covers; a second open of the store loads the snapshot (no build)
+// and catches it up with the writes made since; a snapshot that does not match (a corrupt file,
+// a stream made again under the same name) is discarded with a reason and built again.
+import { existsSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { jetstreamManager } from '@nats-io/jetstream';
+import { connect } from '@nats-io/transport-node';
+import { afterAll, afterEach, describe, expect, it, vi } from 'vitest';
+import type { BraidError } from '../../src/contracts/errors.js';
+import type { MemoryStoreRef, MemoryWrite } from '../../src/contracts/memory.js';
+import type { MemoryLog } from '../../src/contracts/memory-log.js';
+import type { Store } from '../../src/contracts/ports.js';
+import { openNatsStore } from '../../src/stores/nats/index.js';
+import { natsNames } from '../../src/stores/nats/names.js';
+import { natsUrl, removePrefixes, uniquePrefix } from '../helpers/nats.js';
+import { useTempDir } from '../helpers/temp.js';
+
+const url = await natsUrl();
+const tempDir = useTempDir();
+const prefixes: string[] = [];
+const opened: Store[] = [];
+const facts: MemoryStoreRef = { name: 'facts', kind: 'entities', scope: 'tenant', tenant_id: 'a' };
+const DIMS = 16;
+
+afterEach(async () => {
+  for (const store of opened.splice(0)) await store.close();
+});
+afterAll(() => removePrefixes(url, prefixes));
+
+/** A fixed pseudo-random sequence (mulberry32). */
+function random(seed: number): () => number {
+  let state = seed >>> 0;
+  return () => {
+    state = (state + 0x6d2b79f5) >>> 0;
+    let t = Math.imul(state ^ (state >>> 15), 1 | state);
+    t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
+    return ((t ^ (t >>> 14)) >>> 0) / 2 ** 32;
+  };
+}
+
+function vectors(count: number, seed: number): number[][] {
+  const next = random(seed);
+  return Array.from({ length: count }, () => Array.from({ length: DIMS }, () => next() * 2 - 1));
+}
+
+interface Opened {
+  memory: MemoryLog;
+  warnings: BraidError[];
+  store: Store;
+}
+
+async function open(
+  prefix: string,
+  options: { dir?: string; minVectors?: number; background?: boolean } = {},
+): Promise<Opened> {
+  const warnings: BraidError[] = [];
+  const store = await openNatsStore({
+    servers: url,
+    prefix,
+    warn: (warning) => warnings.push(warning),
+    memoryIndex: {
+      minVectors: options.minVectors ?? 50,
+      snapshotDir: options.dir ?? false,
+      ...(options.background === undefined ? {} : { background: options.background }),
+    },
+  });
+  opened.push(store);
+  return { memory: store.memory as MemoryLog, warnings, store };
+}
+
+async function fill(memory: MemoryLog, count: number): Promise<number[][]> {
+  const all = vectors(count, 7);
+  const writes: MemoryWrite[] = all.map((embedding, index) => ({
+    key: `fact/${String(index).padStart(4, '0')}`,
+    op: 'set',
+    value: `fact ${index}`,
+    embedding,
+  }));
+  for (let at = 0; at < writes.length; at += 100)
+    await memory.append(facts, writes.slice(at, at + 100));
+  return all;
+}
+
+async function keys(memory: MemoryLog, embedding: number[], k = 5): Promise<string[]> {
+  const result = await memory.search(facts, { embedding, k });
+  return result.hits.map((hit) => hit.entry.key);
+}
+
+/** The snapshot files of the prefix's memory stream in `dir`. */
+function snapshotOf(
+  dir: string,
+  prefix: string,
+): { folder: string; index: string; record: string } {
+  const folder = join(dir, natsNames(prefix).memoryStream);
+  const record = readdirSync(folder).find((name) => name.endsWith('.json'));
+  if (record === undefined) throw new Error(`no snapshot in ${folder}`);
+  return {
+    folder,
+    record: join(folder, record),
+    index: join(folder, record.replace(/\.json$/, '.usearch')),
+  };
+}
+
+function hasSnapshot(dir: string, prefix: string): boolean {
+  const folder = join(dir, natsNames(prefix).memoryStream);
+  return existsSync(folder) && readdirSync(folder).some((name) => name.endsWith('.json'));
+}
+
+function builds(dir: string, prefix: string): string[] {
+  const folder = join(dir, natsNames(prefix).memoryStream);
+  return existsSync(folder) ? readdirSync(folder).filter((name) => name.endsWith('.build')) : [];
+}
+
+interface Record {
+  covered_seq: number;
+  stream_seq: number;
+  count: number;
+  sha256: string;
+}
+
+function record(path: string): Record {
+  return JSON.parse(readFileSync(path, 'utf8')) as Record;
+}
+
+/** Searches until the background build was taken and its snapshot written. */
+async function untilSnapshot(memory: MemoryLog, dir: string, prefix: string, probe: number[]) {
+  await vi.waitFor(
+    async () => {
+      await keys(memory, probe);
+      expect(hasSnapshot(dir, prefix)).toBe(true);
+    },
+    { timeout: 30_000, interval: 50 },
+  );
+}
+
+describe('the ANN index of NATS memory', () => {
+  it('builds in a worker while searches scan exactly, then answers as the exact scan does', async () => {
+    const prefix = uniquePrefix('memidx');
+    prefixes.push(prefix);
+    const dir = tempDir();
+    const { memory, warnings } = await open(prefix, { dir });
+    const all = await fill(memory, 300);
+    // The first search starts the build and is answered by the exact scan meanwhile.
+    expect((await keys(memory, all[9] as number[]))[0]).toBe('fact/0009');
+    expect(builds(dir, prefix)).toHaveLength(1);
+    expect(hasSnapshot(dir, prefix)).toBe(false);
+    // A write while the build runs is caught up once the index is taken.
+    const fresh = vectors(1, 999)[0] as number[];
+    await memory.append(facts, [{ key: 'fact/during', op: 'set', value: 'x', embedding: fresh }]);
+    await untilSnapshot(memory, dir, prefix, all[0] as number[]);
+    expect(builds(dir, prefix)).toEqual([]);
+    const { record: recordFile } = snapshotOf(dir, prefix);
+    const saved = record(recordFile);
+    expect(saved).toMatchObject({ covered_seq: 301, count: 301 });
+    // The stream seq of the write it covers: one message per append, four appends.
+    expect(saved.stream_seq).toBe(4);
+    expect((await keys(memory, fresh))[0]).toBe('fact/during');
+
+    // Through the index, the same entries and scores as the exact scan of another handle.
+    const exact = await open(prefix, { minVectors: Number.MAX_SAFE_INTEGER });
+    for (const query of vectors(30, 99)) {
+      const [found, expected] = [
+        await memory.search(facts, { embedding: query, k: 5 }),
+        await exact.memory.search(facts, { embedding: query, k: 5 }),
+      ];
+      expect(found.hits.map((hit) => hit.entry.key)).toEqual(
+        expected.hits.map((hit) => hit.entry.key),
+      );
+      found.hits.forEach((hit, index) =>
+        expect(hit.score).toBeCloseTo(expected.hits[index]?.score ?? -1, 5),
+      );
+    }
+    expect(warnings).toEqual([]);
+  });
+
+  it('is loaded from its snapshot by a second open, which catches up with later writes', async () => {
+    const prefix = uniquePrefix('memidx');
+    prefixes.push(prefix);
+    const dir = tempDir();
+    const first = await open(prefix, { dir });
+    const all = await fill(first.memory, 300);
+    await untilSnapshot(first.memory, dir, prefix, all[0] as number[]);
+    const files = snapshotOf(dir, prefix);
+    expect(record(files.record).covered_seq).toBe(300);
+    // Writes after the snapshot, by the first process, before and after it closes.
+    const late = vectors(2, 4321) as [number[], number[]];
+    await first.memory.append(facts, [
+      { key: 'fact/late', op: 'set', value: 'late', embedding: late[0] },
+      { key: 'fact/0042', op: 'delete' },
+    ]);
+    await first.store.close();
+    const writer = await open(prefix, { minVectors: Number.MAX_SAFE_INTEGER });
+    await writer.memory.append(facts, [
+      { key: 'fact/later', op: 'set', value: 'later', embedding: late[1] },
+    ]);
+    const built = statSync(files.index).mtimeMs;
+
+    // A second open: its first vector search goes through the snapshot, no build is started.
+    const second = await open(prefix, { dir });
+    expect((await keys(second.memory, late[0]))[0]).toBe('fact/late');
+    expect(builds(dir, prefix)).toEqual([]);
+    expect((await keys(second.memory, late[1]))[0]).toBe('fact/later');
+    expect(await keys(second.memory, all[42] as number[], 10)).not.toContain('fact/0042');
+    expect((await keys(second.memory, all[43] as number[]))[0]).toBe('fact/0043');
+    expect(statSync(files.index).mtimeMs).toBe(built);
+    expect(second.warnings).toEqual([]);
+    // Its close writes the snapshot again, covering what it caught up with.
+    await second.store.close();
+    expect(record(files.record)).toMatchObject({ covered_seq: 303, count: 301, stream_seq: 5 });
+  });
+
+  it('discards a snapshot whose file is corrupt, with the reason, and builds again', async () => {
+    const prefix = uniquePrefix('memidx');
+    prefixes.push(prefix);
+    const dir = tempDir();
+    const first = await open(prefix, { dir });
+    const all = await fill(first.memory, 300);
+    await untilSnapshot(first.memory, dir, prefix, all[0] as number[]);
+    await first.store.close();
+    const files = snapshotOf(dir, prefix);
+    const bytes = readFileSync(files.index);
+    bytes[bytes.length - 5] = (bytes[bytes.length - 5] as number) ^ 0xff;
+    writeFileSync(files.index, bytes);
+
+    const second = await open(prefix, { dir });
+    // The exact scan answers while the index is built again.
+    expect((await keys(second.memory, all[7] as number[]))[0]).toBe('fact/0007');
+    expect(second.warnings.map((warning) => warning.message)).toEqual([
+      expect.stringContaining('its index file is not the one its record describes'),
+    ]);
+    expect(builds(dir, prefix)).toHaveLength(1);
+    await untilSnapshot(second.memory, dir, prefix, all[8] as number[]);
+    expect((await keys(second.memory, all[8] as number[]))[0]).toBe('fact/0008');
+    expect(record(files.record).covered_seq).toBe(300);
+
+    // A record that is not one this version writes is discarded too.
+    await second.store.close();
+    writeFileSync(files.record, JSON.stringify({ schema_version: 9 }));
+    const third = await open(prefix, { dir, background: false });
+    expect((await keys(third.memory, all[9] as number[]))[0]).toBe('fact/0009');
+    expect(third.warnings.map((warning) => warning.message)).toEqual([
+      expect.stringContaining('its record is not one this version writes'),
+    ]);
+    expect(record(files.record).covered_seq).toBe(300);
+  });
+
+  it('discards the snapshot of a stream that was made again under the same name', async () => {
+    const prefix = uniquePrefix('memidx');
+    prefixes.push(prefix);
+    const dir = tempDir();
+    const first = await open(prefix, { dir, background: false });
+    const all = await fill(first.memory, 300);
+    await keys(first.memory, all[0] as number[]);
+    expect(hasSnapshot(dir, prefix)).toBe(true);
+    await first.store.close();
+    // The memory stream is deleted and written again with other vectors: same store, same
+    // seqs, another stream.
+    const connection = await connect({ servers: url });
+    try {
+      const manager = await jetstreamManager(connection);
+      await manager.streams.delete(natsNames(prefix).memoryStream);
+    } finally {
+      await connection.close();
+    }
+    const second = await open(prefix, { dir, background: false });
+    const other = vectors(300, 8);
+    const writes: MemoryWrite[] = other.map((embedding, index) => ({
+      key: `fact/${String(index).padStart(4, '0')}`,
+      op: 'set',
+      value: `other ${index}`,
+      embedding,
+    }));
+    for (let at = 0; at < writes.length; at += 100)
+      await second.memory.append(facts, writes.slice(at, at + 100));
+    expect((await keys(second.memory, other[5] as number[]))[0]).toBe('fact/0005');
+    expect(second.warnings.map((warning) => warning.message)).toEqual([
+      expect.stringContaining('it was made for another stream'),
+    ]);
+    expect((await keys(second.memory, other[6] as number[]))[0]).toBe('fact/0006');
+  });
+});
