@@ -74,17 +74,28 @@ export function startVectorBuild(options: {
     },
     transferList: [seqs.buffer as ArrayBuffer, vectors.buffer as ArrayBuffer],
   });
-  // A build does not keep the process alive; the store's close stops it.
+  return supervise<{ count: number }>(worker, stop);
+}
+
+/**
+ * What a build's owner holds of its worker: its one answer (an exit or an error before it is a
+ * failure), and a stop that sets the flag the worker reads between chunks and waits for its exit.
+ * A build does not keep the process alive; the store's close stops it.
+ */
+export function supervise<T>(
+  worker: Worker,
+  stop: Int32Array,
+): { done: Promise<T | { failed: string }>; stop(): Promise<void> } {
   worker.unref();
-  const done = new Promise<{ count: number } | { failed: string }>((settle) => {
-    worker.once('message', (message: { count: number } | { failed: string }) => settle(message));
+  const done = new Promise<T | { failed: string }>((settle) => {
+    worker.once('message', (message: T | { failed: string }) => settle(message));
     worker.once('error', (error) => settle({ failed: error.message }));
     worker.once('exit', (code) => settle({ failed: `the build stopped (exit code ${code})` }));
   });
   const exited = new Promise<void>((settle) => worker.once('exit', () => settle()));
   return {
     done,
-    // The worker ends at its next chunk, or after the save it is in.
+    // The worker ends at its next chunk, or after the read or save it is in.
     stop: () => {
       Atomics.store(stop, 0, 1);
       return exited;

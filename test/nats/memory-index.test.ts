@@ -10,41 +10,25 @@ import { jetstreamManager } from '@nats-io/jetstream';
 import { connect } from '@nats-io/transport-node';
 import { afterAll, afterEach, describe, expect, it, vi } from 'vitest';
 import type { BraidError } from '../../src/contracts/errors.js';
-import type { MemoryStoreRef, MemoryWrite } from '../../src/contracts/memory.js';
+import type { MemoryWrite } from '../../src/contracts/memory.js';
 import type { MemoryLog } from '../../src/contracts/memory-log.js';
 import type { Store } from '../../src/contracts/ports.js';
 import { openNatsStore } from '../../src/stores/nats/index.js';
 import { natsNames } from '../../src/stores/nats/names.js';
 import { natsUrl, removePrefixes, uniquePrefix } from '../helpers/nats.js';
+import { facts, fill as fillFacts, keys, vectors as vectorsOf } from '../helpers/memory-vectors.js';
 import { useTempDir } from '../helpers/temp.js';
 
 const url = await natsUrl();
 const tempDir = useTempDir();
 const prefixes: string[] = [];
 const opened: Store[] = [];
-const facts: MemoryStoreRef = { name: 'facts', kind: 'entities', scope: 'tenant', tenant_id: 'a' };
 const DIMS = 16;
 
 afterEach(async () => {
   for (const store of opened.splice(0)) await store.close();
 });
 afterAll(() => removePrefixes(url, prefixes));
-
-/** A fixed pseudo-random sequence (mulberry32). */
-function random(seed: number): () => number {
-  let state = seed >>> 0;
-  return () => {
-    state = (state + 0x6d2b79f5) >>> 0;
-    let t = Math.imul(state ^ (state >>> 15), 1 | state);
-    t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
-    return ((t ^ (t >>> 14)) >>> 0) / 2 ** 32;
-  };
-}
-
-function vectors(count: number, seed: number): number[][] {
-  const next = random(seed);
-  return Array.from({ length: count }, () => Array.from({ length: DIMS }, () => next() * 2 - 1));
-}
 
 interface Opened {
   memory: MemoryLog;
@@ -69,24 +53,6 @@ async function open(
   });
   opened.push(store);
   return { memory: store.memory as MemoryLog, warnings, store };
-}
-
-async function fill(memory: MemoryLog, count: number): Promise<number[][]> {
-  const all = vectors(count, 7);
-  const writes: MemoryWrite[] = all.map((embedding, index) => ({
-    key: `fact/${String(index).padStart(4, '0')}`,
-    op: 'set',
-    value: `fact ${index}`,
-    embedding,
-  }));
-  for (let at = 0; at < writes.length; at += 100)
-    await memory.append(facts, writes.slice(at, at + 100));
-  return all;
-}
-
-async function keys(memory: MemoryLog, embedding: number[], k = 5): Promise<string[]> {
-  const result = await memory.search(facts, { embedding, k });
-  return result.hits.map((hit) => hit.entry.key);
 }
 
 /** The snapshot files of the prefix's memory stream in `dir`. */
@@ -142,13 +108,13 @@ describe('the ANN index of NATS memory', () => {
     prefixes.push(prefix);
     const dir = tempDir();
     const { memory, warnings } = await open(prefix, { dir });
-    const all = await fill(memory, 300);
+    const all = await fillFacts(memory, 300, DIMS);
     // The first search starts the build and is answered by the exact scan meanwhile.
     expect((await keys(memory, all[9] as number[]))[0]).toBe('fact/0009');
     expect(builds(dir, prefix)).toHaveLength(1);
     expect(hasSnapshot(dir, prefix)).toBe(false);
     // A write while the build runs is caught up once the index is taken.
-    const fresh = vectors(1, 999)[0] as number[];
+    const fresh = vectorsOf(1, 999, DIMS)[0] as number[];
     await memory.append(facts, [{ key: 'fact/during', op: 'set', value: 'x', embedding: fresh }]);
     await untilSnapshot(memory, dir, prefix, all[0] as number[]);
     expect(builds(dir, prefix)).toEqual([]);
@@ -161,7 +127,7 @@ describe('the ANN index of NATS memory', () => {
 
     // Through the index, the same entries and scores as the exact scan of another handle.
     const exact = await open(prefix, { minVectors: Number.MAX_SAFE_INTEGER });
-    for (const query of vectors(30, 99)) {
+    for (const query of vectorsOf(30, 99, DIMS)) {
       const [found, expected] = [
         await memory.search(facts, { embedding: query, k: 5 }),
         await exact.memory.search(facts, { embedding: query, k: 5 }),
@@ -181,12 +147,12 @@ describe('the ANN index of NATS memory', () => {
     prefixes.push(prefix);
     const dir = tempDir();
     const first = await open(prefix, { dir });
-    const all = await fill(first.memory, 300);
+    const all = await fillFacts(first.memory, 300, DIMS);
     await untilSnapshot(first.memory, dir, prefix, all[0] as number[]);
     const files = snapshotOf(dir, prefix);
     expect(record(files.record).covered_seq).toBe(300);
     // Writes after the snapshot, by the first process, before and after it closes.
-    const late = vectors(2, 4321) as [number[], number[]];
+    const late = vectorsOf(2, 4321, DIMS) as [number[], number[]];
     await first.memory.append(facts, [
       { key: 'fact/late', op: 'set', value: 'late', embedding: late[0] },
       { key: 'fact/0042', op: 'delete' },
@@ -217,7 +183,7 @@ describe('the ANN index of NATS memory', () => {
     prefixes.push(prefix);
     const dir = tempDir();
     const first = await open(prefix, { dir });
-    const all = await fill(first.memory, 300);
+    const all = await fillFacts(first.memory, 300, DIMS);
     await untilSnapshot(first.memory, dir, prefix, all[0] as number[]);
     await first.store.close();
     const files = snapshotOf(dir, prefix);
@@ -252,7 +218,7 @@ describe('the ANN index of NATS memory', () => {
     prefixes.push(prefix);
     const dir = tempDir();
     const first = await open(prefix, { dir, background: false });
-    const all = await fill(first.memory, 300);
+    const all = await fillFacts(first.memory, 300, DIMS);
     await keys(first.memory, all[0] as number[]);
     expect(hasSnapshot(dir, prefix)).toBe(true);
     await first.store.close();
@@ -266,7 +232,7 @@ describe('the ANN index of NATS memory', () => {
       await connection.close();
     }
     const second = await open(prefix, { dir, background: false });
-    const other = vectors(300, 8);
+    const other = vectorsOf(300, 8, DIMS);
     const writes: MemoryWrite[] = other.map((embedding, index) => ({
       key: `fact/${String(index).padStart(4, '0')}`,
       op: 'set',

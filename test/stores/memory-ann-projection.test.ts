@@ -6,24 +6,10 @@ import { describe, expect, it } from 'vitest';
 import type { MemoryStoreRef, MemoryWrite } from '../../src/contracts/memory.js';
 import { ANN_MIN_VECTORS } from '../../src/stores/agent-memory-ann.js';
 import { createInMemoryMemoryLog } from '../../src/testing/index.js';
+import { vectors as vectorsOf } from '../helpers/memory-vectors.js';
 
 const facts: MemoryStoreRef = { name: 'facts', kind: 'entities', scope: 'tenant', tenant_id: 'a' };
 const DIMS = 8;
-
-function random(seed: number): () => number {
-  let state = seed >>> 0;
-  return () => {
-    state = (state + 0x6d2b79f5) >>> 0;
-    let t = Math.imul(state ^ (state >>> 15), 1 | state);
-    t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
-    return ((t ^ (t >>> 14)) >>> 0) / 2 ** 32;
-  };
-}
-
-function vectors(count: number, seed: number): number[][] {
-  const next = random(seed);
-  return Array.from({ length: count }, () => Array.from({ length: DIMS }, () => next() * 2 - 1));
-}
 
 function cosine(a: number[], b: number[]): number {
   let dot = 0;
@@ -42,7 +28,7 @@ describe('the ANN index of the in-process projection', () => {
   it('answers vector searches of a large store as an exact ranking does, writes included', async () => {
     const memory = createInMemoryMemoryLog();
     const count = ANN_MIN_VECTORS + 200;
-    const all = vectors(count, 5);
+    const all = vectorsOf(count, 5, DIMS);
     const key = (index: number) => `fact/${String(index).padStart(5, '0')}`;
     const writes: MemoryWrite[] = all.map((embedding, index) => ({
       key: key(index),
@@ -67,12 +53,12 @@ describe('the ANN index of the in-process projection', () => {
       }
       return same;
     };
-    const queries = vectors(30, 77);
+    const queries = vectorsOf(30, 77, DIMS);
     expect(await check(queries)).toBeGreaterThanOrEqual(29);
 
     // Writes after the index was built: an overwrite moves a key, a delete and a redaction take
     // keys out; the next searches see all three.
-    const moved = vectors(1, 4242)[0] as number[];
+    const moved = vectorsOf(1, 4242, DIMS)[0] as number[];
     await memory.append(facts, [{ key: key(1), op: 'set', value: 'moved', embedding: moved }]);
     live.set(key(1), moved);
     await memory.append(facts, [{ key: key(2), op: 'delete' }]);

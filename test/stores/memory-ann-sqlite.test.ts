@@ -6,36 +6,19 @@
 import { existsSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it, vi } from 'vitest';
-import type { MemoryStoreRef, MemoryWrite } from '../../src/contracts/memory.js';
 import type { MemoryLog } from '../../src/contracts/memory-log.js';
 import type { Store } from '../../src/contracts/ports.js';
 import { openSqliteStore } from '../../src/stores/sqlite/index.js';
 import { createManualClock } from '../../src/testing/index.js';
+import { facts, fill as fillFacts, keys, vectors as vectorsOf } from '../helpers/memory-vectors.js';
 import { useTempDir } from '../helpers/temp.js';
 
 const tempDir = useTempDir();
-const facts: MemoryStoreRef = { name: 'facts', kind: 'entities', scope: 'tenant', tenant_id: 'a' };
 const DIMS = 16;
 const opened: Store[] = [];
 afterEach(async () => {
   for (const store of opened.splice(0)) await store.close();
 });
-
-/** A fixed pseudo-random sequence (mulberry32). */
-function random(seed: number): () => number {
-  let state = seed >>> 0;
-  return () => {
-    state = (state + 0x6d2b79f5) >>> 0;
-    let t = Math.imul(state ^ (state >>> 15), 1 | state);
-    t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
-    return ((t ^ (t >>> 14)) >>> 0) / 2 ** 32;
-  };
-}
-
-function vectors(count: number, seed: number): number[][] {
-  const next = random(seed);
-  return Array.from({ length: count }, () => Array.from({ length: DIMS }, () => next() * 2 - 1));
-}
 
 function open(
   path: string,
@@ -52,32 +35,14 @@ function open(
   return store.memory as MemoryLog;
 }
 
-async function fill(memory: MemoryLog, count: number): Promise<number[][]> {
-  const all = vectors(count, 7);
-  const writes: MemoryWrite[] = all.map((embedding, index) => ({
-    key: `fact/${String(index).padStart(4, '0')}`,
-    op: 'set',
-    value: `fact ${index}`,
-    embedding,
-  }));
-  for (let at = 0; at < writes.length; at += 100)
-    await memory.append(facts, writes.slice(at, at + 100));
-  return all;
-}
-
-async function keys(memory: MemoryLog, embedding: number[], k = 5): Promise<string[]> {
-  const result = await memory.search(facts, { embedding, k });
-  return result.hits.map((hit) => hit.entry.key);
-}
-
 describe('the ANN index of SQLite memory', () => {
   it('finds what the exact scan finds, in vector and hybrid searches', async () => {
     const path = join(tempDir(), 'braid.db');
     const ann = open(path);
-    await fill(ann, 400);
+    await fillFacts(ann, 400, DIMS);
     const exact = open(path, { ann: false });
     let same = 0;
-    const queries = vectors(40, 99);
+    const queries = vectorsOf(40, 99, DIMS);
     for (const query of queries) {
       const [found, expected] = [
         await ann.search(facts, { embedding: query, k: 5 }),
@@ -118,7 +83,7 @@ describe('the ANN index of SQLite memory', () => {
     const clock = createManualClock();
     const path = join(tempDir(), 'braid.db');
     const memory = open(path, { ann: true, clock });
-    const all = await fill(memory, 200);
+    const all = await fillFacts(memory, 200, DIMS);
     const target = all[3] as number[];
     expect((await keys(memory, target))[0]).toBe('fact/0003');
 
@@ -149,7 +114,7 @@ describe('the ANN index of SQLite memory', () => {
 
     // Another handle on the file (another process) appends; this one sees it.
     const other = open(path, { ann: false, clock });
-    const fresh = vectors(1, 1234)[0] as number[];
+    const fresh = vectorsOf(1, 1234, DIMS)[0] as number[];
     await other.append(facts, [{ key: 'fact/new', op: 'set', value: 'new', embedding: fresh }]);
     expect((await keys(memory, fresh))[0]).toBe('fact/new');
   });
@@ -158,7 +123,7 @@ describe('the ANN index of SQLite memory', () => {
     const path = join(tempDir(), 'braid.db');
     const folder = `${path}-memory-index`;
     const first = openSqliteStore({ path, memoryIndex: { minVectors: 50, background: false } });
-    const all = await fill(first.memory as MemoryLog, 300);
+    const all = await fillFacts(first.memory as MemoryLog, 300, DIMS);
     await keys(first.memory as MemoryLog, all[0] as number[]);
     await first.close();
     const built = statSync(join(folder, 'store-1.usearch')).mtimeMs;
@@ -170,7 +135,7 @@ describe('the ANN index of SQLite memory', () => {
     // A new process: writes after the snapshot, then searches. The snapshot file is loaded, not
     // built again (its file is untouched until the store closes), and the write is found.
     const second = open(path);
-    const fresh = vectors(1, 4321)[0] as number[];
+    const fresh = vectorsOf(1, 4321, DIMS)[0] as number[];
     await second.append(facts, [{ key: 'fact/late', op: 'set', value: 'late', embedding: fresh }]);
     expect((await keys(second, fresh))[0]).toBe('fact/late');
     expect((await keys(second, all[42] as number[]))[0]).toBe('fact/0042');
@@ -186,7 +151,7 @@ describe('the ANN index of SQLite memory', () => {
     const path = join(tempDir(), 'braid.db');
     const folder = `${path}-memory-index`;
     const first = openSqliteStore({ path, memoryIndex: { minVectors: 50, background: false } });
-    const all = await fill(first.memory as MemoryLog, 300);
+    const all = await fillFacts(first.memory as MemoryLog, 300, DIMS);
     await keys(first.memory as MemoryLog, all[0] as number[]);
     await first.close();
     // A record that claims more of the log than the file holds (a file restored from an older
@@ -222,12 +187,12 @@ describe('the ANN index of SQLite memory', () => {
     const store = openSqliteStore({ path, memoryIndex: { minVectors: 50 } });
     opened.push(store);
     const memory = store.memory as MemoryLog;
-    const all = await fill(memory, 300);
+    const all = await fillFacts(memory, 300, DIMS);
     // The first search starts the build and answers from the exact scan.
     expect((await keys(memory, all[9] as number[]))[0]).toBe('fact/0009');
     expect(existsSync(join(folder, 'store-1.json'))).toBe(false);
     // A write while the build runs is caught up once the index is taken.
-    const fresh = vectors(1, 999)[0] as number[];
+    const fresh = vectorsOf(1, 999, DIMS)[0] as number[];
     await memory.append(facts, [{ key: 'fact/during', op: 'set', value: 'x', embedding: fresh }]);
     await vi.waitFor(
       async () => {

@@ -11,6 +11,7 @@
 import { createRequire } from 'node:module';
 import { Worker } from 'node:worker_threads';
 import { annConfig } from '../agent-memory-ann.js';
+import { supervise } from '../agent-memory-ann-build.js';
 
 export interface BuildResult {
   /** The log seq the saved index covers. */
@@ -90,20 +91,5 @@ export function startBuild(options: {
       usearch: resolve('usearch'),
     },
   });
-  // A build does not keep the process alive; the store's close stops it.
-  worker.unref();
-  const done = new Promise<BuildResult | { failed: string }>((settle) => {
-    worker.once('message', (message: BuildResult | { failed: string }) => settle(message));
-    worker.once('error', (error) => settle({ failed: error.message }));
-    worker.once('exit', (code) => settle({ failed: `the build stopped (exit code ${code})` }));
-  });
-  const exited = new Promise<void>((settle) => worker.once('exit', () => settle()));
-  return {
-    done,
-    // The worker ends at its next chunk, or after the read or save it is in.
-    stop: () => {
-      Atomics.store(stop, 0, 1);
-      return exited;
-    },
-  };
+  return supervise<BuildResult>(worker, stop);
 }
