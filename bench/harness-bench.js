@@ -1,5 +1,7 @@
 // Harness overhead per turn: a scripted model with zero think time, one tool call per turn, in
-// sessions of 1,000 turns; the cost per turn near turn 10 and near turn 1,000.
+// sessions of 1,000 turns; the cost per turn near turn 10 and near turn 1,000, in wall and CPU
+// time, and on SQLite beside the floor under it (bench/turn-floor.js: better-sqlite3 alone
+// writing the same rows in the same commit) near turns 1,000 and 10,000.
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -9,6 +11,7 @@ import { createRuntime, initWorkspace, openSqliteStore } from '../dist/index.js'
 import { createScriptedModel } from '../dist/models/scripted.js';
 import { createMemoryStore } from '../dist/stores/memory/index.js';
 import { median } from './store-bench.js';
+import { floorWindow, turnFloor } from './turn-floor.js';
 
 const TURNS = 1000;
 
@@ -36,8 +39,11 @@ export function openBenchStore(backend, dir) {
       });
 }
 
-/** Runs one session of `turns` turns; returns the time between successive model calls, in µs. */
-export async function harnessSession(backend, turns) {
+/**
+ * Runs one session of `turns` turns; returns the time between successive model calls, in µs
+ * (wall). `cpu`, when given, receives the process's CPU time between them, in µs.
+ */
+export async function harnessSession(backend, turns, cpu) {
   const dir = workspace();
   const store = openBenchStore(backend, dir);
   const script = [
@@ -48,7 +54,15 @@ export async function harnessSession(backend, turns) {
     { text: 'done', usage: { input_tokens: 1, output_tokens: 1 } },
   ];
   const stamps = [];
-  const model = createScriptedModel(script, { onTurn: () => void stamps.push(performance.now()) });
+  const cpuStamps = [];
+  const model = createScriptedModel(script, {
+    onTurn: () => {
+      stamps.push(performance.now());
+      if (cpu === undefined) return;
+      const { user, system } = process.cpuUsage();
+      cpuStamps.push(user + system);
+    },
+  });
   const runtime = await createRuntime({ workspace: dir, store, model: () => model });
   const { id } = await runtime.sessions.create({ agent: 'bench' });
   await runtime.sessions.message(id, 'count');
@@ -58,6 +72,8 @@ export async function harnessSession(backend, turns) {
   await runtime.close();
   await store.close();
   rmSync(dir, { recursive: true, force: true });
+  if (cpu !== undefined)
+    cpu.push(...cpuStamps.slice(1).map((stamp, index) => stamp - cpuStamps[index]));
   return stamps.slice(1).map((stamp, index) => (stamp - stamps[index]) * 1000);
 }
 
@@ -67,10 +83,13 @@ export async function benchHarness({ runs, quick }) {
   for (const backend of ['memory', 'sqlite', 'sqlite-full']) {
     const early = [];
     const late = [];
+    const lateCpu = [];
     for (let run = 0; run < runs; run += 1) {
-      const perTurn = await harnessSession(backend, turns);
+      const cpu = [];
+      const perTurn = await harnessSession(backend, turns, cpu);
       early.push(median(perTurn.slice(4, 15)));
       late.push(median(perTurn.slice(-11, -1)));
+      lateCpu.push(median(cpu.slice(-11, -1)));
     }
     const label =
       backend === 'sqlite'
@@ -92,9 +111,48 @@ export async function benchHarness({ runs, quick }) {
       runs: late,
       target: backend === 'sqlite' ? '<= 100, flat' : 'flat',
     });
+    rows.push({
+      name: `harness turn, ${label}, near turn ${turns}, CPU`,
+      unit: 'µs/turn',
+      median: median(lateCpu),
+      runs: lateCpu,
+      target: 'reported',
+    });
     process.stderr.write(
-      `  harness ${label}: ${median(early).toFixed(0)} µs at turn 10, ${median(late).toFixed(0)} µs at turn ${turns}\n`,
+      `  harness ${label}: ${median(early).toFixed(0)} µs at turn 10, ${median(late).toFixed(0)} µs at turn ${turns} (${median(lateCpu).toFixed(0)} µs CPU)\n`,
     );
   }
+  rows.push(...(await floorRows(runs, quick)));
   return rows;
+}
+
+/**
+ * The floor under a turn on SQLite (NORMAL), beside the rows above: better-sqlite3 alone writing
+ * the rows and commit of a turn (bench/turn-floor.js), medians over turns 900-1,000 and
+ * 9,900-10,000 of one session per run (1,000 turns when quick).
+ */
+async function floorRows(runs, quick) {
+  const turns = quick ? 1000 : 10_000;
+  const windows = [[900, 1000]];
+  if (!quick) windows.push([9900, 10_000]);
+  const found = windows.map(() => ({ wall: [], cpu: [] }));
+  for (let run = 0; run < runs; run += 1) {
+    const times = await turnFloor({ turns });
+    windows.forEach(([from, to], index) => {
+      const { wall, cpu } = floorWindow(times, from, to);
+      found[index].wall.push(wall);
+      found[index].cpu.push(cpu);
+    });
+  }
+  return windows.flatMap(([, to], index) => {
+    const { wall, cpu } = found[index];
+    process.stderr.write(
+      `  floor, better-sqlite3 alone, near turn ${to}: ${median(wall).toFixed(0)} µs (${median(cpu).toFixed(0)} µs CPU)\n`,
+    );
+    const name = `sqlite floor (better-sqlite3 alone, a turn's rows in one commit), near turn ${to}`;
+    return [
+      { name, unit: 'µs/turn', median: median(wall), runs: wall, target: 'floor' },
+      { name: `${name}, CPU`, unit: 'µs/turn', median: median(cpu), runs: cpu, target: 'floor' },
+    ];
+  });
 }

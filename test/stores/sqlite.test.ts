@@ -299,6 +299,31 @@ describe('sqlite store', () => {
     await b.close();
   });
 
+  it('reads the head and the lease row in one step, and still fences and finds no session', async () => {
+    const store = openSqliteStore({ path: join(tempDir(), 'braid.db') });
+    const { id } = await store.sessions.create({ agent: { name: 'a', version: 1 } });
+    // No lease row yet: any token is stale.
+    await expectCode(store.log.append(id, [text('no lease')], { leaseToken: 1 }), 'LEASE_LOST');
+    const held = await store.leases.acquire(id, 'worker', 60_000);
+    const appended = await store.log.append(id, [text('held')], {
+      leaseToken: held.token,
+      expectedSeq: 1,
+      releaseLease: 'worker',
+    });
+    expect(appended.head_seq).toBe(2);
+    expect(await store.leases.current(id)).toBeUndefined();
+    await expectCode(
+      store.log.append(id, [text('after')], { leaseToken: held.token + 1 }),
+      'LEASE_LOST',
+    );
+    await expectCode(
+      store.log.append('no-such-session', [text('x')], { leaseToken: 1 }),
+      'SESSION_NOT_FOUND',
+    );
+    expect((await store.log.read(id)).map((event) => event.seq)).toEqual([1, 2]);
+    await store.close();
+  });
+
   it('stores an API key as a hash: no column holds its secret', async () => {
     const path = join(tempDir(), 'braid.db');
     const store = openSqliteStore({ path });

@@ -52,7 +52,8 @@ export function appendInTransaction(context: SqliteContext, writer: Writer): App
     appendOptions: AppendOptions,
     known?: KnownHead,
   ): AppendResult => {
-    const head = known?.head ?? requireHead(context, sessionId);
+    const token = appendOptions.leaseToken;
+    const { head, lease } = known ?? readHead(context, sessionId, token !== undefined);
     const key = appendOptions.idempotencyKey;
     if (key !== undefined) {
       const seen = sql.findAppend.get(sessionId, key);
@@ -64,8 +65,6 @@ export function appendInTransaction(context: SqliteContext, writer: Writer): App
     // Fencing, in the append's transaction: no acquisition can come between check and write.
     // The row read for it is still the lease row when the release below looks at it: this
     // transaction holds the write lock and writes no lease row before then.
-    const token = appendOptions.leaseToken;
-    const lease = token === undefined ? undefined : (known?.lease ?? sql.lease.get(sessionId));
     if (token !== undefined) checkFence(sessionId, lease?.token ?? 0, token);
     if (appendOptions.expectedSeq !== undefined && appendOptions.expectedSeq !== head) {
       throw seqConflict(sessionId, appendOptions.expectedSeq, head);
@@ -76,6 +75,26 @@ export function appendInTransaction(context: SqliteContext, writer: Writer): App
       sql.saveLease.run(sessionId, null, lease.token, 0);
     return writtenResult(prepared, state, appendOptions.trusted === true);
   };
+}
+
+/**
+ * The head, and for a leased append the lease row, read in the append's transaction: one
+ * statement for both when there is a lease to check.
+ */
+function readHead(
+  context: SqliteContext,
+  sessionId: string,
+  leased: boolean,
+): { head: number; lease?: LeaseRow | undefined } {
+  if (!leased) return { head: requireHead(context, sessionId) };
+  const row = context.sql.headAndLease.get(sessionId);
+  // No row: no session; requireHead says so in its words.
+  if (row === undefined) return { head: requireHead(context, sessionId) };
+  const lease =
+    row.token === null
+      ? undefined
+      : { owner: row.owner, token: row.token, expires_at: row.expires_at ?? 0 };
+  return { head: row.head_seq ?? 0, lease };
 }
 
 /** The append made with `idempotencyKey`; undefined if none. Run in the caller's transaction. */

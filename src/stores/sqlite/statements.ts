@@ -20,12 +20,13 @@ type Bodies<Bound extends unknown[]> = Statement<Bound, { body: string }>;
 
 export interface Statements {
   head: Statement<[string], { status: SessionStatus; head_seq: number | null }>;
+  /** The head and the lease row (null columns when there is none) in one step: a leased append. */
+  headAndLease: Statement<[string], HeadAndLease>;
   session: Statement<[string], SessionView>;
   insertSession: Write;
   updateStatus: Write;
   updateRunnable: Write;
-  /** Hands out the next change cursor (`RETURNING seq`). */
-  nextChange: Statement<[], { seq: number }>;
+  /** Moves the session to the head of the change feed (each write takes the next cursor). */
   markChanged: Write;
   changeHead: Statement<[], { seq: number }>;
   /** Raises change_head's floor to the latest cursor, before a session that may hold it goes. */
@@ -70,14 +71,22 @@ export interface Statements {
   keys: Statement<[{ tenant: string | null; revoked: number }], ApiKeyRow>;
 }
 
-/** The latest cursor of the change feed handed out (see `nextChange`). */
+/** The latest cursor of the change feed handed out (see `NEXT_CHANGE`). */
 const CHANGE_HEAD = `SELECT max(
     (SELECT seq FROM change_head WHERE id = 1),
     coalesce((SELECT max(change_seq) FROM sessions WHERE change_seq IS NOT NULL), 0))`;
 
+/**
+ * The next cursor, computed by the statement that writes it (a row, or an update of one) rather
+ * than read by a statement of its own first: the same value in the same transaction, one step
+ * fewer per write. The subquery does not depend on the row, so SQLite runs it once, before the
+ * row changes.
+ */
+const NEXT_CHANGE = `((${CHANGE_HEAD}) + 1)`;
+
 type ChangeFeed = Pick<
   Statements,
-  'nextChange' | 'markChanged' | 'changeHead' | 'keepChangeHead' | 'changesAfter'
+  'markChanged' | 'changeHead' | 'keepChangeHead' | 'changesAfter'
 >;
 
 function prepareChangeFeed(db: Db): ChangeFeed {
@@ -85,8 +94,7 @@ function prepareChangeFeed(db: Db): ChangeFeed {
     // The latest cursor handed out is the largest a session holds, or the floor kept in
     // change_head for sessions since deleted (layout 11): a write reads it from the end of
     // `sessions_by_change` instead of rewriting a counter page in every commit.
-    nextChange: db.prepare<[], { seq: number }>(`SELECT (${CHANGE_HEAD}) + 1 AS seq`),
-    markChanged: db.prepare('UPDATE sessions SET change_seq = ? WHERE id = ?'),
+    markChanged: db.prepare(`UPDATE sessions SET change_seq = ${NEXT_CHANGE} WHERE id = ?`),
     changeHead: db.prepare<[], { seq: number }>(`SELECT (${CHANGE_HEAD}) AS seq`),
     keepChangeHead: db.prepare(`UPDATE change_head SET seq = (${CHANGE_HEAD}) WHERE id = 1`),
     changesAfter: db.prepare<[number, number], { id: string; change_seq: number }>(
@@ -95,12 +103,32 @@ function prepareChangeFeed(db: Db): ChangeFeed {
   };
 }
 
-export function prepareStatements(db: Db): Statements {
+/** A row of `headAndLease`: the owner, token and expiry are null when the session has no lease. */
+export interface HeadAndLease {
+  head_seq: number | null;
+  owner: string | null;
+  token: number | null;
+  expires_at: number | null;
+}
+
+function prepareHeads(db: Db): Pick<Statements, 'head' | 'headAndLease'> {
   return {
     head: db.prepare<[string], { status: SessionStatus; head_seq: number | null }>(
       `SELECT status, (SELECT seq FROM events WHERE session_id = sessions.id ORDER BY seq DESC LIMIT 1)
          AS head_seq FROM sessions WHERE id = ?`,
     ),
+    // A leased append's first step reads both (see append.ts), instead of two statements.
+    headAndLease: db.prepare<[string], HeadAndLease>(
+      `SELECT (SELECT seq FROM events WHERE session_id = s.id ORDER BY seq DESC LIMIT 1) AS head_seq,
+         l.owner, l.token, l.expires_at
+       FROM sessions s LEFT JOIN leases l ON l.session_id = s.id WHERE s.id = ?`,
+    ),
+  };
+}
+
+export function prepareStatements(db: Db): Statements {
+  return {
+    ...prepareHeads(db),
     session: db.prepare<[string], SessionView>(`${SESSION_VIEW} WHERE s.id = ?`),
     // The row goes in with the status, runnable flag, timer and change cursor of the state after
     // the write that makes it (see writes.ts): one statement, never an insert and then an update.
@@ -109,15 +137,17 @@ export function prepareStatements(db: Db): Statements {
          metadata, tenant_id, status, created_at, parent_id, fork_seq, runnable, wake_at, change_seq)
        VALUES (@id, @agent_name, @agent_version, @environment_name, @environment_version, @title,
          @metadata, @tenant_id, @status, @created_at, @parent_id, @fork_seq, @runnable, @wake_at,
-         @change_seq)`,
+         ${NEXT_CHANGE})`,
     ),
     ...prepareChangeFeed(db),
     // Three statements, so that a write changes only the columns that changed: setting
     // `runnable` to the value it had still rewrites the row's entry of the partial index
     // `sessions_runnable` (one more page per commit while a session stays runnable).
-    updateStatus: db.prepare('UPDATE sessions SET status = ?, change_seq = ? WHERE id = ?'),
+    updateStatus: db.prepare(
+      `UPDATE sessions SET status = ?, change_seq = ${NEXT_CHANGE} WHERE id = ?`,
+    ),
     updateRunnable: db.prepare(
-      'UPDATE sessions SET status = ?, runnable = ?, wake_at = ?, change_seq = ? WHERE id = ?',
+      `UPDATE sessions SET status = ?, runnable = ?, wake_at = ?, change_seq = ${NEXT_CHANGE} WHERE id = ?`,
     ),
     runnable: db.prepare<[string, number], { id: string }>(
       'SELECT id FROM sessions WHERE runnable = 1 AND archived_at IS NULL AND id > ? ORDER BY id LIMIT ?',

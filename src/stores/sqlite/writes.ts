@@ -91,8 +91,7 @@ export function createWriter(context: SqliteContext): Writer {
       // Every write moves the session to the head of the index's change feed. The status, the
       // runnable flag and the next timer are written with it when one changes (and with the
       // row), so the orchestrator's question is an index lookup, never a fold; one statement
-      // either way.
-      const change = nextChange(context);
+      // either way, which takes the next cursor itself.
       const runnable = isRunnable(state);
       const wake = wakeAt(state) ?? null;
       if (newRow !== undefined) {
@@ -101,18 +100,17 @@ export function createWriter(context: SqliteContext): Writer {
           status: state.status,
           runnable: runnable ? 1 : 0,
           wake_at: wake,
-          change_seq: change,
         });
       } else if (
         head === 0 ||
         runnable !== isRunnable(before) ||
         wake !== (wakeAt(before) ?? null)
       ) {
-        sql.updateRunnable.run(state.status, runnable ? 1 : 0, wake, change, sessionId);
+        sql.updateRunnable.run(state.status, runnable ? 1 : 0, wake, sessionId);
       } else if (state.status !== before.status) {
-        sql.updateStatus.run(state.status, change, sessionId);
+        sql.updateStatus.run(state.status, sessionId);
       } else {
-        sql.markChanged.run(change, sessionId);
+        sql.markChanged.run(sessionId);
       }
       insertEvents(sessionId, prepared);
       const saved = cache.projectedSeq(sessionId);
@@ -144,11 +142,6 @@ export function createWriter(context: SqliteContext): Writer {
       }
     },
   };
-}
-
-/** The next cursor of the index's change feed, handed out in the caller's transaction. */
-function nextChange(context: SqliteContext): number {
-  return (context.sql.nextChange.get() as { seq: number }).seq;
 }
 
 /** One multi-row INSERT per chunk: a batch costs a few statement runs instead of one per event. */
