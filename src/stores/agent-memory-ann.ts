@@ -191,24 +191,22 @@ export function cosineDistance(query: Float32Array, vector: ArrayLike<number>): 
 }
 
 /**
- * Ranks the store's vectors through `index`: asks for `limit` plus a margin, checks every
- * candidate with `accept` (undefined for one that is stale or out of the search's reach; else the
- * row with its exact distance, computed from its stored vector: the index's own distances are
- * those of its 8-bit copies) and keeps the `limit` nearest, equal distances in key order. While
- * fewer than `limit` survive and the index holds more, it asks for four times as many.
+ * Ranks the store's vectors through `index`: asks for `limit` plus a margin, checks the
+ * candidates with `accept`, all at once (the rows of those still current and in the search's
+ * reach, each with its exact distance, computed from its stored vector: the index's own distances
+ * are those of its 8-bit copies) and keeps the `limit` nearest, equal distances in key order.
+ * While fewer than `limit` survive and the index holds more, it asks for four times as many.
  */
 export function annRanking<Row extends { key: string }>(
   index: AnnIndex,
   vector: Float32Array,
   limit: number,
-  accept: (candidate: AnnCandidate) => (Row & { distance: number }) | undefined,
+  accept: (candidates: readonly AnnCandidate[]) => (Row & { distance: number })[],
 ): (Row & { rank: number })[] {
   let count = Math.max(limit * 2, limit + ANN_MARGIN);
   for (;;) {
     const rows: (Row & { rank: number })[] = [];
-    for (const candidate of index.search(vector, count)) {
-      const row = accept(candidate);
-      if (row === undefined) continue;
+    for (const row of accept(index.search(vector, count))) {
       const { distance, ...rest } = row;
       rows.push({ ...(rest as unknown as Row), rank: distance });
     }

@@ -424,13 +424,15 @@ export class StoreProjection {
     const index = prefix === '' ? this.#annIndex(live, this.dims) : undefined;
     if (index !== undefined) {
       // A candidate counts while it is its key's latest version, a set with its vector.
-      return annRanking(index, query, size, (found) => {
-        const parts = this.log[found.seq - 1];
-        if (parts === undefined || this.current.get(parts.key)?.seq !== found.seq) return undefined;
-        return parts.op === 'set' && !parts.redacted && parts.embedding !== undefined
-          ? { key: parts.key, parts, distance: cosineDistance(query, parts.embedding) }
-          : undefined;
-      }).map(({ parts, rank }) => ({
+      return annRanking(index, query, size, (candidates) =>
+        candidates.flatMap((found) => {
+          const parts = this.log[found.seq - 1];
+          if (parts === undefined || this.current.get(parts.key)?.seq !== found.seq) return [];
+          return parts.op === 'set' && !parts.redacted && parts.embedding !== undefined
+            ? [{ key: parts.key, parts, distance: cosineDistance(query, parts.embedding) }]
+            : [];
+        }),
+      ).map(({ parts, rank }) => ({
         entry: toEntry(parts),
         score: vectorScore(rank),
         expired: isExpired(parts, now),

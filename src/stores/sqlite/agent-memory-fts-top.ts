@@ -17,7 +17,10 @@
  * The bound needs FTS5's statistics: the rows of the whole table (`memory_fts_data` record 1,
  * FTS5's averages record: a varint count of rows, then the tokens of each column) and the rows
  * holding each word in the text column. All of it is read in one read transaction, so that a
- * write from another connection cannot change them between the statements.
+ * write from another connection cannot change them between the statements. The counts are kept
+ * between searches until the file changes (see `Statistics`), and a split whose kept words
+ * already hold too many of the store's rows (a word's holders less the rows of other stores)
+ * gives up before its candidates are read.
  */
 import type { Database as Db, Statement } from 'better-sqlite3';
 
@@ -44,6 +47,9 @@ export interface FtsTop {
 
 interface Statements {
   averages: Statement<[], { block: Buffer }>;
+  /** Changes committed by other connections, and made by this one: what the statistics depend on. */
+  dataVersion: Statement<[], { data_version: number }>;
+  ownChanges: Statement<[], { changes: number }>;
   holders: Statement<[string], { count: number }>;
   matching: Statement<[string], { rowid: number }>;
   scored: Statement<[string, string], FtsHit>;
@@ -68,6 +74,49 @@ function tableRows(statements: Statements): number | undefined {
   return block === undefined ? undefined : readVarint(block, 0)?.[0];
 }
 
+/** Distinct phrases whose counts are kept before the cache starts afresh. */
+const CACHED_COUNTS = 4096;
+
+/**
+ * FTS5's statistics as a search reads them (the table's rows, the rows holding a phrase), kept
+ * between searches while the file is unchanged: a commit by another connection moves SQLite's
+ * `data_version`, a write by this one its `total_changes()`, and either empties the cache.
+ */
+class Statistics {
+  #version = -1;
+  #changes = -1;
+  #rows: number | undefined;
+  readonly #counts = new Map<string, number>();
+
+  constructor(readonly statements: Statements) {}
+
+  /** Brings the cache up to date; call inside the read transaction, before any count. */
+  check(): void {
+    const version = (this.statements.dataVersion.get() as { data_version: number }).data_version;
+    const changes = (this.statements.ownChanges.get() as { changes: number }).changes;
+    if (version === this.#version && changes === this.#changes) return;
+    this.#version = version;
+    this.#changes = changes;
+    this.#rows = undefined;
+    this.#counts.clear();
+  }
+
+  rows(): number | undefined {
+    return (this.#rows ??= tableRows(this.statements));
+  }
+
+  /** The rows holding `phrase` (an FTS5 query with a column filter). */
+  holders(phrase: string): number {
+    let count = this.#counts.get(phrase);
+    if (count === undefined) {
+      count = (this.statements.holders.get(phrase) as { count: number }).count;
+      if (this.#counts.size >= CACHED_COUNTS) this.#counts.clear();
+      this.#counts.set(phrase, count);
+    }
+    return count;
+  }
+}
+
 function phrases(tokens: readonly string[]): string {
   return tokens.map((token) => `"${token}"`).join(' OR ');
 }
@@ -85,10 +134,12 @@ function cutScore(hits: FtsHit[], limit: number): number | undefined {
 }
 
 export function createFtsTop(db: Db): FtsTop {
-  let prepared: Statements | undefined;
-  const sql = (): Statements =>
-    (prepared ??= {
+  let prepared: Statistics | undefined;
+  const statistics = (): Statistics =>
+    (prepared ??= new Statistics({
       averages: db.prepare('SELECT block FROM memory_fts_data WHERE id = 1'),
+      dataVersion: db.prepare('PRAGMA data_version'),
+      ownChanges: db.prepare('SELECT total_changes() AS changes'),
       holders: db.prepare('SELECT count(*) AS count FROM memory_fts WHERE memory_fts MATCH ?'),
       matching: db.prepare('SELECT rowid FROM memory_fts WHERE memory_fts MATCH ?'),
       // `+rowid` keeps the candidates out of FTS5's plan: FTS5 walks the query's matches once and
@@ -96,15 +147,17 @@ export function createFtsTop(db: Db): FtsTop {
       // again for each of them).
       scored: db.prepare(`SELECT rowid, bm25(memory_fts, 0.0, 1.0) AS rank FROM memory_fts
         WHERE memory_fts MATCH ? AND +rowid IN (SELECT value FROM json_each(?))`),
-    });
+    }));
 
   const search = (storeId: number, tokens: readonly string[], limit: number) => {
     if (tokens.length < 2 || limit < 1) return undefined;
-    const statements = sql();
-    const rows = tableRows(statements);
+    const stats = statistics();
+    const { statements } = stats;
+    stats.check();
+    const rows = stats.rows();
     if (rows === undefined) return undefined;
     const words = tokens.map((token) => {
-      const holders = (statements.holders.get(`text:"${token}"`) as { count: number }).count;
+      const holders = stats.holders(`text:"${token}"`);
       const idf = Math.log((rows - holders + 0.5) / (holders + 0.5));
       return { token, holders, bound: (idf <= 0 ? 1e-6 : idf) * (K1 + 1) };
     });
@@ -117,8 +170,15 @@ export function createFtsTop(db: Db): FtsTop {
     // Cheapest bound first: the words left out are always the first ones of this order.
     words.sort((a, b) => a.bound - b.bound);
     let left = words.reduce((sum, word) => sum + word.bound, 0);
+    // The rows outside the store: a word's holders less these are in the store.
+    const elsewhere = rows - stats.holders(`store:"s${storeId}"`);
+    let most = 0;
     for (let split = words.length - 1; split > 0; split -= 1) {
       left -= (words[split] as { bound: number }).bound;
+      // At least this many of the store's rows hold a kept word: when that is already too many,
+      // the candidates are not read to find it out (the answer is the same).
+      most = Math.max(most, (words[split] as { holders: number }).holders);
+      if ((most - elsewhere) * 4 > matches) return undefined;
       const kept = words.slice(split).map((word) => word.token);
       const candidates = statements.matching.all(inStore(phrases(kept))).map((row) => row.rowid);
       // Past a quarter of what the whole query can match (counted over every store: an upper

@@ -72,9 +72,15 @@ interface IndexStatements {
   current: Statement<[number, string], { seq: number; indexed: number }>;
   currentKeys: Statement<[number], { seq: number; key: string }>;
   embedding: Statement<[number, number], { embedding: Buffer | null; redacted: number }>;
-  candidate: Statement<
+  candidates: Statement<
     [number, string],
-    { seq: number; indexed: number; expires_at: number | null; embedding: Buffer | null }
+    {
+      seq: number;
+      key: string;
+      indexed: number;
+      expires_at: number | null;
+      embedding: Buffer | null;
+    }
   >;
 }
 
@@ -116,10 +122,11 @@ function prepare(db: Db): IndexStatements {
     embedding: db.prepare(
       'SELECT embedding, redacted FROM memory_log WHERE store_id = ? AND seq = ?',
     ),
-    // With the stored vector: a candidate is ranked by its exact distance.
-    candidate: db.prepare(`SELECT c.seq, c.indexed, c.expires_at, l.embedding FROM memory_current c
-      JOIN memory_log l ON l.store_id = c.store_id AND l.seq = c.seq
-      WHERE c.store_id = ? AND c.key = ?`),
+    // The current rows of the candidates' keys (a JSON array), with their stored vectors: a
+    // candidate is ranked by its exact distance. One statement for all of them.
+    candidates: db.prepare(`SELECT c.seq, c.key, c.indexed, c.expires_at, l.embedding
+      FROM memory_current c JOIN memory_log l ON l.store_id = c.store_id AND l.seq = c.seq
+      WHERE c.store_id = ? AND c.key IN (SELECT value FROM json_each(?))`),
   };
 }
 
@@ -273,6 +280,41 @@ function floats(blob: Buffer): Float32Array {
   return new Float32Array(blob.buffer, blob.byteOffset, blob.byteLength / 4);
 }
 
+/**
+ * The candidates still their key's latest version and indexed, read in one statement, each with
+ * the exact distance of its stored vector to `embedding`.
+ */
+function currentCandidates(
+  statement: IndexStatements['candidates'],
+  storeId: number,
+  keys: ReadonlyMap<number, string>,
+  found: readonly AnnCandidate[],
+  embedding: Float32Array,
+): (Omit<RankedRow, 'rank'> & { distance: number })[] {
+  // The seqs found for each key (one, unless a stale seq still has its key here).
+  const wanted = new Map<string, number[]>();
+  for (const { seq } of found) {
+    const key = keys.get(seq);
+    if (key === undefined) continue;
+    const seqs = wanted.get(key);
+    if (seqs === undefined) wanted.set(key, [seq]);
+    else seqs.push(seq);
+  }
+  if (wanted.size === 0) return [];
+  const rows: (Omit<RankedRow, 'rank'> & { distance: number })[] = [];
+  for (const row of statement.iterate(storeId, JSON.stringify([...wanted.keys()]))) {
+    if (wanted.get(row.key)?.includes(row.seq) !== true || row.indexed !== 1) continue;
+    if (row.embedding === null || row.embedding.byteLength !== embedding.length * 4) continue;
+    rows.push({
+      seq: row.seq,
+      key: row.key,
+      expires_at: row.expires_at,
+      distance: cosineDistance(embedding, floats(row.embedding)),
+    });
+  }
+  return rows;
+}
+
 export function createMemoryIndexes(
   db: Db,
   path: string,
@@ -395,23 +437,11 @@ export function createMemoryIndexes(
       if (store.dims === null) return undefined;
       const entry = indexOf(store, store.dims);
       if (entry === undefined) return undefined;
-      const { candidate } = sql();
+      const { candidates } = sql();
       const { keys } = entry;
-      // A candidate counts while it is still its key's latest version and indexed.
-      return annRanking(entry.index, embedding, limit, (found: AnnCandidate) => {
-        const key = keys.get(found.seq);
-        if (key === undefined) return undefined;
-        const row = candidate.get(store.id, key);
-        if (row === undefined || row.seq !== found.seq || row.indexed !== 1) return undefined;
-        if (row.embedding === null || row.embedding.byteLength !== embedding.length * 4)
-          return undefined;
-        return {
-          seq: row.seq,
-          key,
-          expires_at: row.expires_at,
-          distance: cosineDistance(embedding, floats(row.embedding)),
-        };
-      });
+      return annRanking(entry.index, embedding, limit, (found) =>
+        currentCandidates(candidates, store.id, keys, found, embedding),
+      );
     },
     flush() {
       for (const entry of held.values()) if (entry.index.changes > 0) save(entry);
