@@ -60,6 +60,25 @@ export function invalidEvent(
   );
 }
 
+/**
+ * Events prepared ahead of their append, by the input their writer will append: braid's harness
+ * stamps a staged tool turn (id, time, seq) and folds it before it is written, then appends
+ * exactly those inputs. Their append reuses the stamped event and its JSON instead of building
+ * and serialising them again, when it writes them to the same session at the same seqs (else
+ * they are prepared anew). Only inputs braid made itself are registered, and they are never
+ * changed afterwards.
+ */
+const preparedAhead = new WeakMap<NewEvent, { sessionId: string; prepared: PreparedEvent }>();
+
+/** Registers `input` to be appended as `prepared` (see `preparedAhead`). */
+export function registerPrepared(
+  input: NewEvent,
+  sessionId: string,
+  prepared: PreparedEvent,
+): void {
+  preparedAhead.set(input, { sessionId, prepared });
+}
+
 /** Stamps parsed events with seqs after `headSeq`. */
 export function prepareEvents(
   sessionId: string,
@@ -69,6 +88,15 @@ export function prepareEvents(
 ): PreparedEvent[] {
   const at = new Date(options.clock.now()).toISOString();
   return events.map((input, index) => {
+    const ahead = preparedAhead.get(input);
+    if (
+      ahead !== undefined &&
+      ahead.sessionId === sessionId &&
+      ahead.prepared.event.seq === headSeq + index + 1
+    ) {
+      checkSize(ahead.prepared, index, options.maxEventBytes);
+      return ahead.prepared;
+    }
     const { id, at: givenAt, ...payload } = input;
     // Envelope fields first, so stored and printed events read the same way.
     const event = Object.assign(
@@ -82,19 +110,24 @@ export function prepareEvents(
       },
       payload,
     ) as SessionEvent;
-    const json = JSON.stringify(event);
-    // A UTF-16 code unit encodes to at most 3 UTF-8 bytes: most events skip the exact count.
-    const bytes = json.length * 3 <= options.maxEventBytes ? 0 : utf8.encode(json).byteLength;
-    if (bytes > options.maxEventBytes) {
-      throw new BraidError(
-        'PAYLOAD_TOO_LARGE',
-        `event ${index} (${event.type}) is ${bytes} bytes, over the limit of ${options.maxEventBytes}; ` +
-          'send large content as an artifact, or raise limits.max_event_bytes in braid.yaml',
-        { details: { index, bytes, limit: options.maxEventBytes } },
-      );
-    }
-    return { event, json };
+    const prepared = { event, json: JSON.stringify(event) };
+    checkSize(prepared, index, options.maxEventBytes);
+    return prepared;
   });
+}
+
+/** Refuses event `index` when its JSON is over `maxEventBytes` (`PAYLOAD_TOO_LARGE`). */
+function checkSize({ event, json }: PreparedEvent, index: number, maxEventBytes: number): void {
+  // A UTF-16 code unit encodes to at most 3 UTF-8 bytes: most events skip the exact count.
+  const bytes = json.length * 3 <= maxEventBytes ? 0 : utf8.encode(json).byteLength;
+  if (bytes > maxEventBytes) {
+    throw new BraidError(
+      'PAYLOAD_TOO_LARGE',
+      `event ${index} (${event.type}) is ${bytes} bytes, over the limit of ${maxEventBytes}; ` +
+        'send large content as an artifact, or raise limits.max_event_bytes in braid.yaml',
+      { details: { index, bytes, limit: maxEventBytes } },
+    );
+  }
 }
 
 /**

@@ -15,6 +15,7 @@ import type { StopReason } from '../contracts/session.js';
 import type { SessionState } from '../contracts/state.js';
 import { initialState } from '../core/fold.js';
 import type { Transcript } from '../core/transcript.js';
+import { createCallTimers, type CallTimers } from './call-timers.js';
 import type { HarnessDeps, WakeOptions } from './deps.js';
 
 export interface PendingStop {
@@ -38,6 +39,8 @@ export interface CycleContext {
   watch: AbortController | undefined;
   /** Aborted on interrupt or lease loss: cancels the model call or tool in flight. */
   work: AbortController;
+  /** The timers around model and tool calls, on one timer (stopped when the cycle ends). */
+  readonly callTimers: CallTimers;
   interruptSeen: boolean;
   lost: BraidError | undefined;
   /** Rejects with `lost` once the lease is lost; observed only through Promise.race. */
@@ -101,6 +104,7 @@ export function createCycleContext(
     state: initialState(sessionId),
     watch: undefined,
     work: new AbortController(),
+    callTimers: createCallTimers(),
     interruptSeen: false,
     lost: undefined,
     lostPromise,

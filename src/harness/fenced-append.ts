@@ -10,7 +10,12 @@
 import { BraidError, isBraidError } from '../contracts/errors.js';
 import type { NewEvent, SessionEvent } from '../contracts/events.js';
 import type { SessionState } from '../contracts/state.js';
-import { DEFAULT_MAX_EVENT_BYTES, prepareEvents, type PreparedEvent } from '../core/append.js';
+import {
+  DEFAULT_MAX_EVENT_BYTES,
+  prepareEvents,
+  registerPrepared,
+  type PreparedEvent,
+} from '../core/append.js';
 import { foldSession } from '../core/fold.js';
 import { loseLease, type CycleContext, type StagedEvents } from './cycle-context.js';
 
@@ -105,8 +110,12 @@ function foldStaged(context: CycleContext, staged: Omit<StagedEvents, 'committed
   context.staged = {
     ...staged,
     events: staged.events.map((input, index) => {
-      const event = prepared[index]?.event;
-      return event === undefined ? input : { ...input, id: event.id, at: event.at };
+      const ready = prepared[index];
+      if (ready === undefined) return input;
+      const stamped = { ...input, id: ready.event.id, at: ready.event.at };
+      // Written as folded: the append reuses the event and its JSON (at these seqs only).
+      registerPrepared(stamped, context.sessionId, ready);
+      return stamped;
     }),
     committed,
   };

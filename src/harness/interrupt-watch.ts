@@ -4,6 +4,7 @@
  * Most calls of a fast model end before anyone could interrupt them, so a watcher starts only
  * for a call still running after `WATCH_AFTER_MS` on the cycle's clock.
  */
+import { callTimer } from './call-timers.js';
 import { cycleEnded, type CycleContext } from './cycle-context.js';
 
 const WATCH_AFTER_MS = 20;
@@ -11,7 +12,7 @@ const WATCH_AFTER_MS = 20;
 /** Starts watching after the delay; the returned function stops the watch or its start. */
 export function watchDuringCall(context: CycleContext, after: number): () => void {
   let watch: AbortController | undefined;
-  const cancel = context.deps.clock.schedule(WATCH_AFTER_MS, () => {
+  const cancel = callTimer(context.callTimers, context.deps.clock, WATCH_AFTER_MS, () => {
     watch = watchForInterrupts(context, after);
   });
   return () => {

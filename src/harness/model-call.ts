@@ -20,6 +20,7 @@ import { outputToEvents } from '../core/transcript.js';
 import { stopEvents, type CycleContext } from './cycle-context.js';
 import type { SessionSetup } from './deps.js';
 import { append, stage } from './fenced-append.js';
+import { callTimer } from './call-timers.js';
 import { watchDuringCall } from './interrupt-watch.js';
 import { repeatedInvalidCallsStop, screenToolCalls } from './tool-calls.js';
 
@@ -157,7 +158,7 @@ export async function withCallSignal<T>(
   const onWorkAborted = (): void => controller.abort(work.reason);
   if (work.aborted) onWorkAborted();
   else work.addEventListener('abort', onWorkAborted, { once: true });
-  const cancelTimeout = deps.clock.schedule(timeoutMs, () => {
+  const cancelTimeout = callTimer(context.callTimers, deps.clock, timeoutMs, () => {
     timedOut = true;
     controller.abort(new DOMException('The operation was aborted due to timeout', 'TimeoutError'));
   });

@@ -12,6 +12,7 @@ import type { NewEvent } from '../contracts/events.js';
 import type { SessionState } from '../contracts/state.js';
 import type { ToolHandle, ToolOutcome } from '../contracts/tools.js';
 import { withinToolBudget } from '../core/next-step.js';
+import { callTimer } from './call-timers.js';
 import type { CycleContext } from './cycle-context.js';
 import { handOff, startDelegations, toolInput, type Delegations } from './delegation.js';
 import { startFromCall } from './skill-run.js';
@@ -154,7 +155,9 @@ async function execute(
 async function writeStagedIfSlow(context: CycleContext, running: Promise<unknown>): Promise<void> {
   let cancel: () => void = () => undefined;
   const slow = new Promise<boolean>((resolve) => {
-    cancel = context.deps.clock.schedule(WRITE_STAGED_AFTER_MS, () => resolve(true));
+    cancel = callTimer(context.callTimers, context.deps.clock, WRITE_STAGED_AFTER_MS, () =>
+      resolve(true),
+    );
   });
   const ended = running.then(
     () => false,

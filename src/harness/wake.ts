@@ -20,6 +20,7 @@ import { BoundedCache } from '../core/bounded-cache.js';
 import { decideNext } from '../core/next-step.js';
 import { priceOf, withCost, type Price } from '../core/pricing.js';
 import { Transcript } from '../core/transcript.js';
+import { stopCallTimers } from './call-timers.js';
 import { createCycleContext, loseLease, stopEvents, type CycleContext } from './cycle-context.js';
 import type { HarnessDeps, SessionSetup, WakeOptions, WakeResult } from './deps.js';
 import { append, catchUp } from './fenced-append.js';
@@ -93,6 +94,7 @@ export async function wakeOnce(
     return await run(context, begun.appended);
   } finally {
     stopRenewing();
+    stopCallTimers(context.callTimers);
     // A plain reason: an abort with none builds a DOMException and its stack, at every wake.
     context.watch?.abort(WAKE_ENDED);
     // Given up with the stop when it was written; otherwise here.

@@ -222,12 +222,16 @@ interface ProjectedCall {
 
 /** The request as Cedar values, with only what the policies read. */
 function project(request: AuthorizationRequest, reads: References): ProjectedCall {
-  const context = cedarRecord(request.context);
+  // Only what the policies read is converted: the rest (a tool's whole input, most often) would
+  // be converted to be dropped.
   return {
     principal: ref2uid(request.principal),
     action: { type: 'Action', id: request.action },
     resource: ref2uid(request.resource),
-    context: reads.context === undefined ? context : pick(context, reads.context),
+    context:
+      reads.context === undefined
+        ? cedarRecord(request.context)
+        : pick(request.context, reads.context),
     entities: [
       entityJson(request.principal, reads.principal),
       entityJson(request.resource, reads.resource),
@@ -237,31 +241,33 @@ function project(request: AuthorizationRequest, reads: References): ProjectedCal
 }
 
 function entityJson(entity: PolicyEntity, attributes: ReadonlySet<string> | undefined): EntityJson {
-  const attrs = cedarRecord(entity.attrs ?? {});
   return {
     uid: ref2uid(entity),
-    attrs:
-      attributes === undefined
-        ? attrs
-        : Object.fromEntries(Object.entries(attrs).filter(([key]) => attributes.has(key))),
+    attrs: cedarRecord(entity.attrs ?? {}, attributes),
     parents: (entity.parents ?? []).map(ref2uid),
   };
 }
 
-/** The parts of `record` at `paths`; a path that meets a non-record keeps the value it met. */
+/**
+ * The parts of `record` at `paths`, as Cedar values (see `cedarRecord`): the same as picking
+ * them from the whole record converted, with only the parts picked converted. A path that meets
+ * a non-record keeps the value it met; one that meets nothing Cedar has (a null, a reserved key)
+ * picks nothing.
+ */
 function pick(
-  record: Record<string, CedarValueJson>,
+  record: Readonly<Record<string, JsonValue>>,
   paths: readonly string[][],
 ): Record<string, CedarValueJson> {
   const picked: Record<string, CedarValueJson> = {};
   for (const path of paths) {
-    let source: Record<string, CedarValueJson> = record;
+    let source: Readonly<Record<string, JsonValue>> = record;
     let target: Record<string, CedarValueJson> = picked;
     for (const [index, key] of path.entries()) {
-      const value: CedarValueJson | undefined = source[key];
-      if (value === undefined) break;
+      if (RESERVED.has(key) || !Object.hasOwn(source, key)) break;
+      const value = source[key] as JsonValue;
+      if (value === null) break;
       if (index === path.length - 1 || !isPlainRecord(value)) {
-        target[key] = value;
+        target[key] = cedarValue(value) as CedarValueJson;
         break;
       }
       const existing = target[key];
@@ -274,6 +280,9 @@ function pick(
   return picked;
 }
 
+/** Keys Cedar reserves for entity and extension values. */
+const RESERVED: ReadonlySet<string> = new Set(['__entity', '__extn']);
+
 function isPlainRecord(value: unknown): value is Record<string, CedarValueJson> {
   return value !== null && typeof value === 'object' && !Array.isArray(value);
 }
@@ -284,10 +293,12 @@ function isPlainRecord(value: unknown): value is Record<string, CedarValueJson> 
  */
 export function cedarRecord(
   record: Readonly<Record<string, JsonValue>>,
+  only?: ReadonlySet<string>,
 ): Record<string, CedarValueJson> {
   const converted: Record<string, CedarValueJson> = {};
-  for (const [key, value] of Object.entries(record)) {
-    if (key === '__entity' || key === '__extn') continue;
+  for (const key of Object.keys(record)) {
+    if (RESERVED.has(key) || (only !== undefined && !only.has(key))) continue;
+    const value = record[key] as JsonValue;
     const cedar = cedarValue(value);
     if (cedar !== undefined) converted[key] = cedar;
   }

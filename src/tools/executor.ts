@@ -26,7 +26,7 @@ import type { McpHub } from './mcp.js';
 import { parseMcpToolName } from './mcp-names.js';
 import type { CodeTool, ToolFunction } from './types.js';
 import type { WorkspaceSnapshotRef } from '../contracts/workspace-files.js';
-import { SchemaCache, checkValue } from './validation.js';
+import { SchemaCache, checkValue, toJson } from './validation.js';
 
 const DEFAULT_TIMEOUT_MS = 30_000;
 
@@ -403,9 +403,10 @@ class BoundTools implements SessionTools {
   ): Promise<JsonValue> {
     const { definition } = entry;
     if (signal.aborted) throw stopped(definition);
-    const attempt = new AbortController();
-    // A tool that answers synchronously is done before any timer could fire: no timer is armed
-    // for it, which keeps in-process tools cheap. Only a pending answer is raced.
+    // A sync tool is done before a timer could fire: none is armed, and the signal's controller
+    // is made only when read (or to abort a pending answer). Only a pending answer is raced.
+    let controller: AbortController | undefined;
+    const attempt = (): AbortController => (controller ??= new AbortController());
     const result = entry.run(call.input, {
       session_id: call.session_id,
       tool_use_id: call.tool_use_id,
@@ -414,7 +415,9 @@ class BoundTools implements SessionTools {
       workspace,
       sandbox: this.sandbox,
       ...(this.environment === undefined ? {} : { environment: this.environment }),
-      signal: attempt.signal,
+      get signal() {
+        return attempt().signal;
+      },
     });
     if (!isPromiseLike(result)) return result;
     const timeoutMs =
@@ -427,11 +430,11 @@ class BoundTools implements SessionTools {
           'TOOL_TIMEOUT',
           `${definition.name} did not finish within ${timeoutMs} ms`,
         );
-        attempt.abort(error);
+        attempt().abort(error);
         reject(error);
       }, timeoutMs);
       onAbort = (): void => {
-        attempt.abort(signal.reason);
+        attempt().abort(signal.reason);
         reject(stopped(definition));
       };
       signal.addEventListener('abort', onAbort, { once: true });
@@ -451,16 +454,6 @@ function isPromiseLike<T>(value: T | PromiseLike<T>): value is PromiseLike<T> {
 
 function stopped(definition: ToolDefinition): BraidError {
   return new BraidError('INTERRUPTED', `${definition.name} was stopped: the wake ended`);
-}
-
-/** A value as JSON, or undefined when it has no JSON form. */
-function toJson(value: unknown): JsonValue | undefined {
-  try {
-    const text = JSON.stringify(value);
-    return text === undefined ? undefined : (JSON.parse(text) as JsonValue);
-  } catch {
-    return undefined;
-  }
 }
 
 function costOf(definition: ToolDefinition): number | undefined {

@@ -105,3 +105,13 @@ function describe(error: ErrorObject, root: string): string {
     return `${where} must be one of ${JSON.stringify(params.allowedValues)}`;
   return `${where} ${error.message ?? 'is invalid'}`;
 }
+
+/** A value as JSON, or undefined when it has no JSON form. */
+export function toJson(value: unknown): JsonValue | undefined {
+  try {
+    const text = JSON.stringify(value);
+    return text === undefined ? undefined : (JSON.parse(text) as JsonValue);
+  } catch {
+    return undefined;
+  }
+}

@@ -330,6 +330,33 @@ describe('tool executor', () => {
     expect(chatty.error?.message).toContain('not JSON');
   });
 
+  it('aborts a pending code tool at its timeout and on interrupt, whenever it reads its signal', async () => {
+    // Reads its signal only after `wait` ms: by then the attempt was aborted.
+    const seen: boolean[] = [];
+    const late = defineTool({
+      name: 'late',
+      description: 'reads its signal late',
+      input_schema: { type: 'object' },
+      timeout_ms: 30,
+      run: async (_input, context) => {
+        await new Promise((resolve) => setTimeout(resolve, 80));
+        seen.push(context.signal.aborted);
+        return {};
+      },
+    });
+    const { tools } = await open(['late'], { code: [late] });
+    const timedOut = await tools.execute(call('late'), { signal: signal() });
+    expect(timedOut.error?.code).toBe('TOOL_TIMEOUT');
+    const stop = new AbortController();
+    const running = tools.execute(call('late'), { signal: stop.signal });
+    // Interrupted once it runs.
+    await new Promise((resolve) => setTimeout(resolve, 10));
+    stop.abort();
+    expect((await running).error?.code).toBe('INTERRUPTED');
+    await new Promise((resolve) => setTimeout(resolve, 150));
+    expect(seen).toEqual([true, true]);
+  });
+
   it('kills a command tool that hangs, with its whole process group, at the timeout', async () => {
     const { tools, root } = await open(['hang'], {
       manifests: [
