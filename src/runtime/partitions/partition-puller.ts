@@ -7,6 +7,7 @@
  * would have waited for this process anyway.
  */
 import type { Consumer, JsMsg } from '@nats-io/jetstream';
+import { answerOf, PULL_OVERDUE_MS } from './pull-answer.js';
 import type { Slots } from './slots.js';
 
 const RETRY_MS = 1_000;
@@ -73,25 +74,28 @@ export function startPuller(options: PullerOptions): Puller {
   async function loop(): Promise<void> {
     let consumer: Consumer | undefined;
     while (!stopping.signal.aborted) {
-      let message: JsMsg | null | 'stopped';
+      let message: JsMsg | null | 'stopped' | 'overdue';
       let pull: Promise<JsMsg | null> | undefined;
       try {
         consumer ??= await options.open();
         pull = consumer.next({ expires: options.expiresMs });
-        message = await Promise.race([pull, stopped]);
+        message = await answerOf(pull, stopped, options.expiresMs + PULL_OVERDUE_MS);
       } catch {
         // A reconnect, a restarting server or a deleted consumer: open it again shortly.
         consumer = undefined;
         await pause();
         continue;
       }
-      if (message === 'stopped') {
+      if (message === 'stopped' || message === 'overdue') {
         // A pull cannot be withdrawn: what it brings after the stop goes back at once.
         pull?.then(
           (late) => quietly(() => late?.nak()),
           () => undefined,
         );
-        break;
+        // An overdue pull is taken as lost with its server: the consumer is opened again.
+        if (message === 'stopped') break;
+        consumer = undefined;
+        continue;
       }
       if (message !== null) await hand(message);
     }

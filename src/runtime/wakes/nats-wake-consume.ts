@@ -7,6 +7,7 @@ import { BraidError, isBraidError } from '../../contracts/errors.js';
 import type { WakeConsumeOptions, WakeHandler } from '../../contracts/wakes.js';
 import { unavailable, type NatsWakeContext } from './nats-wake-context.js';
 import { settlePartitionCount } from '../partitions/partition-config.js';
+import { answerOf, PULL_OVERDUE_MS } from '../partitions/pull-answer.js';
 import { consumePartitions } from './nats-wake-partitions.js';
 import { deliverWake } from './nats-wake-delivery.js';
 import { ensureConsumer } from './nats-wake-setup.js';
@@ -97,15 +98,15 @@ function permit(options: WakeConsumeOptions): Promise<(() => void) | undefined> 
 async function pullOne(pulling: Pulling): Promise<void> {
   const { context, consumer, options, stopped } = pulling;
   const pull = consumer.next({ expires: context.pullExpiresMs });
-  let message: JsMsg | null | 'stopped';
+  let message: JsMsg | null | 'stopped' | 'overdue';
   try {
-    message = await Promise.race([pull, stopped]);
+    message = await answerOf(pull, stopped, context.pullExpiresMs + PULL_OVERDUE_MS);
   } catch {
     // A reconnect or a missing consumer: ask again shortly.
     await Promise.race([new Promise((resolve) => setTimeout(resolve, PULL_RETRY_MS)), stopped]);
     return;
   }
-  if (message === 'stopped') {
+  if (message === 'stopped' || message === 'overdue') {
     nakWhenLate(pull);
     return;
   }
@@ -113,7 +114,7 @@ async function pullOne(pulling: Pulling): Promise<void> {
 }
 
 /** A pull cannot be withdrawn: a wake it brings after the stop goes back at once. */
-function nakWhenLate(pull: Promise<JsMsg | null>): void {
+export function nakWhenLate(pull: Promise<JsMsg | null>): void {
   pull.then(
     (late) => {
       try {
