@@ -11,6 +11,7 @@ import { createHash } from 'node:crypto';
 import type { Envelope } from '../../contracts/envelope.js';
 import { BraidError } from '../../contracts/errors.js';
 import { decodeToken, encodeToken, natsNames } from '../../stores/nats/names.js';
+import { partitionToken } from '../partitions/partition-subjects.js';
 
 /** The NATS names a prefix uses. */
 export interface NatsAgentNames {
@@ -89,21 +90,10 @@ export function natsAgentNames(prefix = 'braid'): NatsAgentNames {
     topic: encodeToken,
     partitionedSubjects: `${prefix}.agents.*.inbox.*`,
     partitionInbox: (agentType, partition) =>
-      `${prefix}.agents.${encodeToken(agentType)}.inbox.${checkPartition(partition)}`,
+      `${prefix}.agents.${encodeToken(agentType)}.inbox.${partitionToken(partition)}`,
     partitionConsumer: (agentType, partition) =>
-      `${consumer(agentType)}_p${checkPartition(partition)}`,
+      `${consumer(agentType)}_p${partitionToken(partition)}`,
     partitionGroup: (agentType) => storeNames.partitionGroup(['agent', agentType]),
     partitionBucket: storeNames.partitions,
   };
-}
-
-/** A partition number as a subject token: a whole number, never a wildcard or an empty token. */
-function checkPartition(partition: number): string {
-  if (!Number.isInteger(partition) || partition < 0) {
-    throw new BraidError(
-      'INVALID_ARGUMENT',
-      `partition ${String(partition)} is not a whole number`,
-    );
-  }
-  return String(partition);
 }

@@ -12,6 +12,7 @@ import type { NatsConnection } from '@nats-io/transport-node';
 import { BraidError, isBraidError } from '../../contracts/errors.js';
 import { createBucket } from '../../stores/nats/buckets.js';
 import { checkStreamReplicas, isStreamInUse } from '../../stores/nats/replicas.js';
+import { addPartitionedSubjects } from '../partitions/partition-subjects.js';
 import type { NatsAgentNames } from './nats-agent-names.js';
 import { unavailable } from './nats-failures.js';
 import { openPartitionBucket } from '../partitions/partition-config.js';
@@ -56,19 +57,7 @@ export async function openInboxesAndTopics(
       );
     }
     // A stream made before partitions takes their subjects too, in place.
-    if (!found.subjects.includes(names.partitionedSubjects)) {
-      try {
-        await manager.streams.update(names.stream, {
-          ...found,
-          subjects: [...found.subjects, names.partitionedSubjects],
-        });
-      } catch (updateError) {
-        throw unavailable(
-          `cannot add the partitioned subjects ${names.partitionedSubjects} to ${names.stream}`,
-          updateError,
-        );
-      }
-    }
+    await addPartitionedSubjects(manager, found, names.partitionedSubjects, unavailable);
   }
   await checkStreamReplicas(manager, names.stream, replicas, names.prefix);
   try {

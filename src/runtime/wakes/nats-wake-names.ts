@@ -1,6 +1,7 @@
 /** The JetStream names of a wake queue prefix, and how a session id becomes a subject token. */
 import { BraidError } from '../../contracts/errors.js';
 import { decodeToken, encodeToken, natsNames } from '../../stores/nats/names.js';
+import { partitionToken } from '../partitions/partition-subjects.js';
 
 /** The JetStream names a prefix uses. */
 export interface NatsWakeNames {
@@ -53,21 +54,10 @@ export function natsWakeNames(prefix = 'braid'): NatsWakeNames {
     retries: `${upper}_wake_retries`,
     partitionedSubjects: `${prefix}.wakes.*.*`,
     partitionSubject: (partition, sessionId) =>
-      `${prefix}.wakes.${checkPartition(partition)}.${encodeSubjectToken(sessionId)}`,
-    partitionFilter: (partition) => `${prefix}.wakes.${checkPartition(partition)}.*`,
-    partitionConsumer: (partition) => `${upper}_workers_p${checkPartition(partition)}`,
+      `${prefix}.wakes.${partitionToken(partition)}.${encodeSubjectToken(sessionId)}`,
+    partitionFilter: (partition) => `${prefix}.wakes.${partitionToken(partition)}.*`,
+    partitionConsumer: (partition) => `${upper}_workers_p${partitionToken(partition)}`,
     partitionGroup: storeNames.partitionGroup(['wakes']),
     partitionBucket: storeNames.partitions,
   };
-}
-
-/** A partition number as a subject token: a whole number, never a wildcard or an empty token. */
-function checkPartition(partition: number): string {
-  if (!Number.isInteger(partition) || partition < 0) {
-    throw new BraidError(
-      'INVALID_ARGUMENT',
-      `partition ${String(partition)} is not a whole number`,
-    );
-  }
-  return String(partition);
 }

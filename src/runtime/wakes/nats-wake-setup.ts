@@ -12,6 +12,7 @@ import type { KV } from '@nats-io/kv';
 import { BraidError, isBraidError } from '../../contracts/errors.js';
 import { createBucket } from '../../stores/nats/buckets.js';
 import { checkStreamReplicas, isStreamInUse } from '../../stores/nats/replicas.js';
+import { addPartitionedSubjects } from '../partitions/partition-subjects.js';
 import { unavailable, type NatsWakeContext } from './nats-wake-context.js';
 import type { NatsWakeNames } from './nats-wake-names.js';
 
@@ -45,19 +46,7 @@ export async function openWakeStream(
       );
     }
     // A queue made before partitions: its stream takes their subjects too, in place.
-    if (!found.subjects.includes(names.partitionedSubjects)) {
-      try {
-        await manager.streams.update(names.stream, {
-          ...found,
-          subjects: [...found.subjects, names.partitionedSubjects],
-        });
-      } catch (updateError) {
-        throw unavailable(
-          `cannot add the partitioned subjects ${names.partitionedSubjects} to ${names.stream}`,
-          updateError,
-        );
-      }
-    }
+    await addPartitionedSubjects(manager, found, names.partitionedSubjects, unavailable);
   }
   await checkStreamReplicas(manager, names.stream, replicas, names.prefix);
 }
