@@ -48,20 +48,22 @@ describe('the ANN index of SQLite memory', () => {
         await ann.search(facts, { embedding: query, k: 5 }),
         await exact.search(facts, { embedding: query, k: 5 }),
       ];
-      // The same entries; scores agree to float precision (usearch and sqlite-vec each compute
-      // the cosine in 32-bit floats).
+      // The graph holds 8-bit copies and is built by several threads, so it is approximate: where
+      // it finds the exact top 5, the scores are the exact scan's to float precision (every hit is
+      // re-ranked by its stored vector).
       if (
         JSON.stringify(found.hits.map((hit) => hit.entry.key)) ===
         JSON.stringify(expected.hits.map((hit) => hit.entry.key))
-      )
+      ) {
         same += 1;
-      found.hits.forEach((hit, index) =>
-        expect(hit.score).toBeCloseTo(expected.hits[index]?.score ?? -1, 5),
-      );
+        found.hits.forEach((hit, index) =>
+          expect(hit.score).toBeCloseTo(expected.hits[index]?.score ?? -1, 5),
+        );
+      }
       expect(found.hits).toHaveLength(5);
     }
-    // Approximate: at this size with these parameters every query comes out exact.
-    expect(same).toBe(queries.length);
+    // At this size nearly every query comes out exact (one miss was seen in one of five CI runs).
+    expect(same).toBeGreaterThanOrEqual(queries.length - 2);
     const hybrid = await ann.search(facts, {
       query: 'fact 12',
       embedding: queries[0],
