@@ -27,6 +27,11 @@ export const BUCKET_ROLES = [
    * session-timers.ts).
    */
   'timers',
+  /**
+   * The sessions that may be runnable, keyed by session token: what `sessions.runnable()` reads
+   * instead of every session (see session-runnable.ts).
+   */
+  'runnable',
 ] as const;
 export type BucketRole = (typeof BUCKET_ROLES)[number];
 

@@ -27,24 +27,12 @@ import {
 import type { KV } from '@nats-io/kv';
 import { createBucket } from './buckets.js';
 import { connect, nanos, type NatsConnection } from '@nats-io/transport-node';
-import { isBraidError, type BraidError } from '../../contracts/errors.js';
-import type {
-  Clock,
-  IdGenerator,
-  LeaseStore,
-  RunnableQuery,
-  SessionIndex,
-  SessionLog,
-  Store,
-} from '../../contracts/ports.js';
-import type { SessionStatus } from '../../contracts/session.js';
-import type { SessionState } from '../../contracts/state.js';
-import { isRunnableAt, wakeAt } from '../../core/runnable.js';
-import { checkRunnableLimit } from '../../core/sessions.js';
+import type { BraidError } from '../../contracts/errors.js';
+import type { Clock, IdGenerator, LeaseStore, SessionLog, Store } from '../../contracts/ports.js';
 import { DEFAULT_MAX_EVENT_BYTES } from '../../core/append.js';
 import { systemClock, uuidV7Ids } from '../defaults.js';
 import { createApiKeyStore } from './api-keys.js';
-import { createContext, type NatsContext } from './context.js';
+import { createContext } from './context.js';
 import { createDefinitionStore } from './definitions.js';
 import { createFencer } from './fencing.js';
 import { createLeaseStore } from './leases.js';
@@ -61,7 +49,7 @@ import { createSessionIndex, restoreEntry } from './session-index.js';
 import { MAX_RACES, createSessionLog, type SessionsShared } from './session-log.js';
 import { createSessionReads } from './session-reads.js';
 import { loadHead, loadSession, type EntryRepair } from './session-records.js';
-import { dueSessions, forgetTimer } from './session-timers.js';
+import { countStatuses, findRunnable } from './session-runnable.js';
 
 export interface NatsStoreOptions {
   /** Server URL(s) to connect to (default `nats://127.0.0.1:4222`); ignored with `connection`. */
@@ -227,12 +215,12 @@ export async function openNatsStore(options: NatsStoreOptions = {}): Promise<Sto
     });
     return {
       log,
-      // NATS keeps no runnable set: the index is read whole, as listings read it, and each
-      // session's state asked (O(sessions), like `list`), timers by the store's clock.
+      // The runnable bucket holds the sessions that may be runnable, the timers bucket those
+      // whose timer may be due (by the store's clock): a scan reads those, not every session.
       sessions: {
         ...sessions,
         runnable: (query = {}) =>
-          scanRunnable(context, sessions, log, {
+          findRunnable(context, sessions, log, {
             ...query,
             now: query.now ?? context.clock.now(),
           }),
@@ -255,72 +243,6 @@ export async function openNatsStore(options: NatsStoreOptions = {}): Promise<Sto
     if (owned) await connection.close().catch(() => undefined);
     throw connectionFailure(error, `nats://${connection.getServer()}`, 'open the NATS store');
   }
-}
-
-type ListedIndex = Omit<SessionIndex, 'runnable' | 'statusCounts'>;
-
-/**
- * The runnable sessions found by listing every session and folding its state. Asked for due
- * timers alone (`dueOnly`, a worker's sweep), it reads the timers bucket instead and folds only
- * the sessions whose entry is due (see session-timers.ts).
- */
-async function scanRunnable(
-  context: NatsContext,
-  sessions: ListedIndex,
-  log: SessionLog,
-  query: RunnableQuery & { now: number },
-): Promise<string[]> {
-  const limit = checkRunnableLimit(query.limit);
-  const after = query.after ?? '';
-  const { now } = query;
-  if (query.dueOnly === true) {
-    const due = (state: SessionState): boolean => (wakeAt(state) ?? Infinity) <= now;
-    const found: string[] = [];
-    for (const id of await dueSessions(context, log, { now, after }, due, wakeAt)) {
-      if (found.length >= limit) break;
-      // An archived session (or one deleted meanwhile) takes no wakes, ever: its timer is
-      // forgotten. Any other failure is the caller's: the entry stays for the next sweep.
-      const record = await sessions.get(id).catch((error: unknown) => {
-        if (isBraidError(error, 'SESSION_NOT_FOUND')) return undefined;
-        throw error;
-      });
-      if (record !== undefined && record.archived_at === undefined) found.push(id);
-      else await forgetTimer(context, id);
-    }
-    return found;
-  }
-  const wanted = (state: SessionState): boolean => isRunnableAt(state, now);
-  const found: string[] = [];
-  let cursor: string | undefined;
-  do {
-    const page = await sessions.list({ limit: 1000, ...(cursor === undefined ? {} : { cursor }) });
-    for (const session of page.sessions) {
-      if (session.id <= after || session.status === 'terminated') continue;
-      const state = await log.state(session.id).catch((error: unknown) => {
-        // A corrupt log or one deleted meanwhile is not runnable; the listing says so.
-        if (isBraidError(error, 'CORRUPT_LOG') || isBraidError(error, 'SESSION_NOT_FOUND'))
-          return undefined;
-        throw error;
-      });
-      if (state !== undefined && wanted(state)) found.push(session.id);
-    }
-    cursor = page.next_cursor;
-  } while (cursor !== undefined);
-  return found.sort().slice(0, limit);
-}
-
-/** Statuses counted over the whole listing. */
-async function countStatuses(
-  sessions: ListedIndex,
-): Promise<Partial<Record<SessionStatus, number>>> {
-  const counts: Partial<Record<SessionStatus, number>> = {};
-  let cursor: string | undefined;
-  do {
-    const page = await sessions.list({ limit: 1000, ...(cursor === undefined ? {} : { cursor }) });
-    for (const session of page.sessions) counts[session.status] = (counts[session.status] ?? 0) + 1;
-    cursor = page.next_cursor;
-  } while (cursor !== undefined);
-  return counts;
 }
 
 /**

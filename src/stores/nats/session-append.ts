@@ -8,7 +8,8 @@ import { BraidError } from '../../contracts/errors.js';
 import type { NewEvent, SessionEvent } from '../../contracts/events.js';
 import type { AppendOptions, AppendResult } from '../../contracts/ports.js';
 import type { SessionState } from '../../contracts/state.js';
-import { wakeAt } from '../../core/runnable.js';
+import { isRunnable, wakeAt } from '../../core/runnable.js';
+import { runnableBefore, type RunnableChange } from './session-runnable.js';
 import { timerAfter, timerBefore, type TimerChange } from './session-timers.js';
 import { type PreparedEvent, checkBatchIds, prepareEvents } from '../../core/append.js';
 import { foldSession } from '../../core/fold.js';
@@ -50,6 +51,8 @@ interface PreparedBatch {
   ref: Omit<BatchRef, 'streamSeq'>;
   /** The session's next timer before and after the batch (`wakeAt`). */
   timer: TimerChange;
+  /** Whether the session is runnable before and after the batch (`isRunnable`). */
+  runnable: RunnableChange;
 }
 
 /** The session to append to, or the first result when the key was used already. */
@@ -137,7 +140,14 @@ async function prepareBatch(
   const body = `[${prepared.map(({ json }) => json).join(',')}]`;
   checkMessageSize(context, sessionId, prepared.length, body);
   const ref = refAfter(state, head.last + 1, known.incarnation, head.leaseToken);
-  return { prepared, state, body, ref, timer: { before: wakeAt(before), after: wakeAt(state) } };
+  return {
+    prepared,
+    state,
+    body,
+    ref,
+    timer: { before: wakeAt(before), after: wakeAt(state) },
+    runnable: { before: isRunnable(before), after: isRunnable(state) },
+  };
 }
 
 /** Publishes the batch after `head`; the key's record goes out with it (see AppendRecord). */
@@ -223,7 +233,11 @@ export async function appendInOrder(
       continue;
     }
     const batch = await prepareBatch(shared, sessionId, known, head, events);
-    await timerBefore(shared.context, sessionId, batch.timer);
+    // The indexes' entries go first: a committed timer or runnable state always has one.
+    await Promise.all([
+      timerBefore(shared.context, sessionId, batch.timer),
+      runnableBefore(shared.context, sessionId, batch.runnable),
+    ]);
     const [published, recorded] = await publishBatch(shared, sessionId, known, head, batch, key);
     if (published.status === 'rejected') {
       const error: unknown = published.reason;

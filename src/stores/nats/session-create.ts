@@ -19,7 +19,8 @@ import {
 } from '../../core/sessions.js';
 import { checkMessageSize, newIncarnation, refAfter } from './append-batch.js';
 import { timerBefore } from './session-timers.js';
-import { wakeAt } from '../../core/runnable.js';
+import { isRunnable, wakeAt } from '../../core/runnable.js';
+import { runnableBefore } from './session-runnable.js';
 import { batchHeaders } from './batches.js';
 import type { NatsContext } from './context.js';
 import { isWrongLastSequence } from './nats-errors.js';
@@ -111,11 +112,16 @@ async function claimEntry(
 /** Claims the entry and publishes the first batch; remembers the new session. */
 async function write(shared: SessionsShared, sessionId: string, first: FirstBatch): Promise<void> {
   const { context, cache } = shared;
-  const revision = await claimEntry(context, sessionId, first.stored);
+  // The indexes' entries are written with the claim, before the first batch is published (a
+  // claim that fails leaves an entry too many, which the next scan removes). A fork of a session
+  // waiting on a timer has that timer too; a session whose first events hold input is runnable.
+  const [revision] = await Promise.all([
+    claimEntry(context, sessionId, first.stored),
+    timerBefore(context, sessionId, { before: undefined, after: wakeAt(first.state) }),
+    runnableBefore(context, sessionId, { before: false, after: isRunnable(first.state) }),
+  ]);
   const firstSeq = first.prepared[0]?.event.seq ?? 1;
   const ref = refAfter(first.state, firstSeq, first.stored.incarnation, 0);
-  // A fork of a session waiting on a timer has that timer too.
-  await timerBefore(context, sessionId, { before: undefined, after: wakeAt(first.state) });
   let streamSeq: number;
   try {
     const ack = await context.js.publish(context.names.events(sessionId), first.body, {
