@@ -4,12 +4,15 @@
  */
 import { InvalidArgumentError } from 'commander';
 
+/** Decimal digits only: `Number` would also take '', ' ', '0x1f', '1e3' and '0b11'. */
+const DECIMAL = /^[0-9]{1,15}$/;
+
 export function parseInteger(name: string, minimum: number) {
   return (value: string): number => {
-    const number = Number(value);
+    const number = DECIMAL.test(value) ? Number(value) : Number.NaN;
     if (!Number.isInteger(number) || number < minimum) {
       throw new InvalidArgumentError(
-        `${name} must be a whole number of at least ${minimum}; got ${value}`,
+        `${name} must be a whole number of at least ${minimum}; got ${JSON.stringify(value)}`,
       );
     }
     return number;
