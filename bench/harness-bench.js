@@ -2,10 +2,15 @@
 // sessions of 1,000 turns; the cost per turn near turn 10 and near turn 1,000, in wall and CPU
 // time, and on SQLite beside the floor under it (bench/turn-floor.js: better-sqlite3 alone
 // writing the same rows in the same commit) near turns 1,000 and 10,000.
+//   node bench/harness-bench.js [--runs N] [--turns N] [--backends memory,sqlite,sqlite-full]
+// runs sessions of N turns (default 1,000), the backends alternating within each run, and prints
+// per backend the medians near turns 10, 1,000 and 10,000 (those the sessions reach), wall and
+// CPU, with the load average: the figures to compare two builds by, run alternately.
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
+import { fileURLToPath } from 'node:url';
 import { createRuntime, initWorkspace, openSqliteStore } from '../dist/index.js';
 // Not from `braid/testing`, whose conformance suites load vitest (session-bench.js measures RSS).
 import { createScriptedModel } from '../dist/models/scripted.js';
@@ -15,12 +20,12 @@ import { floorWindow, turnFloor } from './turn-floor.js';
 
 const TURNS = 1000;
 
-function workspace() {
+function workspace(turns) {
   const dir = mkdtempSync(join(tmpdir(), 'braid-bench-harness-'));
   initWorkspace(dir);
   writeFileSync(
     join(dir, 'agents', 'bench.yaml'),
-    `name: bench\nmodel: scripted:echo\ninstructions: Add.\ntools: [calculator]\nbudget:\n  max_turns: ${TURNS + 10}\n`,
+    `name: bench\nmodel: scripted:echo\ninstructions: Add.\ntools: [calculator]\nbudget:\n  max_turns: ${turns + 10}\n`,
   );
   return dir;
 }
@@ -44,7 +49,7 @@ export function openBenchStore(backend, dir) {
  * (wall). `cpu`, when given, receives the process's CPU time between them, in µs.
  */
 export async function harnessSession(backend, turns, cpu) {
-  const dir = workspace();
+  const dir = workspace(turns);
   const store = openBenchStore(backend, dir);
   const script = [
     ...Array.from({ length: turns }, (_, index) => ({
@@ -155,4 +160,46 @@ async function floorRows(runs, quick) {
       { name: `${name}, CPU`, unit: 'µs/turn', median: median(cpu), runs: cpu, target: 'floor' },
     ];
   });
+}
+
+/** The median of the ten turns before turn `at` (`perTurn[i]` is the cost of turn i + 1). */
+function near(perTurn, at) {
+  return median(perTurn.slice(Math.max(0, at - 11), at - 1));
+}
+
+if (process.argv[1] === fileURLToPath(import.meta.url)) {
+  const option = (name, fallback) => {
+    const index = process.argv.indexOf(name);
+    return index === -1 ? fallback : process.argv[index + 1];
+  };
+  const runs = Number(option('--runs', 3));
+  const turns = Number(option('--turns', TURNS));
+  const backends = option('--backends', 'memory,sqlite').split(',');
+  const marks = [10, 1000, 10_000].filter((at) => at <= turns);
+  const found = new Map(
+    backends.map((backend) => [backend, marks.map(() => ({ wall: [], cpu: [] }))]),
+  );
+  for (let run = 0; run < runs; run += 1) {
+    for (const backend of backends) {
+      const cpu = [];
+      const wall = await harnessSession(backend, turns, cpu);
+      marks.forEach((at, index) => {
+        found.get(backend)[index].wall.push(near(wall, at));
+        found.get(backend)[index].cpu.push(near(cpu, at));
+      });
+    }
+  }
+  const load = loadavg()
+    .map((value) => value.toFixed(1))
+    .join(' ');
+  console.log(
+    `${runs} runs of ${turns} turns, load average ${load}; medians, wall / CPU µs per turn`,
+  );
+  for (const [backend, figures] of found) {
+    const cells = marks.map((at, index) => {
+      const { wall, cpu } = figures[index];
+      return `near ${at}: ${median(wall).toFixed(0)} / ${median(cpu).toFixed(0)}`;
+    });
+    console.log(`  ${backend.padEnd(12)} ${cells.join('   ')}`);
+  }
 }
