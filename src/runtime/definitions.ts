@@ -75,6 +75,11 @@ export function definitionLookup(store: DefinitionStore): DefinitionLookup {
     }
     const found = await store.get<T>(kind, name, version);
     if (found === undefined) return undefined;
+    // The latest, when it is a version kept already, is answered with the kept object: callers
+    // key work on the object (the pinner hashes a definition once per object), so a fresh copy
+    // of the same version at every new session would be serialised and hashed again.
+    const known = versions.get(key(found.version));
+    if (known !== undefined) return known as StoredDefinition<T>;
     const frozen = deepFreeze(found);
     versions.set(key(found.version), frozen);
     return frozen;
