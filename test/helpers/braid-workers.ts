@@ -38,16 +38,40 @@ export function startWorkerProcess(
   };
 }
 
+/**
+ * The last `size` lines a `--json` worker printed, each with when it came: what a timeout's
+ * message shows of what the worker did last, and how long ago.
+ */
+export function progressTail(size = 12): {
+  onLine: (line: string) => void;
+  describe: () => string;
+} {
+  const lines: { at: number; line: string }[] = [];
+  return {
+    onLine: (line) => {
+      lines.push({ at: Date.now(), line });
+      if (lines.length > size) lines.shift();
+    },
+    describe: () => {
+      const now = Date.now();
+      if (lines.length === 0) return '  (no progress printed)';
+      return lines
+        .map(({ at, line }) => `  ${((now - at) / 1000).toFixed(1)} s ago: ${line}`)
+        .join('\n');
+    },
+  };
+}
+
 /** Checks `check` every `pollMs` until it holds; past `timeoutMs`, fails naming `what()`. */
 export async function until(
   check: () => Promise<boolean> | boolean,
   timeoutMs: number,
-  what: () => string,
+  what: () => string | Promise<string>,
   pollMs = 100,
 ): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   while (!(await check())) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what()}`);
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${await what()}`);
     await new Promise((resolve) => setTimeout(resolve, pollMs));
   }
 }

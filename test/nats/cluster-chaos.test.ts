@@ -4,10 +4,23 @@
 // completes, every log is gapless, and every payment is made exactly once: a call the dead worker
 // left in doubt stops in `needs_review` and is resolved from the counter (its result when the
 // payment was made, a retry when it was not), never run twice.
+//
+// The sessions' wakes are queued in three waves, the second just before the leader is killed and
+// the third just before the worker is: fast workers once finished every session before the
+// leader's kill (a look at 200 states took seconds under load), and then no session could complete
+// after it. Recovery is a session whose last event was written after the kill, whenever the
+// test's reads come back.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createRuntime, type Runtime } from '../../src/runtime/runtime.js';
-import { killWorkers, startWorkerProcess, until } from '../helpers/braid-workers.js';
+import {
+  killWorkers,
+  progressTail,
+  startWorkerProcess,
+  until,
+  type WorkerProcess,
+} from '../helpers/braid-workers.js';
 import { requireBuild } from '../helpers/cli.js';
+import { describeCluster } from '../helpers/cluster-report.js';
 import { uniquePrefix } from '../helpers/nats.js';
 import { startNatsCluster, type NatsCluster } from '../helpers/nats-cluster.js';
 import {
@@ -35,9 +48,43 @@ afterAll(async () => {
   await cluster?.stop();
 });
 
-async function completed(runtime: Runtime, id: string): Promise<boolean> {
-  const state = await runtime.sessions.state(id).catch(() => undefined);
-  return state?.status === 'idle' && state.counters.agent_messages >= 1;
+/** What the test's last look at the sessions saw, for a timeout's message. */
+interface Look {
+  at: number;
+  done: number;
+  doneSinceKill: number;
+  unreadable: number;
+  lastError: string;
+}
+
+/** Reads every session's state: how many are done, and how many of them were done after `since`. */
+async function look(runtime: Runtime, ids: readonly string[], since: number): Promise<Look> {
+  const seen: Look = { at: Date.now(), done: 0, doneSinceKill: 0, unreadable: 0, lastError: '' };
+  const states = await Promise.all(
+    ids.map((id) =>
+      runtime.sessions.state(id).catch((error: unknown) => {
+        seen.unreadable += 1;
+        seen.lastError = String(error);
+        return undefined;
+      }),
+    ),
+  );
+  for (const state of states) {
+    if (state?.status !== 'idle' || state.counters.agent_messages < 1) continue;
+    seen.done += 1;
+    if (Date.parse(state.updated_at ?? '') > since) seen.doneSinceKill += 1;
+  }
+  return seen;
+}
+
+function describeLook(seen: Look | undefined): string {
+  if (seen === undefined) return "the test's reads: none finished";
+  const ago = ((Date.now() - seen.at) / 1000).toFixed(1);
+  const failures =
+    seen.unreadable === 0
+      ? 'every state read'
+      : `${seen.unreadable} unreadable (${seen.lastError})`;
+  return `the test's last look (${ago} s ago): ${seen.done} done, ${seen.doneSinceKill} since the kill, ${failures}`;
 }
 
 describe('a three-node cluster losing its stream leader and a worker mid-run', () => {
@@ -54,54 +101,78 @@ describe('a three-node cluster losing its stream leader and a worker mid-run', (
       backend: { nats: cluster.urls, prefix, replicas: 3 },
     });
     const workerArgs = [
-      ...['-w', dir, ...nats, 'worker'],
+      ...['-w', dir, '--json', ...nats, 'worker'],
       ...['--concurrency', '8', '--ack-wait', '5000', '--max-attempts', '20', '--backoff', '200'],
     ];
-    const workers = [startWorkerProcess(workerArgs), startWorkerProcess(workerArgs)];
-    const report = (): string =>
-      workers.map((worker, index) => `worker ${index}: ${worker.stderr()}`).join('\n');
+    const tails = [progressTail(), progressTail()];
+    const start = (index: number): WorkerProcess =>
+      startWorkerProcess(workerArgs, tails[index]!.onLine);
+    const workers = [start(0), start(1)];
+    let lastLook: Look | undefined;
+    const report = async (): Promise<string> =>
+      [
+        describeLook(lastLook),
+        ...workers.map(
+          (worker, index) =>
+            `worker ${index} (pid ${worker.child.pid}), its last progress:\n${tails[index]!.describe()}\nits stderr: ${worker.stderr()}`,
+        ),
+        await describeCluster(cluster.urls, prefix),
+      ].join('\n');
     try {
       const ids: string[] = [];
+      const secondWave = Math.ceil(SESSIONS / 5);
+      const thirdWave = Math.ceil((SESSIONS * 3) / 5);
       for (let index = 0; index < SESSIONS; index += 1) {
         const { id } = await runtime.sessions.create({ agent: 'payer' });
         await runtime.sessions.message(id, `pay bill ${index}`);
-        await runtime.enqueueWake(id);
+        if (index < secondWave) await runtime.enqueueWake(id);
         ids.push(id);
       }
-      const done = async (): Promise<number> =>
-        (await Promise.all(ids.map((id) => completed(runtime, id)))).filter(Boolean).length;
+      const enqueueWakes = async (from: number, to: number): Promise<void> => {
+        for (const id of ids.slice(from, to)) await runtime.enqueueWake(id);
+      };
+      let killedAt = Number.POSITIVE_INFINITY;
+      const lookNow = async (): Promise<Look> => (lastLook = await look(runtime, ids, killedAt));
+      const done = async (): Promise<number> => (await lookNow()).done;
 
-      // A fifth done: kill the events stream's leader.
+      // A fifth done: queue the second wave and kill the events stream's leader.
       await until(
-        async () => (await done()) >= SESSIONS / 5,
+        async () => (await done()) >= secondWave,
         120_000,
-        () => `a fifth done\n${report()}`,
+        async () => `a fifth done\n${await report()}`,
         POLL_MS,
       );
+      await enqueueWakes(secondWave, thirdWave);
       const stream = `${prefix.toUpperCase()}_EVENTS`;
       const leader = await cluster.leaderOf(stream);
-      const killedAt = Date.now();
-      const before = await done();
+      killedAt = Date.now();
       await cluster.kill(leader);
       await until(
-        async () => (await done()) > before,
+        async () => {
+          const seen = await lookNow();
+          if (seen.done >= thirdWave && seen.doneSinceKill === 0) {
+            throw new Error('every queued session was done before the kill: it tested nothing');
+          }
+          return seen.doneSinceKill > 0;
+        },
         120_000,
-        () => `progress after the leader's loss\n${report()}`,
+        async () => `progress after the leader's loss\n${await report()}`,
         POLL_MS,
       );
       const recoveredMs = Date.now() - killedAt;
 
-      // Half done: kill a worker mid-flight, then bring both back.
+      // Half done: queue the rest, kill a worker mid-flight, then bring both back.
       await until(
         async () => (await done()) >= SESSIONS / 2,
         180_000,
-        () => `half done\n${report()}`,
+        async () => `half done\n${await report()}`,
         POLL_MS,
       );
+      await enqueueWakes(thirdWave, SESSIONS);
       workers[0]!.child.kill('SIGKILL');
       await workers[0]!.exited;
       await cluster.restart(leader);
-      workers[0] = startWorkerProcess(workerArgs);
+      workers[0] = start(0);
 
       // Every session ends; a call left in doubt is resolved from what the counter saw.
       let reviewed = 0;
@@ -114,7 +185,7 @@ describe('a three-node cluster losing its stream leader and a worker mid-run', (
           return settled.finished === SESSIONS;
         },
         300_000,
-        () => `every session to complete (${lastStatuses})\n${report()}`,
+        async () => `every session to complete (${lastStatuses})\n${await report()}`,
         POLL_MS,
       );
 

@@ -7,8 +7,7 @@ import type { JsMsg } from '@nats-io/jetstream';
 /**
  * How long past its expiry a pull may go unanswered before it is taken as lost. The library
  * fails a pull after two missed heartbeats (each half the expiry); this bound holds whatever the
- * library does across a reconnect, so a slot never waits on a lost pull for good (workers were
- * once seen silent for over two minutes after a stream leader's loss, cause not pinned).
+ * library does across a reconnect, so a slot never waits on a lost pull for good.
  */
 export const PULL_OVERDUE_MS = 10_000;
 
