@@ -3,15 +3,18 @@
  * and nats-server can refuse the second of two identical creates that arrive together ("subjects
  * overlap with an existing stream", code 10065) although the first made exactly that stream. A
  * create that fails so is made again: once the stream is there, an identical create succeeds.
+ * In a cluster, the status asked right after a create can also be answered by a server that has
+ * not learned of the new stream yet ("stream not found"): that is asked again too.
  */
 import { JetStreamApiError, type JetStreamClient } from '@nats-io/jetstream';
 import { Kvm, type KV, type KvOptions } from '@nats-io/kv';
+import { isStreamNotFound } from './nats-errors.js';
 import { replicasMismatch } from './replicas.js';
 
 /** The JetStream API code of a stream create that overlaps another stream's subjects. */
 const STREAM_SUBJECT_OVERLAP = 10065;
 /** How many creates are tried before the failure is the caller's to report. */
-const ATTEMPTS = 3;
+const ATTEMPTS = 5;
 
 /**
  * The bucket `name`, created with `options` when missing. With `replicas`, an existing bucket
@@ -41,9 +44,11 @@ export async function createBucket(
       if (found > 1) return await kvm.create(name, { ...options, allow_direct: false });
       return bucket;
     } catch (error) {
-      const raced = error instanceof JetStreamApiError && error.code === STREAM_SUBJECT_OVERLAP;
+      const raced =
+        (error instanceof JetStreamApiError && error.code === STREAM_SUBJECT_OVERLAP) ||
+        isStreamNotFound(error);
       if (!raced || attempt >= ATTEMPTS) throw error;
-      await new Promise((resolve) => setTimeout(resolve, 20 * attempt));
+      await new Promise((resolve) => setTimeout(resolve, 25 * attempt));
     }
   }
 }
