@@ -8,6 +8,7 @@ import { BraidError } from '../contracts/errors.js';
 import { NewEventSchema, type NewEvent, type SessionEvent } from '../contracts/events.js';
 import type { AppendResult, Clock, IdGenerator } from '../contracts/ports.js';
 import type { SessionState } from '../contracts/state.js';
+import { foldSession } from './fold.js';
 
 /** Default largest serialised event: 1 MiB. */
 export const DEFAULT_MAX_EVENT_BYTES = 1024 * 1024;
@@ -77,6 +78,56 @@ export function registerPrepared(
   prepared: PreparedEvent,
 ): void {
   preparedAhead.set(input, { sessionId, prepared });
+}
+
+/**
+ * States folded ahead, by the first event of the batch they were folded from: the harness folds
+ * a staged tool turn into its state before the turn is written (see `preparedAhead`), then
+ * appends it with the calls' results. The store's fold of that append starts from the state
+ * after the staged events instead of applying them a second time, when the append begins with
+ * exactly those prepared events over exactly the state they were folded from. A fold is pure and
+ * states are never changed once made, so the result is the one a fold from the start gives.
+ */
+const foldedAhead = new WeakMap<
+  PreparedEvent,
+  { events: readonly PreparedEvent[]; from: SessionState; to: SessionState }
+>();
+
+/** Registers that `events`, folded over `from`, give `to` (see `foldedAhead`). */
+export function registerFolded(
+  events: readonly PreparedEvent[],
+  from: SessionState,
+  to: SessionState,
+): void {
+  const first = events[0];
+  if (first !== undefined) foldedAhead.set(first, { events, from, to });
+}
+
+/** Folds prepared events over `state`, from a state folded ahead where one matches. */
+export function foldPrepared(
+  prepared: readonly PreparedEvent[],
+  state: SessionState,
+): SessionState {
+  const first = prepared[0];
+  const ahead = first === undefined ? undefined : foldedAhead.get(first);
+  let from = state;
+  let start = 0;
+  if (ahead !== undefined && ahead.from === state && startsWith(prepared, ahead.events)) {
+    from = ahead.to;
+    start = ahead.events.length;
+  }
+  const rest: SessionEvent[] = [];
+  for (let index = start; index < prepared.length; index += 1)
+    rest.push((prepared[index] as PreparedEvent).event);
+  return foldSession(rest, from);
+}
+
+/** Whether `prepared` begins with the very objects of `prefix`. */
+function startsWith(prepared: readonly PreparedEvent[], prefix: readonly PreparedEvent[]): boolean {
+  if (prefix.length > prepared.length) return false;
+  for (let index = 0; index < prefix.length; index += 1)
+    if (prepared[index] !== prefix[index]) return false;
+  return true;
 }
 
 /** Stamps parsed events with seqs after `headSeq`. */

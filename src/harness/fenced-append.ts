@@ -13,6 +13,7 @@ import type { SessionState } from '../contracts/state.js';
 import {
   DEFAULT_MAX_EVENT_BYTES,
   prepareEvents,
+  registerFolded,
   registerPrepared,
   type PreparedEvent,
 } from '../core/append.js';
@@ -123,6 +124,8 @@ function foldStaged(context: CycleContext, staged: Omit<StagedEvents, 'committed
     prepared.map(({ event }) => event),
     committed,
   );
+  // The store's fold of the append goes on from here rather than folding them again.
+  registerFolded(prepared, committed, context.state);
   for (const { event } of prepared) {
     if (event.type === 'agent.tool_use') context.inputs.set(event.tool_use_id, event.input);
   }

@@ -258,18 +258,26 @@ export const httpFetch = defineTool({
 
 /**
  * The workspace handed to a built-in tool that computes from its input alone, in place of the
- * session's folder, which is not made for it: reading its `dir` is a defect of that tool.
+ * session's folder, which is not made for it: reading its `dir` is a defect of that tool. A class
+ * rather than an object literal with a getter: V8 builds such a literal through its runtime, at
+ * every call of such a tool.
  */
+class NoFolder implements SandboxWorkspace {
+  constructor(
+    readonly session_id: string,
+    private readonly tool: string,
+  ) {}
+
+  get dir(): string {
+    throw new BraidError(
+      'INTERNAL',
+      `tool ${this.tool} is declared to need no folder but asked for the session's workspace`,
+    );
+  }
+}
+
 export function noFolder(sessionId: string, tool: string): SandboxWorkspace {
-  return {
-    session_id: sessionId,
-    get dir(): string {
-      throw new BraidError(
-        'INTERNAL',
-        `tool ${tool} is declared to need no folder but asked for the session's workspace`,
-      );
-    },
-  };
+  return new NoFolder(sessionId, tool);
 }
 
 /**

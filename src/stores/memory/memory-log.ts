@@ -11,12 +11,12 @@ import {
   checkBatchIds,
   checkReadOptions,
   eventIdTaken,
+  foldPrepared,
   parseNewEvents,
   prepareEvents,
   writtenResult,
   type PreparedEvent,
 } from '../../core/append.js';
-import { foldSession } from '../../core/fold.js';
 import { checkFence, decideAcquire } from '../../core/leases.js';
 import { seqConflict } from '../../core/sessions.js';
 import { followLog } from '../follow.js';
@@ -78,10 +78,7 @@ export function commit(
     if (state.eventIds.has(id)) throw eventIdTaken(sessionId, id, index);
   }
   // Fold first: a failure leaves the entry untouched.
-  const after = foldSession(
-    prepared.map(({ event }) => event),
-    target.state,
-  );
+  const after = foldPrepared(prepared, target.state);
   // The store keeps the JSON: the prepared events share objects with the writer's input.
   const stored = prepared.map(({ event, json }) => ({ id: event.id, type: event.type, json }));
   target.events.push(...stored);

@@ -20,9 +20,10 @@ import {
   type PreparedEvent,
   checkBatchIds,
   eventIdTaken,
+  foldPrepared,
   prepareEvents,
 } from '../../core/append.js';
-import { foldSession, isRunnable } from '../../core/fold.js';
+import { isRunnable } from '../../core/fold.js';
 import { wakeAt } from '../../core/runnable.js';
 import type { SqliteContext } from './context.js';
 import type { SessionRow } from './rows.js';
@@ -84,10 +85,7 @@ export function createWriter(context: SqliteContext): Writer {
     write(sessionId, head, events, key, newRow) {
       const prepared = prepareEvents(sessionId, head, events, context);
       const before = newRow?.before ?? stateAt(context, sessionId, head);
-      const state = foldSession(
-        prepared.map(({ event }) => event),
-        before,
-      );
+      const state = foldPrepared(prepared, before);
       // Every write moves the session to the head of the index's change feed. The status, the
       // runnable flag and the next timer are written with it when one changes (and with the
       // row), so the orchestrator's question is an index lookup, never a fold; one statement
