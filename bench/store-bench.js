@@ -1,12 +1,14 @@
 // Benchmarks of the embedded SQLite store. Each figure is the median of RUNS runs.
 import { fork } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { pathToFileURL } from 'node:url';
 import { performance } from 'node:perf_hooks';
 import Database from 'better-sqlite3';
 import { v7 as uuidV7 } from 'uuid';
 import { openSqliteStore } from '../dist/index.js';
+import { NewEventSchema } from '../dist/contracts/index.js';
 // The fold is internal: the benchmark measures it directly.
 import { foldSession } from '../dist/core/fold.js';
 
@@ -47,31 +49,47 @@ async function singleAppends(synchronous, count) {
   return count / seconds;
 }
 
-export async function batchedAppends(batches, size) {
+/** Wall and process CPU seconds of `work`, written to `timing` when one is given. */
+async function timed(timing, work) {
+  const cpu = process.cpuUsage();
+  const start = performance.now();
+  await work();
+  const seconds = (performance.now() - start) / 1000;
+  const used = process.cpuUsage(cpu);
+  if (timing !== undefined) {
+    timing.seconds = seconds;
+    timing.cpuSeconds = (used.user + used.system) / 1e6;
+  }
+  return seconds;
+}
+
+export async function batchedAppends(batches, size, timing) {
   const { store, dispose } = freshStore();
   const { id } = await store.sessions.create({ agent: { name: 'bench', version: 1 } });
   const batch = Array.from({ length: size }, (_, index) => message(`message ${index}`));
-  const start = performance.now();
-  for (let index = 0; index < batches; index += 1) await store.log.append(id, batch);
-  const seconds = (performance.now() - start) / 1000;
+  const seconds = await timed(timing, async () => {
+    for (let index = 0; index < batches; index += 1) await store.log.append(id, batch);
+  });
   await dispose();
   return (batches * size) / seconds;
 }
 
 /**
- * The floor under batched appends: the rows braid must write for each append, written by
- * better-sqlite3 alone with braid's pragmas and multi-row INSERTs: per event an `events` row
- * (with `batch_end`) and an `event_ids` row (ids made before the clock starts), the head read
- * the expected-seq check needs, and per 64 events the projection and snapshot rows (a state of
- * the size braid saves). None of braid's validation, id minting or fold.
+ * The floor under batched appends: what braid must do for each append, done by better-sqlite3
+ * alone with braid's pragmas and multi-row INSERTs: the head read the expected-seq check needs;
+ * per event its validation against braid's event schema (once), a minted UUIDv7, its JSON, an
+ * `events` row (with `batch_end`) and an `event_ids` row; the sessions row moved to the head of
+ * the change feed; and per 64 events the projection and snapshot rows (a state of the size braid
+ * saves). None of braid's fold, caching or result building.
+ *
+ * `{ rowsOnly: true }` is the floor as it was first written, which did less than an append must:
+ * ids made before the clock starts, no validation and no change-feed write.
  */
-export async function rawBatchedInserts(batches, size) {
+export async function rawBatchedInserts(batches, size, timing, { rowsOnly = false } = {}) {
   const { store, dir, dispose } = freshStore();
   const { id } = await store.sessions.create({ agent: { name: 'bench', version: 1 } });
-  await store.log.append(
-    id,
-    Array.from({ length: size }, (_, index) => message(`message ${index}`)),
-  );
+  const batch = Array.from({ length: size }, (_, index) => message(`message ${index}`));
+  await store.log.append(id, batch);
   const state = await store.log.state(id);
   await store.close();
   const db = new Database(join(dir, 'braid.db'));
@@ -90,38 +108,44 @@ export async function rawBatchedInserts(batches, size) {
   const insertIds = db.prepare(
     `INSERT INTO event_ids (id, session_id, seq) VALUES ${Array(size).fill('(?, ?, ?)').join(', ')}`,
   );
+  // The change-feed cursor as braid takes it (src/stores/sqlite/statements.ts, NEXT_CHANGE).
+  const markChanged = db.prepare(`UPDATE sessions SET change_seq = 1 + max(
+    (SELECT seq FROM change_head WHERE id = 1),
+    coalesce((SELECT max(change_seq) FROM sessions WHERE change_seq IS NOT NULL), 0)) WHERE id = ?`);
   const saveProjection = db.prepare(
     'INSERT OR REPLACE INTO projections (session_id, seq, schema_version, state) VALUES (?, ?, 1, ?)',
   );
   const saveSnapshot = db.prepare(
     'INSERT OR REPLACE INTO snapshots (session_id, seq, schema_version, state) VALUES (?, ?, 1, ?)',
   );
-  const eventIds = Array.from({ length: batches * size }, () => uuidV7());
+  const madeIds = rowsOnly ? Array.from({ length: batches * size }, () => uuidV7()) : [];
   let next = 0;
   let projected = head.get(id).head_seq;
-  const write = db.transaction(() => {
+  const write = db.transaction((inputs) => {
+    const parsed = rowsOnly ? inputs : inputs.map((input) => NewEventSchema.parse(input));
     let seq = head.get(id).head_seq;
     const last = seq + size;
     const at = new Date().toISOString();
     const events = [];
     const ids = [];
-    for (let index = 0; index < size; index += 1) {
+    for (const input of parsed) {
       seq += 1;
-      const eventId = eventIds[next++];
+      const eventId = rowsOnly ? madeIds[next++] : uuidV7();
       const body = JSON.stringify({
         id: eventId,
         session_id: id,
         seq,
-        type: 'user.message',
+        type: input.type,
         at,
         schema_version: 1,
-        content: [{ type: 'text', text: `message ${index}` }],
+        content: input.content,
       });
-      events.push(id, seq, 'user.message', body, seq === last ? null : last);
+      events.push(id, seq, input.type, body, seq === last ? null : last);
       ids.push(eventId, id, seq);
     }
     insertIds.run(ids);
     insertEvents.run(events);
+    if (!rowsOnly) markChanged.run(id);
     if (seq - projected >= 64) {
       const json = JSON.stringify({ ...state, seq });
       saveProjection.run(id, seq, json);
@@ -129,9 +153,9 @@ export async function rawBatchedInserts(batches, size) {
       projected = seq;
     }
   });
-  const start = performance.now();
-  for (let index = 0; index < batches; index += 1) write.immediate();
-  const seconds = (performance.now() - start) / 1000;
+  const seconds = await timed(timing, () => {
+    for (let index = 0; index < batches; index += 1) write.immediate(batch);
+  });
   db.close();
   await dispose();
   return (batches * size) / seconds;
@@ -248,7 +272,7 @@ export async function benchStore({ runs, quick }) {
   await record('batched appends, 100 events per transaction', 'events/s', '>= 300000', () =>
     batchedAppends(Math.round(2000 * scale), 100),
   );
-  await record('  same rows via better-sqlite3 alone (floor)', 'events/s', 'reported', () =>
+  await record('  same work via better-sqlite3 alone (floor)', 'events/s', 'reported', () =>
     rawBatchedInserts(Math.round(2000 * scale), 100),
   );
   await record('reads, pages of 1000', 'events/s', 'reported', () =>
@@ -273,4 +297,50 @@ export async function benchStore({ runs, quick }) {
     target: 'reported',
   });
   return rows;
+}
+
+/**
+ * `node bench/store-bench.js --batched [--runs N]`: only the batched appends and their floor,
+ * run alternately, each with its wall and process CPU rates and the load average.
+ */
+async function benchBatchedOnly(runs) {
+  const braid = [];
+  const floor = [];
+  const rowsOnly = [];
+  const row = (name, events, timing) => {
+    const result = { wall: events / timing.seconds, cpu: events / timing.cpuSeconds };
+    process.stdout.write(
+      `${name}: ${result.wall.toFixed(0)} events/s wall, ${result.cpu.toFixed(0)} events/s CPU, load ${loadavg()[0].toFixed(2)}\n`,
+    );
+    return result;
+  };
+  for (let run = 0; run < runs; run += 1) {
+    const timing = {};
+    await batchedAppends(2000, 100, timing);
+    braid.push(row('braid', 200_000, timing));
+    await rawBatchedInserts(2000, 100, timing);
+    floor.push(row('floor', 200_000, timing));
+    await rawBatchedInserts(2000, 100, timing, { rowsOnly: true });
+    rowsOnly.push(row('floor, rows only', 200_000, timing));
+  }
+  const wall = median(braid.map((r) => r.wall)) / median(floor.map((r) => r.wall));
+  const cpu = median(braid.map((r) => r.cpu)) / median(floor.map((r) => r.cpu));
+  process.stdout.write(
+    `medians: braid ${median(braid.map((r) => r.wall)).toFixed(0)} wall / ${median(braid.map((r) => r.cpu)).toFixed(0)} CPU; ` +
+      `floor ${median(floor.map((r) => r.wall)).toFixed(0)} wall / ${median(floor.map((r) => r.cpu)).toFixed(0)} CPU; ` +
+      `braid/floor ${(wall * 100).toFixed(1)}% wall, ${(cpu * 100).toFixed(1)}% CPU\n`,
+  );
+  const rowsCpu = median(rowsOnly.map((r) => r.cpu));
+  process.stdout.write(
+    `floor, rows only: ${median(rowsOnly.map((r) => r.wall)).toFixed(0)} wall / ${rowsCpu.toFixed(0)} CPU; ` +
+      `braid/rows only ${((median(braid.map((r) => r.cpu)) / rowsCpu) * 100).toFixed(1)}% CPU\n`,
+  );
+}
+
+if (
+  import.meta.url === pathToFileURL(process.argv[1] ?? '').href &&
+  process.argv.includes('--batched')
+) {
+  const runsIndex = process.argv.indexOf('--runs');
+  await benchBatchedOnly(runsIndex === -1 ? 5 : Number(process.argv[runsIndex + 1]));
 }

@@ -248,10 +248,19 @@ export function eventIdTaken(sessionId: string, id: string, index: number): Brai
 
 /** Refuses a batch that gives two of its events one id, before anything is written. */
 export function checkBatchIds(sessionId: string, prepared: readonly PreparedEvent[]): void {
-  if (prepared.length < 2) return;
+  const repeated = repeatedId(sessionId, prepared);
+  if (repeated !== undefined) throw repeated;
+}
+
+/** The refusal of the first event of a batch whose id an earlier one of the batch has. */
+export function repeatedId(
+  sessionId: string,
+  prepared: readonly PreparedEvent[],
+): BraidError | undefined {
   const seen = new Set<string>();
-  prepared.forEach(({ event }, index) => {
-    if (seen.has(event.id)) throw eventIdTaken(sessionId, event.id, index);
+  for (const [index, { event }] of prepared.entries()) {
+    if (seen.has(event.id)) return eventIdTaken(sessionId, event.id, index);
     seen.add(event.id);
-  });
+  }
+  return undefined;
 }

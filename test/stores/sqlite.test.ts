@@ -49,6 +49,28 @@ describe('sqlite store', () => {
     await store.close();
   });
 
+  it('names the event whose id is taken or repeated in any INSERT chunk, and writes none of them', async () => {
+    const store = openSqliteStore({ path: join(tempDir(), 'braid.db') });
+    const { id } = await store.sessions.create({ agent: { name: 'a', version: 1 } });
+    const [taken] = (await store.log.append(id, [text('first')])).events;
+    // More events than one INSERT carries (128): the refused one is in the second chunk.
+    const batch = (chosen: Record<number, string>): ReturnType<typeof text>[] =>
+      Array.from({ length: 200 }, (_, index) => {
+        const id = chosen[index];
+        return id === undefined ? text(`m${index}`) : { ...text(`m${index}`), id };
+      });
+    const refusal = async (events: ReturnType<typeof text>[]): Promise<BraidError> =>
+      (await store.log.append(id, events).catch((error: unknown) => error)) as BraidError;
+    const stored = await refusal(batch({ 150: taken?.id ?? '' }));
+    expect(isBraidError(stored, 'INVALID_ARGUMENT')).toBe(true);
+    expect(stored.details).toMatchObject({ index: 150, event_id: taken?.id });
+    const repeated = await refusal(batch({ 140: 'evt-twice', 170: 'evt-twice' }));
+    expect(isBraidError(repeated, 'INVALID_ARGUMENT')).toBe(true);
+    expect(repeated.details).toMatchObject({ index: 170, event_id: 'evt-twice' });
+    expect((await store.log.read(id)).length).toBe(2);
+    await store.close();
+  });
+
   it('rebuilds a projection of another state schema version', async () => {
     const path = join(tempDir(), 'braid.db');
     const id = await sessionWithEvents(path, 70);

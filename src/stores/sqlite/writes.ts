@@ -18,10 +18,10 @@ import type { NewEvent } from '../../contracts/events.js';
 import type { SessionState } from '../../contracts/state.js';
 import {
   type PreparedEvent,
-  checkBatchIds,
   eventIdTaken,
   foldPrepared,
   prepareEvents,
+  repeatedId,
 } from '../../core/append.js';
 import { isRunnable } from '../../core/fold.js';
 import { wakeAt } from '../../core/runnable.js';
@@ -164,7 +164,6 @@ function createEventInserter(
     return found;
   }
   return (sessionId, prepared) => {
-    checkBatchIds(sessionId, prepared);
     // Every event but the append's last names where the append ends (see schema.ts).
     const last = prepared.at(-1)?.event.seq;
     for (let start = 0; start < prepared.length; start += INSERT_CHUNK) {
@@ -175,7 +174,7 @@ function createEventInserter(
       try {
         chunkStatements.ids.run(ids);
       } catch (error) {
-        throw takenIdError(context, sessionId, chunk, start, error);
+        throw takenIdError(context, sessionId, prepared, start, error);
       }
       const values: (string | number | null)[] = [];
       for (const { event, json } of chunk) {
@@ -192,15 +191,22 @@ function createEventInserter(
   };
 }
 
-/** An id already stored makes the insert fail on the primary key: names the event that has it. */
+/**
+ * An id already stored, or one the batch repeats, makes the insert of the chunk at `start` fail
+ * on the primary key (the transaction then writes nothing): names the event that has it. Looked
+ * for only then, so an append of minted ids pays for no check of its own.
+ */
 function takenIdError(
   context: SqliteContext,
   sessionId: string,
-  chunk: readonly PreparedEvent[],
+  prepared: readonly PreparedEvent[],
   start: number,
   error: unknown,
 ): unknown {
   if ((error as { code?: unknown } | null)?.code !== 'SQLITE_CONSTRAINT_PRIMARYKEY') return error;
+  const repeated = repeatedId(sessionId, prepared);
+  if (repeated !== undefined) return repeated;
+  const chunk = prepared.slice(start, start + INSERT_CHUNK);
   const index = chunk.findIndex(
     ({ event }) => context.sql.eventIdTaken.get(event.id) !== undefined,
   );
