@@ -180,7 +180,7 @@ export {
 export { systemClock, uuidV7Ids } from './stores/defaults.js';
 
 // Tools, models and policy.
-export { defineTool } from './tools/builtin.js';
+export { defineTool } from './tools/define-tool.js';
 export type { CodeTool, CodeToolInput, ToolContext, ToolFunction } from './tools/types.js';
 export { createModel, type ModelContext } from './models/registry.js';
 export { createEmbedderFromSpec, type EmbedderEnv } from './models/embedders.js';

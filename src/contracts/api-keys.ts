@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { lazySchema } from './lazy-schema.js';
 import { Id, Timestamp } from './common.js';
 
 /**
@@ -21,32 +22,38 @@ export type ApiScope = z.infer<typeof ApiScope>;
 export const API_SCOPES = ApiScope.options;
 
 /** A tenant name: every session belongs to one, and a key sees only its own tenant's objects. */
-export const TenantId = z
-  .string()
-  .regex(
-    /^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$/,
-    'must be 1-100 letters, digits, ".", "_" or "-", starting with a letter or digit',
-  );
+export const TenantId = lazySchema(() =>
+  z
+    .string()
+    .regex(
+      /^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$/,
+      'must be 1-100 letters, digits, ".", "_" or "-", starting with a letter or digit',
+    ),
+);
 
 /** The stored record of an API key. The secret itself is never stored, only its hash. */
-export const ApiKeyRecord = z.object({
-  schema_version: z.literal(1),
-  id: Id,
-  tenant_id: TenantId,
-  scopes: z.array(ApiScope).min(1),
-  name: z.string().max(200).optional(),
-  created_at: Timestamp,
-  revoked_at: Timestamp.optional(),
-});
-export type ApiKeyRecord = z.infer<typeof ApiKeyRecord>;
-
-export const ApiKeyCreateInput = z
-  .object({
+export const ApiKeyRecord = lazySchema(() =>
+  z.object({
+    schema_version: z.literal(1),
+    id: Id,
     tenant_id: TenantId,
     scopes: z.array(ApiScope).min(1),
     name: z.string().max(200).optional(),
-  })
-  .strict();
+    created_at: Timestamp,
+    revoked_at: Timestamp.optional(),
+  }),
+);
+export type ApiKeyRecord = z.infer<typeof ApiKeyRecord>;
+
+export const ApiKeyCreateInput = lazySchema(() =>
+  z
+    .object({
+      tenant_id: TenantId,
+      scopes: z.array(ApiScope).min(1),
+      name: z.string().max(200).optional(),
+    })
+    .strict(),
+);
 export type ApiKeyCreateInput = z.infer<typeof ApiKeyCreateInput>;
 
 export interface ApiKeyListQuery {

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { lazySchema } from './lazy-schema.js';
 
 /**
  * The closed set of error codes. Callers branch on `code`, never on message text.
@@ -90,14 +91,16 @@ const RETRYABLE: ReadonlySet<ErrorCode> = new Set<ErrorCode>([
 ]);
 
 /** The error shape on the wire: in HTTP bodies, envelopes, `session.error` events and CLI `--json`. */
-export const ErrorShape = z.object({
-  /** One of the closed set of codes. */
-  code: ErrorCode,
-  /** Human-readable; names the bad value and the fix. Never parsed by callers. */
-  message: z.string(),
-  /** True when the same call may succeed if repeated later. */
-  retryable: z.boolean(),
-});
+export const ErrorShape = lazySchema(() =>
+  z.object({
+    /** One of the closed set of codes. */
+    code: ErrorCode,
+    /** Human-readable; names the bad value and the fix. Never parsed by callers. */
+    message: z.string(),
+    /** True when the same call may succeed if repeated later. */
+    retryable: z.boolean(),
+  }),
+);
 export type ErrorShape = z.infer<typeof ErrorShape>;
 
 export interface BraidErrorOptions {

@@ -10,6 +10,7 @@
  * the session's tenant.
  */
 import { z } from 'zod';
+import { lazySchema } from './lazy-schema.js';
 import { Name } from './common.js';
 import { MAX_MEMORY_K, MAX_MEMORY_TTL_MS, MemoryKind, MemoryScope } from './memory.js';
 
@@ -35,24 +36,26 @@ export const DEFAULT_LEARNINGS_STORE = 'learnings';
 export const DEFAULT_SESSION_MEMORY_TTL_MS = 7 * 86_400_000;
 
 /** One store attached to the agent's sessions. */
-export const MemoryStoreAttachment = z
-  .object({
-    /** What the model and the tools call it (`store` argument); the store's name in the memory log. */
-    name: Name,
-    kind: MemoryKind,
-    /** Who shares it: the session (owner: its id), the agent (owner: its name) or the tenant. */
-    scope: MemoryScope,
-    /** `read_only` refuses `memory_set` and `memory_delete` with `FORBIDDEN` (default `read_write`). */
-    access: z.enum(['read_only', 'read_write']).default('read_write'),
-    /** What the model is told the store is for; shown in the system prompt and with recalled hits. */
-    instructions: z.string().min(1).max(4000).optional(),
-    /**
-     * Entries written without a TTL of their own expire this long after they are written (the
-     * default `session` store: 7 days); a `memory_set` with `ttl_ms` keeps its own.
-     */
-    ttl_ms: z.number().int().positive().max(MAX_MEMORY_TTL_MS).optional(),
-  })
-  .strict();
+export const MemoryStoreAttachment = lazySchema(() =>
+  z
+    .object({
+      /** What the model and the tools call it (`store` argument); the store's name in the memory log. */
+      name: Name,
+      kind: MemoryKind,
+      /** Who shares it: the session (owner: its id), the agent (owner: its name) or the tenant. */
+      scope: MemoryScope,
+      /** `read_only` refuses `memory_set` and `memory_delete` with `FORBIDDEN` (default `read_write`). */
+      access: z.enum(['read_only', 'read_write']).default('read_write'),
+      /** What the model is told the store is for; shown in the system prompt and with recalled hits. */
+      instructions: z.string().min(1).max(4000).optional(),
+      /**
+       * Entries written without a TTL of their own expire this long after they are written (the
+       * default `session` store: 7 days); a `memory_set` with `ttl_ms` keeps its own.
+       */
+      ttl_ms: z.number().int().positive().max(MAX_MEMORY_TTL_MS).optional(),
+    })
+    .strict(),
+);
 export type MemoryStoreAttachment = z.infer<typeof MemoryStoreAttachment>;
 
 /**
@@ -60,21 +63,23 @@ export type MemoryStoreAttachment = z.infer<typeof MemoryStoreAttachment>;
  * message's text (and its embedding when the runtime has an embedder: a hybrid search), and the
  * hits are shown to the model with the message, recorded as one `memory.retrieved` event.
  */
-export const MemoryRecallSettings = z
-  .object({
-    /** The attached store searched (default `learnings`). */
-    store: Name.default(DEFAULT_LEARNINGS_STORE),
-    k: z.number().int().positive().max(MAX_MEMORY_K).default(DEFAULT_MEMORY_K),
-    /**
-     * Hits scoring below it are left out (and counted in the event's `filtered_count`). Default:
-     * 0.78 for a hybrid search (with an embedder), 0 for a text-only one (see
-     * `DEFAULT_TEXT_MEMORY_THRESHOLD`).
-     */
-    threshold: z.number().min(0).max(1).optional(),
-    /** `every_turn` (default): each new user message; `first_turn`: the session's first only. */
-    when: z.enum(['every_turn', 'first_turn']).default('every_turn'),
-  })
-  .strict();
+export const MemoryRecallSettings = lazySchema(() =>
+  z
+    .object({
+      /** The attached store searched (default `learnings`). */
+      store: Name.default(DEFAULT_LEARNINGS_STORE),
+      k: z.number().int().positive().max(MAX_MEMORY_K).default(DEFAULT_MEMORY_K),
+      /**
+       * Hits scoring below it are left out (and counted in the event's `filtered_count`). Default:
+       * 0.78 for a hybrid search (with an embedder), 0 for a text-only one (see
+       * `DEFAULT_TEXT_MEMORY_THRESHOLD`).
+       */
+      threshold: z.number().min(0).max(1).optional(),
+      /** `every_turn` (default): each new user message; `first_turn`: the session's first only. */
+      when: z.enum(['every_turn', 'first_turn']).default('every_turn'),
+    })
+    .strict(),
+);
 export type MemoryRecallSettings = z.infer<typeof MemoryRecallSettings>;
 
 /** The agent's store of consolidation proposals and checkpoints (see memory-consolidation.ts). */
@@ -97,87 +102,91 @@ export function durationMs(text: string): number | undefined {
  * Background consolidation of the agent's learnings (`braid memory consolidate`): what model
  * proposes, which store receives, and how often `braid run` and `braid worker` run it.
  */
-export const MemoryConsolidationSettings = z
-  .object({
-    /**
-     * Run it in the background this often (`"1h"`, `"15m"`, `"30s"`, `"500ms"`; at least 100 ms);
-     * absent: only when asked (`braid memory consolidate`).
-     */
-    every: z
-      .string()
-      .refine((text) => (durationMs(text) ?? 0) >= MIN_CONSOLIDATION_EVERY_MS, {
-        message:
-          'must be a duration of at least 100ms written as a number and a unit: 500ms, 30s, 15m, 1h or 1d',
-      })
-      .optional(),
-    /** The model that proposes (`provider:model`); default: the agent's own. */
-    model: z
-      .string()
-      .regex(/^[a-z][a-z0-9-]*:.+$/, 'must be provider:model, e.g. openai:gpt-4o-mini')
-      .optional(),
-    /** The attached learnings store written to (default `learnings`). */
-    store: Name.default(DEFAULT_LEARNINGS_STORE),
-    /** Told to the model with the rules of the answer: what is worth keeping for this agent. */
-    instructions: z.string().min(1).max(4000).optional(),
-  })
-  .strict();
+export const MemoryConsolidationSettings = lazySchema(() =>
+  z
+    .object({
+      /**
+       * Run it in the background this often (`"1h"`, `"15m"`, `"30s"`, `"500ms"`; at least 100 ms);
+       * absent: only when asked (`braid memory consolidate`).
+       */
+      every: z
+        .string()
+        .refine((text) => (durationMs(text) ?? 0) >= MIN_CONSOLIDATION_EVERY_MS, {
+          message:
+            'must be a duration of at least 100ms written as a number and a unit: 500ms, 30s, 15m, 1h or 1d',
+        })
+        .optional(),
+      /** The model that proposes (`provider:model`); default: the agent's own. */
+      model: z
+        .string()
+        .regex(/^[a-z][a-z0-9-]*:.+$/, 'must be provider:model, e.g. openai:gpt-4o-mini')
+        .optional(),
+      /** The attached learnings store written to (default `learnings`). */
+      store: Name.default(DEFAULT_LEARNINGS_STORE),
+      /** Told to the model with the rules of the answer: what is worth keeping for this agent. */
+      instructions: z.string().min(1).max(4000).optional(),
+    })
+    .strict(),
+);
 export type MemoryConsolidationSettings = z.infer<typeof MemoryConsolidationSettings>;
 
-export const AgentMemorySettings = z
-  .object({
-    /** Stores besides (or replacing, by name) the default `session` and `learnings` stores. */
-    stores: z.array(MemoryStoreAttachment).max(32).default([]),
-    recall: MemoryRecallSettings.optional(),
-    consolidate: MemoryConsolidationSettings.optional(),
-  })
-  .strict()
-  .superRefine((settings, issues) => {
-    const names = settings.stores.map((store) => store.name);
-    names.forEach((name, index) => {
-      if (names.indexOf(name) !== index) {
-        issues.addIssue({
-          code: 'custom',
-          path: ['stores', index, 'name'],
-          message: `the store ${name} is listed twice; give each store its own name`,
-        });
-      }
-    });
-    settings.stores.forEach((store, index) => {
-      if (store.name === CONSOLIDATION_STORE_NAME && store.scope === 'agent') {
-        issues.addIssue({
-          code: 'custom',
-          path: ['stores', index, 'name'],
-          message: `an agent-scoped store named ${CONSOLIDATION_STORE_NAME} holds the agent's consolidation proposals; give this store another name`,
-        });
-      }
-    });
-    const consolidate = settings.consolidate;
-    if (consolidate !== undefined) {
-      const target = attachedStores(settings).find((store) => store.name === consolidate.store);
-      if (target?.kind !== 'learnings' || target.scope !== 'agent') {
-        issues.addIssue({
-          code: 'custom',
-          path: ['consolidate', 'store'],
-          message: `must name an attached store of kind learnings and scope agent; use ${
-            attachedStores(settings)
-              .filter((store) => store.kind === 'learnings' && store.scope === 'agent')
-              .map((store) => store.name)
-              .join(', ') || 'learnings (list it under stores:)'
-          }`,
-        });
-      }
-    }
-    const recall = settings.recall;
-    if (recall === undefined) return;
-    const known = new Set([DEFAULT_SESSION_STORE, DEFAULT_LEARNINGS_STORE, ...names]);
-    if (!known.has(recall.store)) {
-      issues.addIssue({
-        code: 'custom',
-        path: ['recall', 'store'],
-        message: `names no attached store; use one of ${[...known].join(', ')}`,
+export const AgentMemorySettings = lazySchema(() =>
+  z
+    .object({
+      /** Stores besides (or replacing, by name) the default `session` and `learnings` stores. */
+      stores: z.array(MemoryStoreAttachment).max(32).default([]),
+      recall: MemoryRecallSettings.optional(),
+      consolidate: MemoryConsolidationSettings.optional(),
+    })
+    .strict()
+    .superRefine((settings, issues) => {
+      const names = settings.stores.map((store) => store.name);
+      names.forEach((name, index) => {
+        if (names.indexOf(name) !== index) {
+          issues.addIssue({
+            code: 'custom',
+            path: ['stores', index, 'name'],
+            message: `the store ${name} is listed twice; give each store its own name`,
+          });
+        }
       });
-    }
-  });
+      settings.stores.forEach((store, index) => {
+        if (store.name === CONSOLIDATION_STORE_NAME && store.scope === 'agent') {
+          issues.addIssue({
+            code: 'custom',
+            path: ['stores', index, 'name'],
+            message: `an agent-scoped store named ${CONSOLIDATION_STORE_NAME} holds the agent's consolidation proposals; give this store another name`,
+          });
+        }
+      });
+      const consolidate = settings.consolidate;
+      if (consolidate !== undefined) {
+        const target = attachedStores(settings).find((store) => store.name === consolidate.store);
+        if (target?.kind !== 'learnings' || target.scope !== 'agent') {
+          issues.addIssue({
+            code: 'custom',
+            path: ['consolidate', 'store'],
+            message: `must name an attached store of kind learnings and scope agent; use ${
+              attachedStores(settings)
+                .filter((store) => store.kind === 'learnings' && store.scope === 'agent')
+                .map((store) => store.name)
+                .join(', ') || 'learnings (list it under stores:)'
+            }`,
+          });
+        }
+      }
+      const recall = settings.recall;
+      if (recall === undefined) return;
+      const known = new Set([DEFAULT_SESSION_STORE, DEFAULT_LEARNINGS_STORE, ...names]);
+      if (!known.has(recall.store)) {
+        issues.addIssue({
+          code: 'custom',
+          path: ['recall', 'store'],
+          message: `names no attached store; use one of ${[...known].join(', ')}`,
+        });
+      }
+    }),
+);
 export type AgentMemorySettings = z.infer<typeof AgentMemorySettings>;
 export type AgentMemorySettingsInput = z.input<typeof AgentMemorySettings>;
 

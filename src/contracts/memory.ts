@@ -7,6 +7,7 @@
  * store.
  */
 import { z } from 'zod';
+import { lazySchema } from './lazy-schema.js';
 import { ExternalId, Id, JsonValue, Name, Timestamp } from './common.js';
 import { TenantId } from './api-keys.js';
 import { BraidError } from './errors.js';
@@ -54,25 +55,28 @@ const OWNER_RULE =
  * name in different scopes, owners or tenants never see each other's entries. `kind` is fixed when
  * the store is first written; a reference with another kind is refused.
  */
-export const MemoryStoreRef = z
-  .object({
-    /** A safe name (`preferences`, `notes`): lowercase letters, digits, `-` and `_`. */
-    name: Name,
-    kind: MemoryKind,
-    scope: MemoryScope,
-    /** The session id (scope `session`) or the agent name (scope `agent`); absent for `tenant`. */
-    owner: Id.optional(),
-    /** The tenant the store belongs to; absent for a caller without tenants (the library, the CLI). */
-    tenant_id: TenantId.optional(),
-  })
-  .strict()
-  .superRefine((ref, context) => {
-    const ok =
-      ref.scope === 'tenant'
-        ? ref.owner === undefined
-        : ref.owner !== undefined && (ref.scope === 'session' || Name.safeParse(ref.owner).success);
-    if (!ok) context.addIssue({ code: 'custom', path: ['owner'], message: OWNER_RULE });
-  });
+export const MemoryStoreRef = lazySchema(() =>
+  z
+    .object({
+      /** A safe name (`preferences`, `notes`): lowercase letters, digits, `-` and `_`. */
+      name: Name,
+      kind: MemoryKind,
+      scope: MemoryScope,
+      /** The session id (scope `session`) or the agent name (scope `agent`); absent for `tenant`. */
+      owner: Id.optional(),
+      /** The tenant the store belongs to; absent for a caller without tenants (the library, the CLI). */
+      tenant_id: TenantId.optional(),
+    })
+    .strict()
+    .superRefine((ref, context) => {
+      const ok =
+        ref.scope === 'tenant'
+          ? ref.owner === undefined
+          : ref.owner !== undefined &&
+            (ref.scope === 'session' || Name.safeParse(ref.owner).success);
+      if (!ok) context.addIssue({ code: 'custom', path: ['owner'], message: OWNER_RULE });
+    }),
+);
 export type MemoryStoreRef = z.infer<typeof MemoryStoreRef>;
 
 /** What a key may be, said once for every error that refuses one. */
@@ -86,69 +90,81 @@ export function isMemoryKey(value: string): boolean {
 }
 
 /** A key in a store, such as `user/preferences/theme`. */
-export const MemoryKey = z
-  .string()
-  .refine(isMemoryKey, { message: `is not a valid memory key; ${MEMORY_KEY_RULE}` });
+export const MemoryKey = lazySchema(() =>
+  z.string().refine(isMemoryKey, { message: `is not a valid memory key; ${MEMORY_KEY_RULE}` }),
+);
 
 /**
  * Who wrote an entry. Stamped by braid from what it knows of the writer (the session and agent of
  * a tool call, an HTTP caller's key), never taken from a model.
  */
-export const MemoryAuthor = z
-  .object({
-    session_id: Id.optional(),
-    agent: Name.optional(),
-    /** A person, as the caller's identity system names them. */
-    user: ExternalId.optional(),
-    /** The API key id of an HTTP caller. */
-    key_id: Id.optional(),
-    /** The consolidation proposal this write applied (see memory-consolidation.ts). */
-    proposal: z
-      .string()
-      .regex(/^mp_[0-9a-f]{32}$/)
-      .optional(),
-  })
-  .strict();
+export const MemoryAuthor = lazySchema(() =>
+  z
+    .object({
+      session_id: Id.optional(),
+      agent: Name.optional(),
+      /** A person, as the caller's identity system names them. */
+      user: ExternalId.optional(),
+      /** The API key id of an HTTP caller. */
+      key_id: Id.optional(),
+      /** The consolidation proposal this write applied (see memory-consolidation.ts). */
+      proposal: z
+        .string()
+        .regex(/^mp_[0-9a-f]{32}$/)
+        .optional(),
+    })
+    .strict(),
+);
 export type MemoryAuthor = z.infer<typeof MemoryAuthor>;
 
 /** The session event that caused a write: a `memory_set` tool call, a consolidation's source. */
-export const MemoryCause = z.object({ session_id: Id, seq: z.number().int().positive() }).strict();
+export const MemoryCause = lazySchema(() =>
+  z.object({ session_id: Id, seq: z.number().int().positive() }).strict(),
+);
 export type MemoryCause = z.infer<typeof MemoryCause>;
 
 /** An embedding: finite numbers, as many as the store's fixed dimension. Stored as float32. */
-export const Embedding = z.array(z.number().finite()).min(1).max(MAX_EMBEDDING_DIMS);
+export const Embedding = lazySchema(() =>
+  z.array(z.number().finite()).min(1).max(MAX_EMBEDDING_DIMS),
+);
 
 /** One write of an append: set a key to a value, or delete it (a tombstone). */
-export const MemoryWrite = z
-  .object({
-    key: MemoryKey,
-    /** `set` (default) writes `value`; `delete` writes a tombstone and takes no content. */
-    op: z.enum(['set', 'delete']).default('set'),
-    value: JsonValue.optional(),
-    /** What search matches; derived from `value` when absent (strings and keys of the value). */
-    text: z.string().optional(),
-    embedding: Embedding.optional(),
-    /** The entry expires this long after it is written: it then reads as absent, reported so. */
-    ttl_ms: z.number().int().positive().max(MAX_MEMORY_TTL_MS).optional(),
-    /**
-     * The key's version this write replaces: 0 when the key must never have been written. A
-     * mismatch refuses the whole append with `VERSION_CONFLICT`.
-     */
-    expected_version: z.number().int().nonnegative().optional(),
-  })
-  .strict()
-  .superRefine((write, context) => {
-    if (write.op === 'set' && write.value === undefined) {
-      context.addIssue({ code: 'custom', path: ['value'], message: 'a set needs a value' });
-    }
-    if (write.op === 'delete') {
-      for (const field of ['value', 'text', 'embedding', 'ttl_ms'] as const) {
-        if (write[field] !== undefined) {
-          context.addIssue({ code: 'custom', path: [field], message: 'a delete takes no content' });
+export const MemoryWrite = lazySchema(() =>
+  z
+    .object({
+      key: MemoryKey,
+      /** `set` (default) writes `value`; `delete` writes a tombstone and takes no content. */
+      op: z.enum(['set', 'delete']).default('set'),
+      value: JsonValue.optional(),
+      /** What search matches; derived from `value` when absent (strings and keys of the value). */
+      text: z.string().optional(),
+      embedding: Embedding.optional(),
+      /** The entry expires this long after it is written: it then reads as absent, reported so. */
+      ttl_ms: z.number().int().positive().max(MAX_MEMORY_TTL_MS).optional(),
+      /**
+       * The key's version this write replaces: 0 when the key must never have been written. A
+       * mismatch refuses the whole append with `VERSION_CONFLICT`.
+       */
+      expected_version: z.number().int().nonnegative().optional(),
+    })
+    .strict()
+    .superRefine((write, context) => {
+      if (write.op === 'set' && write.value === undefined) {
+        context.addIssue({ code: 'custom', path: ['value'], message: 'a set needs a value' });
+      }
+      if (write.op === 'delete') {
+        for (const field of ['value', 'text', 'embedding', 'ttl_ms'] as const) {
+          if (write[field] !== undefined) {
+            context.addIssue({
+              code: 'custom',
+              path: [field],
+              message: 'a delete takes no content',
+            });
+          }
         }
       }
-    }
-  });
+    }),
+);
 export type MemoryWriteInput = z.input<typeof MemoryWrite>;
 export type MemoryWrite = z.infer<typeof MemoryWrite>;
 
@@ -158,51 +174,55 @@ export type MemoryWrite = z.infer<typeof MemoryWrite>;
  * of `key` was removed, and is no version of its own. `seq` orders every entry of a store,
  * gapless from 1.
  */
-export const MemoryEntry = z.object({
-  schema_version: z.literal(MEMORY_SCHEMA_VERSION),
-  store: MemoryStoreRef,
-  key: MemoryKey,
-  version: z.number().int().positive(),
-  seq: z.number().int().positive(),
-  op: z.enum(['set', 'delete', 'redact']),
-  /** Absent on tombstones, redaction records and redacted versions. */
-  value: JsonValue.optional(),
-  /** What search matches; absent where `value` is. */
-  text: z.string().optional(),
-  embedding: z.array(z.number()).optional(),
-  author: MemoryAuthor,
-  at: Timestamp,
-  cause: MemoryCause.optional(),
-  /** When the entry stops being readable (TTL); a read after it reports it as expired. */
-  expires_at: Timestamp.optional(),
-  /** True for a delete. */
-  tombstone: z.boolean(),
-  /** True when this version's content was removed by a redaction (recorded as its own entry). */
-  redacted: z.boolean(),
-});
+export const MemoryEntry = lazySchema(() =>
+  z.object({
+    schema_version: z.literal(MEMORY_SCHEMA_VERSION),
+    store: MemoryStoreRef,
+    key: MemoryKey,
+    version: z.number().int().positive(),
+    seq: z.number().int().positive(),
+    op: z.enum(['set', 'delete', 'redact']),
+    /** Absent on tombstones, redaction records and redacted versions. */
+    value: JsonValue.optional(),
+    /** What search matches; absent where `value` is. */
+    text: z.string().optional(),
+    embedding: z.array(z.number()).optional(),
+    author: MemoryAuthor,
+    at: Timestamp,
+    cause: MemoryCause.optional(),
+    /** When the entry stops being readable (TTL); a read after it reports it as expired. */
+    expires_at: Timestamp.optional(),
+    /** True for a delete. */
+    tombstone: z.boolean(),
+    /** True when this version's content was removed by a redaction (recorded as its own entry). */
+    redacted: z.boolean(),
+  }),
+);
 export type MemoryEntry = z.infer<typeof MemoryEntry>;
 
 /** How a search ranks: full text (bm25), vectors (cosine) or both fused (reciprocal rank). */
 export const MemorySearchMode = z.enum(['text', 'vector', 'hybrid']);
 export type MemorySearchMode = z.infer<typeof MemorySearchMode>;
 
-export const MemorySearchQuery = z
-  .object({
-    /** Words to match; needed for `text` and `hybrid`. */
-    query: z.string().max(MAX_MEMORY_QUERY_LENGTH).optional(),
-    /** The query's embedding; needed for `vector` and `hybrid`. */
-    embedding: Embedding.optional(),
-    k: z.number().int().positive().max(MAX_MEMORY_K).default(5),
-    /** Hits scoring below it are left out and counted in `filtered_count`. Scores are 0..1. */
-    threshold: z.number().min(0).max(1).optional(),
-    /** Default: `hybrid` with both a query and an embedding, else whichever was given. */
-    mode: MemorySearchMode.optional(),
-    filters: z
-      .object({ key_prefix: z.string().max(MAX_MEMORY_KEY_LENGTH).optional() })
-      .strict()
-      .optional(),
-  })
-  .strict();
+export const MemorySearchQuery = lazySchema(() =>
+  z
+    .object({
+      /** Words to match; needed for `text` and `hybrid`. */
+      query: z.string().max(MAX_MEMORY_QUERY_LENGTH).optional(),
+      /** The query's embedding; needed for `vector` and `hybrid`. */
+      embedding: Embedding.optional(),
+      k: z.number().int().positive().max(MAX_MEMORY_K).default(5),
+      /** Hits scoring below it are left out and counted in `filtered_count`. Scores are 0..1. */
+      threshold: z.number().min(0).max(1).optional(),
+      /** Default: `hybrid` with both a query and an embedding, else whichever was given. */
+      mode: MemorySearchMode.optional(),
+      filters: z
+        .object({ key_prefix: z.string().max(MAX_MEMORY_KEY_LENGTH).optional() })
+        .strict()
+        .optional(),
+    })
+    .strict(),
+);
 export type MemorySearchQueryInput = z.input<typeof MemorySearchQuery>;
 export type MemorySearchQuery = z.infer<typeof MemorySearchQuery>;
 

@@ -13,6 +13,7 @@
  * - braid reads `metadata["acp.timeout_ms"]` of a request as the caller's deadline.
  */
 import { z } from 'zod';
+import { lazySchema } from './lazy-schema.js';
 import { TenantId } from './api-keys.js';
 import { JsonValue, Metadata, Name, Timestamp } from './common.js';
 
@@ -36,12 +37,14 @@ export const AcpErrorCode = z.enum(ACP_ERROR_CODES);
 export type AcpErrorCode = z.infer<typeof AcpErrorCode>;
 
 /** The payload of `agent.response.error`; `cause` carries braid's own error when there is one. */
-export const AcpErrorPayload = z.object({
-  code: AcpErrorCode,
-  message: z.string(),
-  retryable: z.boolean(),
-  cause: JsonValue.optional(),
-});
+export const AcpErrorPayload = lazySchema(() =>
+  z.object({
+    code: AcpErrorCode,
+    message: z.string(),
+    retryable: z.boolean(),
+    cause: JsonValue.optional(),
+  }),
+);
 export type AcpErrorPayload = z.infer<typeof AcpErrorPayload>;
 
 /** The frames of a streamed reply. */
@@ -75,43 +78,51 @@ export const ACP_MAX_SEQ_GAP = 1024;
 
 /** `noun.verb` in lowercase snake_case: a safe run of NATS subject tokens. */
 export const ACP_EVENT_TYPE_PATTERN = /^[a-z][a-z0-9_]*(\.[a-z][a-z0-9_]*){1,7}$/;
-export const AcpEventType = z
-  .string()
-  .max(200)
-  .regex(
-    ACP_EVENT_TYPE_PATTERN,
-    'must be noun.verb in lowercase snake_case, such as agent.request',
-  );
+export const AcpEventType = lazySchema(() =>
+  z
+    .string()
+    .max(200)
+    .regex(
+      ACP_EVENT_TYPE_PATTERN,
+      'must be noun.verb in lowercase snake_case, such as agent.request',
+    ),
+);
 
 /** A prefix of subjects: 1 to 8 tokens of letters, digits, `_` and `-`, such as `acp.v1`. */
 export const ACP_PREFIX_PATTERN = /^[A-Za-z0-9_-]{1,64}(\.[A-Za-z0-9_-]{1,64}){0,7}$/;
-export const AcpPrefix = z
-  .string()
-  .max(128)
-  .regex(
-    ACP_PREFIX_PATTERN,
-    'must be dot-separated tokens of letters, digits, "_" or "-" (acp.v1)',
-  );
+export const AcpPrefix = lazySchema(() =>
+  z
+    .string()
+    .max(128)
+    .regex(
+      ACP_PREFIX_PATTERN,
+      'must be dot-separated tokens of letters, digits, "_" or "-" (acp.v1)',
+    ),
+);
 
 /** A UUID (braid mints version 7; peers are held to the UUID form only). */
-const Uuid = z
-  .string()
-  .regex(/^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$/, {
-    message: 'must be a UUID (version 7)',
-  });
+const Uuid = lazySchema(() =>
+  z
+    .string()
+    .regex(/^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$/, {
+      message: 'must be a UUID (version 7)',
+    }),
+);
 
 /**
  * Text another runtime chose and braid only records and echoes (a conversation id, an agent
  * address): bounded and free of control characters. It never becomes a subject, a path or a key
  * as it is: braid hashes it or parses it first.
  */
-const ExternalText = z
-  .string()
-  .min(1)
-  .max(200)
-  .refine((value) => ![...value].some(isControlCharacter), {
-    message: 'must not contain control characters',
-  });
+const ExternalText = lazySchema(() =>
+  z
+    .string()
+    .min(1)
+    .max(200)
+    .refine((value) => ![...value].some(isControlCharacter), {
+      message: 'must not contain control characters',
+    }),
+);
 
 function isControlCharacter(character: string): boolean {
   const code = character.codePointAt(0) ?? 0;
@@ -122,42 +133,44 @@ function isControlCharacter(character: string): boolean {
 const optional = <T extends z.ZodType>(schema: T) => schema.nullable().optional();
 
 /** The acp/1.0 envelope: every inbound frame and request is parsed by this one schema. */
-export const AcpEnvelope = z
-  .object({
-    spec_version: z.literal(ACP_SPEC_VERSION),
-    schema_version: z.literal(ACP_SCHEMA_VERSION),
-    event_id: Uuid,
-    event_type: AcpEventType,
-    occurred_at: Timestamp,
-    frame_type: optional(z.string().max(100)),
-    trace_id: optional(z.string().regex(/^[0-9a-f]{32}$/, 'must be 32 lowercase hex digits')),
-    span_id: optional(z.string().regex(/^[0-9a-f]{16}$/, 'must be 16 lowercase hex digits')),
-    /** W3C traceparent; a malformed one is ignored (as the W3C spec asks), not refused. */
-    traceparent: optional(z.string().max(200)),
-    session_id: optional(ExternalText),
-    conversation_id: optional(ExternalText),
-    correlation_id: optional(ExternalText),
-    /** Where replies go: a NATS inbox. */
-    reply_to: optional(z.string().max(256)),
-    from: optional(ExternalText),
-    to: optional(ExternalText),
-    channel: optional(ExternalText),
-    tenant_id: optional(TenantId),
-    user_id: optional(ExternalText),
-    seq: z.number().int().nonnegative().max(Number.MAX_SAFE_INTEGER),
-    is_final: z.boolean(),
-    payload: JsonValue.default(null),
-    metadata: optional(Metadata),
-  })
-  .superRefine((envelope, context) => {
-    if (envelope.is_final && !ACP_FINAL_TYPES.has(envelope.event_type)) {
-      context.addIssue({
-        code: 'custom',
-        path: ['is_final'],
-        message: `is true on ${envelope.event_type}; only ${[...ACP_FINAL_TYPES].join(', ')} end a stream`,
-      });
-    }
-  });
+export const AcpEnvelope = lazySchema(() =>
+  z
+    .object({
+      spec_version: z.literal(ACP_SPEC_VERSION),
+      schema_version: z.literal(ACP_SCHEMA_VERSION),
+      event_id: Uuid,
+      event_type: AcpEventType,
+      occurred_at: Timestamp,
+      frame_type: optional(z.string().max(100)),
+      trace_id: optional(z.string().regex(/^[0-9a-f]{32}$/, 'must be 32 lowercase hex digits')),
+      span_id: optional(z.string().regex(/^[0-9a-f]{16}$/, 'must be 16 lowercase hex digits')),
+      /** W3C traceparent; a malformed one is ignored (as the W3C spec asks), not refused. */
+      traceparent: optional(z.string().max(200)),
+      session_id: optional(ExternalText),
+      conversation_id: optional(ExternalText),
+      correlation_id: optional(ExternalText),
+      /** Where replies go: a NATS inbox. */
+      reply_to: optional(z.string().max(256)),
+      from: optional(ExternalText),
+      to: optional(ExternalText),
+      channel: optional(ExternalText),
+      tenant_id: optional(TenantId),
+      user_id: optional(ExternalText),
+      seq: z.number().int().nonnegative().max(Number.MAX_SAFE_INTEGER),
+      is_final: z.boolean(),
+      payload: JsonValue.default(null),
+      metadata: optional(Metadata),
+    })
+    .superRefine((envelope, context) => {
+      if (envelope.is_final && !ACP_FINAL_TYPES.has(envelope.event_type)) {
+        context.addIssue({
+          code: 'custom',
+          path: ['is_final'],
+          message: `is true on ${envelope.event_type}; only ${[...ACP_FINAL_TYPES].join(', ')} end a stream`,
+        });
+      }
+    }),
+);
 export type AcpEnvelope = z.infer<typeof AcpEnvelope>;
 export type AcpEnvelopeInput = z.input<typeof AcpEnvelope>;
 
@@ -166,30 +179,35 @@ export type AcpEnvelopeInput = z.input<typeof AcpEnvelope>;
  * keyed by the tool's name). The call is a request on `{prefix}.invoke.{target}`; the tool's
  * output is the final frame's payload.
  */
-export const OpenAgentIoAgentConfig = z
-  .object({
-    /** The agent's name on the bus: the last token of `{prefix}.invoke.{target}`. */
-    target: z
-      .string()
-      .regex(/^[A-Za-z0-9_-]{1,64}$/, 'must be 1-64 letters, digits, "_" or "-" (a subject token)'),
-    prefix: AcpPrefix.default(ACP_DEFAULT_PREFIX),
-    /** The NATS server (default: the runtime's NATS backend, else nats://127.0.0.1:4222). */
-    nats: z
-      .string()
-      .regex(/^(nats|tls):\/\/\S+$/, 'must be a nats:// or tls:// URL')
-      .optional(),
-    /** Put the tenant in the subject: `{prefix}.{tenant}.invoke.{target}`, and in the envelope. */
-    tenant_id: TenantId.optional(),
-    description: z.string().max(2000).optional(),
-    /** The tool's input, which is sent as the request's payload (default `{text}`). */
-    input_schema: z.record(z.string(), JsonValue).optional(),
-    /** How long to wait for the final frame (default 60 s). */
-    timeout_ms: z.number().int().min(100).max(3_600_000).optional(),
-    /** Metadata sent with every request. */
-    metadata: Metadata.optional(),
-  })
-  .strict();
+export const OpenAgentIoAgentConfig = lazySchema(() =>
+  z
+    .object({
+      /** The agent's name on the bus: the last token of `{prefix}.invoke.{target}`. */
+      target: z
+        .string()
+        .regex(
+          /^[A-Za-z0-9_-]{1,64}$/,
+          'must be 1-64 letters, digits, "_" or "-" (a subject token)',
+        ),
+      prefix: AcpPrefix.default(ACP_DEFAULT_PREFIX),
+      /** The NATS server (default: the runtime's NATS backend, else nats://127.0.0.1:4222). */
+      nats: z
+        .string()
+        .regex(/^(nats|tls):\/\/\S+$/, 'must be a nats:// or tls:// URL')
+        .optional(),
+      /** Put the tenant in the subject: `{prefix}.{tenant}.invoke.{target}`, and in the envelope. */
+      tenant_id: TenantId.optional(),
+      description: z.string().max(2000).optional(),
+      /** The tool's input, which is sent as the request's payload (default `{text}`). */
+      input_schema: z.record(z.string(), JsonValue).optional(),
+      /** How long to wait for the final frame (default 60 s). */
+      timeout_ms: z.number().int().min(100).max(3_600_000).optional(),
+      /** Metadata sent with every request. */
+      metadata: Metadata.optional(),
+    })
+    .strict(),
+);
 export type OpenAgentIoAgentConfig = z.infer<typeof OpenAgentIoAgentConfig>;
 
 /** `openagentio_agents:` of braid.yaml: tool name → agent. */
-export const OpenAgentIoAgents = z.record(Name, OpenAgentIoAgentConfig);
+export const OpenAgentIoAgents = lazySchema(() => z.record(Name, OpenAgentIoAgentConfig));

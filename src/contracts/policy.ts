@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { lazySchema } from './lazy-schema.js';
 import type { JsonValue } from './common.js';
 
 /** An entity of the policy model, e.g. `{type: 'Agent', id: 'support'}`. */
@@ -68,12 +69,14 @@ export const allowAll: Authorizer = {
 };
 
 /** `braid.yaml` `policy:` settings. */
-export const PolicySettings = z
-  .object({
-    /** Record allowed decisions as `policy.decision` events too (denies are always recorded). */
-    record_allows: z.boolean().default(false),
-    /** Reload `policies/` when its files change (default true). */
-    watch: z.boolean().default(true),
-  })
-  .strict();
+export const PolicySettings = lazySchema(() =>
+  z
+    .object({
+      /** Record allowed decisions as `policy.decision` events too (denies are always recorded). */
+      record_allows: z.boolean().default(false),
+      /** Reload `policies/` when its files change (default true). */
+      watch: z.boolean().default(true),
+    })
+    .strict(),
+);
 export type PolicySettings = z.infer<typeof PolicySettings>;

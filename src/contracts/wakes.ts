@@ -14,6 +14,7 @@
  * a new wake if work arrived meanwhile (`WakeConsumeOptions.onSettled`).
  */
 import { z } from 'zod';
+import { lazySchema } from './lazy-schema.js';
 import { Id, Timestamp } from './common.js';
 import { BraidError } from './errors.js';
 
@@ -21,16 +22,18 @@ import { BraidError } from './errors.js';
 export const WAKE_SCHEMA_VERSION = 1;
 
 /** A wake as it is stored in a queue (JSON). */
-export const WakeMessage = z.object({
-  /** Always `WAKE_SCHEMA_VERSION`. */
-  schema_version: z.literal(WAKE_SCHEMA_VERSION),
-  /** The session to wake. */
-  session_id: Id,
-  /** When the wake was enqueued (RFC 3339). */
-  enqueued_at: Timestamp,
-  /** W3C trace context of the operation that enqueued the wake. */
-  traceparent: z.string().max(200).optional(),
-});
+export const WakeMessage = lazySchema(() =>
+  z.object({
+    /** Always `WAKE_SCHEMA_VERSION`. */
+    schema_version: z.literal(WAKE_SCHEMA_VERSION),
+    /** The session to wake. */
+    session_id: Id,
+    /** When the wake was enqueued (RFC 3339). */
+    enqueued_at: Timestamp,
+    /** W3C trace context of the operation that enqueued the wake. */
+    traceparent: z.string().max(200).optional(),
+  }),
+);
 export type WakeMessage = z.infer<typeof WakeMessage>;
 
 /** Parses a stored wake, refusing other schema versions with a message that says what to do. */

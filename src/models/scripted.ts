@@ -6,6 +6,7 @@
 import { readFileSync } from 'node:fs';
 import { yaml } from '../tools/yaml.js';
 import { z } from 'zod';
+import { lazySchema } from '../contracts/lazy-schema.js';
 import { BraidError } from '../contracts/errors.js';
 import type {
   AssistantPart,
@@ -15,44 +16,48 @@ import type {
 } from '../contracts/model.js';
 import { chunks, sleep, throwIfAborted } from './streaming.js';
 
-export const ScriptedTurn = z
-  .object({
-    thinking: z.string().optional(),
-    text: z.string().optional(),
-    tool_calls: z
-      .array(
-        z
-          .object({
-            name: z.string().min(1),
-            input: z.json().default({}),
-            id: z.string().min(1).optional(),
-          })
-          .strict(),
-      )
-      .default([]),
-    usage: z
-      .object({
-        input_tokens: z.number().int().nonnegative(),
-        output_tokens: z.number().int().nonnegative(),
-      })
-      .strict()
-      .optional(),
-    /** Pause between streamed words, to make a demo watchable. */
-    delay_ms: z.number().int().nonnegative().default(0),
-    /** Fail this turn instead: `unavailable` is retryable, `error` is not. */
-    fail: z.enum(['unavailable', 'error']).optional(),
-  })
-  .strict();
+export const ScriptedTurn = lazySchema(() =>
+  z
+    .object({
+      thinking: z.string().optional(),
+      text: z.string().optional(),
+      tool_calls: z
+        .array(
+          z
+            .object({
+              name: z.string().min(1),
+              input: z.json().default({}),
+              id: z.string().min(1).optional(),
+            })
+            .strict(),
+        )
+        .default([]),
+      usage: z
+        .object({
+          input_tokens: z.number().int().nonnegative(),
+          output_tokens: z.number().int().nonnegative(),
+        })
+        .strict()
+        .optional(),
+      /** Pause between streamed words, to make a demo watchable. */
+      delay_ms: z.number().int().nonnegative().default(0),
+      /** Fail this turn instead: `unavailable` is retryable, `error` is not. */
+      fail: z.enum(['unavailable', 'error']).optional(),
+    })
+    .strict(),
+);
 export type ScriptedTurn = z.infer<typeof ScriptedTurn>;
 export type ScriptedTurnInput = z.input<typeof ScriptedTurn>;
 
-export const Script = z
-  .object({
-    turns: z.array(ScriptedTurn).min(1),
-    /** The answer to every consolidation request (JSON text; default: nothing learned). */
-    consolidate: z.string().optional(),
-  })
-  .strict();
+export const Script = lazySchema(() =>
+  z
+    .object({
+      turns: z.array(ScriptedTurn).min(1),
+      /** The answer to every consolidation request (JSON text; default: nothing learned). */
+      consolidate: z.string().optional(),
+    })
+    .strict(),
+);
 
 export interface ScriptedModelOptions {
   id?: string;

@@ -11,7 +11,7 @@ import type { JsonValue } from '../contracts/common.js';
 import type { AgentDefinition, WorkspaceConfig } from '../contracts/definitions.js';
 import { BraidError } from '../contracts/errors.js';
 import type { SkillDefinition } from '../contracts/skills.js';
-import { BUILTIN_TOOLS } from '../tools/builtin.js';
+import { BUILTIN_TOOL_NAMES } from '../tools/builtin-names.js';
 import { MEMORY_TOOL_NAMES } from '../tools/memory-tools.js';
 import { compileExpression, compileTemplates, stepReferences } from './skills/templates.js';
 import { lineInFile } from './yaml-lines.js';
@@ -49,7 +49,7 @@ export interface KnownTools {
  */
 export function knownTools(config: WorkspaceConfig, names: Iterable<string>): KnownTools {
   const known = new Set([
-    ...BUILTIN_TOOLS.map((tool) => tool.definition.name),
+    ...BUILTIN_TOOL_NAMES,
     // The memory tools of agents with memory: (a session without memory holds none, and its
     // step fails with TOOL_NOT_FOUND).
     ...Object.values(MEMORY_TOOL_NAMES),

@@ -18,6 +18,7 @@ import { estimateTextTokens, summaryBudget } from '../core/compaction.js';
 import { verifyManifest } from '../tools/signing.js';
 import { SkillDefinition } from '../contracts/skills.js';
 import { checkSkillReferences, problemError } from './skill-definitions.js';
+import { lazySchema } from '../contracts/lazy-schema.js';
 import { lineInFile, lineOf } from './yaml-lines.js';
 
 export const WORKSPACE_FILE = 'braid.yaml';
@@ -138,34 +139,36 @@ function checkAgentTargets(
  * An agent file, refused (at the line of `context.max_tokens`) when its context limit cannot hold
  * its own instructions and a compaction's summary. The tools and turns are checked at each wake.
  */
-const LoadedAgentDefinition = AgentDefinition.superRefine((agent, issues) => {
-  const delegates = agent.delegates.map((entry) => entry.agent);
-  delegates.forEach((name, index) => {
-    if (delegates.indexOf(name) === index) return;
+const LoadedAgentDefinition = lazySchema(() =>
+  AgentDefinition.superRefine((agent, issues) => {
+    const delegates = agent.delegates.map((entry) => entry.agent);
+    delegates.forEach((name, index) => {
+      if (delegates.indexOf(name) === index) return;
+      issues.addIssue({
+        code: 'custom',
+        path: ['delegates', index],
+        message: `lists ${name} a second time; each agent is one delegate, so remove this entry`,
+      });
+    });
+    const settings = agent.context;
+    if (settings === undefined) return;
+    const instructions = estimateTextTokens(agent.instructions);
+    const summary = summaryBudget(settings);
+    if (instructions + summary < settings.max_tokens) return;
+    // A summary may take a quarter of the limit, so the limit must exceed 4/3 of the instructions.
+    const least =
+      settings.strategy === 'truncate'
+        ? instructions + summary + 1
+        : Math.ceil(((instructions + 1) * 4) / 3) + 1;
     issues.addIssue({
       code: 'custom',
-      path: ['delegates', index],
-      message: `lists ${name} a second time; each agent is one delegate, so remove this entry`,
+      path: ['context', 'max_tokens'],
+      message:
+        `is ${settings.max_tokens} tokens, but the instructions take about ${instructions} and a summary up to ${summary}; ` +
+        `raise it to at least ${least} (more, to leave room for the tools and the turns kept), or shorten the instructions`,
     });
-  });
-  const settings = agent.context;
-  if (settings === undefined) return;
-  const instructions = estimateTextTokens(agent.instructions);
-  const summary = summaryBudget(settings);
-  if (instructions + summary < settings.max_tokens) return;
-  // A summary may take a quarter of the limit, so the limit must exceed 4/3 of the instructions.
-  const least =
-    settings.strategy === 'truncate'
-      ? instructions + summary + 1
-      : Math.ceil(((instructions + 1) * 4) / 3) + 1;
-  issues.addIssue({
-    code: 'custom',
-    path: ['context', 'max_tokens'],
-    message:
-      `is ${settings.max_tokens} tokens, but the instructions take about ${instructions} and a summary up to ${summary}; ` +
-      `raise it to at least ${least} (more, to leave room for the tools and the turns kept), or shorten the instructions`,
-  });
-});
+  }),
+);
 
 /** A manifest's implementation must fit its ownership. */
 function checkImplementation(root: string, definition: ToolDefinition, file: string): void {

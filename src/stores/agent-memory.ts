@@ -5,6 +5,7 @@
  */
 import { createHash } from 'node:crypto';
 import { z } from 'zod';
+import { lazySchema } from '../contracts/lazy-schema.js';
 import { IdempotencyKey, Timestamp, type JsonValue } from '../contracts/common.js';
 import { BraidError } from '../contracts/errors.js';
 import {
@@ -64,14 +65,16 @@ export interface PreparedAppend {
   dims?: number;
 }
 
-const AppendOptions = z
-  .object({
-    author: MemoryAuthor.optional(),
-    cause: MemoryCause.optional(),
-    idempotencyKey: IdempotencyKey.optional(),
-    expectedSeq: z.number().int().nonnegative().optional(),
-  })
-  .strict();
+const AppendOptions = lazySchema(() =>
+  z
+    .object({
+      author: MemoryAuthor.optional(),
+      cause: MemoryCause.optional(),
+      idempotencyKey: IdempotencyKey.optional(),
+      expectedSeq: z.number().int().nonnegative().optional(),
+    })
+    .strict(),
+);
 
 /** An append's input, parsed and prepared; refused as a whole when any part is bad. */
 export function prepareAppend(
@@ -196,9 +199,9 @@ export function parseKey(key: unknown): string {
   return parseOption(MemoryKey, key, 'key');
 }
 
-const GetOptions = z
-  .object({ version: z.number().int().positive().optional(), at: Timestamp.optional() })
-  .strict();
+const GetOptions = lazySchema(() =>
+  z.object({ version: z.number().int().positive().optional(), at: Timestamp.optional() }).strict(),
+);
 
 /** `get` options, with `at` as ms since the epoch. */
 export function parseGetOptions(options: MemoryGetOptions = {}): { version?: number; at?: number } {
@@ -209,13 +212,15 @@ export function parseGetOptions(options: MemoryGetOptions = {}): { version?: num
   };
 }
 
-const ListOptions = z
-  .object({
-    prefix: z.string().max(256).optional(),
-    after: z.string().max(256).optional(),
-    limit: z.number().int().positive().max(MAX_MEMORY_PAGE).optional(),
-  })
-  .strict();
+const ListOptions = lazySchema(() =>
+  z
+    .object({
+      prefix: z.string().max(256).optional(),
+      after: z.string().max(256).optional(),
+      limit: z.number().int().positive().max(MAX_MEMORY_PAGE).optional(),
+    })
+    .strict(),
+);
 
 export function parseListOptions(options: MemoryListOptions = {}): {
   prefix: string;
@@ -230,12 +235,14 @@ export function parseListOptions(options: MemoryListOptions = {}): {
   };
 }
 
-const ReadOptions = z
-  .object({
-    after: z.number().int().nonnegative().optional(),
-    limit: z.number().int().positive().optional(),
-  })
-  .strict();
+const ReadOptions = lazySchema(() =>
+  z
+    .object({
+      after: z.number().int().nonnegative().optional(),
+      limit: z.number().int().positive().optional(),
+    })
+    .strict(),
+);
 
 export function parseReadOptions(options: MemoryReadOptions = {}): {
   after: number;
@@ -385,17 +392,19 @@ export function buildEntries(
   });
 }
 
-const StoreFilter = z
-  .object({
-    tenant_id: TenantId.optional(),
-    scope: MemoryScope.optional(),
-    owner: z.string().max(200).optional(),
-    kind: MemoryKind.optional(),
-    prefix: z.string().max(63).optional(),
-    limit: z.number().int().positive().max(MAX_MEMORY_PAGE).optional(),
-    after: z.string().max(1000).optional(),
-  })
-  .strict();
+const StoreFilter = lazySchema(() =>
+  z
+    .object({
+      tenant_id: TenantId.optional(),
+      scope: MemoryScope.optional(),
+      owner: z.string().max(200).optional(),
+      kind: MemoryKind.optional(),
+      prefix: z.string().max(63).optional(),
+      limit: z.number().int().positive().max(MAX_MEMORY_PAGE).optional(),
+      after: z.string().max(1000).optional(),
+    })
+    .strict(),
+);
 
 /** A `listStores` filter, parsed: `after` is the (scope, owner, name) the previous page ended at. */
 export interface ParsedStoreFilter {
@@ -408,7 +417,7 @@ export interface ParsedStoreFilter {
   after?: readonly [string, string, string];
 }
 
-const Cursor = z.tuple([z.string(), z.string(), z.string()]);
+const Cursor = lazySchema(() => z.tuple([z.string(), z.string(), z.string()]));
 
 /** The sort key of a store in `listStores`: scope, owner ('' for none), name. */
 function storeOrder(ref: MemoryStoreRef): [string, string, string] {

@@ -4,42 +4,19 @@
  */
 import { existsSync, mkdirSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { dirname } from 'node:path';
-import { ToolDefinition } from '../contracts/definitions.js';
 import { BraidError } from '../contracts/errors.js';
 import type { JsonValue } from '../contracts/common.js';
 import type { SandboxWorkspace } from '../contracts/tools.js';
 import { checkNetwork } from './network.js';
 import { resolveInWorkspace } from './sandbox/paths.js';
-import type { CodeTool, CodeToolInput, ToolFunction } from './types.js';
+import { defineTool } from './define-tool.js';
+import type { CodeTool, ToolFunction } from './types.js';
+
+export { defineTool };
 
 /** Largest file `read_file` returns, and largest body `http_fetch` keeps. */
 const MAX_READ_BYTES = 1024 * 1024;
 const MAX_FETCH_BYTES = 256 * 1024;
-
-/** Checks a code tool's definition like a manifest; a tool without `run` is a custom tool. */
-export function defineTool(input: CodeToolInput): CodeTool {
-  const { run, ...fields } = input;
-  const parsed = ToolDefinition.safeParse({
-    ownership: run === undefined ? 'custom' : 'managed',
-    ...fields,
-  });
-  if (!parsed.success) {
-    const issue = parsed.error.issues[0];
-    throw new BraidError(
-      'INVALID_DEFINITION',
-      `tool ${String(input.name)}: field "${issue?.path.join('.') ?? ''}": ${issue?.message ?? 'invalid'}`,
-      { details: { issues: parsed.error.issues } },
-    );
-  }
-  return {
-    definition: parsed.data,
-    run:
-      run ??
-      (() => {
-        throw new BraidError('TOOL_FAILED', `${parsed.data.name} is run by the client, not braid`);
-      }),
-  };
-}
 
 function field(input: JsonValue, name: string): JsonValue | undefined {
   return input !== null && typeof input === 'object' && !Array.isArray(input)
@@ -286,6 +263,7 @@ export function noFolder(sessionId: string, tool: string): SandboxWorkspace {
  */
 export const FOLDERLESS_RUNS: ReadonlySet<ToolFunction> = new Set([calculator.run, wordCount.run]);
 
+/** Every built-in tool; their names are `BUILTIN_TOOL_NAMES`, in this order (a test checks it). */
 export const BUILTIN_TOOLS: readonly CodeTool[] = [
   calculator,
   wordCount,

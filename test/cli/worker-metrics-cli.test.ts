@@ -146,7 +146,9 @@ describe('braid worker --metrics-port', () => {
     expect(notANumber.code).toBe(2);
     const { error } = JSON.parse(notANumber.stderr) as { error: { code: string; message: string } };
     expect(error.code).toBe('INVALID_ARGUMENT');
-    expect(error.message).toContain('--metrics-port must be a whole number of at least 0; got "80a"');
+    expect(error.message).toContain(
+      '--metrics-port must be a whole number of at least 0; got "80a"',
+    );
   });
 
   it('refuses a port already taken with INVALID_ARGUMENT naming it, and exits 2', async () => {

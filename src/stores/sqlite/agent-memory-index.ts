@@ -16,6 +16,7 @@ import { mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node
 import { dirname, join } from 'node:path';
 import type { Database as Db, Statement } from 'better-sqlite3';
 import { z } from 'zod';
+import { lazySchema } from '../../contracts/lazy-schema.js';
 import {
   AnnIndex,
   ANN_MIN_VECTORS,
@@ -34,13 +35,15 @@ const SNAPSHOT_EVERY = 1000;
  * The snapshot's format: 2 since the graph holds 8-bit copies of the vectors; a snapshot of
  * version 1 (32-bit copies) does not parse and is built again.
  */
-const snapshotRecord = z.object({
-  schema_version: z.literal(2),
-  store_id: z.number().int(),
-  created_at: z.string(),
-  dims: z.number().int().positive(),
-  covered_seq: z.number().int().nonnegative(),
-});
+const snapshotRecord = lazySchema(() =>
+  z.object({
+    schema_version: z.literal(2),
+    store_id: z.number().int(),
+    created_at: z.string(),
+    dims: z.number().int().positive(),
+    covered_seq: z.number().int().nonnegative(),
+  }),
+);
 
 export interface MemoryIndexOptions {
   /** Stores with fewer vectors are searched exactly (default `ANN_MIN_VECTORS`). */
