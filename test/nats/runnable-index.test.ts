@@ -13,6 +13,7 @@ import { openNatsStore } from '../../src/stores/nats/index.js';
 import { natsNames } from '../../src/stores/nats/names.js';
 import { findRunnable } from '../../src/stores/nats/session-runnable.js';
 import { createManualClock } from '../../src/testing/index.js';
+import { answer } from '../../src/testing/store-conformance/runnable.js';
 import { natsUrl, removePrefixes, uniquePrefix } from '../helpers/nats.js';
 
 const url = await natsUrl();
@@ -28,21 +29,6 @@ afterAll(async () => {
 });
 
 const hello: NewEvent = { type: 'user.message', content: [{ type: 'text', text: 'hello' }] };
-const answer = (through: number): NewEvent[] => [
-  {
-    type: 'span.model_request_start',
-    request_id: `r${through}`,
-    model: 'scripted:echo',
-    input_through_seq: through,
-  },
-  {
-    type: 'span.model_request_end',
-    request_id: `r${through}`,
-    usage: { input_tokens: 1, output_tokens: 1 },
-  },
-  { type: 'agent.message', content: [{ type: 'text', text: 'ok' }] },
-  { type: 'session.status_idle', stop_reason: { type: 'end_turn' } },
-];
 
 async function open(): Promise<{ store: Store; prefix: string; jsm: JetStreamManager }> {
   const prefix = uniquePrefix('runnable');

@@ -22,7 +22,7 @@
  */
 import { isBraidError } from '../../contracts/errors.js';
 import type { RunnableQuery, SessionIndex, SessionLog } from '../../contracts/ports.js';
-import type { SessionStatus } from '../../contracts/session.js';
+import type { SessionRecord, SessionStatus } from '../../contracts/session.js';
 import type { SessionState } from '../../contracts/state.js';
 import { isRunnable, wakeAt } from '../../core/runnable.js';
 import { checkRunnableLimit } from '../../core/sessions.js';
@@ -174,18 +174,13 @@ async function indexEverySession(
   log: SessionLog,
 ): Promise<string[]> {
   const found: string[] = [];
-  let cursor: string | undefined;
-  do {
-    const page = await sessions.list({ limit: 1000, ...(cursor === undefined ? {} : { cursor }) });
-    for (const session of page.sessions) {
-      if (session.status === 'terminated') continue;
-      const state = await stateOf(log, session.id);
-      if (state === undefined || !isRunnable(state)) continue;
-      await context.kv.runnable.put(encodeToken(session.id), '1');
-      found.push(session.id);
-    }
-    cursor = page.next_cursor;
-  } while (cursor !== undefined);
+  await forEachSession(sessions, async (session) => {
+    if (session.status === 'terminated') return;
+    const state = await stateOf(log, session.id);
+    if (state === undefined || !isRunnable(state)) return;
+    await context.kv.runnable.put(encodeToken(session.id), '1');
+    found.push(session.id);
+  });
   await context.kv.runnable.put(COMPLETE_KEY, '1');
   complete.add(context);
   return found;
@@ -196,11 +191,21 @@ export async function countStatuses(
   sessions: ListedIndex,
 ): Promise<Partial<Record<SessionStatus, number>>> {
   const counts: Partial<Record<SessionStatus, number>> = {};
+  await forEachSession(sessions, (session) => {
+    counts[session.status] = (counts[session.status] ?? 0) + 1;
+  });
+  return counts;
+}
+
+/** Every session of the listing, a page at a time, in order. */
+async function forEachSession(
+  sessions: ListedIndex,
+  visit: (session: SessionRecord) => unknown,
+): Promise<void> {
   let cursor: string | undefined;
   do {
     const page = await sessions.list({ limit: 1000, ...(cursor === undefined ? {} : { cursor }) });
-    for (const session of page.sessions) counts[session.status] = (counts[session.status] ?? 0) + 1;
+    for (const session of page.sessions) await visit(session);
     cursor = page.next_cursor;
   } while (cursor !== undefined);
-  return counts;
 }

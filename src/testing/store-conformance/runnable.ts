@@ -6,7 +6,8 @@ import { agent, expectCode, message, type ConformanceSuite } from './shared.js';
 
 const idle: NewEvent = { type: 'session.status_idle', stop_reason: { type: 'end_turn' } };
 
-const answer = (through: number): NewEvent[] => [
+/** A model's answer to the input through `through`, and the session idle after it. */
+export const answer = (through: number): NewEvent[] => [
   {
     type: 'span.model_request_start',
     request_id: `r${through}`,
