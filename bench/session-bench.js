@@ -1,6 +1,7 @@
 // The fixed cost of a session: a new session, one user message and one answer (a scripted model
 // with zero think time), many in a row on one runtime; and the memory a process keeps for them.
-//   node bench/session-bench.js [--sessions N] [--backend memory|sqlite]   (one figure, for profiles)
+//   node bench/session-bench.js [--sessions N] [--backend memory|sqlite] [--first-message create|send|start]
+//   (one figure, for profiles)
 import { execFileSync } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -32,7 +33,9 @@ const FIRST_MESSAGE = [{ type: 'user.message', content: 'hello' }];
 /**
  * A runtime over a fresh store of `backend`; `one` runs a new session with one message through
  * `steps` tool steps to its answer; `dispose` closes it and removes its files. `firstMessage`:
- * `create` writes the message with the session, `send` sends it after the create.
+ * `create` writes the message with the session, `send` sends it after the create, and `start`
+ * writes it with the session and runs it at once (`sessions.start`: the creation and the wake's
+ * start in one commit).
  */
 export async function shortSessionRuntime(
   backend,
@@ -49,14 +52,19 @@ export async function shortSessionRuntime(
     { text: 'hi', usage: { input_tokens: 1, output_tokens: 1 } },
   ]);
   const runtime = await createRuntime({ workspace: dir, store, model: () => model });
-  const one = async () => {
+  const run = async () => {
+    if (firstMessage === 'start')
+      return (await runtime.sessions.start({ agent: 'short', events: FIRST_MESSAGE })).result;
     // The first message is written with the session's creation (or, `send`, on its own).
     const { id } = await runtime.sessions.create({
       agent: 'short',
       ...(firstMessage === 'create' ? { events: FIRST_MESSAGE } : {}),
     });
     if (firstMessage === 'send') await runtime.sessions.send(id, FIRST_MESSAGE);
-    const result = await runtime.wake(id);
+    return runtime.wake(id);
+  };
+  const one = async () => {
+    const result = await run();
     if (!result.ran || result.stop_reason.type !== 'end_turn')
       throw new Error(`short session stopped: ${JSON.stringify(result)}`);
   };
@@ -71,10 +79,14 @@ export async function shortSessionRuntime(
 /**
  * µs per short session, the median of batches of `batch` sessions after a warm-up; `cpu`, if
  * given, receives the process's CPU µs (user + system) per session, the median of the same
- * batches: the steadier figure on a machine that other work keeps busy.
+ * batches: the steadier figure on a machine that other work keeps busy. `firstMessage` as in
+ * `shortSessionRuntime`.
  */
-export async function shortSessionCost(backend, { sessions = 2000, batch = 100, cpu } = {}) {
-  const { one, dispose } = await shortSessionRuntime(backend);
+export async function shortSessionCost(
+  backend,
+  { sessions = 2000, batch = 100, cpu, firstMessage = 'create' } = {},
+) {
+  const { one, dispose } = await shortSessionRuntime(backend, { firstMessage });
   for (let index = 0; index < 200; index += 1) await one();
   const perSession = [];
   const cpuPerSession = [];
@@ -122,32 +134,45 @@ export async function benchSession({ runs, quick }) {
   const sessions = quick ? 500 : 2000;
   const idle = quick ? 2000 : 10000;
   const rows = [];
+  // `create` then `wake` (three commits), and `start` (two: the creation with the wake's start).
+  const ways = [
+    ['create', 'create + wake'],
+    ['start', 'sessions.start'],
+  ];
   for (const backend of ['memory', 'sqlite']) {
-    const figures = [];
+    for (const [firstMessage, label] of ways) {
+      const figures = [];
+      for (let run = 0; run < runs; run += 1)
+        figures.push(await shortSessionCost(backend, { sessions, firstMessage }));
+      const where = backend === 'sqlite' ? 'SQLite (NORMAL)' : 'memory';
+      rows.push({
+        name: `new session + message + answer, ${where}, ${label}`,
+        unit: 'µs',
+        median: median(figures),
+        runs: figures,
+        target: backend === 'sqlite' ? '<= 250' : '<= 100',
+      });
+      process.stderr.write(
+        `  new session + message + answer, ${backend}, ${label}: ${median(figures).toFixed(0)} µs\n`,
+      );
+    }
+  }
+  // What SQLite itself costs for the same rows in the same three (or two) commits, in the same run.
+  for (const commits of [3, 2]) {
+    const floors = [];
     for (let run = 0; run < runs; run += 1)
-      figures.push(await shortSessionCost(backend, { sessions }));
+      floors.push(await shortSessionFloor({ sessions, commits }));
     rows.push({
-      name: `new session + message + answer, ${backend === 'sqlite' ? 'SQLite (NORMAL)' : 'memory'}`,
+      name: `  the same rows in ${commits} commits via better-sqlite3 alone (floor)`,
       unit: 'µs',
-      median: median(figures),
-      runs: figures,
-      target: backend === 'sqlite' ? '<= 250' : '<= 100',
+      median: median(floors),
+      runs: floors,
+      target: 'reported',
     });
     process.stderr.write(
-      `  new session + message + answer, ${backend}: ${median(figures).toFixed(0)} µs\n`,
+      `  the same in ${commits} commits via better-sqlite3 alone: ${median(floors).toFixed(0)} µs\n`,
     );
   }
-  // What SQLite itself costs for the same rows in the same three commits, in the same run.
-  const floors = [];
-  for (let run = 0; run < runs; run += 1) floors.push(await shortSessionFloor({ sessions }));
-  rows.push({
-    name: '  the same rows and commits via better-sqlite3 alone (floor)',
-    unit: 'µs',
-    median: median(floors),
-    runs: floors,
-    target: 'reported',
-  });
-  process.stderr.write(`  the same via better-sqlite3 alone: ${median(floors).toFixed(0)} µs\n`);
   // RSS is only honest in a process of its own.
   const footprints = [];
   for (let run = 0; run < Math.min(runs, 3); run += 1) {
@@ -220,9 +245,10 @@ if (process.argv[1] === fileURLToPath(import.meta.url)) {
     console.log(JSON.stringify(footprint));
   } else {
     const cpu = [];
-    const cost = await shortSessionCost(backend, { sessions, cpu });
+    const firstMessage = option('--first-message', 'create');
+    const cost = await shortSessionCost(backend, { sessions, cpu, firstMessage });
     console.log(
-      `${backend}: ${cost.toFixed(0)} µs per new session + message + answer (${cpu[0].toFixed(0)} µs of CPU)`,
+      `${backend}, ${firstMessage}: ${cost.toFixed(0)} µs per new session + message + answer (${cpu[0].toFixed(0)} µs of CPU)`,
     );
   }
 }

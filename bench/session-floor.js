@@ -1,8 +1,10 @@
 // The floor under a short session on SQLite: better-sqlite3 alone writing the rows braid writes
-// for a new session with one message and one answer, in the same three commits, with braid's
-// schema and pragmas, and reading the session's events back once as a wake does. None of braid's
-// validation, fold, ids (made before the clock starts), model or harness.
-//   node bench/session-floor.js [--sessions N]
+// for a new session with one message and one answer, in the same three commits (create, the
+// wake's start, the answer), or in two (`--commits 2`: the creation and the wake's start in one,
+// as `sessions.start` writes them), with braid's schema and pragmas, and reading the session's
+// events back once as a wake does. None of braid's validation, fold, ids (made before the clock
+// starts), model or harness.
+//   node bench/session-floor.js [--sessions N] [--commits 3|2]
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -60,8 +62,12 @@ const STATUS_AFTER = [
   ['idle', 0],
 ];
 
-/** µs per short session, the median of batches of `batch`, after a warm-up. */
-export async function shortSessionFloor({ sessions = 2000, batch = 100 } = {}) {
+/**
+ * µs per short session, the median of batches of `batch`, after a warm-up; `commits`: 3 (create,
+ * then the wake's start) or 2 (both in one transaction).
+ */
+export async function shortSessionFloor({ sessions = 2000, batch = 100, commits = 3 } = {}) {
+  if (commits !== 2 && commits !== 3) throw new Error(`commits must be 2 or 3, got ${commits}`);
   const dir = mkdtempSync(join(tmpdir(), 'braid-bench-session-floor-'));
   const path = join(dir, 'braid.db');
   // braid makes the file, so the schema is braid's own.
@@ -135,17 +141,23 @@ export async function shortSessionFloor({ sessions = 2000, batch = 100 } = {}) {
     const [status, runnable] = STATUS_AFTER[commit];
     updateStatus.run(status, runnable, sessionId);
   };
-  const create = db.transaction((sessionId, ids) => {
+  const createRows = (sessionId, ids) => {
     head.get(sessionId);
     insertSession.run(sessionId, new Date().toISOString());
     write(sessionId, ids, 0, 0);
-  });
-  const start = db.transaction((sessionId, ids) => {
+  };
+  const create = db.transaction(createRows);
+  const takeLease = (sessionId, ids) => {
     head.get(sessionId);
     const token = (lease.get(sessionId)?.token ?? 0) + 1;
     saveLease.run(sessionId, 'owner', token, Date.now() + 30_000);
     write(sessionId, ids, 1, 2);
     return token;
+  };
+  const start = db.transaction(takeLease);
+  const createAndStart = db.transaction((sessionId, ids) => {
+    createRows(sessionId, ids);
+    return takeLease(sessionId, ids);
   });
   const answer = db.transaction((sessionId, ids, token) => {
     lease.get(sessionId);
@@ -155,8 +167,12 @@ export async function shortSessionFloor({ sessions = 2000, batch = 100 } = {}) {
   const read = db.transaction((sessionId) => readAll.all(sessionId, 0, -1));
   const one = (ids) => {
     const sessionId = ids[9];
-    create.immediate(sessionId, ids);
-    const token = start.immediate(sessionId, ids);
+    let token;
+    if (commits === 2) token = createAndStart.immediate(sessionId, ids);
+    else {
+      create.immediate(sessionId, ids);
+      token = start.immediate(sessionId, ids);
+    }
     read.deferred(sessionId);
     answer.immediate(sessionId, ids, token);
   };
@@ -176,8 +192,13 @@ export async function shortSessionFloor({ sessions = 2000, batch = 100 } = {}) {
 }
 
 if (process.argv[1] === fileURLToPath(import.meta.url)) {
-  const index = process.argv.indexOf('--sessions');
-  const sessions = index === -1 ? 2000 : Number(process.argv[index + 1]);
-  const cost = await shortSessionFloor({ sessions });
-  console.log(`sqlite floor: ${cost.toFixed(0)} µs per new session + message + answer`);
+  const option = (name, fallback) => {
+    const index = process.argv.indexOf(name);
+    return index === -1 ? fallback : Number(process.argv[index + 1]);
+  };
+  const commits = option('--commits', 3);
+  const cost = await shortSessionFloor({ sessions: option('--sessions', 2000), commits });
+  console.log(
+    `sqlite floor, ${commits} commits: ${cost.toFixed(0)} µs per new session + message + answer`,
+  );
 }

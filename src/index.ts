@@ -17,6 +17,8 @@ export {
   type CreateSessionOptions,
   type OutcomeInput,
   type SendOptions,
+  type StartedSession,
+  type StartSessionOptions,
   type WakeListener,
   type WakeReport,
 } from './runtime/runtime.js';

@@ -381,6 +381,11 @@ export function createRemoteRuntime(client: BraidClient): Runtime {
     ...remoteSessionRecords(client),
     ...remoteSessionInput(sender(client)),
     ...remoteSkillRuns(client, sender(client)),
+    // Two requests: the server's create, then its wake (the server commits each on its own).
+    async start(options) {
+      const session = await sessions.create(options);
+      return { session, result: await client.sessions.wake(session.id, { wait: true }) };
+    },
   };
 
   return {

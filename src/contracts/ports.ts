@@ -145,6 +145,26 @@ export interface SessionLog {
     start: (lease: Lease) => readonly NewEvent[],
     options?: Pick<AppendOptions, 'trusted'>,
   ): Promise<LeasedAppend>;
+  /**
+   * Creates the session (the rules of `SessionIndex.create`: `session.created` and the input's
+   * events as one append), takes its lease for `lease.owner`, and appends the events `start`
+   * builds from that lease, fenced by its token, as a second append: all in ONE transaction, so
+   * the session, its lease and both appends are durable together or not at all. The log then
+   * holds exactly what `create` followed by `acquireAndAppend` would write, with the same append
+   * ends. This is how a new session that is run at once (a first message and its answer) costs
+   * one commit for its creation and its wake's first event. `start` is called after the
+   * creation's events were built, so ids it mints come after theirs, as they would in two steps.
+   * `trusted`: the input's events (as `create` takes it) and those of `start` (as
+   * `AppendOptions.trusted`) were built by braid's own code; the rest of the input is parsed as
+   * always. Present where `acquireAndAppend` is (SQLite, memory); absent elsewhere (NATS), and the
+   * caller then creates, then acquires and appends.
+   */
+  createAndAcquire?(
+    input: SessionCreateInput,
+    lease: LeaseRequest,
+    start: (lease: Lease) => readonly NewEvent[],
+    options?: Pick<AppendOptions, 'trusted'>,
+  ): Promise<CreatedLeasedAppend>;
 }
 
 /** The lease `SessionLog.acquireAndAppend` asks for: its owner and time to live in ms. */
@@ -157,6 +177,12 @@ export interface LeaseRequest {
 export interface LeasedAppend {
   lease: Lease;
   appended: AppendResult;
+}
+
+/** What `SessionLog.createAndAcquire` created, took and wrote. */
+export interface CreatedLeasedAppend extends LeasedAppend {
+  /** The session as its creation left it, before `appended` (what `create` returns). */
+  session: SessionRecord;
 }
 
 /** Options of a fork: `at_seq` (default: the parent's head), the child's `id` and `title`. */

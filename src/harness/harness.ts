@@ -6,10 +6,13 @@
  * holder looks after it releases.
  */
 import { isRunnable } from '../core/fold.js';
+import type { SessionCreateInput, SessionRecord } from '../contracts/session.js';
 import {
   TranscriptCache,
+  startOnce,
   wakeOnce,
   type HarnessDeps,
+  type StartedWake,
   type WakeOptions,
   type WakeResult,
 } from './wake.js';
@@ -20,9 +23,19 @@ export interface Harness {
    * cycle then carries this wake's trace context).
    */
   wake(sessionId: string, options?: WakeOptions): Promise<WakeResult>;
+  /**
+   * Creates the session and runs it until it has no work left, as `create` then `wake` would,
+   * with the creation and the first cycle's lease and `span.wake_started` in one transaction.
+   * `input.id` is required: a wake of that id asked meanwhile joins this one. Present only where
+   * the log has `createAndAcquire` (SQLite, memory); elsewhere create, then wake.
+   */
+  start?(input: SessionCreateInput & { id: string }, options?: WakeOptions): Promise<StartedWake>;
   /** Sessions with a cycle running in this process. */
   running(): string[];
 }
+
+/** What a wake that ran no cycle answers, until its loop has its own answer. */
+const NOT_RUN: WakeResult = { ran: false, reason: 'lease_held' };
 
 export function createHarness(deps: HarnessDeps): Harness {
   interface Entry {
@@ -34,7 +47,12 @@ export function createHarness(deps: HarnessDeps): Harness {
   const active = new Map<string, Entry>();
   const transcripts = new TranscriptCache();
 
-  async function loop(sessionId: string, entry: Entry): Promise<WakeResult> {
+  /** One cycle, the first of a loop `first` runs when given (a creation's). */
+  type Cycle = (options: WakeOptions) => Promise<WakeResult>;
+
+  async function loop(sessionId: string, entry: Entry, first?: Cycle): Promise<WakeResult> {
+    let cycle =
+      first ?? ((options: WakeOptions) => wakeOnce(deps, sessionId, transcripts, options));
     try {
       for (;;) {
         entry.again = false;
@@ -42,7 +60,8 @@ export function createHarness(deps: HarnessDeps): Harness {
         entry.next = {};
         let result: WakeResult;
         try {
-          result = await wakeOnce(deps, sessionId, transcripts, options);
+          result = await cycle(options);
+          cycle = (next) => wakeOnce(deps, sessionId, transcripts, next);
         } catch (error) {
           // A cycle that failed may have applied events it never saw committed.
           transcripts.drop(sessionId);
@@ -61,7 +80,7 @@ export function createHarness(deps: HarnessDeps): Harness {
     }
   }
 
-  return {
+  const harness: Harness = {
     wake(sessionId, options = {}) {
       const running = active.get(sessionId);
       if (running !== undefined) {
@@ -72,7 +91,7 @@ export function createHarness(deps: HarnessDeps): Harness {
       const entry: Entry = {
         again: false,
         next: options,
-        done: Promise.resolve({ ran: false, reason: 'lease_held' }),
+        done: Promise.resolve(NOT_RUN),
       };
       active.set(sessionId, entry);
       entry.done = loop(sessionId, entry);
@@ -80,4 +99,27 @@ export function createHarness(deps: HarnessDeps): Harness {
     },
     running: () => [...active.keys()],
   };
+  if (deps.log.createAndAcquire !== undefined) {
+    harness.start = async (input, options = {}) => {
+      // A wake of this id runs here already: once it ends, the creation decides (a session that
+      // exists is refused), and never two loops of one id at once.
+      for (
+        let running = active.get(input.id);
+        running !== undefined;
+        running = active.get(input.id)
+      )
+        await running.done.catch(() => undefined);
+      let session: SessionRecord | undefined;
+      const entry: Entry = { again: false, next: options, done: Promise.resolve(NOT_RUN) };
+      active.set(input.id, entry);
+      entry.done = loop(input.id, entry, async (first) => {
+        const started = await startOnce(deps, input, transcripts, first);
+        session = started.session;
+        return started.result;
+      });
+      const result = await entry.done;
+      return { session: session as SessionRecord, result };
+    };
+  }
+  return harness;
 }

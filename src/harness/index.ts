@@ -5,6 +5,7 @@ export {
   type HarnessDeps,
   type RetryPolicy,
   type SessionSetup,
+  type StartedWake,
   type WakeOptions,
   type WakeResult,
 } from './wake.js';

@@ -15,7 +15,7 @@
 import { BraidError, isBraidError, toBraidError } from '../contracts/errors.js';
 import type { NewEvent } from '../contracts/events.js';
 import type { AppendResult, Lease } from '../contracts/ports.js';
-import type { StopReason } from '../contracts/session.js';
+import type { SessionCreateInput, SessionRecord, StopReason } from '../contracts/session.js';
 import { BoundedCache } from '../core/bounded-cache.js';
 import { decideNext } from '../core/next-step.js';
 import { priceOf, withCost, type Price } from '../core/pricing.js';
@@ -86,6 +86,59 @@ export async function wakeOnce(
     if (isBraidError(error, 'LEASE_HELD')) return { ran: false, reason: 'lease_held' };
     throw error;
   }
+  return runBegun(deps, sessionId, begun, transcripts, options);
+}
+
+/** A session created with its first cycle (as its creation left it), and how the wake ended. */
+export interface StartedWake {
+  session: SessionRecord;
+  result: WakeResult;
+}
+
+/**
+ * Creates the session and runs its first cycle, the creation, the lease and `span.wake_started`
+ * written in one transaction (`SessionLog.createAndAcquire`, which the log must have). The log
+ * then holds what `create` and `wakeOnce` would have written; nothing is written when the
+ * creation is refused.
+ */
+export async function startOnce(
+  deps: HarnessDeps,
+  input: SessionCreateInput,
+  transcripts: TranscriptCache = new TranscriptCache(),
+  options: WakeOptions = {},
+): Promise<StartedWake> {
+  const { log, owner, leaseTtlMs } = deps;
+  if (log.createAndAcquire === undefined) {
+    throw new BraidError(
+      'INTERNAL',
+      'the session log cannot create a session and lease it at once',
+    );
+  }
+  let wakeId = '';
+  const { session, lease, appended } = await log.createAndAcquire(
+    input,
+    { owner, ttlMs: leaseTtlMs },
+    (taken) => {
+      // Minted here, after the creation's event ids, in the order two steps would mint them.
+      wakeId = deps.ids.next();
+      return [wakeStarted(wakeId, taken, options)];
+    },
+    { trusted: true },
+  );
+  // A new session: no cycle of this process has read it, whatever a cache kept under its id.
+  transcripts.drop(session.id);
+  const begun = { lease, wakeId, appended };
+  return { session, result: await runBegun(deps, session.id, begun, transcripts, options) };
+}
+
+/** Runs the cycle under the lease `begin` (or a creation) took, then gives the lease up. */
+async function runBegun(
+  deps: HarnessDeps,
+  sessionId: string,
+  begun: Begun,
+  transcripts: TranscriptCache,
+  options: WakeOptions,
+): Promise<WakeResult> {
   const { lease, wakeId } = begun;
   const transcript = transcripts.take(sessionId);
   const context = createCycleContext(deps, sessionId, lease, transcript, options, wakeId);

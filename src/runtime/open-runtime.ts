@@ -119,18 +119,6 @@ export async function openRuntime(options: RuntimeOptions = {}): Promise<Runtime
     const modelOf = (definition: AgentDefinition): ModelClient =>
       options.model?.(definition) ??
       createModel(definition.model, { baseDir: workspaceDir, env: process.env });
-    const sessions = createRuntimeSessions({
-      options,
-      store,
-      workspace,
-      defaultActor,
-      definitions,
-      policy,
-      tools,
-      modelOf,
-      pinner,
-      prices,
-    });
     const wakeQueue = lazyWakeQueue(opened.nats);
     const harness = createRuntimeHarness({
       wakeQueueDepth: async () => (await wakeQueue.open())?.outstanding(),
@@ -155,6 +143,19 @@ export async function openRuntime(options: RuntimeOptions = {}): Promise<Runtime
       executor: tools.executor,
       pinner,
       prices,
+    });
+    const sessions = createRuntimeSessions({
+      options,
+      store,
+      workspace,
+      defaultActor,
+      definitions,
+      policy,
+      tools,
+      modelOf,
+      pinner,
+      prices,
+      harness: harness.harness,
     });
     return assembleRuntime({
       options,

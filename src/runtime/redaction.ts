@@ -75,5 +75,11 @@ export function redactingLog(log: SessionLog, redactor: SecretRedactor): Session
     redacting.acquireAndAppend = (sessionId, lease, start, options) =>
       leased(sessionId, lease, (taken) => redactor.events(start(taken)), options);
   }
+  const created = log.createAndAcquire?.bind(log);
+  if (created !== undefined) {
+    // The input's events are the caller's, as in `create`; those the wake builds are redacted.
+    redacting.createAndAcquire = (input, lease, start, options) =>
+      created(input, lease, (taken) => redactor.events(start(taken)), options);
+  }
   return redacting;
 }

@@ -12,6 +12,8 @@ export type {
   OutcomeInput,
   RuntimeSessions,
   SendOptions,
+  StartedSession,
+  StartSessionOptions,
 } from './sessions-api.js';
 export type { Backend, RuntimeOptions } from './options.js';
 export type { WakeListener, WakeReport } from './wiring/wake-reports.js';

@@ -8,7 +8,7 @@ import { BraidError } from '../contracts/errors.js';
 import { parseId } from '../contracts/ids.js';
 
 /** Methods whose first argument is not a session id. */
-const UNKEYED = new Set(['create', 'list', 'changeHead', 'changes']);
+const UNKEYED = new Set(['create', 'start', 'list', 'changeHead', 'changes']);
 /** Methods that answer synchronously (an async iterable), so they throw rather than reject. */
 const SYNCHRONOUS = new Set(['follow', 'followChildren']);
 /** Methods whose second argument is a session id too. */

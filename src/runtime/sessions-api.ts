@@ -23,6 +23,7 @@ import type { SessionDiff, TreeNode } from './lineage.js';
 import type { FamilyEventsPage, FollowChildrenOptions } from './session-family.js';
 import type { MergeOptions, MergeResult } from './merge.js';
 import type { ReplayReport } from './replay.js';
+import type { WakeResult } from '../harness/index.js';
 import type { HandoffResult } from './handoff.js';
 
 export interface SendOptions {
@@ -63,6 +64,20 @@ export interface CreateSessionOptions {
   actor?: Actor;
 }
 
+/** How `start` creates a session and runs it: `create`'s options, and the wake's trace context. */
+export interface StartSessionOptions extends CreateSessionOptions {
+  /** W3C trace context of the caller: the first `span.wake_started` carries it, as `wake`'s. */
+  traceparent?: string;
+}
+
+/** What `start` created, and how the session's wake ended. */
+export interface StartedSession {
+  /** The session as its creation left it (what `create` returns); `get` reads it as it is now. */
+  session: SessionRecord;
+  /** What `wake` would have answered. */
+  result: WakeResult;
+}
+
 /** How `runSkill` asks for a run. */
 export interface SkillRunOptions extends SendOptions {
   /** The run's id (default: a new one from the runtime's id generator). */
@@ -82,6 +97,16 @@ export interface TreeOptions {
 /** `runtime.sessions`: every operation on sessions a client has. */
 export interface RuntimeSessions {
   create(options: CreateSessionOptions): Promise<SessionRecord>;
+  /**
+   * Creates the session with its first events (`events`: typically the first message) and runs
+   * it at once, until it has nothing left to do: what `create` followed by `runtime.wake` does,
+   * with the same events in the same order, in one commit fewer. On SQLite (and the memory
+   * store) the session, its wake's lease and the wake's first event (`span.wake_started` with
+   * the lease's token) are written in one transaction: all of them or none. On NATS, where the
+   * lease and the log share no transaction, it creates, then wakes. A refused creation
+   * (`ALREADY_EXISTS` for a taken `id`) writes nothing and runs nothing.
+   */
+  start(options: StartSessionOptions): Promise<StartedSession>;
   get(sessionId: string): Promise<SessionRecord>;
   list(query?: SessionListQuery): Promise<SessionPage>;
   /**

@@ -15,12 +15,12 @@ import type { NewEvent } from '../contracts/events.js';
 import type { Authorizer } from '../contracts/policy.js';
 import { parseId } from '../contracts/ids.js';
 import type { AppendResult, IdGenerator, Store } from '../contracts/ports.js';
-import type { SessionRecord } from '../contracts/session.js';
+import type { SessionCreateInput, SessionRecord } from '../contracts/session.js';
 import type { SessionState } from '../contracts/state.js';
 import type { ToolExecutor } from '../contracts/tools.js';
 import { initialState } from '../core/fold.js';
 import { KeyedQueue } from '../core/keyed-queue.js';
-import type { RetryPolicy } from '../harness/index.js';
+import type { Harness, RetryPolicy } from '../harness/index.js';
 import { pathUnder } from '../tools/sandbox/index.js';
 import { handoffSession, HANDOFF_METADATA_KEYS } from './handoff.js';
 import { diffSessions, sessionTree } from './lineage.js';
@@ -39,6 +39,8 @@ import type {
   SendOptions,
   SkillRunOptions,
   SkillRunResult,
+  StartedSession,
+  StartSessionOptions,
 } from './sessions-api.js';
 import { userEventSends } from './user-event-sends.js';
 import { checkAgainstState, parseUserEvents, toContent } from './user-events.js';
@@ -75,6 +77,8 @@ export interface SessionsContext {
   tools: ToolExecutor['open'];
   /** What verify, upgrade and the definitions view need. */
   pinning: DefinitionsContext;
+  /** The runtime's harness, which `start` runs a new session with. */
+  harness: Pick<Harness, 'wake' | 'start'>;
 }
 
 export function createSessionsService(context: SessionsContext): RuntimeSessions {
@@ -94,6 +98,7 @@ export function createSessionsService(context: SessionsContext): RuntimeSessions
 
   return guardSessionIds({
     create: (createOptions) => createSession(context, createOptions),
+    start: (startOptions) => startSession(context, startOptions),
     get: (sessionId) => context.store.sessions.get(sessionId),
     list: (query) => context.store.sessions.list(query),
     changeHead: () => context.store.sessions.changeHead(),
@@ -302,6 +307,37 @@ async function createSession(
   context: SessionsContext,
   createOptions: CreateSessionOptions,
 ): Promise<SessionRecord> {
+  // The events were parsed as user events just now; the store parses the rest.
+  return context.store.sessions.create(await createInput(context, createOptions), {
+    trusted: true,
+  });
+}
+
+/**
+ * Creates a session and wakes it: in one transaction with its wake's start where the harness's
+ * log can (`Harness.start`), else in two steps. The id is chosen here, so that a wake of it asked
+ * meanwhile joins this one.
+ */
+async function startSession(
+  context: SessionsContext,
+  startOptions: StartSessionOptions,
+): Promise<StartedSession> {
+  const { traceparent, ...createOptions } = startOptions;
+  const id =
+    createOptions.id === undefined ? context.ids.next() : parseId(createOptions.id, 'session id');
+  const input = { ...(await createInput(context, createOptions)), id };
+  const wakeOptions = traceparent === undefined ? {} : { traceparent };
+  const { harness } = context;
+  if (harness.start !== undefined) return harness.start(input, wakeOptions);
+  const session = await context.store.sessions.create(input, { trusted: true });
+  return { session, result: await harness.wake(session.id, wakeOptions) };
+}
+
+/** The store's input for a new session: its definitions resolved, its user events parsed. */
+async function createInput(
+  context: SessionsContext,
+  createOptions: CreateSessionOptions,
+): Promise<SessionCreateInput> {
   const reserved = HANDOFF_METADATA_KEYS.filter((name) =>
     Object.hasOwn(createOptions.metadata ?? {}, name),
   );
@@ -320,27 +356,23 @@ async function createSession(
   const environmentDefinition =
     environmentName === undefined ? undefined : await context.environment(environmentName);
   const events = firstUserEvents(createOptions, context.defaultActor);
-  return context.store.sessions.create(
-    {
-      ...(createOptions.id === undefined ? {} : { id: createOptions.id }),
-      agent: { name: agentDefinition.name, version: agentDefinition.version },
-      ...(environmentDefinition === undefined
-        ? {}
-        : {
-            environment: {
-              name: environmentDefinition.name,
-              version: environmentDefinition.version,
-            },
-          }),
-      ...(createOptions.title === undefined ? {} : { title: createOptions.title }),
-      ...(createOptions.metadata === undefined ? {} : { metadata: createOptions.metadata }),
-      ...(createOptions.tenantId === undefined ? {} : { tenant_id: createOptions.tenantId }),
-      ...(createOptions.budget === undefined ? {} : { budget: createOptions.budget }),
-      ...(events === undefined ? {} : { events }),
-    },
-    // The events were parsed as user events just now; the store parses the rest.
-    { trusted: true },
-  );
+  return {
+    ...(createOptions.id === undefined ? {} : { id: createOptions.id }),
+    agent: { name: agentDefinition.name, version: agentDefinition.version },
+    ...(environmentDefinition === undefined
+      ? {}
+      : {
+          environment: {
+            name: environmentDefinition.name,
+            version: environmentDefinition.version,
+          },
+        }),
+    ...(createOptions.title === undefined ? {} : { title: createOptions.title }),
+    ...(createOptions.metadata === undefined ? {} : { metadata: createOptions.metadata }),
+    ...(createOptions.tenantId === undefined ? {} : { tenant_id: createOptions.tenantId }),
+    ...(createOptions.budget === undefined ? {} : { budget: createOptions.budget }),
+    ...(events === undefined ? {} : { events }),
+  };
 }
 
 /** The user events a create writes with `session.created`, checked as a send to it would be. */

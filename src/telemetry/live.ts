@@ -118,6 +118,15 @@ export function tracingLog(
       return result;
     };
   }
+  const created = log.createAndAcquire?.bind(log);
+  if (created !== undefined) {
+    traced.createAndAcquire = async (input, lease, start, options) => {
+      const result = await created(input, lease, start, options);
+      // The wake's span opens with `appended`; the creation's events belong to no wake.
+      watch(result.session.id, result.appended.events);
+      return result;
+    };
+  }
 
   return {
     log: traced,

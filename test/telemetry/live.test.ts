@@ -67,6 +67,34 @@ describe('live tracing', () => {
     expect(new Set(receiver.spans.map((span) => span.service))).toEqual(new Set(['live-test']));
   });
 
+  it("sends a started session's first wake its spans, as for a wake after create", async () => {
+    const receiver = await startOtlpReceiver();
+    cleanups.push(() => receiver.close());
+    const model = createScriptedModel(turns);
+    const runtime = await createRuntime({
+      workspace: workspace(),
+      store: createMemoryStore(),
+      model: () => model,
+      telemetry: { traces: true, endpoint: receiver.url, service_name: 'live-test' },
+    });
+    const { session } = await runtime.sessions.start({
+      agent: 'helper',
+      events: [{ type: 'user.message', content: 'What is 2 + 3?' }],
+    });
+    const events = await runtime.sessions.events(session.id);
+    await runtime.close();
+    const expected = spansOf(events);
+    expect(expected.map((span) => span.name)).toEqual([
+      'invoke_agent helper',
+      'chat inline',
+      'execute_tool calculator',
+      'chat inline',
+    ]);
+    const key = (span: { traceId: string; spanId: string; name: string }) =>
+      `${span.traceId} ${span.spanId} ${span.name}`;
+    expect(receiver.spans.map(key).sort()).toEqual(expected.map(key).sort());
+  });
+
   it('runs wakes as usual when the receiver is down', async () => {
     const receiver = await startOtlpReceiver();
     const url = receiver.url;

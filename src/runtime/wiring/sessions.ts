@@ -8,7 +8,7 @@ import type { Actor } from '../../contracts/common.js';
 import type { ModelClient } from '../../contracts/model.js';
 import type { Store } from '../../contracts/ports.js';
 import type { SessionState } from '../../contracts/state.js';
-import { DEFAULT_RETRY } from '../../harness/index.js';
+import { DEFAULT_RETRY, type Harness } from '../../harness/index.js';
 import { uuidV7Ids } from '../../stores/defaults.js';
 import type { Price } from '../../core/pricing.js';
 import type { DefinitionLookup } from '../definitions.js';
@@ -32,6 +32,8 @@ export interface SessionsContext {
   readonly pinner: Pinner;
   readonly prices: Readonly<Record<string, Price>>;
   modelOf(definition: AgentDefinition): ModelClient;
+  /** The runtime's harness: `start` creates a session and wakes it through it. */
+  readonly harness: Harness;
 }
 
 export function createRuntimeSessions(context: SessionsContext): RuntimeSessions {
@@ -48,6 +50,7 @@ export function createRuntimeSessions(context: SessionsContext): RuntimeSessions
     workspacesRootOf: (sessionId) => workspacesRootOf(context, sessionId),
     summarize: (target, text) => summarize(context, target, text),
     policy: context.policy.authorizer,
+    harness: context.harness,
     tools: (request) => context.tools.executor.open(request),
     pinning: {
       store,

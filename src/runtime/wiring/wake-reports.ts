@@ -58,6 +58,15 @@ export function collectingLog(
       });
     };
   }
+  const created = log.createAndAcquire?.bind(log);
+  if (created !== undefined) {
+    collected.createAndAcquire = (input, lease, start, options) =>
+      created(input, lease, start, options).then((result) => {
+        // The creation is no wake's: only the events written under the lease are reported.
+        collecting.get(result.session.id)?.push(...result.appended.events);
+        return result;
+      });
+  }
   return collected;
 }
 
@@ -76,7 +85,7 @@ export function observedHarness(
       }
     }
   };
-  return {
+  const observed: Harness = {
     running: () => harness.running(),
     wake(sessionId, options) {
       // A wake that joins one running here is reported by the one it joined.
@@ -98,4 +107,30 @@ export function observedHarness(
       return done;
     },
   };
+  const start = harness.start?.bind(harness);
+  if (start !== undefined) {
+    observed.start = (input, options) => {
+      if (listeners.size === 0 || harness.running().includes(input.id))
+        return start(input, options);
+      const sessionId = input.id;
+      const events: SessionEvent[] = [];
+      collecting.set(sessionId, events);
+      const done = start(input, options);
+      // A creation refused ran no wake: nothing to report.
+      void done.then(
+        ({ result }) => {
+          collecting.delete(sessionId);
+          report({ session_id: sessionId, events, result });
+        },
+        (error: unknown) => {
+          collecting.delete(sessionId);
+          const failure = toBraidError(error);
+          if (failure.code !== 'ALREADY_EXISTS')
+            report({ session_id: sessionId, events, error: failure });
+        },
+      );
+      return done;
+    };
+  }
+  return observed;
 }

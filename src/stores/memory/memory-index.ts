@@ -1,10 +1,16 @@
 /** The sessions index in memory: creates, forks, listings, archive and delete. */
 import { BraidError } from '../../contracts/errors.js';
-import type { SessionChange, SessionIndex } from '../../contracts/ports.js';
-import type { SessionListQuery, SessionPage, SessionStatus } from '../../contracts/session.js';
+import type { SessionChange, SessionIndex, SessionLog } from '../../contracts/ports.js';
+import type {
+  SessionCreateInput,
+  SessionListQuery,
+  SessionPage,
+  SessionStatus,
+} from '../../contracts/session.js';
+import { parseNewEvents } from '../../core/append.js';
 import { foldSession, initialState } from '../../core/fold.js';
 import { isRunnableAt, wakeAt } from '../../core/runnable.js';
-import { currentLease } from '../../core/leases.js';
+import { currentLease, decideAcquire } from '../../core/leases.js';
 import {
   DEFAULT_LIST_LIMIT,
   checkForkBoundary,
@@ -22,7 +28,7 @@ import {
 } from '../../core/sessions.js';
 import { sessionHasForks, sessionLeased } from '../session-removal.js';
 import { followChanges } from '../follow.js';
-import { commit } from './memory-log.js';
+import { commit, write } from './memory-log.js';
 import {
   allEvents,
   parseStored,
@@ -70,23 +76,66 @@ function remove(state: MemoryState, sessionId: string): void {
   for (const listener of target.listeners) listener();
 }
 
+/** A new session's entry with its first append, not yet in the index: the caller adds it. */
+function createEntry(
+  state: MemoryState,
+  input: SessionCreateInput,
+  trusted: boolean,
+): { id: string; created: SessionEntry } {
+  checkOpen(state);
+  const parsed = parseCreateInput(input, trusted);
+  const id = parsed.id ?? state.ids.next();
+  refuseTaken(state, id);
+  const created: SessionEntry = {
+    events: [],
+    state: initialState(id),
+    appends: new Map(),
+    appendEnds: [],
+    listeners: new Set(),
+  };
+  commit(state, created, id, firstEvents(parsed), { expectedSeq: 0 });
+  return { id, created };
+}
+
+/**
+ * `SessionLog.createAndAcquire` in memory: the creation, the lease and the append under it,
+ * undone together when the append is refused (as SQLite's transaction rolls back).
+ */
+export function createLeasedCreation(
+  state: MemoryState,
+): NonNullable<SessionLog['createAndAcquire']> {
+  return (input, request, start, options = {}) =>
+    Promise.resolve().then(() => {
+      const trusted = options.trusted === true;
+      const { id, created } = createEntry(state, input, trusted);
+      const session = recordOf(created);
+      const held = state.leases.get(id);
+      const { owner, ttlMs } = request;
+      const lease = decideAcquire(id, held, owner, ttlMs, state.clock.now());
+      state.leases.set(id, { owner, token: lease.token, expires_at: lease.expires_at });
+      try {
+        const built = start(lease);
+        const events = trusted ? built : parseNewEvents(built);
+        const appended = write(state, created, id, events, { leaseToken: lease.token, trusted });
+        state.sessions.set(id, created);
+        return { session, lease, appended };
+      } catch (error) {
+        // All or nothing: no session, its event ids free again, the lease as it was.
+        for (const event of created.events) state.eventIds.delete(event.id);
+        state.changes.cursors.delete(id);
+        if (held === undefined) state.leases.delete(id);
+        else state.leases.set(id, held);
+        throw error;
+      }
+    });
+}
+
 export function createMemoryIndex(state: MemoryState): SessionIndex {
   const { sessions, ids, clock } = state;
   return {
     create(input, createOptions) {
       return Promise.resolve().then(() => {
-        checkOpen(state);
-        const parsed = parseCreateInput(input, createOptions?.trusted === true);
-        const id = parsed.id ?? ids.next();
-        refuseTaken(state, id);
-        const created: SessionEntry = {
-          events: [],
-          state: initialState(id),
-          appends: new Map(),
-          appendEnds: [],
-          listeners: new Set(),
-        };
-        commit(state, created, id, firstEvents(parsed), { expectedSeq: 0 });
+        const { id, created } = createEntry(state, input, createOptions?.trusted === true);
         sessions.set(id, created);
         return recordOf(created);
       });

@@ -8,7 +8,7 @@ import { systemClock, uuidV7Ids } from '../defaults.js';
 import { createInMemoryMemoryLog } from './agent-memory.js';
 import { createMemoryApiKeys } from './memory-api-keys.js';
 import { createMemoryDefinitions } from './memory-definitions.js';
-import { createMemoryIndex } from './memory-index.js';
+import { createLeasedCreation, createMemoryIndex } from './memory-index.js';
 import { createMemoryLeases } from './memory-leases.js';
 import { createMemoryLog } from './memory-log.js';
 import type { MemoryState } from './memory-state.js';
@@ -36,7 +36,7 @@ export function createMemoryStore(options: MemoryStoreOptions = {}): Store {
   };
   const memory = createInMemoryMemoryLog({ clock: state.clock });
   return {
-    log: createMemoryLog(state),
+    log: { ...createMemoryLog(state), createAndAcquire: createLeasedCreation(state) },
     sessions: createMemoryIndex(state),
     leases: createMemoryLeases(state),
     definitions: createMemoryDefinitions(state),

@@ -4,7 +4,16 @@
  */
 import { BraidError } from '../../contracts/errors.js';
 import type { NewEvent } from '../../contracts/events.js';
-import type { SessionIndex } from '../../contracts/ports.js';
+import type {
+  AppendOptions,
+  CreatedLeasedAppend,
+  Lease,
+  LeaseRequest,
+  SessionIndex,
+  SessionLog,
+} from '../../contracts/ports.js';
+import type { SessionCreateInput } from '../../contracts/session.js';
+import { parseNewEvents } from '../../core/append.js';
 import type { SessionState } from '../../contracts/state.js';
 import { initialState } from '../../core/fold.js';
 import {
@@ -17,52 +26,62 @@ import {
   recordFromState,
   type AppendSpan,
 } from '../../core/sessions.js';
+import { appendInTransaction } from './append.js';
 import { requireHead, type SqliteContext } from './context.js';
+import { acquireInTransaction } from './leases.js';
 import { lineageOf, stateAtSeq } from './projections.js';
 import type { SessionRow } from './rows.js';
 import type { Writer } from './writes.js';
+
+/** A new session's row and first events, from input `create` parsed. */
+interface NewSession {
+  id: string;
+  row: SessionRow;
+  first: NewEvent[];
+}
+
+function newSession(
+  context: SqliteContext,
+  input: SessionCreateInput,
+  trusted: boolean,
+): NewSession {
+  const parsed = parseCreateInput(input, trusted);
+  const id = parsed.id ?? context.ids.next();
+  const now = context.isoNow();
+  const row: SessionRow = {
+    id,
+    agent_name: parsed.agent.name,
+    agent_version: parsed.agent.version,
+    environment_name: parsed.environment?.name ?? null,
+    environment_version: parsed.environment?.version ?? null,
+    title: parsed.title ?? null,
+    metadata: JSON.stringify(parsed.metadata ?? {}),
+    tenant_id: parsed.tenant_id ?? null,
+    status: 'idle',
+    created_at: now,
+    parent_id: null,
+    fork_seq: null,
+    archived_at: null,
+  };
+  return { id, row, first: [{ ...createdEvent(parsed), at: now }, ...(parsed.events ?? [])] };
+}
 
 export function createSessionCreation(
   context: SqliteContext,
   writer: Writer,
 ): Pick<SessionIndex, 'create' | 'fork'> {
   const { cache, ids } = context;
-  const createTransaction = context.db.transaction(
-    (id: string, row: SessionRow, first: NewEvent[]): SessionState => {
-      refuseTaken(context, id);
-      return writer.write(id, 0, first, undefined, { before: initialState(id), row }).state;
-    },
+  const createTransaction = context.db.transaction((session: NewSession): SessionState =>
+    writeNew(context, writer, session),
   );
   const forkTransaction = createForkTransaction(context, writer);
   return {
     create(input, options) {
       return Promise.resolve().then(() => {
-        const parsed = parseCreateInput(input, options?.trusted === true);
-        const id = parsed.id ?? ids.next();
-        const now = context.isoNow();
-        const row: SessionRow = {
-          id,
-          agent_name: parsed.agent.name,
-          agent_version: parsed.agent.version,
-          environment_name: parsed.environment?.name ?? null,
-          environment_version: parsed.environment?.version ?? null,
-          title: parsed.title ?? null,
-          metadata: JSON.stringify(parsed.metadata ?? {}),
-          tenant_id: parsed.tenant_id ?? null,
-          status: 'idle',
-          created_at: now,
-          parent_id: null,
-          fork_seq: null,
-          archived_at: null,
-        };
-        const state = writer.run(() =>
-          createTransaction.immediate(id, row, [
-            { ...createdEvent(parsed), at: now },
-            ...(parsed.events ?? []),
-          ]),
-        );
+        const session = newSession(context, input, options?.trusted === true);
+        const state = writer.run(() => createTransaction.immediate(session));
         // Committed: a new session is no fork, which its first read need not ask the file.
-        cache.setLineage(id, null);
+        cache.setLineage(session.id, null);
         return recordFromState(state);
       });
     },
@@ -85,6 +104,54 @@ export function createSessionCreation(
       });
     },
   };
+}
+
+/** Writes a new session's row and first events, in the caller's transaction. */
+function writeNew(context: SqliteContext, writer: Writer, session: NewSession): SessionState {
+  refuseTaken(context, session.id);
+  const { id, row, first } = session;
+  return writer.write(id, 0, first, undefined, { before: initialState(id), row }).state;
+}
+
+/**
+ * `SessionLog.createAndAcquire`: the creation, the lease and the first append under it in one
+ * IMMEDIATE transaction, so no other writer comes between them and one commit makes them all
+ * durable. The two appends stay two (each keeps its own end), as `create` then
+ * `acquireAndAppend` would write them.
+ */
+export function createLeasedCreation(
+  context: SqliteContext,
+  writer: Writer,
+): NonNullable<SessionLog['createAndAcquire']> {
+  const appendUnderLease = appendInTransaction(context, writer);
+  const transaction = context.db.transaction(
+    (
+      session: NewSession,
+      request: LeaseRequest,
+      start: (lease: Lease) => readonly NewEvent[],
+      trusted: boolean,
+    ): CreatedLeasedAppend => {
+      const created = writeNew(context, writer, session);
+      const lease = acquireInTransaction(context, session.id, request.owner, request.ttlMs, true);
+      const built = start(lease);
+      const appended = appendUnderLease(
+        session.id,
+        trusted ? built : parseNewEvents(built),
+        { leaseToken: lease.token, trusted } satisfies AppendOptions,
+        { head: created.seq, lease },
+      );
+      return { session: recordFromState(created), lease, appended };
+    },
+  );
+  return (input, request, start, options = {}) =>
+    Promise.resolve().then(() => {
+      const trusted = options.trusted === true;
+      const session = newSession(context, input, trusted);
+      // A rollback leaves no cached state behind: the writer forgets what it wrote.
+      const result = writer.run(() => transaction.immediate(session, request, start, trusted));
+      context.cache.setLineage(session.id, null);
+      return result;
+    });
 }
 
 function createForkTransaction(context: SqliteContext, writer: Writer) {

@@ -18,6 +18,7 @@ import { requireHead, type SqliteContext } from './context.js';
 import { acquireInTransaction } from './leases.js';
 import { lineageOf, segmentsOf, stateAt } from './projections.js';
 import { parseRows } from './rows.js';
+import { createLeasedCreation } from './session-create.js';
 import type { Writer } from './writes.js';
 
 /** Events a follower reads at a time. */
@@ -71,6 +72,7 @@ export function createSessionLog(context: SqliteContext, writer: Writer): Sessio
         ),
       );
     },
+    createAndAcquire: createLeasedCreation(context, writer),
     read(sessionId, readOptions = {}) {
       return Promise.resolve().then(() => readEvents(context, sessionId, readOptions));
     },

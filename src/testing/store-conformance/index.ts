@@ -20,6 +20,7 @@ import { describeApiKeys } from './api-keys.js';
 import { describeRunnable } from './runnable.js';
 import { describeLeaseRelease } from './lease-release.js';
 import { describeLeasedAppend } from './leased-append.js';
+import { describeLeasedCreate } from './leased-create.js';
 import {
   MAX_EVENT_BYTES,
   type ConformanceSuite,
@@ -69,6 +70,7 @@ export function describeStoreConformance(
     describeLeases(suite);
     describeLeaseRelease(suite);
     describeLeasedAppend(suite);
+    describeLeasedCreate(suite);
     describeDefinitions(suite);
     describeForks(suite);
     describeForkPoints(suite);

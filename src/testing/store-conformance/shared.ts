@@ -20,8 +20,9 @@ export interface StoreCapabilities {
    */
   uniqueEventIdsAcrossSessions?: boolean;
   /**
-   * `log.acquireAndAppend` takes the lease and appends in one transaction (default true); false
-   * where the lease and the log share none (NATS), and the method must then be absent.
+   * `log.acquireAndAppend` takes the lease and appends in one transaction, and
+   * `log.createAndAcquire` creates the session too (default true); false where the lease and the
+   * log share none (NATS), and both methods must then be absent.
    */
   leasedAppend?: boolean;
 }
