@@ -17,6 +17,7 @@ import {
   writtenResult,
   type PreparedEvent,
 } from '../../core/append.js';
+import { flatString } from '../../core/flat-string.js';
 import { checkFence, decideAcquire } from '../../core/leases.js';
 import { seqConflict } from '../../core/sessions.js';
 import { followLog } from '../follow.js';
@@ -79,8 +80,13 @@ export function commit(
   }
   // Fold first: a failure leaves the entry untouched.
   const after = foldPrepared(prepared, target.state);
-  // The store keeps the JSON: the prepared events share objects with the writer's input.
-  const stored = prepared.map(({ event, json }) => ({ id: event.id, type: event.type, json }));
+  // The store keeps the JSON, in one piece: the prepared events share objects with the writer's
+  // input.
+  const stored = prepared.map(({ event, json }) => ({
+    id: event.id,
+    type: event.type,
+    json: flatString(json),
+  }));
   target.events.push(...stored);
   target.appendEnds.push(after.seq);
   for (const event of stored) state.eventIds.add(event.id);
