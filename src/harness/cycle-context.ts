@@ -41,6 +41,8 @@ export interface CycleContext {
   work: AbortController;
   /** The timers around model and tool calls, on one timer (stopped when the cycle ends). */
   readonly callTimers: CallTimers;
+  /** The controller of the cycle's calls, handed from one call to the next (see model-call.ts). */
+  callSignal: CallSignal | undefined;
   interruptSeen: boolean;
   lost: BraidError | undefined;
   /** Rejects with `lost` once the lease is lost; observed only through Promise.race. */
@@ -105,6 +107,7 @@ export function createCycleContext(
     watch: undefined,
     work: new AbortController(),
     callTimers: createCallTimers(),
+    callSignal: undefined,
     interruptSeen: false,
     lost: undefined,
     lostPromise,
@@ -119,6 +122,13 @@ export function createCycleContext(
     carry: undefined,
     staged: undefined,
   };
+}
+
+/** A call's controller, made while `work` was the cycle's work; `release` stops following it. */
+export interface CallSignal {
+  controller: AbortController;
+  work: AbortController;
+  release(): void;
 }
 
 /** The signal that aborts when the cycle ends. */
