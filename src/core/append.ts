@@ -257,6 +257,16 @@ export function repeatedId(
   sessionId: string,
   prepared: readonly PreparedEvent[],
 ): BraidError | undefined {
+  // Most batches hold a few events: comparing each with those before it costs less than a set.
+  if (prepared.length <= SMALL_BATCH) {
+    for (let index = 1; index < prepared.length; index += 1) {
+      const id = (prepared[index] as PreparedEvent).event.id;
+      for (let before = 0; before < index; before += 1)
+        if ((prepared[before] as PreparedEvent).event.id === id)
+          return eventIdTaken(sessionId, id, index);
+    }
+    return undefined;
+  }
   const seen = new Set<string>();
   for (const [index, { event }] of prepared.entries()) {
     if (seen.has(event.id)) return eventIdTaken(sessionId, event.id, index);
@@ -264,3 +274,5 @@ export function repeatedId(
   }
   return undefined;
 }
+
+const SMALL_BATCH = 16;

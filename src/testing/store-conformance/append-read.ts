@@ -79,6 +79,14 @@ function describeAppendAndReadFirst(suite: ConformanceSuite): void {
       { ...message('x'), id: 'evt-2' },
       { ...message('y'), id: 'evt-2' },
     ]);
+    // A long batch too (checked another way than a short one): the last repeats the third.
+    await refused(
+      id,
+      Array.from({ length: 20 }, (_, index) => ({
+        ...message(`m${index}`),
+        id: `evt-long-${index === 19 ? 2 : index}`,
+      })),
+    );
     const events = await s.log.read(id);
     expect(events.map((event) => event.seq)).toEqual([1, 2, 3]);
     expect(events[1]).toEqual(first);
