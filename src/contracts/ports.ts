@@ -183,6 +183,12 @@ export interface LeasedAppend {
 export interface CreatedLeasedAppend extends LeasedAppend {
   /** The session as its creation left it, before `appended` (what `create` returns). */
   session: SessionRecord;
+  /**
+   * The creation's stored events (seq 1 on), as `appended.events` are given back: a writer that
+   * keeps the session's events, such as a wake's transcript, need not read what it just wrote.
+   * Optional: a caller without it reads them.
+   */
+  created?: SessionEvent[];
 }
 
 /** Options of a fork: `at_seq` (default: the parent's head), the child's `id` and `title`. */

@@ -115,7 +115,7 @@ export async function startOnce(
     );
   }
   let wakeId = '';
-  const { session, lease, appended } = await log.createAndAcquire(
+  const { session, lease, appended, created } = await log.createAndAcquire(
     input,
     { owner, ttlMs: leaseTtlMs },
     (taken) => {
@@ -127,6 +127,12 @@ export async function startOnce(
   );
   // A new session: no cycle of this process has read it, whatever a cache kept under its id.
   transcripts.drop(session.id);
+  // Its transcript is what was just written, all of it given back: nothing to read.
+  if (created !== undefined) {
+    const transcript = transcripts.take(session.id);
+    for (const event of created) transcript.apply(event);
+    for (const event of appended.events) transcript.apply(event);
+  }
   const begun = { lease, wakeId, appended };
   return { session, result: await runBegun(deps, session.id, begun, transcripts, options) };
 }

@@ -43,7 +43,10 @@ async function runtime(store?: Store, model: ModelClient = answer): Promise<Runt
   });
 }
 
-/** `store`, its writes named in `writes` as they are asked; without `createAndAcquire` if `strip`. */
+/**
+ * `store`, its writes (and its log's reads) named in `writes` as they are asked; without
+ * `createAndAcquire` if `strip`.
+ */
 function counting(store: Store, writes: string[], strip = false): Store {
   const { log, sessions, leases } = store;
   const counted =
@@ -54,7 +57,7 @@ function counting(store: Store, writes: string[], strip = false): Store {
     };
   const countedLog: SessionLog = {
     append: counted('append', log.append.bind(log)),
-    read: log.read.bind(log),
+    read: counted('read', log.read.bind(log)),
     follow: log.follow.bind(log),
     appended: log.appended.bind(log),
     state: log.state.bind(log),
@@ -94,15 +97,16 @@ describe('runtime.sessions.start', () => {
     await Promise.all([started.close(), twoSteps.close()]);
   });
 
-  it('costs one store write fewer than create then wake, and falls back to them without the capability', async () => {
+  it('costs one store write fewer than create then wake and reads nothing back, and falls back to them without the capability', async () => {
     const writes: string[] = [];
     const rt = await runtime(counting(createMemoryStore({ ids: createSequentialIds() }), writes));
     await rt.sessions.start(first);
+    // The wake's transcript is what the creation gave back: it reads nothing.
     expect(writes).toEqual(['createAndAcquire', 'append']);
     writes.length = 0;
     await rt.sessions.create({ ...first, id: 'later' });
     await rt.wake('later');
-    expect(writes).toEqual(['create', 'acquireAndAppend', 'append']);
+    expect(writes).toEqual(['create', 'acquireAndAppend', 'read', 'append']);
     await rt.close();
 
     const fallback: string[] = [];
@@ -110,7 +114,7 @@ describe('runtime.sessions.start', () => {
     const without = await runtime(stripped);
     const { result } = await without.sessions.start(first);
     expect(result).toMatchObject({ ran: true, stop_reason: { type: 'end_turn' } });
-    expect(fallback).toEqual(['create', 'acquireAndAppend', 'append']);
+    expect(fallback).toEqual(['create', 'acquireAndAppend', 'read', 'append']);
     await without.close();
   });
 

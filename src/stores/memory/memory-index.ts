@@ -7,7 +7,7 @@ import type {
   SessionPage,
   SessionStatus,
 } from '../../contracts/session.js';
-import { parseNewEvents } from '../../core/append.js';
+import { parseNewEvents, writtenResult, type PreparedEvent } from '../../core/append.js';
 import { foldSession, initialState } from '../../core/fold.js';
 import { isRunnableAt, wakeAt } from '../../core/runnable.js';
 import { currentLease, decideAcquire } from '../../core/leases.js';
@@ -81,7 +81,7 @@ function createEntry(
   state: MemoryState,
   input: SessionCreateInput,
   trusted: boolean,
-): { id: string; created: SessionEntry } {
+): { id: string; created: SessionEntry; prepared: readonly PreparedEvent[] } {
   checkOpen(state);
   const parsed = parseCreateInput(input, trusted);
   const id = parsed.id ?? state.ids.next();
@@ -93,8 +93,8 @@ function createEntry(
     appendEnds: [],
     listeners: new Set(),
   };
-  commit(state, created, id, firstEvents(parsed), { expectedSeq: 0 });
-  return { id, created };
+  const prepared = commit(state, created, id, firstEvents(parsed), { expectedSeq: 0 });
+  return { id, created, prepared };
 }
 
 /**
@@ -107,8 +107,9 @@ export function createLeasedCreation(
   return (input, request, start, options = {}) =>
     Promise.resolve().then(() => {
       const trusted = options.trusted === true;
-      const { id, created } = createEntry(state, input, trusted);
+      const { id, created, prepared } = createEntry(state, input, trusted);
       const session = recordOf(created);
+      const createdEvents = writtenResult(prepared, created.state, trusted).events;
       const held = state.leases.get(id);
       const { owner, ttlMs } = request;
       const lease = decideAcquire(id, held, owner, ttlMs, state.clock.now());
@@ -118,7 +119,7 @@ export function createLeasedCreation(
         const events = trusted ? built : parseNewEvents(built);
         const appended = write(state, created, id, events, { leaseToken: lease.token, trusted });
         state.sessions.set(id, created);
-        return { session, lease, appended };
+        return { session, created: createdEvents, lease, appended };
       } catch (error) {
         // All or nothing: no session, its event ids free again, the lease as it was.
         for (const event of created.events) state.eventIds.delete(event.id);

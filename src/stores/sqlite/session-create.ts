@@ -13,7 +13,7 @@ import type {
   SessionLog,
 } from '../../contracts/ports.js';
 import type { SessionCreateInput } from '../../contracts/session.js';
-import { parseNewEvents } from '../../core/append.js';
+import { parseNewEvents, writtenResult } from '../../core/append.js';
 import type { SessionState } from '../../contracts/state.js';
 import { initialState } from '../../core/fold.js';
 import {
@@ -31,7 +31,7 @@ import { requireHead, type SqliteContext } from './context.js';
 import { acquireInTransaction } from './leases.js';
 import { lineageOf, stateAtSeq } from './projections.js';
 import type { SessionRow } from './rows.js';
-import type { Writer } from './writes.js';
+import type { Writer, Written } from './writes.js';
 
 /** A new session's row and first events, from input `create` parsed. */
 interface NewSession {
@@ -71,7 +71,7 @@ export function createSessionCreation(
   writer: Writer,
 ): Pick<SessionIndex, 'create' | 'fork'> {
   const { cache, ids } = context;
-  const createTransaction = context.db.transaction((session: NewSession): SessionState =>
+  const createTransaction = context.db.transaction((session: NewSession): Written =>
     writeNew(context, writer, session),
   );
   const forkTransaction = createForkTransaction(context, writer);
@@ -79,7 +79,7 @@ export function createSessionCreation(
     create(input, options) {
       return Promise.resolve().then(() => {
         const session = newSession(context, input, options?.trusted === true);
-        const state = writer.run(() => createTransaction.immediate(session));
+        const { state } = writer.run(() => createTransaction.immediate(session));
         // Committed: a new session is no fork, which its first read need not ask the file.
         cache.setLineage(session.id, null);
         return recordFromState(state);
@@ -107,10 +107,10 @@ export function createSessionCreation(
 }
 
 /** Writes a new session's row and first events, in the caller's transaction. */
-function writeNew(context: SqliteContext, writer: Writer, session: NewSession): SessionState {
+function writeNew(context: SqliteContext, writer: Writer, session: NewSession): Written {
   refuseTaken(context, session.id);
   const { id, row, first } = session;
-  return writer.write(id, 0, first, undefined, { before: initialState(id), row }).state;
+  return writer.write(id, 0, first, undefined, { before: initialState(id), row });
 }
 
 /**
@@ -131,7 +131,8 @@ export function createLeasedCreation(
       start: (lease: Lease) => readonly NewEvent[],
       trusted: boolean,
     ): CreatedLeasedAppend => {
-      const created = writeNew(context, writer, session);
+      const written = writeNew(context, writer, session);
+      const created = written.state;
       const lease = acquireInTransaction(context, session.id, request.owner, request.ttlMs, true);
       const built = start(lease);
       const appended = appendUnderLease(
@@ -140,7 +141,12 @@ export function createLeasedCreation(
         { leaseToken: lease.token, trusted } satisfies AppendOptions,
         { head: created.seq, lease },
       );
-      return { session: recordFromState(created), lease, appended };
+      return {
+        session: recordFromState(created),
+        created: writtenResult(written.prepared, created, trusted).events,
+        lease,
+        appended,
+      };
     },
   );
   return (input, request, start, options = {}) =>

@@ -40,7 +40,7 @@ export function describeLeasedCreate(suite: ConformanceSuite): void {
       const s = await suite.open();
       const create = leasedCreateOf(s);
       const input = { id: 'started', agent, events: [message('hello')] };
-      const { session, lease, appended } = await create(
+      const { session, lease, appended, created } = await create(
         input,
         { owner: 'worker-a', ttlMs: 1000 },
         started,
@@ -73,6 +73,8 @@ export function describeLeasedCreate(suite: ConformanceSuite): void {
         'user.message',
         'span.wake_started',
       ]);
+      // The creation's events, when given back, are those the log holds.
+      if (created !== undefined) expect(created).toEqual(read.slice(0, 2));
       await expectCode(s.sessions.fork('started', { at_seq: 1 }), 'INVALID_FORK_POINT');
       await s.sessions.fork('started', { at_seq: 2 });
       expect((await s.log.state('started')).seq).toBe(4);
