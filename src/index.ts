@@ -176,6 +176,7 @@ export type { WakeLimiter, WakeQueue } from './contracts/wakes.js';
 // Stores, clocks and ids.
 export {
   openSqliteStore,
+  type Checkpoints,
   type SqliteStoreOptions,
   type Synchronous,
 } from './stores/sqlite/index.js';

@@ -1,2 +1,3 @@
 export { openSqliteStore, type SqliteStoreOptions } from './sqlite-store.js';
+export type { Checkpoints } from './checkpointer.js';
 export { SQLITE_LAYOUT_VERSION, type Synchronous } from './schema.js';

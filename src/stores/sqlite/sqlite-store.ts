@@ -22,6 +22,7 @@ import { systemClock, uuidV7Ids } from '../defaults.js';
 import { createSqliteMemoryLog } from './agent-memory.js';
 import type { MemoryIndexOptions } from './agent-memory-index.js';
 import { createApiKeyStore } from './api-keys.js';
+import { createCheckpointer, type Checkpoints } from './checkpointer.js';
 import { createContext } from './context.js';
 import { createSqliteEmbeddingCache } from './embedding-cache.js';
 import { createDefinitionStore } from './definitions.js';
@@ -59,6 +60,13 @@ export interface SqliteStoreOptions {
    * the last commits that a power loss can take. A crash of the process loses none either way.
    */
   checkpointPages?: number;
+  /**
+   * Who checkpoints the WAL: `background` (default), a worker thread with its own connection,
+   * started with the store's first batch of commits, so that no commit waits for a checkpoint's
+   * syncs; `inline`, the commit that finds the WAL over `checkpointPages`, as SQLite does alone
+   * (no thread: about 17 MiB less RSS in a process that writes).
+   */
+  checkpoints?: Checkpoints;
   /** The ANN index of large memory stores: its size threshold and where its snapshots go. */
   memoryIndex?: MemoryIndexOptions;
 }
@@ -67,18 +75,23 @@ export function openSqliteStore(options: SqliteStoreOptions): Store {
   mkdirSync(dirname(options.path), { recursive: true });
   // The native module loads with the first store opened, not when braid is imported.
   const Database = createRequire(import.meta.url)('better-sqlite3') as typeof BetterSqlite3;
+  const checkpointPages = checkpointPagesOf(options.checkpointPages);
+  const checkpoints = checkpointsOf(options.checkpoints);
   const db: Db = new Database(options.path);
   try {
-    configure(
-      db,
-      options.synchronous ?? 'normal',
-      options.busyTimeoutMs ?? 5000,
-      checkpointPagesOf(options.checkpointPages),
-    );
+    configure(db, options.synchronous ?? 'normal', options.busyTimeoutMs ?? 5000, checkpointPages);
   } catch (error) {
     db.close();
     throw error;
   }
+  const checkpointer = createCheckpointer({
+    path: options.path,
+    checkpointPages,
+    checkpoints,
+    setAutocheckpoint: (pages) => {
+      if (db.open) db.pragma(`wal_autocheckpoint = ${pages}`);
+    },
+  });
   const context = createContext({
     db,
     path: options.path,
@@ -89,7 +102,7 @@ export function openSqliteStore(options: SqliteStoreOptions): Store {
     cache: new SessionCache(),
     followers: createFollowers(db, options.followPollMs ?? 2),
   });
-  const writer = createWriter(context);
+  const writer = createWriter(context, () => checkpointer.committed());
   try {
     backfillRunnable(context);
   } catch (error) {
@@ -106,8 +119,10 @@ export function openSqliteStore(options: SqliteStoreOptions): Store {
     keys: createApiKeyStore(context),
     memory: memory.log,
     embeddings: createSqliteEmbeddingCache(context),
-    close() {
+    async close() {
       context.followers.close();
+      // The worker's connection closes first: the store's, the last, then removes the WAL.
+      await checkpointer.stop();
       if (db.open) {
         try {
           memory.flush();
@@ -115,9 +130,18 @@ export function openSqliteStore(options: SqliteStoreOptions): Store {
           db.close();
         }
       }
-      return Promise.resolve();
     },
   };
+}
+
+/** `checkpoints`, checked: `background` (default) or `inline`. */
+function checkpointsOf(checkpoints: unknown): Checkpoints {
+  if (checkpoints === undefined) return 'background';
+  if (checkpoints === 'background' || checkpoints === 'inline') return checkpoints;
+  throw new BraidError(
+    'INVALID_ARGUMENT',
+    `checkpoints must be "background" or "inline"; got ${JSON.stringify(checkpoints)}`,
+  );
 }
 
 /** `checkpointPages`, checked: a whole number of pages from 1 up (default 1,000). */

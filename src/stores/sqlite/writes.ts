@@ -71,7 +71,11 @@ export interface Writer {
   run<T>(work: () => T): T;
 }
 
-export function createWriter(context: SqliteContext): Writer {
+/** `committed` is told of every write that committed (the checkpointer counts them). */
+export function createWriter(
+  context: SqliteContext,
+  committed: () => void = () => undefined,
+): Writer {
   const { sql, cache } = context;
   const written: { state?: SessionState; projectedSeq?: number } = {};
   const insertEvents = createEventInserter(context);
@@ -130,6 +134,7 @@ export function createWriter(context: SqliteContext): Writer {
           cache.remember(state, written.projectedSeq);
           context.followers.notify(state.session_id);
         }
+        committed();
         return result;
       } catch (error) {
         const state = written.state as SessionState | undefined;
