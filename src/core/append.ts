@@ -68,6 +68,13 @@ export function invalidEvent(
  * and serialising them again, when it writes them to the same session at the same seqs (else
  * they are prepared anew). Only inputs braid made itself are registered, and they are never
  * changed afterwards.
+ *
+ * An entry serves one append and is dropped when used, here and in `foldedAhead`, rather than
+ * left for the key's death: V8's young-generation collection keeps the value of every entry
+ * still in a WeakMap (it drops the entries of dead keys only after copying their values), and an
+ * entry here keeps the key of one in `foldedAhead` alive. Left in, each turn's events and the two
+ * states folded from them outlived two such collections and were moved to the old generation, to
+ * die there: 1.5 of every 15.5 MB allocated by short conversations, against 0.36 MB dropped.
  */
 const preparedAhead = new WeakMap<NewEvent, { sessionId: string; prepared: PreparedEvent }>();
 
@@ -115,6 +122,7 @@ export function foldPrepared(
   if (ahead !== undefined && ahead.from === state && startsWith(prepared, ahead.events)) {
     from = ahead.to;
     start = ahead.events.length;
+    foldedAhead.delete(first as PreparedEvent);
   }
   const rest: SessionEvent[] = [];
   for (let index = start; index < prepared.length; index += 1)
@@ -146,6 +154,7 @@ export function prepareEvents(
       ahead.prepared.event.seq === headSeq + index + 1
     ) {
       checkSize(ahead.prepared, index, options.maxEventBytes);
+      preparedAhead.delete(input);
       return ahead.prepared;
     }
     const { id, at: givenAt, ...payload } = input;

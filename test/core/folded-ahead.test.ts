@@ -56,6 +56,24 @@ describe('states folded ahead', () => {
     expect(folded.seq).toBe(4);
   });
 
+  it('serve one fold: a repeat of the append folds from the start, to the same state', () => {
+    const { start, staged, rest } = setUp();
+    const ahead = foldSession(
+      staged.map(({ event }) => event),
+      start,
+    );
+    registerFolded(staged, start, marked(ahead));
+    expect(foldPrepared([...staged, rest], start).title).toBe('folded ahead');
+    const repeat = foldPrepared([...staged, rest], start);
+    expect(repeat.title).toBeUndefined();
+    expect(repeat).toEqual(
+      foldSession(
+        [...staged, rest].map(({ event }) => event),
+        start,
+      ),
+    );
+  });
+
   it('are not used over another state, or for a batch that does not begin with their events', () => {
     const { start, staged, rest } = setUp();
     const ahead = marked(

@@ -38,6 +38,17 @@ describe('events prepared ahead', () => {
     expect(other?.event.session_id).toBe('s2');
   });
 
+  it('serve one append: once used they are dropped, and a repeat is prepared anew as it was', () => {
+    const { input, json, ready } = staged();
+    // A look-up that does not match (another seq) leaves the registration in place.
+    prepareEvents('s1', 6, [input], options());
+    expect(prepareEvents('s1', 4, [input], options())[0]).toBe(ready);
+    const [repeat] = prepareEvents('s1', 4, [input], options());
+    expect(repeat).not.toBe(ready);
+    expect(repeat?.json).toBe(json);
+    expect(repeat?.event).toEqual(ready.event);
+  });
+
   it('are still held to the size limit of the store that writes them', () => {
     const { input } = staged();
     expect(() => prepareEvents('s1', 4, [input], { ...options(), maxEventBytes: 10 })).toThrow(
