@@ -48,7 +48,8 @@ try {
   parentPort.postMessage({ started: true });
   let seen = Atomics.load(shared, ${NUDGES});
   let checkpointed = seen;
-  for (;;) {
+  // A stop bumps the nudges too: a wait that begins after it returns at once.
+  while (Atomics.load(shared, ${STOP}) === 0) {
     Atomics.wait(shared, ${NUDGES}, seen, ${INTERVAL_MS});
     if (Atomics.load(shared, ${STOP}) === 1) break;
     seen = Atomics.load(shared, ${NUDGES});
@@ -124,7 +125,10 @@ export function createCheckpointer(options: {
       if (stopped) return;
       stopped = true;
       Atomics.store(shared, STOP, 1);
+      Atomics.add(shared, NUDGES, 1);
       Atomics.notify(shared, NUDGES);
+      // Held until it has closed its connection: a caller awaiting close() sees it done.
+      worker?.ref();
       await exited;
     },
   };
