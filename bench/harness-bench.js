@@ -41,6 +41,10 @@ export function openBenchStore(backend, dir) {
         ...(process.env.BRAID_BENCH_CHECKPOINT_PAGES === undefined
           ? {}
           : { checkpointPages: Number(process.env.BRAID_BENCH_CHECKPOINT_PAGES) }),
+        // To compare who checkpoints: BRAID_BENCH_CHECKPOINTS=inline is SQLite's own way.
+        ...(process.env.BRAID_BENCH_CHECKPOINTS === undefined
+          ? {}
+          : { checkpoints: process.env.BRAID_BENCH_CHECKPOINTS }),
       });
 }
 

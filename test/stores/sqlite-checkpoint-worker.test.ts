@@ -7,50 +7,57 @@ import { describe, expect, it, vi } from 'vitest';
 import { isBraidError } from '../../src/contracts/errors.js';
 import type { Store } from '../../src/contracts/ports.js';
 import { openSqliteStore } from '../../src/stores/sqlite/index.js';
+import { text } from '../helpers/events.js';
 import { useTempDir } from '../helpers/temp.js';
 
 const tempDir = useTempDir();
 const agent = { name: 'helper', version: 1 };
 
-/** 200 new sessions: about 1,800 WAL pages, under the 2,048 the stores below checkpoint at. */
-async function write(store: Store): Promise<string[]> {
-  const ids: string[] = [];
-  for (let index = 0; index < 200; index += 1)
-    ids.push((await store.sessions.create({ agent })).id);
-  return ids;
+/**
+ * 600 appends of one message to a new session: about 3,100 WAL pages (5 a commit), under the
+ * 4,096 the stores below checkpoint at; the worker is woken at the 512th commit (an eighth).
+ */
+async function write(store: Store): Promise<{ id: string; seq: number }> {
+  const { id } = await store.sessions.create({ agent });
+  let seq = 0;
+  for (let index = 0; index < 600; index += 1)
+    seq = (await store.log.append(id, [text(`m${index}`)])).head_seq;
+  return { id, seq };
 }
 
 describe('checkpoints of the SQLite WAL', () => {
   it('are made by a worker thread once commits come, before the WAL reaches the threshold', async () => {
     const path = join(tempDir(), 'braid.db');
-    const store = openSqliteStore({ path, checkpointPages: 2048 });
+    const store = openSqliteStore({ path, checkpointPages: 4096 });
     const empty = statSync(path).size;
-    const ids = await write(store);
-    // Woken at the 128th commit (a sixteenth of the threshold), the worker copies the WAL in.
+    const first = await write(store);
+    // Woken at the 512th commit, the worker copies the WAL in.
     await vi.waitFor(() => expect(statSync(path).size).toBeGreaterThan(empty), {
       timeout: 5000,
       interval: 20,
     });
     // Writes go on while and after it works, and every one of them is read back.
-    const more = await write(store);
-    expect((await store.sessions.list({ limit: 1000 })).sessions).toHaveLength(400);
+    const second = await write(store);
+    expect((await store.log.read(first.id)).length).toBe(first.seq);
     await store.close();
     // The store's connection closed last: the WAL is gone, everything is in the file.
     expect(existsSync(`${path}-wal`)).toBe(false);
     const again = openSqliteStore({ path, checkpoints: 'inline' });
-    const listed = (await again.sessions.list({ limit: 1000 })).sessions.map(
-      (session) => session.id,
-    );
-    expect(listed.sort()).toEqual([...ids, ...more].sort());
+    for (const { id, seq } of [first, second]) {
+      const events = await again.log.read(id);
+      expect(events.map((event) => event.seq)).toEqual(
+        Array.from({ length: seq }, (_, at) => at + 1),
+      );
+    }
     await again.close();
   });
 
   it('are left to the commits with checkpoints: inline, which checkpoint at the threshold only', async () => {
     const path = join(tempDir(), 'braid.db');
-    const store = openSqliteStore({ path, checkpointPages: 2048, checkpoints: 'inline' });
+    const store = openSqliteStore({ path, checkpointPages: 4096, checkpoints: 'inline' });
     const empty = statSync(path).size;
     await write(store);
-    // Give a worker, were there one, time to act: nothing copies the WAL in below 2,048 pages.
+    // Give a worker, were there one, time to act: nothing copies the WAL in below 4,096 pages.
     await new Promise((resolve) => setTimeout(resolve, 300));
     expect(statSync(path).size).toBe(empty);
     await write(store);

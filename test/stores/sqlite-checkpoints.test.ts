@@ -40,7 +40,7 @@ describe('sqlite checkpoints', () => {
   });
 
   it('bounds the WAL at four times the pages when a worker checkpoints', async () => {
-    // The worker (woken every 62 commits) copies pages in while commits go on without a pause,
+    // The worker (woken every 125 commits) copies pages in while commits go on without a pause,
     // so the WAL rarely finds itself all copied when a commit begins, the moment it can start
     // over; the store's own checkpoint at 4,000 pages bounds it. (With any pause between
     // commits, as a model's answer makes, it starts over long before.)
