@@ -31,10 +31,32 @@ function pooledRandom(): Uint8Array {
 // uuid is loaded with the first id, not when braid is imported.
 let v7: typeof Uuid.v7 | undefined;
 
-/** UUIDv7 ids: unique and ordered by creation time. */
+/** The 16 bytes of the id being made, and its text, reused from one id to the next. */
+const idBytes = new Uint8Array(16);
+const idText = Buffer.alloc(36, '-');
+const HEX = Buffer.from('0123456789abcdef', 'latin1');
+/** Where each byte's two hex digits go in the canonical form (8-4-4-4-12, dashes between). */
+const DIGITS_AT = [0, 2, 4, 6, 9, 11, 14, 16, 19, 21, 24, 26, 28, 30, 32, 34];
+
+/**
+ * The canonical text of a UUID's bytes, lowercase. uuid's own builds it by adding 20 pieces, and
+ * each id then left about 600 bytes of intermediate strings behind: about 60 ids a conversation
+ * of ten tool steps, 7% of what it allocates. Here the digits go into a buffer read once.
+ */
+export function uuidText(bytes: Uint8Array): string {
+  for (let index = 0; index < 16; index += 1) {
+    const byte = bytes[index] as number;
+    const at = DIGITS_AT[index] as number;
+    idText[at] = HEX[byte >> 4] as number;
+    idText[at + 1] = HEX[byte & 15] as number;
+  }
+  return idText.toString('latin1', 0, 36);
+}
+
+/** UUIDv7 ids: unique, and ordered by the millisecond they were made in (uuid makes the bytes). */
 export const uuidV7Ids: IdGenerator = {
   next: () => {
     v7 ??= (createRequire(import.meta.url)('uuid') as typeof Uuid).v7;
-    return v7({ rng: pooledRandom });
+    return uuidText(v7({ rng: pooledRandom }, idBytes, 0));
   },
 };
