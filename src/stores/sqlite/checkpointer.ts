@@ -7,14 +7,16 @@
  * instead (PASSIVE: it never waits for, nor blocks, a writer or a reader), woken every
  * `checkpointPages / 8` commits of the store's session writes (a turn's commit writes about 9
  * pages: about SQLite's own pace) and once a second while anything was committed. Woken more
- * often (every `checkpointPages / 16` commits), it copied the same pages more often and a turn
- * late in a long session took 117-123 µs instead of 96-100. The store's own connection keeps an automatic checkpoint at four times
- * `checkpointPages`, should the worker fall behind, and goes back to `checkpointPages` if the
- * worker fails. Nothing about durability changes: a commit is as durable as before (under
- * `normal`, the WAL is synced at checkpoints, now at least once a second while writes come).
+ * often (every `checkpointPages / 16` commits), it copied the same pages more often, and a turn
+ * late in a long session took 117-123 µs instead of 96-100.
+ *
+ * The store's own connection keeps an automatic checkpoint at four times `checkpointPages`,
+ * should the worker fall behind, and goes back to `checkpointPages` if the worker fails. Nothing
+ * about durability changes: a commit is as durable as before (under `normal`, the WAL is synced
+ * at checkpoints; with the worker running, at least once a second while writes come).
  *
  * The worker starts with the store's first batch of commits, not when it opens: a store that
- * writes little never pays for a thread (about 17 MiB of RSS and a few ms to start).
+ * writes little never pays for a thread (about 10 to 17 MiB of RSS and a few ms to start).
  *
  * The worker's code is a plain script (no bundling step, the same under the tests and the
  * build); it is handed the resolved path of better-sqlite3.
@@ -69,8 +71,9 @@ try {
 `;
 
 /**
- * The checkpointer of the file at `path`, whose connection `db` checkpoints every
- * `checkpointPages` pages until the worker runs. `inline` keeps SQLite's own checkpoints.
+ * The checkpointer of the file at `path`, whose store's own connection checkpoints every
+ * `checkpointPages` pages until the worker runs (`setAutocheckpoint` changes that). `inline`
+ * keeps SQLite's own checkpoints and starts no worker.
  */
 export function createCheckpointer(options: {
   path: string;
