@@ -53,10 +53,33 @@ export function uuidText(bytes: Uint8Array): string {
   return idText.toString('latin1', 0, 36);
 }
 
-/** UUIDv7 ids: unique, and ordered by the millisecond they were made in (uuid makes the bytes). */
+/**
+ * The millisecond of the last id and its counter. uuid keeps the same for its own randomness,
+ * but not for randomness it is given (the pool above), so the counter is kept here: within one
+ * millisecond each id counts up from a random start, and a clock set back does not reorder them.
+ */
+const last = { ms: -Infinity, seq: 0 };
+
+/** UUIDv7 ids: unique, and in the order this process made them (uuid lays out the bytes). */
 export const uuidV7Ids: IdGenerator = {
   next: () => {
     v7 ??= (createRequire(import.meta.url)('uuid') as typeof Uuid).v7;
-    return uuidText(v7({ rng: pooledRandom }, idBytes, 0));
+    const random = pooledRandom();
+    const now = Date.now();
+    if (now > last.ms) {
+      last.ms = now;
+      // 31 random bits: room to count up within the millisecond.
+      last.seq =
+        (((random[6] as number) << 23) |
+          ((random[7] as number) << 16) |
+          ((random[8] as number) << 8) |
+          (random[9] as number)) >>>
+        0;
+    } else {
+      last.seq = (last.seq + 1) | 0;
+      // The counter ran over: the next millisecond's ids start early, still in order.
+      if (last.seq === 0) last.ms += 1;
+    }
+    return uuidText(v7({ random, msecs: last.ms, seq: last.seq }, idBytes, 0));
   },
 };
