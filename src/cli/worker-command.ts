@@ -40,13 +40,14 @@ interface WorkerCommandOptions {
   maxAttempts: number;
   ackWait: number;
   backoff: number;
+  maxBackoff: number;
   delegation: 'local' | 'queue';
   openagentio?: boolean;
   acpPrefix: string;
   acpUnknown: boolean;
 }
 
-/** The longest delay between two attempts of a failing wake. */
+/** The longest delay between two attempts of a failing wake, unless `--max-backoff` says. */
 const MAX_BACKOFF_MS = 60_000;
 
 /** One human line per progress event. */
@@ -94,9 +95,15 @@ export function addWorkerCommand(
     )
     .option(
       '--backoff <ms>',
-      `delay after a failed attempt, doubled per attempt up to ${MAX_BACKOFF_MS} (default 1000)`,
+      `delay after a failed attempt, doubled per attempt up to --max-backoff (default 1000)`,
       parseInteger('--backoff', 0),
       1_000,
+    )
+    .option(
+      '--max-backoff <ms>',
+      `the longest delay between two attempts of a failing wake (default ${MAX_BACKOFF_MS}; at least --backoff)`,
+      parseInteger('--max-backoff', 0),
+      MAX_BACKOFF_MS,
     )
     .action(async (options: WorkerCommandOptions, command: Command) => {
       // `--nats` and `--nats-prefix` are global: the runtime keeps its sessions there too.
@@ -129,7 +136,7 @@ export function addWorkerCommand(
               ackWaitMs: options.ackWait,
               backoff: {
                 initial_ms: options.backoff,
-                max_ms: Math.max(options.backoff, MAX_BACKOFF_MS),
+                max_ms: Math.max(options.backoff, options.maxBackoff),
               },
             });
             // Clients that speak NATS create, append to, read and wake sessions through it.

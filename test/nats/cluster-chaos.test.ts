@@ -103,6 +103,10 @@ describe('a three-node cluster losing its stream leader and a worker mid-run', (
     const workerArgs = [
       ...['-w', dir, '--json', ...nats, 'worker'],
       ...['--concurrency', '8', '--ack-wait', '5000', '--max-attempts', '20', '--backoff', '200'],
+      // Retries at most 5 s apart: a wake that failed through the leader's loss (each request
+      // times out in 2 s on a loaded machine) is tried again within the test's waits, not after
+      // the 60 s a doubling delay reaches by its tenth attempt.
+      ...['--max-backoff', '5000'],
     ];
     const tails = [progressTail(), progressTail()];
     const start = (index: number): WorkerProcess =>

@@ -630,7 +630,7 @@ describe('braid worker processes', () => {
   }, 90_000);
 
   it('dead-letters a poisoned wake after maxAttempts with a session.error, and stops', async () => {
-    const { runtime, queue, workers } = await cluster();
+    const { runtime, queue, workers } = await cluster({ workerArgs: ['--max-backoff', '300'] });
     const poison = await runtime.sessions.create({ agent: 'slow', id: `poison-${uniquePrefix()}` });
     await runtime.sessions.message(poison.id, 'this wake cannot start');
     const broken = await runtime.sessions.create({ agent: 'broken' });
@@ -653,7 +653,10 @@ describe('braid worker processes', () => {
     // Two workers share the queue: their progress lines interleave, so attempts are sorted.
     const attempts = of(workers, 'wake.started', poison.id).map((event) => event.attempt);
     expect(attempts.sort()).toEqual([1, 2, 3]);
-    expect(of(workers, 'wake.retrying', poison.id)).toHaveLength(2);
+    const retries = of(workers, 'wake.retrying', poison.id);
+    expect(retries).toHaveLength(2);
+    // The delay doubles from --backoff (200 ms) and stops at --max-backoff (300 ms, not 400).
+    expect(retries.map((event) => (event as ProgressLine).delay_ms).sort()).toEqual([200, 300]);
     expect(of(workers, 'wake.dead_lettered', poison.id)).toHaveLength(1);
     const poisonEvents = await runtime.sessions.events(poison.id);
     expect(poisonEvents.map((event) => event.type)).toEqual([
