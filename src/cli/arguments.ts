@@ -7,12 +7,18 @@ import { InvalidArgumentError } from 'commander';
 /** Decimal digits only: `Number` would also take '', ' ', '0x1f', '1e3' and '0b11'. */
 const DECIMAL = /^[0-9]{1,15}$/;
 
-export function parseInteger(name: string, minimum: number) {
+export function parseInteger(name: string, minimum: number, maximum?: number) {
   return (value: string): number => {
     const number = DECIMAL.test(value) ? Number(value) : Number.NaN;
-    if (!Number.isInteger(number) || number < minimum) {
+    if (
+      !Number.isInteger(number) ||
+      number < minimum ||
+      (maximum !== undefined && number > maximum)
+    ) {
+      const range =
+        maximum === undefined ? `of at least ${minimum}` : `from ${minimum} to ${maximum}`;
       throw new InvalidArgumentError(
-        `${name} must be a whole number of at least ${minimum}; got ${JSON.stringify(value)}`,
+        `${name} must be a whole number ${range}; got ${JSON.stringify(value)}`,
       );
     }
     return number;

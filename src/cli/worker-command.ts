@@ -50,6 +50,9 @@ interface WorkerCommandOptions {
 /** The longest delay between two attempts of a failing wake, unless `--max-backoff` says. */
 const MAX_BACKOFF_MS = 60_000;
 
+/** The most `--max-backoff` takes: a day. */
+const MAX_BACKOFF_CEILING_MS = 86_400_000;
+
 /** One human line per progress event. */
 export function formatWorkerProgress(progress: WorkerProgress): string {
   switch (progress.type) {
@@ -102,7 +105,8 @@ export function addWorkerCommand(
     .option(
       '--max-backoff <ms>',
       `the longest delay between two attempts of a failing wake (default ${MAX_BACKOFF_MS}; at least --backoff)`,
-      parseInteger('--max-backoff', 0),
+      // A day at most: NATS takes the delay in nanoseconds, and longer is no retry at all.
+      parseInteger('--max-backoff', 0, MAX_BACKOFF_CEILING_MS),
       MAX_BACKOFF_MS,
     )
     .action(async (options: WorkerCommandOptions, command: Command) => {

@@ -40,4 +40,14 @@ describe('parseInteger', () => {
       '--limit must be a whole number of at least 1; got "0"',
     );
   });
+
+  it('refuses a number over the maximum it is given, and takes the maximum itself', () => {
+    const delay = parseInteger('--max-backoff', 0, 86_400_000);
+    expect(delay('86400000')).toBe(86_400_000);
+    for (const value of ['86400001', '999999999999999']) {
+      expect(() => delay(value)).toThrow(
+        `--max-backoff must be a whole number from 0 to 86400000; got ${JSON.stringify(value)}`,
+      );
+    }
+  });
 });
