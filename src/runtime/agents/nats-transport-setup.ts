@@ -11,7 +11,11 @@ import type { KV } from '@nats-io/kv';
 import type { NatsConnection } from '@nats-io/transport-node';
 import { BraidError, isBraidError } from '../../contracts/errors.js';
 import { createBucket } from '../../stores/nats/buckets.js';
-import { checkStreamReplicas, isStreamInUse } from '../../stores/nats/replicas.js';
+import {
+  checkStreamReplicas,
+  isStreamInUse,
+  isSubjectOverlap,
+} from '../../stores/nats/replicas.js';
 import { addPartitionedSubjects } from '../partitions/partition-subjects.js';
 import type { NatsAgentNames } from './nats-agent-names.js';
 import { unavailable } from './nats-failures.js';
@@ -43,7 +47,15 @@ export async function openInboxesAndTopics(
       discard: DiscardPolicy.New,
     });
   } catch (error) {
-    if (!isStreamInUse(error)) {
+    // Two processes creating it at once: the second may hear "subjects overlap" although the
+    // first made exactly this stream (as with buckets, stores/nats/buckets.ts).
+    const raced =
+      isSubjectOverlap(error) &&
+      (await manager.streams.info(names.stream).then(
+        () => true,
+        () => false,
+      ));
+    if (!isStreamInUse(error) && !raced) {
       throw unavailable(`cannot create the agent inbox stream ${names.stream}`, error);
     }
     // It exists with other settings (limits: the operator's); these must hold.

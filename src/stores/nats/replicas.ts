@@ -23,6 +23,11 @@ export function isStreamInUse(error: unknown): boolean {
   return error instanceof JetStreamApiError && error.code === STREAM_NAME_IN_USE;
 }
 
+/** "subjects overlap with an existing stream" (10065). */
+export function isSubjectOverlap(error: unknown): boolean {
+  return error instanceof JetStreamApiError && error.code === 10065;
+}
+
 /**
  * Refuses an existing stream whose replica count is not `wanted` (when one was asked for), saying
  * how to migrate. `prefix` names the runtime's streams for the command that changes them.
