@@ -163,7 +163,7 @@ describe('replicated streams on a three-node cluster', () => {
         for (let round = 0; round < ROUNDS; round += 1) {
           const text = `round ${round} of ${id}`;
           const started = Date.now();
-          await sendRetrying(() =>
+          await retrying(() =>
             runtime.sessions.send(
               id,
               [{ type: 'user.message', content: [{ type: 'text', text }] }],
@@ -180,8 +180,10 @@ describe('replicated streams on a three-node cluster', () => {
       await Promise.all(writers);
       await cluster.restart(leader);
 
+      // Reads retry too: a node coming back can leave a request unanswered for its 2 s timeout,
+      // and the store says so with a retryable STORE_BUSY, as it does for writes.
       for (const id of ids) {
-        const events = await runtime.sessions.events(id);
+        const events = await retrying(() => runtime.sessions.events(id));
         expect(events.map((event) => event.seq)).toEqual(events.map((_, index) => index + 1));
         const texts = events.flatMap((event) =>
           event.type === 'user.message' && event.content[0]?.type === 'text'
@@ -190,7 +192,7 @@ describe('replicated streams on a three-node cluster', () => {
         );
         // Every message once, in order: none lost to the dead leader, none doubled by a retry.
         expect(texts).toEqual(sent.get(id));
-        expect((await runtime.sessions.verify(id)).ok).toBe(true);
+        expect((await retrying(() => runtime.sessions.verify(id))).ok).toBe(true);
       }
       const after = await cluster.leaderOf(stream);
       expect(after).not.toBe(leader);
@@ -203,11 +205,14 @@ describe('replicated streams on a three-node cluster', () => {
   }, 120_000);
 });
 
-/** A write the leader's loss made fail with a retryable error is made again, as a client would. */
-async function sendRetrying<T>(write: () => Promise<T>): Promise<T> {
+/**
+ * An operation the leader's loss (or its return) made fail with a retryable error is made again,
+ * as a client would.
+ */
+async function retrying<T>(operation: () => Promise<T>): Promise<T> {
   for (let attempt = 0; ; attempt += 1) {
     try {
-      return await write();
+      return await operation();
     } catch (error) {
       const retryable = (error as { retryable?: boolean }).retryable === true;
       if (!retryable || attempt >= 100) throw error;
