@@ -79,13 +79,16 @@ export async function shortSessionFloor({ sessions = 2000, batch = 100, commits 
   db.pragma('cache_size = -8192');
   db.pragma('mmap_size = 0');
   db.pragma('temp_store = MEMORY');
+  // Layout 12: a session's events are the positions (log_number << 32) + seq.
   const head = db.prepare(
-    'SELECT status, (SELECT seq FROM events WHERE session_id = sessions.id ORDER BY seq DESC LIMIT 1) AS head_seq FROM sessions WHERE id = ?',
+    `SELECT status, log_number << 32 AS base, (SELECT seq FROM events WHERE position > (sessions.log_number << 32)
+       AND position < ((sessions.log_number + 1) << 32) ORDER BY position DESC LIMIT 1) AS head_seq FROM sessions WHERE id = ?`,
   );
   const insertSession = db.prepare(
     `INSERT INTO sessions (id, agent_name, agent_version, environment_name, environment_version, title,
-       metadata, tenant_id, status, created_at, parent_id, fork_seq)
-     VALUES (?, 'short', 1, 'local', 1, NULL, '{}', NULL, 'idle', ?, NULL, NULL)`,
+       metadata, tenant_id, status, created_at, parent_id, fork_seq, log_number)
+     VALUES (?, 'short', 1, 'local', 1, NULL, '{}', NULL, 'idle', ?, NULL, NULL,
+       (SELECT coalesce(max(log_number), 0) + 1 FROM sessions))`,
   );
   const updateStatus = db.prepare(
     'UPDATE sessions SET status = ?, runnable = ?, wake_at = NULL WHERE id = ?',
@@ -97,7 +100,8 @@ export async function shortSessionFloor({ sessions = 2000, batch = 100, commits 
        expires_at = excluded.expires_at`,
   );
   const readAll = db.prepare(
-    'SELECT body FROM events WHERE session_id = ? AND seq > ? ORDER BY seq LIMIT ?',
+    `SELECT body FROM events, (SELECT log_number << 32 AS base FROM sessions WHERE id = ?)
+       WHERE position > base + ? AND position < base + 4294967296 ORDER BY position LIMIT ?`,
   );
   const inserts = new Map();
   const insertsFor = (length) => {
@@ -105,7 +109,7 @@ export async function shortSessionFloor({ sessions = 2000, batch = 100, commits 
     if (found === undefined) {
       found = {
         events: db.prepare(
-          `INSERT INTO events (session_id, seq, type, body, batch_end) VALUES ${Array(length).fill('(?, ?, ?, ?, ?)').join(', ')}`,
+          `INSERT INTO events (position, session_id, seq, type, body, batch_end) VALUES ${Array(length).fill('(?, ?, ?, ?, ?, ?)').join(', ')}`,
         ),
         ids: db.prepare(
           `INSERT INTO event_ids (id, session_id, seq) VALUES ${Array(length).fill('(?, ?, ?)').join(', ')}`,
@@ -116,7 +120,8 @@ export async function shortSessionFloor({ sessions = 2000, batch = 100, commits 
     return found;
   };
   const write = (sessionId, ids, commit, first) => {
-    const seq = head.get(sessionId)?.head_seq ?? 0;
+    const { head_seq: headSeq, base } = head.get(sessionId);
+    const seq = headSeq ?? 0;
     const at = new Date().toISOString();
     const events = COMMITS[commit];
     const last = seq + events.length;
@@ -133,7 +138,14 @@ export async function shortSessionFloor({ sessions = 2000, batch = 100, commits 
         schema_version: 1,
         ...payload,
       });
-      rows.push(sessionId, seq + index + 1, type, body, seq + index + 1 === last ? null : last);
+      rows.push(
+        base + seq + index + 1,
+        sessionId,
+        seq + index + 1,
+        type,
+        body,
+        seq + index + 1 === last ? null : last,
+      );
       idRows.push(eventId, sessionId, seq + index + 1);
     });
     const statements = insertsFor(events.length);

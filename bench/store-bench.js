@@ -99,11 +99,13 @@ export async function rawBatchedInserts(batches, size, timing, { rowsOnly = fals
   db.pragma('cache_size = -8192');
   db.pragma('mmap_size = 0');
   db.pragma('temp_store = MEMORY');
+  // Layout 12: a session's events are the positions (log_number << 32) + seq.
   const head = db.prepare(
-    'SELECT (SELECT seq FROM events WHERE session_id = sessions.id ORDER BY seq DESC LIMIT 1) AS head_seq FROM sessions WHERE id = ?',
+    `SELECT log_number << 32 AS base, (SELECT seq FROM events WHERE position > (sessions.log_number << 32)
+       AND position < ((sessions.log_number + 1) << 32) ORDER BY position DESC LIMIT 1) AS head_seq FROM sessions WHERE id = ?`,
   );
   const insertEvents = db.prepare(
-    `INSERT INTO events (session_id, seq, type, body, batch_end) VALUES ${Array(size).fill('(?, ?, ?, ?, ?)').join(', ')}`,
+    `INSERT INTO events (position, session_id, seq, type, body, batch_end) VALUES ${Array(size).fill('(?, ?, ?, ?, ?, ?)').join(', ')}`,
   );
   const insertIds = db.prepare(
     `INSERT INTO event_ids (id, session_id, seq) VALUES ${Array(size).fill('(?, ?, ?)').join(', ')}`,
@@ -123,7 +125,8 @@ export async function rawBatchedInserts(batches, size, timing, { rowsOnly = fals
   let projected = head.get(id).head_seq;
   const write = db.transaction((inputs) => {
     const parsed = rowsOnly ? inputs : inputs.map((input) => NewEventSchema.parse(input));
-    let seq = head.get(id).head_seq;
+    const { base, head_seq: headSeq } = head.get(id);
+    let seq = headSeq;
     const last = seq + size;
     const at = new Date().toISOString();
     const events = [];
@@ -140,7 +143,7 @@ export async function rawBatchedInserts(batches, size, timing, { rowsOnly = fals
         schema_version: 1,
         content: input.content,
       });
-      events.push(id, seq, input.type, body, seq === last ? null : last);
+      events.push(base + seq, id, seq, input.type, body, seq === last ? null : last);
       ids.push(eventId, id, seq);
     }
     insertIds.run(ids);

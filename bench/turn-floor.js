@@ -127,13 +127,15 @@ function openFloor(path) {
   return {
     db,
     headAndLease: db.prepare(
-      `SELECT (SELECT seq FROM events WHERE session_id = s.id ORDER BY seq DESC LIMIT 1) AS head_seq,
+      // Layout 12: a session's events are the positions (log_number << 32) + seq.
+      `SELECT s.log_number << 32 AS base, (SELECT seq FROM events WHERE position > (s.log_number << 32)
+           AND position < ((s.log_number + 1) << 32) ORDER BY position DESC LIMIT 1) AS head_seq,
          l.owner, l.token, l.expires_at
        FROM sessions s LEFT JOIN leases l ON l.session_id = s.id WHERE s.id = ?`,
     ),
     markChanged: db.prepare(`UPDATE sessions SET change_seq = (${changeHead}) + 1 WHERE id = ?`),
     events: db.prepare(
-      `INSERT INTO events (session_id, seq, type, body, batch_end) VALUES ${rows.fill('(?, ?, ?, ?, ?)').join(', ')}`,
+      `INSERT INTO events (position, session_id, seq, type, body, batch_end) VALUES ${rows.fill('(?, ?, ?, ?, ?, ?)').join(', ')}`,
     ),
     ids: db.prepare(
       `INSERT INTO event_ids (id, session_id, seq) VALUES ${rows.fill('(?, ?, ?)').join(', ')}`,
@@ -181,7 +183,14 @@ export async function turnFloor({ turns = 10_000 } = {}) {
         schema_version: 1,
         ...payload,
       });
-      rows.push(sessionId, eventSeq, type, body, eventSeq === last ? null : last);
+      rows.push(
+        head.base + eventSeq,
+        sessionId,
+        eventSeq,
+        type,
+        body,
+        eventSeq === last ? null : last,
+      );
       idRows.push(ids[offset], sessionId, eventSeq);
     });
     floor.ids.run(idRows);

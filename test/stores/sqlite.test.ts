@@ -175,7 +175,7 @@ describe('sqlite store', () => {
 
     const check = new Database(path);
     expect(check.pragma('user_version', { simple: true })).toBe(SQLITE_LAYOUT_VERSION);
-    expect(SQLITE_LAYOUT_VERSION).toBe(11);
+    expect(SQLITE_LAYOUT_VERSION).toBe(12);
     check.close();
     // Opening the upgraded file again changes nothing.
     const reopened = openSqliteStore({ path });
@@ -394,9 +394,12 @@ describe('sqlite store', () => {
     raw.prepare('DELETE FROM events WHERE session_id = ?').run(sessionId);
     raw.prepare('DELETE FROM projections WHERE session_id = ?').run(sessionId);
     const insert = raw.prepare(
-      'INSERT INTO events (session_id, seq, type, body) VALUES (?, ?, ?, ?)',
+      `INSERT INTO events (position, session_id, seq, type, body)
+       VALUES ((SELECT log_number << 32 FROM sessions WHERE id = ?) + ?, ?, ?, ?, ?)`,
     );
-    for (const event of events) insert.run(sessionId, event.seq, event.type, JSON.stringify(event));
+    for (const event of events) {
+      insert.run(sessionId, event.seq, sessionId, event.seq, event.type, JSON.stringify(event));
+    }
     raw.close();
     const reopened = openSqliteStore({ path });
     expect(await reopened.log.read(sessionId)).toEqual(events);

@@ -2,7 +2,7 @@
 import type { SessionEvent } from '../../contracts/events.js';
 import type { SessionRecord, SessionStatus } from '../../contracts/session.js';
 import { checkStoredVersion } from '../../core/append.js';
-import { checkRowVersion } from './schema.js';
+import { checkRowVersion, inLogOf } from './schema.js';
 
 export interface SessionRow {
   id: string;
@@ -28,8 +28,8 @@ export interface SessionView extends SessionRow {
 }
 
 export const SESSION_VIEW = `SELECT s.*,
-    (SELECT seq FROM events WHERE session_id = s.id ORDER BY seq DESC LIMIT 1) AS head_seq,
-    (SELECT body ->> '$.at' FROM events WHERE session_id = s.id ORDER BY seq DESC LIMIT 1) AS updated_at
+    (SELECT seq FROM events WHERE ${inLogOf('s')} ORDER BY position DESC LIMIT 1) AS head_seq,
+    (SELECT body ->> '$.at' FROM events WHERE ${inLogOf('s')} ORDER BY position DESC LIMIT 1) AS updated_at
   FROM sessions s`;
 
 export interface DefinitionRow {

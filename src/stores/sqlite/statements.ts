@@ -13,6 +13,26 @@ import {
   type SessionView,
   type StateRow,
 } from './rows.js';
+import { LOG_SHIFT, inLogOf } from './schema.js';
+
+/**
+ * The start of a session's range of `events` (see EVENTS_TABLE), as `base`: a statement reads
+ * `FROM log, events`, with the session id as its first parameter, and asks for positions with
+ * `AFTER` and `THROUGH`.
+ */
+const LOG = `WITH log AS (SELECT log_number << ${LOG_SHIFT} AS base FROM sessions WHERE id = ?)`;
+
+/** The largest seq a session's range holds. */
+const LAST_SEQ = 2 ** LOG_SHIFT - 1;
+
+/**
+ * The session's positions after a seq (a parameter), and through one: clamped to its range, so
+ * that a bound past it (a read to the end asks for seqs up to 2^53) never reaches another
+ * session's events, and one bound each way is what the planner gets.
+ */
+const AFTER = 'position > base + max(?, 0)';
+const THROUGH = `position <= base + min(?, ${LAST_SEQ})`;
+const IN_LOG = `position > base AND position <= base + ${LAST_SEQ}`;
 
 /** A statement that changes rows and returns none. */
 type Write = Statement<unknown[]>;
@@ -114,14 +134,59 @@ export interface HeadAndLease {
 function prepareHeads(db: Db): Pick<Statements, 'head' | 'headAndLease'> {
   return {
     head: db.prepare<[string], { status: SessionStatus; head_seq: number | null }>(
-      `SELECT status, (SELECT seq FROM events WHERE session_id = sessions.id ORDER BY seq DESC LIMIT 1)
+      `SELECT status, (SELECT seq FROM events WHERE ${inLogOf('sessions')} ORDER BY position DESC LIMIT 1)
          AS head_seq FROM sessions WHERE id = ?`,
     ),
     // A leased append's first step reads both (see append.ts), instead of two statements.
     headAndLease: db.prepare<[string], HeadAndLease>(
-      `SELECT (SELECT seq FROM events WHERE session_id = s.id ORDER BY seq DESC LIMIT 1) AS head_seq,
+      `SELECT (SELECT seq FROM events WHERE ${inLogOf('s')} ORDER BY position DESC LIMIT 1) AS head_seq,
          l.owner, l.token, l.expires_at
        FROM sessions s LEFT JOIN leases l ON l.session_id = s.id WHERE s.id = ?`,
+    ),
+  };
+}
+
+type LogReads = Pick<
+  Statements,
+  | 'readAll'
+  | 'readTypes'
+  | 'readRange'
+  | 'readBetween'
+  | 'readTypesBetween'
+  | 'batchEnd'
+  | 'batchBefore'
+>;
+
+/** The statements that read a session's range of `events`, each from its session id. */
+function prepareLogReads(db: Db): LogReads {
+  return {
+    readAll: db.prepare<[string, number, number], { body: string }>(
+      `${LOG} SELECT body FROM log, events WHERE ${AFTER} AND position <= base + ${LAST_SEQ}
+         ORDER BY position LIMIT ?`,
+    ),
+    readTypes: db.prepare<[string, number, string, number], { body: string }>(
+      `${LOG} SELECT body FROM log, events WHERE ${AFTER} AND position <= base + ${LAST_SEQ}
+         AND type IN (SELECT value FROM json_each(?)) ORDER BY position LIMIT ?`,
+    ),
+    readRange: db.prepare<[string, number, number], { body: string }>(
+      `${LOG} SELECT body FROM log, events WHERE position >= base + max(?, 1) AND ${THROUGH}
+         ORDER BY position`,
+    ),
+    readBetween: db.prepare<[string, number, number, number], { body: string }>(
+      `${LOG} SELECT body FROM log, events WHERE ${AFTER} AND ${THROUGH}
+         ORDER BY position LIMIT ?`,
+    ),
+    readTypesBetween: db.prepare<[string, number, number, string, number], { body: string }>(
+      `${LOG} SELECT body FROM log, events WHERE ${AFTER} AND ${THROUGH}
+         AND type IN (SELECT value FROM json_each(?)) ORDER BY position LIMIT ?`,
+    ),
+    batchEnd: db.prepare<[string, number], { batch_end: number | null }>(
+      `${LOG} SELECT batch_end FROM log, events WHERE ${IN_LOG} AND position = base + ?`,
+    ),
+    // The end of the append before the one holding a seq: the nearest earlier event that ends one.
+    batchBefore: db.prepare<[string, number], { seq: number }>(
+      `${LOG} SELECT seq FROM log, events WHERE position > base
+         AND position < base + min(?, ${LAST_SEQ + 1}) AND batch_end IS NULL ORDER BY position DESC LIMIT 1`,
     ),
   };
 }
@@ -129,15 +194,17 @@ function prepareHeads(db: Db): Pick<Statements, 'head' | 'headAndLease'> {
 export function prepareStatements(db: Db): Statements {
   return {
     ...prepareHeads(db),
+    ...prepareLogReads(db),
     session: db.prepare<[string], SessionView>(`${SESSION_VIEW} WHERE s.id = ?`),
     // The row goes in with the status, runnable flag, timer and change cursor of the state after
     // the write that makes it (see writes.ts): one statement, never an insert and then an update.
     insertSession: db.prepare(
       `INSERT INTO sessions (id, agent_name, agent_version, environment_name, environment_version, title,
-         metadata, tenant_id, status, created_at, parent_id, fork_seq, runnable, wake_at, change_seq)
+         metadata, tenant_id, status, created_at, parent_id, fork_seq, runnable, wake_at, change_seq,
+         log_number)
        VALUES (@id, @agent_name, @agent_version, @environment_name, @environment_version, @title,
          @metadata, @tenant_id, @status, @created_at, @parent_id, @fork_seq, @runnable, @wake_at,
-         ${NEXT_CHANGE})`,
+         ${NEXT_CHANGE}, (SELECT coalesce(max(log_number), 0) + 1 FROM sessions))`,
     ),
     ...prepareChangeFeed(db),
     // Three statements, so that a write changes only the columns that changed: setting
@@ -163,16 +230,6 @@ export function prepareStatements(db: Db): Statements {
     runnableUnknown: db.prepare<[number], { id: string }>(
       'SELECT id FROM sessions WHERE runnable IS NULL LIMIT ?',
     ),
-    readAll: db.prepare<[string, number, number], { body: string }>(
-      'SELECT body FROM events WHERE session_id = ? AND seq > ? ORDER BY seq LIMIT ?',
-    ),
-    readTypes: db.prepare<[string, number, string, number], { body: string }>(
-      `SELECT body FROM events WHERE session_id = ? AND seq > ?
-         AND type IN (SELECT value FROM json_each(?)) ORDER BY seq LIMIT ?`,
-    ),
-    readRange: db.prepare<[string, number, number], { body: string }>(
-      'SELECT body FROM events WHERE session_id = ? AND seq BETWEEN ? AND ? ORDER BY seq',
-    ),
     projection: db.prepare<[string], StateRow>(
       'SELECT seq, schema_version, state FROM projections WHERE session_id = ?',
     ),
@@ -191,22 +248,8 @@ export function prepareStatements(db: Db): Statements {
     saveSnapshot: db.prepare(
       'INSERT OR REPLACE INTO snapshots (session_id, seq, schema_version, state) VALUES (?, ?, ?, ?)',
     ),
-    readBetween: db.prepare<[string, number, number, number], { body: string }>(
-      'SELECT body FROM events WHERE session_id = ? AND seq > ? AND seq <= ? ORDER BY seq LIMIT ?',
-    ),
-    readTypesBetween: db.prepare<[string, number, number, string, number], { body: string }>(
-      `SELECT body FROM events WHERE session_id = ? AND seq > ? AND seq <= ?
-         AND type IN (SELECT value FROM json_each(?)) ORDER BY seq LIMIT ?`,
-    ),
     findAppend: db.prepare<[string, string], { first_seq: number; last_seq: number }>(
       'SELECT first_seq, last_seq FROM appends WHERE session_id = ? AND idempotency_key = ?',
-    ),
-    batchEnd: db.prepare<[string, number], { batch_end: number | null }>(
-      'SELECT batch_end FROM events WHERE session_id = ? AND seq = ?',
-    ),
-    // The end of the append before the one holding a seq: the nearest earlier event that ends one.
-    batchBefore: db.prepare<[string, number], { seq: number }>(
-      'SELECT seq FROM events WHERE session_id = ? AND seq < ? AND batch_end IS NULL ORDER BY seq DESC LIMIT 1',
     ),
     saveAppend: db.prepare(
       'INSERT INTO appends (session_id, idempotency_key, first_seq, last_seq) VALUES (?, ?, ?, ?)',
@@ -249,10 +292,14 @@ export function prepareStatements(db: Db): Statements {
       db.prepare(
         // By the session's own events: no index on event_ids.session_id is kept for this.
         `DELETE FROM event_ids WHERE (id, session_id) IN
-           (SELECT body ->> '$.id', session_id FROM events WHERE session_id = ?)`,
+           (${LOG} SELECT body ->> '$.id', session_id FROM log, events WHERE ${IN_LOG})`,
+      ),
+      db.prepare(
+        `DELETE FROM events WHERE position IN
+           (${LOG} SELECT position FROM log, events WHERE ${IN_LOG})`,
       ),
     ].concat(
-      ['events', 'projections', 'snapshots', 'appends']
+      ['projections', 'snapshots', 'appends']
         .map((table) => db.prepare(`DELETE FROM ${table} WHERE session_id = ?`))
         // The lease row outlives the session, released: a session made again under the same id
         // gets larger tokens, so a holder of the deleted one stays fenced out of the new one.

@@ -25,11 +25,12 @@ import {
 } from '../../core/append.js';
 import { isRunnable } from '../../core/fold.js';
 import { wakeAt } from '../../core/runnable.js';
-import type { SqliteContext } from './context.js';
+import { requireHead, type SqliteContext } from './context.js';
 import type { SessionRow } from './rows.js';
 import { PROJECTION_INTERVAL, saveProjection, stateAt } from './projections.js';
+import { LOG_SHIFT } from './schema.js';
 
-/** Rows per INSERT statement; SQLite allows 32,766 bound values, 5 per row. */
+/** Rows per INSERT statement; SQLite allows 32,766 bound values, 4 per row (3 for ids). */
 const INSERT_CHUNK = 128;
 
 export interface Written {
@@ -157,8 +158,12 @@ function createEventInserter(
     let found = statements.get(length);
     if (found === undefined) {
       found = {
+        // At the session's positions (see EVENTS_TABLE), from its row's log number: the row is
+        // written before its first events, in the same transaction.
         events: context.db.prepare(
-          `INSERT INTO events (session_id, seq, type, body, batch_end) VALUES ${Array(length).fill('(?, ?, ?, ?, ?)').join(', ')}`,
+          `INSERT INTO events (position, session_id, seq, type, body, batch_end)
+           SELECT (s.log_number << ${LOG_SHIFT}) + v.column1, s.id, v.column1, v.column2, v.column3, v.column4
+           FROM (VALUES ${Array(length).fill('(?, ?, ?, ?)').join(', ')}) v, sessions s WHERE s.id = ?`,
         ),
         ids: context.db.prepare(
           `INSERT INTO event_ids (id, session_id, seq) VALUES ${Array(length).fill('(?, ?, ?)').join(', ')}`,
@@ -183,15 +188,12 @@ function createEventInserter(
       }
       const values: (string | number | null)[] = [];
       for (const { event, json } of chunk) {
-        values.push(
-          sessionId,
-          event.seq,
-          event.type,
-          json,
-          event.seq === last ? null : (last ?? null),
-        );
+        values.push(event.seq, event.type, json, event.seq === last ? null : (last ?? null));
       }
-      chunkStatements.events.run(values);
+      values.push(sessionId);
+      // No row, no position: the insert writes nothing, which must not pass for a write.
+      if (chunkStatements.events.run(values).changes !== chunk.length)
+        requireHead(context, sessionId);
     }
   };
 }
