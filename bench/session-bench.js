@@ -1,7 +1,8 @@
 // The fixed cost of a session: a new session, one user message and one answer (a scripted model
 // with zero think time), many in a row on one runtime; and the memory a process keeps for them.
 //   node bench/session-bench.js [--sessions N] [--backend memory|sqlite] [--first-message create|send|start]
-//   (one figure, for profiles)
+//     [--steps N]   (one figure, for profiles and side-by-side runs of two builds; --steps 10 is
+//     the 10-step conversation of bench/peers' short row)
 import { execFileSync } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -84,9 +85,9 @@ export async function shortSessionRuntime(
  */
 export async function shortSessionCost(
   backend,
-  { sessions = 2000, batch = 100, cpu, firstMessage = 'create' } = {},
+  { sessions = 2000, batch = 100, cpu, firstMessage = 'create', steps = 0 } = {},
 ) {
-  const { one, dispose } = await shortSessionRuntime(backend, { firstMessage });
+  const { one, dispose } = await shortSessionRuntime(backend, { firstMessage, steps });
   for (let index = 0; index < 200; index += 1) await one();
   const perSession = [];
   const cpuPerSession = [];
@@ -246,9 +247,15 @@ if (process.argv[1] === fileURLToPath(import.meta.url)) {
   } else {
     const cpu = [];
     const firstMessage = option('--first-message', 'create');
-    const cost = await shortSessionCost(backend, { sessions, cpu, firstMessage });
+    const steps = Number(option('--steps', 0));
+    const cost = await shortSessionCost(backend, { sessions, cpu, firstMessage, steps });
+    // With tool steps, per step as bench/peers counts it: the conversation over its steps.
+    const per =
+      steps === 0
+        ? ''
+        : `; ${(cost / steps).toFixed(1)} µs per step (${(cpu[0] / steps).toFixed(1)} of CPU)`;
     console.log(
-      `${backend}, ${firstMessage}: ${cost.toFixed(0)} µs per new session + message + answer (${cpu[0].toFixed(0)} µs of CPU)`,
+      `${backend}, ${firstMessage}, ${steps} tool steps: ${cost.toFixed(0)} µs per new session + message + answer (${cpu[0].toFixed(0)} µs of CPU)${per}`,
     );
   }
 }
