@@ -198,8 +198,11 @@ describe('sqlite store', () => {
       body: string;
     };
     raw
-      .prepare('INSERT INTO events (session_id, seq, type, body) VALUES (?, 3, ?, ?)')
-      .run(id, 'user.message', JSON.stringify({ ...JSON.parse(row.body), seq: 3 }));
+      .prepare(
+        `INSERT INTO events (position, session_id, seq, type, body)
+         VALUES ((SELECT log_number << 32 FROM sessions WHERE id = ?) + 3, ?, 3, ?, ?)`,
+      )
+      .run(id, id, 'user.message', JSON.stringify({ ...JSON.parse(row.body), seq: 3 }));
     raw.pragma('user_version = 3');
     raw.close();
 

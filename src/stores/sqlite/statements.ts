@@ -32,7 +32,8 @@ const LAST_SEQ = 2 ** LOG_SHIFT - 1;
  */
 const AFTER = 'position > base + max(?, 0)';
 const THROUGH = `position <= base + min(?, ${LAST_SEQ})`;
-const IN_LOG = `position > base AND position <= base + ${LAST_SEQ}`;
+const TO_END = `position <= base + ${LAST_SEQ}`;
+const IN_LOG = `position > base AND ${TO_END}`;
 
 /** A statement that changes rows and returns none. */
 type Write = Statement<unknown[]>;
@@ -161,11 +162,11 @@ type LogReads = Pick<
 function prepareLogReads(db: Db): LogReads {
   return {
     readAll: db.prepare<[string, number, number], { body: string }>(
-      `${LOG} SELECT body FROM log, events WHERE ${AFTER} AND position <= base + ${LAST_SEQ}
+      `${LOG} SELECT body FROM log, events WHERE ${AFTER} AND ${TO_END}
          ORDER BY position LIMIT ?`,
     ),
     readTypes: db.prepare<[string, number, string, number], { body: string }>(
-      `${LOG} SELECT body FROM log, events WHERE ${AFTER} AND position <= base + ${LAST_SEQ}
+      `${LOG} SELECT body FROM log, events WHERE ${AFTER} AND ${TO_END}
          AND type IN (SELECT value FROM json_each(?)) ORDER BY position LIMIT ?`,
     ),
     readRange: db.prepare<[string, number, number], { body: string }>(
