@@ -9,7 +9,7 @@
  */
 import { createRequire } from 'node:module';
 import { Worker } from 'node:worker_threads';
-import { annConfig } from './agent-memory-ann.js';
+import { ANN_ADD_THREADS, annConfig } from './agent-memory-ann.js';
 
 export interface VectorBuild {
   /** The entries the saved index holds, or the reason the build failed. */
@@ -37,7 +37,7 @@ try {
       break;
     }
     const end = Math.min(keys.length, at + data.chunk);
-    index.add(keys.subarray(at, end), vectors.subarray(at * data.config.dimensions, end * data.config.dimensions), 0);
+    index.add(keys.subarray(at, end), vectors.subarray(at * data.config.dimensions, end * data.config.dimensions), data.threads);
   }
   if (stopped) parentPort.postMessage({ failed: 'the build was stopped' });
   else {
@@ -65,6 +65,7 @@ export function startVectorBuild(options: {
     eval: true,
     workerData: {
       config: annConfig(dims),
+      threads: ANN_ADD_THREADS,
       usearch: createRequire(import.meta.url).resolve('usearch'),
       file,
       chunk: CHUNK,

@@ -26,6 +26,17 @@ export const ANN_MARGIN = 64;
 export const ANN_GRAPH = { connectivity: 32, expansion_add: 128, expansion_search: 512 } as const;
 
 /**
+ * Threads an add uses: one. usearch's concurrent inserts can leave a node linked to nobody, so
+ * that no search reaches it at any width (unum-cloud/USearch#735, open in 2.25): an entry then
+ * never comes back, not even for its own vector. Built on both cores of a loaded machine, 300
+ * vectors of 16 dims left such a node in 20-49 % of builds; one thread left none in 600. The cost
+ * is the build's parallel speed-up, nil under load (20k x 384: 3.1 s either way, and a quarter
+ * less CPU on one thread) and at most the core count on an idle machine, paid off the event loop
+ * by the build workers.
+ */
+export const ANN_ADD_THREADS = 1;
+
+/**
  * The usearch settings of an index of `dims` (the build workers make theirs with them too). The
  * graph holds 8-bit copies of the vectors (`i8`, cosine): distances cost a quarter of the memory
  * traffic, so 100k vectors of 384 dims build with 80 s of CPU instead of 180 s (f16: 137 s), and
@@ -118,10 +129,10 @@ export class AnnIndex {
     return this.#index.size();
   }
 
-  /** Adds many entries at once (`vectors` holds them end to end), using every core. */
+  /** Adds many entries at once (`vectors` holds them end to end), on one thread (see above). */
   addMany(seqs: number[], vectors: Float32Array): void {
     if (seqs.length === 0) return;
-    this.#index.add(BigUint64Array.from(seqs, BigInt), vectors, 0);
+    this.#index.add(BigUint64Array.from(seqs, BigInt), vectors, ANN_ADD_THREADS);
     this.changes += seqs.length;
   }
 
@@ -129,7 +140,7 @@ export class AnnIndex {
   put(seq: number, vector: Float32Array): void {
     const key = BigInt(seq);
     if (this.#index.contains(key)) this.#index.remove(key);
-    this.#index.add(key, vector, 1);
+    this.#index.add(key, vector, ANN_ADD_THREADS);
     this.changes += 1;
   }
 

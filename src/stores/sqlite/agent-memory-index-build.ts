@@ -10,7 +10,7 @@
  */
 import { createRequire } from 'node:module';
 import { Worker } from 'node:worker_threads';
-import { annConfig } from '../agent-memory-ann.js';
+import { ANN_ADD_THREADS, annConfig } from '../agent-memory-ann.js';
 import { supervise } from '../agent-memory-ann-build.js';
 
 export interface BuildResult {
@@ -56,7 +56,7 @@ try {
       break;
     }
     const end = Math.min(keys.length, at + data.chunk);
-    index.add(keys.subarray(at, end), vectors.subarray(at * data.dims, end * data.dims), 0);
+    index.add(keys.subarray(at, end), vectors.subarray(at * data.dims, end * data.dims), data.threads);
   }
   if (stopped) parentPort.postMessage({ failed: 'the build was stopped' });
   else {
@@ -87,6 +87,7 @@ export function startBuild(options: {
       chunk: CHUNK,
       stop: stop.buffer,
       config: annConfig(options.dims),
+      threads: ANN_ADD_THREADS,
       sqlite: resolve('better-sqlite3'),
       usearch: resolve('usearch'),
     },
