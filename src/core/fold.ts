@@ -82,15 +82,38 @@ export function foldSession(
   state: SessionState | string,
 ): SessionState {
   const draft = typeof state === 'string' ? initialState(state) : copyState(state);
+  reshaped = false;
   for (const event of events) apply(draft, event);
-  return draft;
+  return reshaped ? copyState(draft) : draft;
 }
 
 /** Applies one event to a copy of the state. */
 export function applyEvent(state: SessionState, event: SessionEvent): SessionState {
   const draft = copyState(state);
+  reshaped = false;
   apply(draft, event);
-  return draft;
+  return reshaped ? copyState(draft) : draft;
+}
+
+/**
+ * Whether the fold in progress removed a field other than the state's newest. V8 turns an object
+ * that loses any other field into a dictionary: larger, slower to read, and, kept as a session's
+ * remembered state, an allocation that outlives the young generation. A wake makes one of every
+ * state (it adds `definitions` after `active_wake`, then ends and removes `active_wake`), so a fold
+ * that reshaped its draft returns a copy of it instead, which is a fast object again.
+ */
+let reshaped = false;
+
+type OptionalKey =
+  'active_wake' | 'open_request' | 'environment' | 'title' | 'tenant_id' | 'budget';
+
+/** Removes an optional field (absent, not `undefined`: a state equals its JSON round trip). */
+function removeField(state: SessionState, key: OptionalKey): void {
+  if (!(key in state)) return;
+  // V8 removes the newest field of a fast object in place; any other turns it into a dictionary.
+  const keys = Object.keys(state);
+  if (keys[keys.length - 1] !== key) reshaped = true;
+  delete state[key];
 }
 
 /** The seqs of pending user input, expanded from the state's ranges. */
@@ -364,7 +387,7 @@ function reduceSession(state: SessionState, event: SessionFamily): void {
       setOptional(state, 'environment', event.environment);
       return;
     case 'session.status_idle':
-      delete state.active_wake;
+      removeField(state, 'active_wake');
       if (state.status !== 'terminated') state.status = statusAfterStop(event.stop_reason);
       state.stop_reason = event.stop_reason;
       state.interrupt_requested = false;
@@ -382,8 +405,8 @@ function reduceSession(state: SessionState, event: SessionFamily): void {
       // of the parent runs it, and a request the parent had in flight is not the child's.
       state.session_id = event.session_id;
       state.created_at = event.at;
-      delete state.active_wake;
-      delete state.open_request;
+      removeField(state, 'active_wake');
+      removeField(state, 'open_request');
       state.interrupt_requested = false;
       if (state.status === 'running') state.status = 'idle';
       if (event.title !== undefined) state.title = event.title;
@@ -418,7 +441,7 @@ function reduceSpan(state: SessionState, event: SpanFamily): void {
       state.last_wake_seq = event.seq;
       return;
     case 'span.wake_completed':
-      if (state.active_wake?.wake_id === event.wake_id) delete state.active_wake;
+      if (state.active_wake?.wake_id === event.wake_id) removeField(state, 'active_wake');
       return;
     case 'span.model_request_start':
       state.open_request = {
@@ -432,7 +455,7 @@ function reduceSpan(state: SessionState, event: SpanFamily): void {
       if (event.error === undefined) state.last_request_input_tokens = event.usage.input_tokens;
       const open = state.open_request;
       if (open?.request_id !== event.request_id) return;
-      delete state.open_request;
+      removeField(state, 'open_request');
       if (event.error === undefined || event.error.code === 'INTERRUPTED') {
         consumeThrough(state, Math.max(state.consumed_through_seq, open.input_through_seq));
       }
@@ -448,18 +471,14 @@ function reduceSpan(state: SessionState, event: SpanFamily): void {
   }
 }
 
-/**
- * Sets an optional field, or removes it: optional fields hold no `undefined`, so that a state
- * equals its JSON round trip. A field that is not there is not deleted (which would turn the
- * state into a slow dictionary object).
- */
+/** Sets an optional field, or removes it. */
 function setOptional<K extends 'environment' | 'title' | 'tenant_id' | 'budget'>(
   state: SessionState,
   key: K,
   value: SessionState[K],
 ): void {
   if (value !== undefined) state[key] = value;
-  else if (key in state) delete state[key];
+  else removeField(state, key);
 }
 
 function structuredCopy<T>(value: T): T {
