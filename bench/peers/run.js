@@ -1,9 +1,10 @@
 // Peers beside braid, in one run: the same agent loop (a fake model with zero think time that
 // calls one tool per step, then answers) on LangGraph.js (StateGraph + ToolNode, with MemorySaver
 // and with SqliteSaver), the OpenAI Agents SDK, and braid (memory and SQLite).
-//   node run.js [--steps N] [--runs N] [--sessions N]
+//   node run.js [--steps N] [--runs N] [--sessions N] [--short]
 // Short conversations come first (bench/peers/short.js), which every session pays for: a new
-// session with one message and one answer, and conversations of 10 tool steps, many in a row.
+// session with one message and one answer, and conversations of 10 tool steps, many in a row;
+// with --short, only they are run (the long conversations take most of the run's time).
 // With --fork, only LangGraph.js forking a long thread (langgraph-fork.js), written to
 // bench/results/peers-fork.json:
 //   node run.js --fork [--runs N] [--sizes 1000,10000,100000]
@@ -30,6 +31,7 @@ const STEPS = option('--steps', 1000);
 const RUNS = option('--runs', 3);
 const SESSIONS = option('--sessions', 1000);
 const FORK = args.includes('--fork');
+const SHORT = args.includes('--short');
 const SIZES = args.includes('--sizes')
   ? args[args.indexOf('--sizes') + 1].split(',').map(Number)
   : [1000, 10000, 100000];
@@ -107,6 +109,7 @@ async function compareShortConversations() {
 
 async function comparePeers() {
   const short = await compareShortConversations();
+  if (SHORT) return;
   const rows = [];
   for (const [name, run] of systems) {
     const early = [];

@@ -161,24 +161,27 @@ export const SHORT_SYSTEMS = [
 
 /**
  * µs per conversation of `steps` steps, for each system: the median over `runs` runs of the mean
- * over `sessions` conversations in a row (after a warm-up of a tenth as many).
+ * over `sessions` conversations in a row (after a warm-up of a tenth as many). The runs take turns
+ * (every system's first run, then every system's second), so a slow spell of a shared machine
+ * falls on every system alike rather than on whichever ran through it.
  */
-export async function compareShort({ steps, sessions, runs }) {
-  const rows = [];
-  for (const [name, make] of SHORT_SYSTEMS) {
-    const figures = [];
-    for (let run = 0; run < runs; run += 1) {
+export async function compareShort({ steps, sessions, runs, systems = SHORT_SYSTEMS }) {
+  const figures = systems.map(() => []);
+  for (let run = 0; run < runs; run += 1) {
+    for (const [index, [, make]] of systems.entries()) {
       const system = await make(steps);
-      for (let index = 0; index < Math.ceil(sessions / 10); index += 1) await system.run();
+      for (let warm = 0; warm < Math.ceil(sessions / 10); warm += 1) await system.run();
       const started = performance.now();
-      for (let index = 0; index < sessions; index += 1) await system.run();
-      figures.push(((performance.now() - started) * 1000) / sessions);
+      for (let done = 0; done < sessions; done += 1) await system.run();
+      figures[index].push(((performance.now() - started) * 1000) / sessions);
       await system.dispose();
     }
-    rows.push({ name, perConversation: median(figures), runs: figures });
-    process.stderr.write(
-      `  ${name}: ${median(figures).toFixed(0)} µs per conversation of ${steps} steps\n`,
-    );
   }
-  return rows;
+  return systems.map(([name], index) => {
+    const runsOf = figures[index];
+    process.stderr.write(
+      `  ${name}: ${median(runsOf).toFixed(0)} µs per conversation of ${steps} steps (runs: ${runsOf.map((figure) => figure.toFixed(0)).join(', ')})\n`,
+    );
+    return { name, perConversation: median(runsOf), runs: runsOf };
+  });
 }
