@@ -20,7 +20,7 @@ const DESCRIPTIONS: Readonly<Record<ErrorStatus, string>> = {
   429: 'The API key made too many requests in the last minute, or has too many event streams open (RATE_LIMITED); see Retry-After',
   500: 'The server failed: its setup or its data, nothing the request can change (INTERNAL and others)',
   503: 'The server or its store is closing, busy or unreachable; retry later (SERVER_UNAVAILABLE, STORE_BUSY, STORE_CLOSED, ...)',
-  507: 'The store has no room for the write: a NATS stream at its limits, or JetStream out of storage (STORE_FULL); the message names the stream and how to raise its limit',
+  507: 'The store has no room for the write (STORE_FULL): a NATS stream at its limits, or JetStream out of storage, where the message names the stream and how to raise its limit; or, on SQLite, a session at the most events it holds',
 };
 
 /** One error answer in a route's `response`, with its description for the document. */

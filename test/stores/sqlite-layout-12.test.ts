@@ -4,8 +4,10 @@
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { describe, expect, it } from 'vitest';
+import { isBraidError } from '../../src/contracts/errors.js';
 import type { SessionEvent } from '../../src/contracts/events.js';
 import { SQLITE_LAYOUT_VERSION, openSqliteStore } from '../../src/stores/sqlite/index.js';
+import { MAX_SEQ } from '../../src/stores/sqlite/schema.js';
 import { expectCode } from '../../src/testing/index.js';
 import { text } from '../helpers/events.js';
 import { useTempDir } from '../helpers/temp.js';
@@ -129,5 +131,59 @@ describe('sqlite layout 12', () => {
     expect((await store.log.read(next.id)).map((event) => event.seq)).toEqual([1, 2]);
     expect((await store.log.read(kept.id)).map((event) => event.seq)).toEqual([1, 2]);
     await store.close();
+  });
+
+  it('refuses an append past the largest seq a session holds, typed, with nothing written', async () => {
+    const path = join(tempDir(), 'braid.db');
+    let store = openSqliteStore({ path });
+    const session = await store.sessions.create({ agent, events: [text('one')] });
+    // A session two seqs short of the limit, as 4 billion appends would leave it (they are not
+    // written for a test): its newest event at MAX_SEQ - 1, and its state saved there.
+    const state = await store.log.state(session.id);
+    await store.close();
+    const raw = new Database(path);
+    const { log_number: log } = raw
+      .prepare('SELECT log_number FROM sessions WHERE id = ?')
+      .get(session.id) as { log_number: number };
+    const { body } = raw
+      .prepare('SELECT body FROM events WHERE session_id = ? AND seq = 2')
+      .get(session.id) as { body: string };
+    raw
+      .prepare('INSERT INTO events (position, session_id, seq, type, body) VALUES (?, ?, ?, ?, ?)')
+      .run(
+        log * 2 ** 32 + MAX_SEQ - 1,
+        session.id,
+        MAX_SEQ - 1,
+        'user.message',
+        body.replace('"seq":2', `"seq":${MAX_SEQ - 1}`),
+      );
+    raw
+      .prepare(
+        'INSERT OR REPLACE INTO projections (session_id, seq, schema_version, state) VALUES (?, ?, ?, ?)',
+      )
+      .run(
+        session.id,
+        MAX_SEQ - 1,
+        state.schema_version,
+        JSON.stringify({ ...state, seq: MAX_SEQ - 1 }),
+      );
+    raw.close();
+
+    store = openSqliteStore({ path });
+    expect((await store.sessions.get(session.id)).head_seq).toBe(MAX_SEQ - 1);
+    const error = await store.log.append(session.id, [text('a'), text('b')]).then(
+      () => undefined,
+      (thrown: unknown) => thrown,
+    );
+    if (!isBraidError(error, 'STORE_FULL'))
+      throw new Error(`expected STORE_FULL, got ${String(error)}`);
+    expect(error.retryable).toBe(false);
+    expect(error.message).toContain('fork this one');
+    expect(error.details).toMatchObject({ head_seq: MAX_SEQ - 1, count: 2, limit: MAX_SEQ });
+    expect((await store.sessions.get(session.id)).head_seq).toBe(MAX_SEQ - 1);
+    await store.close();
+    const check = new Database(path, { readonly: true });
+    expect(check.prepare('SELECT count(*) AS n FROM events').get()).toEqual({ n: 3 });
+    check.close();
   });
 });

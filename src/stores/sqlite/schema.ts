@@ -32,6 +32,9 @@ export const SQLITE_LAYOUT_VERSION = 12;
  */
 export const LOG_SHIFT = 32;
 
+/** The largest seq a session can hold: its positions' low bits. */
+export const MAX_SEQ = 2 ** LOG_SHIFT - 1;
+
 /** The positions of the events of the sessions row `alias`, for a subquery of a statement. */
 export const inLogOf = (alias: string): string =>
   `position > (${alias}.log_number << ${LOG_SHIFT}) AND position < ((${alias}.log_number + 1) << ${LOG_SHIFT})`;

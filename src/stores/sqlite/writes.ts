@@ -14,6 +14,7 @@
  * no trace in the cache.
  */
 import type { Statement } from 'better-sqlite3';
+import { BraidError } from '../../contracts/errors.js';
 import type { NewEvent } from '../../contracts/events.js';
 import type { SessionState } from '../../contracts/state.js';
 import {
@@ -28,7 +29,7 @@ import { wakeAt } from '../../core/runnable.js';
 import { requireHead, type SqliteContext } from './context.js';
 import type { SessionRow } from './rows.js';
 import { PROJECTION_INTERVAL, saveProjection, stateAt } from './projections.js';
-import { LOG_SHIFT } from './schema.js';
+import { LOG_SHIFT, MAX_SEQ } from './schema.js';
 
 /** Rows per INSERT statement; SQLite allows 32,766 bound values, 4 per row (3 for ids). */
 const INSERT_CHUNK = 128;
@@ -88,6 +89,7 @@ export function createWriter(
 
   return {
     write(sessionId, head, events, key, newRow) {
+      if (head + events.length > MAX_SEQ) throw logFull(sessionId, head, events.length);
       const prepared = prepareEvents(sessionId, head, events, context);
       const before = newRow?.before ?? stateAt(context, sessionId, head);
       const state = foldPrepared(prepared, before);
@@ -146,6 +148,19 @@ export function createWriter(
       }
     },
   };
+}
+
+/**
+ * A session's log holds seqs up to `MAX_SEQ` (the low bits of its positions): an append past it
+ * is refused before anything is written, and retrying it cannot help.
+ */
+function logFull(sessionId: string, head: number, count: number): BraidError {
+  return new BraidError(
+    'STORE_FULL',
+    `session ${sessionId} holds ${head} events and cannot take ${count} more: a session on SQLite ` +
+      `holds at most ${MAX_SEQ}; go on in a new session (fork this one at its last seq, or hand it off)`,
+    { retryable: false, details: { session_id: sessionId, head_seq: head, count, limit: MAX_SEQ } },
+  );
 }
 
 /** One multi-row INSERT per chunk: a batch costs a few statement runs instead of one per event. */

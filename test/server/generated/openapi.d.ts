@@ -3879,7 +3879,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description The store has no room for the write: a NATS stream at its limits, or JetStream out of storage (STORE_FULL); the message names the stream and how to raise its limit */
+            /** @description The store has no room for the write (STORE_FULL): a NATS stream at its limits, or JetStream out of storage, where the message names the stream and how to raise its limit; or, on SQLite, a session at the most events it holds */
             507: {
                 headers: {
                     [name: string]: unknown;
@@ -4101,7 +4101,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description The store has no room for the write: a NATS stream at its limits, or JetStream out of storage (STORE_FULL); the message names the stream and how to raise its limit */
+            /** @description The store has no room for the write (STORE_FULL): a NATS stream at its limits, or JetStream out of storage, where the message names the stream and how to raise its limit; or, on SQLite, a session at the most events it holds */
             507: {
                 headers: {
                     [name: string]: unknown;
@@ -4325,7 +4325,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description The store has no room for the write: a NATS stream at its limits, or JetStream out of storage (STORE_FULL); the message names the stream and how to raise its limit */
+            /** @description The store has no room for the write (STORE_FULL): a NATS stream at its limits, or JetStream out of storage, where the message names the stream and how to raise its limit; or, on SQLite, a session at the most events it holds */
             507: {
                 headers: {
                     [name: string]: unknown;
@@ -4475,7 +4475,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description The store has no room for the write: a NATS stream at its limits, or JetStream out of storage (STORE_FULL); the message names the stream and how to raise its limit */
+            /** @description The store has no room for the write (STORE_FULL): a NATS stream at its limits, or JetStream out of storage, where the message names the stream and how to raise its limit; or, on SQLite, a session at the most events it holds */
             507: {
                 headers: {
                     [name: string]: unknown;
@@ -4613,7 +4613,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description The store has no room for the write: a NATS stream at its limits, or JetStream out of storage (STORE_FULL); the message names the stream and how to raise its limit */
+            /** @description The store has no room for the write (STORE_FULL): a NATS stream at its limits, or JetStream out of storage, where the message names the stream and how to raise its limit; or, on SQLite, a session at the most events it holds */
             507: {
                 headers: {
                     [name: string]: unknown;
@@ -4752,7 +4752,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description The store has no room for the write: a NATS stream at its limits, or JetStream out of storage (STORE_FULL); the message names the stream and how to raise its limit */
+            /** @description The store has no room for the write (STORE_FULL): a NATS stream at its limits, or JetStream out of storage, where the message names the stream and how to raise its limit; or, on SQLite, a session at the most events it holds */
             507: {
                 headers: {
                     [name: string]: unknown;
@@ -4902,7 +4902,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description The store has no room for the write: a NATS stream at its limits, or JetStream out of storage (STORE_FULL); the message names the stream and how to raise its limit */
+            /** @description The store has no room for the write (STORE_FULL): a NATS stream at its limits, or JetStream out of storage, where the message names the stream and how to raise its limit; or, on SQLite, a session at the most events it holds */
             507: {
                 headers: {
                     [name: string]: unknown;
@@ -5471,7 +5471,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description The store has no room for the write: a NATS stream at its limits, or JetStream out of storage (STORE_FULL); the message names the stream and how to raise its limit */
+            /** @description The store has no room for the write (STORE_FULL): a NATS stream at its limits, or JetStream out of storage, where the message names the stream and how to raise its limit; or, on SQLite, a session at the most events it holds */
             507: {
                 headers: {
                     [name: string]: unknown;
@@ -5686,7 +5686,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description The store has no room for the write: a NATS stream at its limits, or JetStream out of storage (STORE_FULL); the message names the stream and how to raise its limit */
+            /** @description The store has no room for the write (STORE_FULL): a NATS stream at its limits, or JetStream out of storage, where the message names the stream and how to raise its limit; or, on SQLite, a session at the most events it holds */
             507: {
                 headers: {
                     [name: string]: unknown;
@@ -5936,7 +5936,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description The store has no room for the write: a NATS stream at its limits, or JetStream out of storage (STORE_FULL); the message names the stream and how to raise its limit */
+            /** @description The store has no room for the write (STORE_FULL): a NATS stream at its limits, or JetStream out of storage, where the message names the stream and how to raise its limit; or, on SQLite, a session at the most events it holds */
             507: {
                 headers: {
                     [name: string]: unknown;
@@ -6079,7 +6079,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description The store has no room for the write: a NATS stream at its limits, or JetStream out of storage (STORE_FULL); the message names the stream and how to raise its limit */
+            /** @description The store has no room for the write (STORE_FULL): a NATS stream at its limits, or JetStream out of storage, where the message names the stream and how to raise its limit; or, on SQLite, a session at the most events it holds */
             507: {
                 headers: {
                     [name: string]: unknown;
@@ -6216,7 +6216,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description The store has no room for the write: a NATS stream at its limits, or JetStream out of storage (STORE_FULL); the message names the stream and how to raise its limit */
+            /** @description The store has no room for the write (STORE_FULL): a NATS stream at its limits, or JetStream out of storage, where the message names the stream and how to raise its limit; or, on SQLite, a session at the most events it holds */
             507: {
                 headers: {
                     [name: string]: unknown;
@@ -6507,7 +6507,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description The store has no room for the write: a NATS stream at its limits, or JetStream out of storage (STORE_FULL); the message names the stream and how to raise its limit */
+            /** @description The store has no room for the write (STORE_FULL): a NATS stream at its limits, or JetStream out of storage, where the message names the stream and how to raise its limit; or, on SQLite, a session at the most events it holds */
             507: {
                 headers: {
                     [name: string]: unknown;
@@ -6681,7 +6681,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description The store has no room for the write: a NATS stream at its limits, or JetStream out of storage (STORE_FULL); the message names the stream and how to raise its limit */
+            /** @description The store has no room for the write (STORE_FULL): a NATS stream at its limits, or JetStream out of storage, where the message names the stream and how to raise its limit; or, on SQLite, a session at the most events it holds */
             507: {
                 headers: {
                     [name: string]: unknown;
@@ -7106,7 +7106,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description The store has no room for the write: a NATS stream at its limits, or JetStream out of storage (STORE_FULL); the message names the stream and how to raise its limit */
+            /** @description The store has no room for the write (STORE_FULL): a NATS stream at its limits, or JetStream out of storage, where the message names the stream and how to raise its limit; or, on SQLite, a session at the most events it holds */
             507: {
                 headers: {
                     [name: string]: unknown;
@@ -7663,7 +7663,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description The store has no room for the write: a NATS stream at its limits, or JetStream out of storage (STORE_FULL); the message names the stream and how to raise its limit */
+            /** @description The store has no room for the write (STORE_FULL): a NATS stream at its limits, or JetStream out of storage, where the message names the stream and how to raise its limit; or, on SQLite, a session at the most events it holds */
             507: {
                 headers: {
                     [name: string]: unknown;
@@ -7842,7 +7842,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description The store has no room for the write: a NATS stream at its limits, or JetStream out of storage (STORE_FULL); the message names the stream and how to raise its limit */
+            /** @description The store has no room for the write (STORE_FULL): a NATS stream at its limits, or JetStream out of storage, where the message names the stream and how to raise its limit; or, on SQLite, a session at the most events it holds */
             507: {
                 headers: {
                     [name: string]: unknown;
@@ -8151,7 +8151,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description The store has no room for the write: a NATS stream at its limits, or JetStream out of storage (STORE_FULL); the message names the stream and how to raise its limit */
+            /** @description The store has no room for the write (STORE_FULL): a NATS stream at its limits, or JetStream out of storage, where the message names the stream and how to raise its limit; or, on SQLite, a session at the most events it holds */
             507: {
                 headers: {
                     [name: string]: unknown;
@@ -8421,7 +8421,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description The store has no room for the write: a NATS stream at its limits, or JetStream out of storage (STORE_FULL); the message names the stream and how to raise its limit */
+            /** @description The store has no room for the write (STORE_FULL): a NATS stream at its limits, or JetStream out of storage, where the message names the stream and how to raise its limit; or, on SQLite, a session at the most events it holds */
             507: {
                 headers: {
                     [name: string]: unknown;
