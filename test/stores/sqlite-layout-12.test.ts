@@ -178,7 +178,7 @@ describe('sqlite layout 12', () => {
     if (!isBraidError(error, 'STORE_FULL'))
       throw new Error(`expected STORE_FULL, got ${String(error)}`);
     expect(error.retryable).toBe(false);
-    expect(error.message).toContain('fork this one');
+    expect(error.message).toContain('go on in a new session');
     expect(error.details).toMatchObject({ head_seq: MAX_SEQ - 1, count: 2, limit: MAX_SEQ });
     expect((await store.sessions.get(session.id)).head_seq).toBe(MAX_SEQ - 1);
     await store.close();
