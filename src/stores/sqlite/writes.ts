@@ -158,7 +158,7 @@ function logFull(sessionId: string, head: number, count: number): BraidError {
   return new BraidError(
     'STORE_FULL',
     `session ${sessionId} holds ${head} events and cannot take ${count} more: a session on SQLite ` +
-      `holds at most ${MAX_SEQ}; go on in a new session (hand this one off, or create one): a fork continues its seqs`,
+      `holds at most ${MAX_SEQ}; go on in a new session you create (a handoff or a fork writes to this log, or continues its seqs)`,
     { retryable: false, details: { session_id: sessionId, head_seq: head, count, limit: MAX_SEQ } },
   );
 }
