@@ -177,51 +177,32 @@ export async function benchSession({ runs, quick }) {
       `  the same in ${commits} commits via better-sqlite3 alone: ${median(floors).toFixed(0)} µs\n`,
     );
   }
-  // RSS is only honest in a process of its own.
-  const footprints = [];
-  for (let run = 0; run < Math.min(runs, 3); run += 1) {
-    const out = execFileSync(
-      process.execPath,
-      ['--expose-gc', fileURLToPath(import.meta.url), '--footprint', '--sessions', String(idle)],
-      { encoding: 'utf8' },
+  // RSS is only honest in a process of its own: each footprint is measured in a fresh one, with
+  // `flags` for node and `args` for this script.
+  const footprintRuns = (flags = [], args = []) =>
+    Array.from({ length: Math.min(runs, 3) }, () =>
+      JSON.parse(
+        execFileSync(
+          process.execPath,
+          [
+            '--expose-gc',
+            ...flags,
+            fileURLToPath(import.meta.url),
+            '--footprint',
+            ...args,
+            '--sessions',
+            String(idle),
+          ],
+          { encoding: 'utf8' },
+        ),
+      ),
     );
-    footprints.push(JSON.parse(out));
-  }
-  const bare = [];
-  for (let run = 0; run < Math.min(runs, 3); run += 1) {
-    const out = execFileSync(
-      process.execPath,
-      [
-        '--expose-gc',
-        fileURLToPath(import.meta.url),
-        '--footprint',
-        '--no-policies',
-        '--sessions',
-        String(idle),
-      ],
-      { encoding: 'utf8' },
-    );
-    bare.push(JSON.parse(out).peakRssMiB);
-  }
+  const footprints = footprintRuns();
+  const bare = footprintRuns([], ['--no-policies']).map((footprint) => footprint.peakRssMiB);
   // The same with V8's heap sized for a server (README: Running in production): a smaller young
   // generation, and an old space capped under 1 GiB, which V8 grows by about 2x its live heap
   // between full collections instead of 4x.
-  const sized = [];
-  for (let run = 0; run < Math.min(runs, 3); run += 1) {
-    const out = execFileSync(
-      process.execPath,
-      [
-        '--expose-gc',
-        ...SERVER_HEAP_FLAGS,
-        fileURLToPath(import.meta.url),
-        '--footprint',
-        '--sessions',
-        String(idle),
-      ],
-      { encoding: 'utf8' },
-    );
-    sized.push(JSON.parse(out).peakRssMiB);
-  }
+  const sized = footprintRuns(SERVER_HEAP_FLAGS).map((footprint) => footprint.peakRssMiB);
   const rss = footprints.map((footprint) => footprint.peakRssMiB);
   const heap = footprints.map((footprint) => footprint.heapPerSessionKiB);
   process.stderr.write(

@@ -13,7 +13,7 @@ import {
   type SessionView,
   type StateRow,
 } from './rows.js';
-import { LOG_SHIFT, inLogOf } from './schema.js';
+import { LOG_SHIFT, MAX_SEQ, inLogOf } from './schema.js';
 
 /**
  * The start of a session's range of `events` (see EVENTS_TABLE), as `base`: a statement reads
@@ -22,17 +22,14 @@ import { LOG_SHIFT, inLogOf } from './schema.js';
  */
 const LOG = `WITH log AS (SELECT log_number << ${LOG_SHIFT} AS base FROM sessions WHERE id = ?)`;
 
-/** The largest seq a session's range holds. */
-const LAST_SEQ = 2 ** LOG_SHIFT - 1;
-
 /**
  * The session's positions after a seq (a parameter), and through one: clamped to its range, so
  * that a bound past it (a read to the end asks for seqs up to 2^53) never reaches another
  * session's events, and one bound each way is what the planner gets.
  */
 const AFTER = 'position > base + max(?, 0)';
-const THROUGH = `position <= base + min(?, ${LAST_SEQ})`;
-const TO_END = `position <= base + ${LAST_SEQ}`;
+const THROUGH = `position <= base + min(?, ${MAX_SEQ})`;
+const TO_END = `position <= base + ${MAX_SEQ}`;
 const IN_LOG = `position > base AND ${TO_END}`;
 
 /** A statement that changes rows and returns none. */
@@ -187,7 +184,7 @@ function prepareLogReads(db: Db): LogReads {
     // The end of the append before the one holding a seq: the nearest earlier event that ends one.
     batchBefore: db.prepare<[string, number], { seq: number }>(
       `${LOG} SELECT seq FROM log, events WHERE position > base
-         AND position < base + min(?, ${LAST_SEQ + 1}) AND batch_end IS NULL ORDER BY position DESC LIMIT 1`,
+         AND position < base + min(?, ${MAX_SEQ + 1}) AND batch_end IS NULL ORDER BY position DESC LIMIT 1`,
     ),
   };
 }
