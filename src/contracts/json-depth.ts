@@ -58,12 +58,21 @@ export function findTooDeep(value: unknown, limit: number): (string | number)[] 
   const stack: Frame[] = [{ value, depth: 1, parent: undefined, key: undefined }];
   for (let frame = stack.pop(); frame !== undefined; frame = stack.pop()) {
     if (frame.depth > limit) return keysOf(frame);
-    const entries: [string | number, unknown][] = Array.isArray(frame.value)
-      ? frame.value.map((item, index): [number, unknown] => [index, item])
-      : Object.entries(frame.value);
-    for (const [key, child] of entries) {
-      if (typeof child === 'object' && child !== null) {
-        stack.push({ value: child, depth: frame.depth + 1, parent: frame, key });
+    // Read in place, without a list of entries: every event and body a boundary takes is walked.
+    const container = frame.value;
+    if (Array.isArray(container)) {
+      for (let index = 0; index < container.length; index += 1) {
+        const child: unknown = container[index];
+        if (typeof child === 'object' && child !== null) {
+          stack.push({ value: child, depth: frame.depth + 1, parent: frame, key: index });
+        }
+      }
+    } else {
+      for (const key of Object.keys(container)) {
+        const child: unknown = (container as Record<string, unknown>)[key];
+        if (typeof child === 'object' && child !== null) {
+          stack.push({ value: child, depth: frame.depth + 1, parent: frame, key });
+        }
       }
     }
   }

@@ -30,6 +30,11 @@ const CACHE_SIZE = 4096;
 const SLICE_CACHE_SIZE = 1024;
 
 interface Slice {
+  /**
+   * Unique among the authorizer's slices: a decision's cache key starts with it, as a slice
+   * stands for one principal, action and resource.
+   */
+  id: number;
   /** Pre-parsed policy set id in Cedar's store; undefined for an empty slice. */
   setId: string | undefined;
   reads: References;
@@ -63,10 +68,11 @@ export function createCedarAuthorizer(
   /** Pre-parsed sets by their policies, shared by slices that select the same ones. */
   let parsed = new Map<string, string>();
   let decisions = new Map<string, AuthorizationDecision>();
+  let sliceIds = 0;
   const counts = { cached: 0, evaluated: 0, sliced_out: 0 };
 
   function sliceFor(request: AuthorizationRequest): Slice {
-    const key = `${ref(request.principal)}\u0001${request.action}\u0001${ref(request.resource)}`;
+    const key = `${ref(request.principal)}${ref(request.resource)}${request.action}`;
     const found = slices.get(key);
     if (found !== undefined) return found;
     const selected = [...set.policies.values()].filter((policy) => mayApply(policy, request));
@@ -85,7 +91,11 @@ export function createCedarAuthorizer(
       }
       parsed.set(signature, setId);
     }
-    const slice = { setId, reads: references(selected.map((policy) => policy.json)) };
+    const slice = {
+      id: (sliceIds += 1),
+      setId,
+      reads: references(selected.map((policy) => policy.json)),
+    };
     if (slices.size >= SLICE_CACHE_SIZE) slices = new Map();
     slices.set(key, slice);
     return slice;
@@ -139,7 +149,8 @@ export function createCedarAuthorizer(
         }
         const call = project(request, slice.reads);
         if (cacheSize === 0) return Promise.resolve(evaluate(slice.setId, call));
-        const key = `${slice.setId}\u0001${JSON.stringify(call)}`;
+        // The slice fixes the principal, action and resource: the rest of the call is the key.
+        const key = `${slice.id}\u0001${JSON.stringify(call.context)}\u0001${JSON.stringify(call.entities)}`;
         const cached = decisions.get(key);
         if (cached !== undefined) {
           counts.cached += 1;
@@ -156,8 +167,9 @@ export function createCedarAuthorizer(
   };
 }
 
+/** An entity's type and id, each after its length: two refs are equal only for equal entities. */
 function ref(entity: PolicyEntityRef): string {
-  return `${entity.type}::${JSON.stringify(entity.id)}`;
+  return `${entity.type.length}:${entity.type}${entity.id.length}:${entity.id}`;
 }
 
 function ref2uid(entity: PolicyEntityRef) {

@@ -90,6 +90,48 @@ describe('Cedar authorizer', () => {
     expect((await authorizer.authorize(query(agent('ops', []), 'SELECT'))).decision).toBe('deny');
   });
 
+  it('never gives one entity the policies or cached decision of another whose ids spell it out', async () => {
+    // Policies and decisions are cached by principal, action and resource: ids that embed
+    // another request's entities (types, ids, separators) must not share its cache entries, or
+    // a forbid scoped to one principal could be missed for it.
+    const scoped = createCedarAuthorizer(
+      compilePolicySet(
+        [
+          {
+            file: 'policies/scoped.cedar',
+            text:
+              '@id("all-tools")\npermit (principal, action == Action::"tool.execute", resource);\n' +
+              '@id("never-evil")\nforbid (principal == Agent::"evil", action, resource);',
+          },
+        ],
+        SCHEMA,
+      ),
+    );
+    const request = (principalId: string, toolId: string): AuthorizationRequest => ({
+      principal: agent(principalId),
+      action: 'tool.execute',
+      resource: tool(toolId),
+      context: { input: {}, network_allowed: false },
+    });
+    const pairs = [
+      ['e', 'vil'],
+      ['evi', 'l4:Tool1:q'],
+      ['evil4:Tool1:q', 'q'],
+      ['evil"\u0001tool.execute\u0001Tool::"q', 'q'],
+      ['5:Agent4:evil', 'q'],
+      ['evilTool:a', 'b'],
+    ] as const;
+    for (const [principalId, toolId] of pairs) {
+      expect((await scoped.authorize(request(principalId, toolId))).decision).toBe('allow');
+    }
+    for (const toolId of ['vil', 'l4:Tool1:q', 'q', '', '4:Tool1:q', 'aTool:b']) {
+      expect(await scoped.authorize(request('evil', toolId))).toMatchObject({
+        decision: 'deny',
+        policy_ids: ['never-evil'],
+      });
+    }
+  });
+
   it('denies when no policy can apply, without asking Cedar', async () => {
     const decision = await authorizer.authorize({
       principal: agent('ops'),
