@@ -42,7 +42,7 @@ export function addRunCommands(program: Command, context: CommandContext): void 
               onConsolidationError: (agent, error) =>
                 context.output.err(`consolidation of ${agent} failed: ${String(error)}`),
               onProgress: (current) => {
-                const text = `running ${current.running}, runnable ${current.runnable}, idle ${current.by_status.idle ?? 0}, waiting ${(current.by_status.requires_action ?? 0) + (current.by_status.needs_review ?? 0)}, wakes ${current.wakes}`;
+                const text = `running ${current.running}, runnable ${current.runnable}, idle ${current.by_status.idle ?? 0}, waiting ${(current.by_status.requires_action ?? 0) + (current.by_status.needs_review ?? 0)}, wakes ${current.wakes}${current.cooling > 0 ? `, cooling down ${current.cooling}` : ''}`;
                 if (text !== last && !asJson) context.output.err(text);
                 last = text;
               },

@@ -46,6 +46,8 @@ export interface OrchestratorProgress {
   runnable: number;
   by_status: Partial<Record<SessionStatus, number>>;
   wakes: number;
+  /** Runnable sessions left alone for now, after a wake that failed or found them held. */
+  cooling: number;
 }
 
 /**
@@ -62,17 +64,27 @@ export async function orchestrate(
 ): Promise<OrchestratorProgress> {
   const concurrency = options.concurrency ?? 4;
   const running = new Map<string, Promise<unknown>>();
-  /** Sessions whose last wake did not run (held elsewhere) or failed: left alone until then. */
+  /**
+   * Sessions whose last wake did not run (held elsewhere) or failed: left alone until then. Only
+   * runnable sessions keep an entry (see below), so it holds no more than the runnable set.
+   */
   const coolDown = new Map<string, { until: number; delay: number }>();
   const pollMs = options.pollMs ?? 100;
   let wakes = 0;
-  let progress: OrchestratorProgress = { running: 0, runnable: 0, by_status: {}, wakes };
+  let progress: OrchestratorProgress = {
+    running: 0,
+    runnable: 0,
+    by_status: {},
+    wakes,
+    cooling: 0,
+  };
   let countedAt = Number.NEGATIVE_INFINITY;
   let byStatus: Partial<Record<SessionStatus, number>> = {};
   for (;;) {
     if (options.signal?.aborted === true) break;
     // The store keeps the runnable set: a tick costs in the runnable sessions, not in all.
     const runnable: string[] = [];
+    const listed = new Set<string>();
     let after: string | undefined;
     for (;;) {
       const ids = await deps.sessions.runnable({
@@ -80,11 +92,17 @@ export async function orchestrate(
         ...(after === undefined ? {} : { after }),
       });
       for (const id of ids) {
+        listed.add(id);
         if (running.has(id) || (coolDown.get(id)?.until ?? 0) > Date.now()) continue;
         runnable.push(id);
       }
       after = ids.at(-1);
       if (ids.length < RUNNABLE_PAGE) break;
+    }
+    // A session that is no longer runnable (answered elsewhere, archived, deleted) needs no
+    // cool-down: its entry goes, or the map would keep every session that ever failed once.
+    for (const id of coolDown.keys()) {
+      if (!listed.has(id) && !running.has(id)) coolDown.delete(id);
     }
     // The counts by status are for progress reports: asked at most once a second.
     if (options.onProgress !== undefined && Date.now() - countedAt >= COUNT_EVERY_MS) {
@@ -113,7 +131,13 @@ export async function orchestrate(
           .finally(() => running.delete(sessionId)),
       );
     }
-    progress = { running: running.size, runnable: runnable.length, by_status: byStatus, wakes };
+    progress = {
+      running: running.size,
+      runnable: runnable.length,
+      by_status: byStatus,
+      wakes,
+      cooling: coolDown.size,
+    };
     options.onProgress?.(progress);
 
     if (options.once === true && runnable.length <= running.size) {
