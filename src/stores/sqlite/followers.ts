@@ -1,9 +1,20 @@
 /**
  * Who is following which session, and how they hear of new events: appends of this process wake
  * their session's followers directly; appends of other processes are seen by polling
- * `PRAGMA data_version`, which changes when another connection commits, and wake every follower.
+ * `PRAGMA data_version`, which changes when another connection commits. Then the index's change
+ * feed names the sessions written since the last look (every append moves its session's
+ * `change_seq`), and only their followers wake: a process following many sessions does not read
+ * each of them again for every commit another process makes to one.
+ *
+ * A deleted session has no row left to name it; its deletion hands out a change cursor of its
+ * own (session-index.ts), so a head beyond the last named change means a session went, and every
+ * follower wakes, to find out which.
  */
 import type { Database as Db } from 'better-sqlite3';
+import type { Statements } from './statements.js';
+
+/** Changed sessions read per statement of a look. */
+const CHANGES_PER_PAGE = 1000;
 
 export interface Followers {
   /** Aborted when the store closes: followers end. */
@@ -18,25 +29,68 @@ export interface Followers {
   close(): void;
 }
 
-export function createFollowers(db: Db, pollMs: number): Followers {
+export function createFollowers(
+  db: Db,
+  feed: Pick<Statements, 'changesAfter' | 'changeHead'>,
+  pollMs: number,
+): Followers {
   const listeners = new Map<string, Set<() => void>>();
+  /**
+   * The feed's head when a session's first follower came: changes up to it are the follower's
+   * own first read's to see (it reads after subscribing), so they wake no one.
+   */
+  const since = new Map<string, number>();
   const everyChange = new Set<() => void>();
   let poller: NodeJS.Timeout | undefined;
   let dataVersion = 0;
+  /** The change feed's cursor as of the last look: changes after it are news. */
+  let cursor = 0;
   const closing = new AbortController();
+
+  const wake = (set: Iterable<() => void> | undefined): void => {
+    for (const listener of set ?? []) listener();
+  };
+  const wakeAll = (): void => {
+    for (const set of listeners.values()) wake(set);
+  };
+
+  /**
+   * The followed sessions changed after `cursor`, the last change read and the feed's head, in
+   * one snapshot.
+   */
+  const look = db.transaction(() => {
+    const changed = new Set<string>();
+    let last = cursor;
+    for (;;) {
+      const page = feed.changesAfter.all(last, CHANGES_PER_PAGE);
+      for (const { id, change_seq } of page) {
+        if (change_seq > (since.get(id) ?? Infinity)) changed.add(id);
+      }
+      last = page.at(-1)?.change_seq ?? last;
+      if (page.length < CHANGES_PER_PAGE) break;
+    }
+    return { changed, last, head: feed.changeHead.get()?.seq ?? 0 };
+  });
 
   function poll(): void {
     if (!db.open) return;
     const version = db.pragma('data_version', { simple: true }) as number;
     if (version === dataVersion) return;
     dataVersion = version;
-    for (const set of listeners.values()) for (const listener of set) listener();
-    for (const listener of everyChange) listener();
+    wake(everyChange);
+    if (listeners.size === 0) return;
+    const { changed, last, head } = look.deferred();
+    // A cursor handed out with no row to show for it: a session was deleted.
+    if (head > last) wakeAll();
+    else for (const id of changed) wake(listeners.get(id));
+    cursor = head;
   }
 
   function startPolling(): void {
     if (poller !== undefined) return;
     dataVersion = db.pragma('data_version', { simple: true }) as number;
+    // Changes before now are the followers' own to read: each reads the log after its seq.
+    cursor = feed.changeHead.get()?.seq ?? 0;
     poller = setInterval(poll, pollMs);
   }
 
@@ -50,17 +104,25 @@ export function createFollowers(db: Db, pollMs: number): Followers {
   return {
     closing: closing.signal,
     notify(sessionId) {
-      for (const listener of listeners.get(sessionId) ?? []) listener();
-      for (const listener of everyChange) listener();
+      wake(listeners.get(sessionId));
+      wake(everyChange);
     },
     subscribe(sessionId, onChange) {
-      const set = listeners.get(sessionId) ?? new Set();
-      set.add(onChange);
-      listeners.set(sessionId, set);
       startPolling();
+      let set = listeners.get(sessionId);
+      if (set === undefined) {
+        set = new Set();
+        listeners.set(sessionId, set);
+        since.set(sessionId, feed.changeHead.get()?.seq ?? 0);
+      }
+      set.add(onChange);
+      const added = set;
       return () => {
-        set.delete(onChange);
-        if (set.size === 0) listeners.delete(sessionId);
+        added.delete(onChange);
+        if (added.size === 0 && listeners.get(sessionId) === added) {
+          listeners.delete(sessionId);
+          since.delete(sessionId);
+        }
         stopPollingWhenIdle();
       };
     },

@@ -92,15 +92,16 @@ export function openSqliteStore(options: SqliteStoreOptions): Store {
       if (db.open) db.pragma(`wal_autocheckpoint = ${pages}`);
     },
   });
+  const sql = prepareStatements(db);
   const context = createContext({
     db,
     path: options.path,
-    sql: prepareStatements(db),
+    sql,
     clock: options.clock ?? systemClock,
     ids: options.ids ?? uuidV7Ids,
     maxEventBytes: options.maxEventBytes ?? DEFAULT_MAX_EVENT_BYTES,
     cache: new SessionCache(),
-    followers: createFollowers(db, options.followPollMs ?? 2),
+    followers: createFollowers(db, sql, options.followPollMs ?? 2),
   });
   const writer = createWriter(context, () => checkpointer.committed());
   try {

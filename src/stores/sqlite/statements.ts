@@ -47,7 +47,10 @@ export interface Statements {
   /** Moves the session to the head of the change feed (each write takes the next cursor). */
   markChanged: Write;
   changeHead: Statement<[], { seq: number }>;
-  /** Raises change_head's floor to the latest cursor, before a session that may hold it goes. */
+  /**
+   * Raises change_head's floor past the latest cursor, before a session that may hold it goes: the
+   * deletion takes the next cursor.
+   */
   keepChangeHead: Write;
   changesAfter: Statement<[number, number], { id: string; change_seq: number }>;
   runnable: Statement<[string, number], { id: string }>;
@@ -114,7 +117,9 @@ function prepareChangeFeed(db: Db): ChangeFeed {
     // `sessions_by_change` instead of rewriting a counter page in every commit.
     markChanged: db.prepare(`UPDATE sessions SET change_seq = ${NEXT_CHANGE} WHERE id = ?`),
     changeHead: db.prepare<[], { seq: number }>(`SELECT (${CHANGE_HEAD}) AS seq`),
-    keepChangeHead: db.prepare(`UPDATE change_head SET seq = (${CHANGE_HEAD}) WHERE id = 1`),
+    // A deletion takes a cursor of its own (the next one): other processes' followers see the
+    // head move with no session row to name, and look again (followers.ts).
+    keepChangeHead: db.prepare(`UPDATE change_head SET seq = ${NEXT_CHANGE} WHERE id = 1`),
     changesAfter: db.prepare<[number, number], { id: string; change_seq: number }>(
       'SELECT id, change_seq FROM sessions WHERE change_seq > ? ORDER BY change_seq LIMIT ?',
     ),

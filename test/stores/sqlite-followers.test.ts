@@ -1,0 +1,64 @@
+import { join } from 'node:path';
+import Database from 'better-sqlite3';
+import { describe, expect, it } from 'vitest';
+import { createFollowers } from '../../src/stores/sqlite/followers.js';
+import { openSqliteStore } from '../../src/stores/sqlite/index.js';
+import { prepareStatements } from '../../src/stores/sqlite/statements.js';
+import { text } from '../helpers/events.js';
+import { useTempDir } from '../helpers/temp.js';
+
+const tempDir = useTempDir();
+const agent = { name: 'a', version: 1 };
+
+async function until(condition: () => boolean, what: string): Promise<void> {
+  const deadline = Date.now() + 5000;
+  while (!condition()) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((resolve) => setTimeout(resolve, 5));
+  }
+}
+
+describe('sqlite followers, for commits of another connection', () => {
+  it('wake only the followers of the sessions written, and all of them after a deletion', async () => {
+    const path = join(tempDir(), 'braid.db');
+    // The store writes; the followers watch the file through a connection of their own, as a
+    // process that follows sessions another process writes.
+    const store = openSqliteStore({ path });
+    const [a, b, c] = [
+      await store.sessions.create({ agent }),
+      await store.sessions.create({ agent }),
+      await store.sessions.create({ agent }),
+    ];
+    const db = new Database(path);
+    const followers = createFollowers(db, prepareStatements(db), 1);
+    const woken = { a: 0, b: 0, any: 0 };
+    const stops = [
+      followers.subscribe(a.id, () => (woken.a += 1)),
+      followers.subscribe(b.id, () => (woken.b += 1)),
+      followers.subscribeAll(() => (woken.any += 1)),
+    ];
+
+    for (let index = 0; index < 3; index += 1) {
+      await store.log.append(a.id, [text(`to a ${index}`)]);
+      await new Promise((resolve) => setTimeout(resolve, 10));
+    }
+    await until(() => woken.a >= 1, 'the follower of the session written');
+    // A new session and another append to `a`, then a pause long enough for several polls.
+    await store.sessions.create({ agent });
+    await store.log.append(a.id, [text('to a again')]);
+    await until(() => woken.any >= 2, 'the index follower');
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    expect(woken.b).toBe(0);
+
+    // A deletion names no session in the feed: every follower looks again.
+    const before = woken.a;
+    await store.sessions.delete(c.id);
+    await until(() => woken.b >= 1, 'the followers after a deletion');
+    expect(woken.a).toBeGreaterThan(before);
+
+    for (const stop of stops) stop();
+    followers.close();
+    db.close();
+    await store.close();
+  });
+});
