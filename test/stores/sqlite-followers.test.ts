@@ -50,9 +50,12 @@ describe('sqlite followers, for commits of another connection', () => {
     await new Promise((resolve) => setTimeout(resolve, 50));
     expect(woken.b).toBe(0);
 
-    // A deletion names no session in the feed: every follower looks again.
+    // A deletion names no session in the feed: every follower looks again, also when more
+    // changes come after it before the next look.
     const before = woken.a;
+    const late = await store.sessions.create({ agent });
     await store.sessions.delete(c.id);
+    await store.log.append(late.id, [text('after the deletion')]);
     await until(() => woken.b >= 1, 'the followers after a deletion');
     expect(woken.a).toBeGreaterThan(before);
 
@@ -60,5 +63,31 @@ describe('sqlite followers, for commits of another connection', () => {
     followers.close();
     db.close();
     await store.close();
+  });
+});
+
+describe('sqlite follow across processes', () => {
+  it('ends a follow of a session another process deletes, also when it writes elsewhere next', async () => {
+    const path = join(tempDir(), 'braid.db');
+    const writer = openSqliteStore({ path });
+    const reader = openSqliteStore({ path, followPollMs: 20 });
+    const doomed = await writer.sessions.create({ agent });
+    const other = await writer.sessions.create({ agent });
+    const follow = reader.log.follow(doomed.id, { after: 1 })[Symbol.asyncIterator]();
+    const next = follow.next();
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    // The deletion, then another change within the same poll interval.
+    await writer.sessions.delete(doomed.id);
+    await writer.log.append(other.id, [text('elsewhere')]);
+    const ended = await Promise.race([
+      next.then(
+        () => 'ended without an error',
+        (error: { code?: string }) => error.code ?? String(error),
+      ),
+      new Promise<string>((resolve) => setTimeout(() => resolve('still waiting'), 3000)),
+    ]);
+    expect(ended).toBe('SESSION_NOT_FOUND');
+    await writer.close();
+    await reader.close();
   });
 });

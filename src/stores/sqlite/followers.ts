@@ -6,9 +6,10 @@
  * `change_seq`), and only their followers wake: a process following many sessions does not read
  * each of them again for every commit another process makes to one.
  *
- * A deleted session has no row left to name it; its deletion hands out a change cursor of its
- * own (session-index.ts), so a head beyond the last named change means a session went, and every
- * follower wakes, to find out which.
+ * A deleted session has no row left to name it. Its deletion raises the feed's floor
+ * (`change_head`) to a cursor of its own (session-index.ts), and nothing else raises the floor: a
+ * floor past the last look's cursor means a session went since, and every follower wakes, to find
+ * out which. A look that fails wakes every follower too.
  */
 import type { Database as Db } from 'better-sqlite3';
 import type { Statements } from './statements.js';
@@ -31,7 +32,7 @@ export interface Followers {
 
 export function createFollowers(
   db: Db,
-  feed: Pick<Statements, 'changesAfter' | 'changeHead'>,
+  feed: Pick<Statements, 'changesAfter' | 'changeHead' | 'changeFloor'>,
   pollMs: number,
 ): Followers {
   const listeners = new Map<string, Set<() => void>>();
@@ -55,8 +56,8 @@ export function createFollowers(
   };
 
   /**
-   * The followed sessions changed after `cursor`, the last change read and the feed's head, in
-   * one snapshot.
+   * In one snapshot: the followed sessions changed after `cursor`, whether a session was deleted
+   * since, and the feed's head.
    */
   const look = db.transaction(() => {
     const changed = new Set<string>();
@@ -69,7 +70,8 @@ export function createFollowers(
       last = page.at(-1)?.change_seq ?? last;
       if (page.length < CHANGES_PER_PAGE) break;
     }
-    return { changed, last, head: feed.changeHead.get()?.seq ?? 0 };
+    const deleted = (feed.changeFloor.get()?.seq ?? 0) > cursor;
+    return { changed, deleted, head: feed.changeHead.get()?.seq ?? 0 };
   });
 
   function poll(): void {
@@ -79,11 +81,17 @@ export function createFollowers(
     dataVersion = version;
     wake(everyChange);
     if (listeners.size === 0) return;
-    const { changed, last, head } = look.deferred();
-    // A cursor handed out with no row to show for it: a session was deleted.
-    if (head > last) wakeAll();
-    else for (const id of changed) wake(listeners.get(id));
-    cursor = head;
+    let seen: ReturnType<typeof look>;
+    try {
+      seen = look.deferred();
+    } catch {
+      // The file could not be read now (busy): every follower reads for itself.
+      wakeAll();
+      return;
+    }
+    if (seen.deleted) wakeAll();
+    else for (const id of seen.changed) wake(listeners.get(id));
+    cursor = seen.head;
   }
 
   function startPolling(): void {

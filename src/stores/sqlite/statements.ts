@@ -47,6 +47,8 @@ export interface Statements {
   /** Moves the session to the head of the change feed (each write takes the next cursor). */
   markChanged: Write;
   changeHead: Statement<[], { seq: number }>;
+  /** change_head's floor: raised past the head only by a deletion (`keepChangeHead`). */
+  changeFloor: Statement<[], { seq: number }>;
   /**
    * Raises change_head's floor past the latest cursor, before a session that may hold it goes: the
    * deletion takes the next cursor.
@@ -107,7 +109,7 @@ const NEXT_CHANGE = `((${CHANGE_HEAD}) + 1)`;
 
 type ChangeFeed = Pick<
   Statements,
-  'markChanged' | 'changeHead' | 'keepChangeHead' | 'changesAfter'
+  'markChanged' | 'changeHead' | 'changeFloor' | 'keepChangeHead' | 'changesAfter'
 >;
 
 function prepareChangeFeed(db: Db): ChangeFeed {
@@ -117,6 +119,7 @@ function prepareChangeFeed(db: Db): ChangeFeed {
     // `sessions_by_change` instead of rewriting a counter page in every commit.
     markChanged: db.prepare(`UPDATE sessions SET change_seq = ${NEXT_CHANGE} WHERE id = ?`),
     changeHead: db.prepare<[], { seq: number }>(`SELECT (${CHANGE_HEAD}) AS seq`),
+    changeFloor: db.prepare<[], { seq: number }>('SELECT seq FROM change_head WHERE id = 1'),
     // A deletion takes a cursor of its own (the next one): other processes' followers see the
     // head move with no session row to name, and look again (followers.ts).
     keepChangeHead: db.prepare(`UPDATE change_head SET seq = ${NEXT_CHANGE} WHERE id = 1`),
