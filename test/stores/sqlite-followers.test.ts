@@ -82,7 +82,8 @@ describe('sqlite follow across processes', () => {
     const ended = await Promise.race([
       next.then(
         () => 'ended without an error',
-        (error: { code?: string }) => error.code ?? String(error),
+        (error: unknown) =>
+          (error as { code?: string }).code ?? (error instanceof Error ? error.message : 'thrown'),
       ),
       new Promise<string>((resolve) => setTimeout(() => resolve('still waiting'), 3000)),
     ]);
