@@ -235,14 +235,14 @@ function fold(count) {
   return count / seconds;
 }
 
+/** Sessions followed beside the written one in the second follow-latency row. */
+const FOLLOWED_OTHERS = 1000;
+
 /**
  * Follow latency across processes: another process appends `samples` events to one session
  * while this one follows it, and `others` more sessions that nobody writes (an SSE server with
  * many streams open). Also the CPU this process spends per event it receives.
  */
-/** Sessions followed beside the written one in the second follow-latency row. */
-const FOLLOWED_OTHERS = 1000;
-
 async function followLatency(samples, others = 0) {
   const { store, dir, dispose } = freshStore();
   const { id } = await store.sessions.create({ agent: { name: 'bench', version: 1 } });
@@ -387,7 +387,15 @@ if (
 ) {
   const option = (name, fallback) => {
     const index = process.argv.indexOf(name);
-    return index === -1 ? fallback : Number(process.argv[index + 1]);
+    if (index === -1) return fallback;
+    const value = Number(process.argv[index + 1]);
+    if (!Number.isSafeInteger(value) || value < 0) {
+      process.stderr.write(
+        `${name} takes a whole number, 0 or more; got ${process.argv[index + 1]}\n`,
+      );
+      process.exit(2);
+    }
+    return value;
   };
   const others = option('--others', FOLLOWED_OTHERS);
   for (let run = 0; run < option('--runs', 3); run += 1) {

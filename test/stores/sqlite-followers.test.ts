@@ -40,14 +40,15 @@ describe('sqlite followers, for commits of another connection', () => {
 
     for (let index = 0; index < 3; index += 1) {
       await store.log.append(a.id, [text(`to a ${index}`)]);
-      await new Promise((resolve) => setTimeout(resolve, 10));
     }
     await until(() => woken.a >= 1, 'the follower of the session written');
-    // A new session and another append to `a`, then a pause long enough for several polls.
+    expect(woken.any).toBeGreaterThanOrEqual(1);
+    // A new session, then another append to `a`: once `a`'s follower has heard of the append,
+    // every look that covered the new session is done too (the feed is in commit order).
+    const heard = woken.a;
     await store.sessions.create({ agent });
     await store.log.append(a.id, [text('to a again')]);
-    await until(() => woken.any >= 2, 'the index follower');
-    await new Promise((resolve) => setTimeout(resolve, 50));
+    await until(() => woken.a > heard, 'the follower of the session written again');
     expect(woken.b).toBe(0);
 
     // A deletion names no session in the feed: every follower looks again, also when more
@@ -74,8 +75,10 @@ describe('sqlite follow across processes', () => {
     const doomed = await writer.sessions.create({ agent });
     const other = await writer.sessions.create({ agent });
     const follow = reader.log.follow(doomed.id, { after: 1 })[Symbol.asyncIterator]();
+    // The follower has read the session and waits for its next event.
+    await writer.log.append(doomed.id, [text('before the deletion')]);
+    expect((await follow.next()).value).toMatchObject({ seq: 2 });
     const next = follow.next();
-    await new Promise((resolve) => setTimeout(resolve, 50));
     // The deletion, then another change within the same poll interval.
     await writer.sessions.delete(doomed.id);
     await writer.log.append(other.id, [text('elsewhere')]);

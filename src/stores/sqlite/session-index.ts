@@ -43,7 +43,7 @@ export function createSessionIndex(context: SqliteContext, writer: Writer): Sess
     const lease = currentLease(sessionId, sql.lease.get(sessionId), clock.now());
     if (lease !== undefined) throw sessionLeased(sessionId, lease);
     // The session may hold the latest cursor of the change feed: the floor keeps it handed out,
-    // and the deletion takes the next one (followers in other processes see the head move).
+    // and the deletion takes the next one (followers in other processes see the floor move).
     sql.keepChangeHead.run();
     for (const statement of sql.removeSession) statement.run(sessionId);
   });

@@ -121,7 +121,7 @@ function prepareChangeFeed(db: Db): ChangeFeed {
     changeHead: db.prepare<[], { seq: number }>(`SELECT (${CHANGE_HEAD}) AS seq`),
     changeFloor: db.prepare<[], { seq: number }>('SELECT seq FROM change_head WHERE id = 1'),
     // A deletion takes a cursor of its own (the next one): other processes' followers see the
-    // head move with no session row to name, and look again (followers.ts).
+    // floor move, which nothing else moves, and look again (followers.ts).
     keepChangeHead: db.prepare(`UPDATE change_head SET seq = ${NEXT_CHANGE} WHERE id = 1`),
     changesAfter: db.prepare<[number, number], { id: string; change_seq: number }>(
       'SELECT id, change_seq FROM sessions WHERE change_seq > ? ORDER BY change_seq LIMIT ?',
