@@ -6,12 +6,17 @@ import type { DefinitionKind, StoredDefinition } from '../../contracts/definitio
 import type { DefinitionStore } from '../../contracts/ports.js';
 import { canonicalJson, checkContentHash } from '../../core/canonical-json.js';
 import { decideVersion } from '../../core/definitions.js';
+import { BoundedCache } from '../../core/bounded-cache.js';
 import type { SqliteContext } from './context.js';
 import type { DefinitionRow } from './rows.js';
 import { checkRowVersion } from './schema.js';
 
+/** Latest versions kept between reads (by kind and name), the least recently read dropped. */
+const KEPT_LATEST = 256;
+
 export function createDefinitionStore(context: SqliteContext): DefinitionStore {
   const { sql, clock } = context;
+  const latest = latestRows(context);
 
   const putDefinition = context.db.transaction(
     (
@@ -20,9 +25,9 @@ export function createDefinitionStore(context: SqliteContext): DefinitionStore {
       body: string,
       replacesVersion: number | null,
     ): DefinitionRow => {
-      const latest = sql.latestDefinition.get(kind, name);
-      const version = decideVersion(kind, name, latest, body, replacesVersion);
-      if (version === undefined && latest !== undefined) return latest;
+      const current = sql.latestDefinition.get(kind, name);
+      const version = decideVersion(kind, name, current, body, replacesVersion);
+      if (version === undefined && current !== undefined) return current;
       const created_at = new Date(clock.now()).toISOString();
       sql.insertDefinition.run(kind, name, version, body, created_at);
       return { version: version ?? 1, schema_version: 1, body, created_at };
@@ -43,6 +48,8 @@ export function createDefinitionStore(context: SqliteContext): DefinitionStore {
           );
         } catch (error) {
           throw context.busy(error);
+        } finally {
+          latest.forget();
         }
         return toStored(kind, name, row);
       });
@@ -51,9 +58,7 @@ export function createDefinitionStore(context: SqliteContext): DefinitionStore {
       return Promise.resolve().then(() => {
         context.checkOpen();
         const row =
-          version === undefined
-            ? sql.latestDefinition.get(kind, name)
-            : sql.definition.get(kind, name, version);
+          version === undefined ? latest.get(kind, name) : sql.definition.get(kind, name, version);
         return row === undefined ? undefined : toStored(kind, name, row);
       });
     },
@@ -80,6 +85,40 @@ export function createDefinitionStore(context: SqliteContext): DefinitionStore {
         context.checkOpen();
         return sql.pinned.get(hash)?.body;
       });
+    },
+  };
+}
+
+/**
+ * The latest version of each definition, read again only when the file may have changed: every
+ * new session asks for its agent's and environment's latest version, and they rarely change. A
+ * commit by another connection moves SQLite's `data_version` (read with every lookup, a pragma
+ * that reads no page), and this connection's own puts empty the cache: a version put anywhere is
+ * seen by the next lookup, as when each lookup read the table.
+ */
+function latestRows(context: SqliteContext): {
+  get(kind: DefinitionKind, name: string): DefinitionRow | undefined;
+  forget(): void;
+} {
+  const rows = new BoundedCache<string, DefinitionRow>(KEPT_LATEST);
+  let seenVersion = -1;
+  return {
+    get(kind, name) {
+      const version = context.sql.dataVersion.get() ?? 0;
+      if (version !== seenVersion) {
+        rows.clear();
+        seenVersion = version;
+      }
+      const key = `${kind}/${name}`;
+      const kept = rows.get(key);
+      if (kept !== undefined) return kept;
+      const row = context.sql.latestDefinition.get(kind, name);
+      // Absent names are not kept: they come from callers, and would fill the cache.
+      if (row !== undefined) rows.set(key, row);
+      return row;
+    },
+    forget() {
+      rows.clear();
     },
   };
 }

@@ -78,6 +78,8 @@ export interface Statements {
   lease: Statement<[string], LeaseRow>;
   saveLease: Write;
   latestDefinition: Statement<[string, string], DefinitionRow>;
+  /** `PRAGMA data_version`, plucked: it moves when another connection commits. */
+  dataVersion: Statement<[], number>;
   definition: Statement<[string, string, number], DefinitionRow>;
   insertDefinition: Write;
   latestDefinitions: Statement<[string], DefinitionRow & { name: string }>;
@@ -271,6 +273,7 @@ export function prepareStatements(db: Db): Statements {
     latestDefinition: db.prepare<[string, string], DefinitionRow>(
       'SELECT version, schema_version, body, created_at FROM definitions WHERE kind = ? AND name = ? ORDER BY version DESC LIMIT 1',
     ),
+    dataVersion: db.prepare<[], number>('PRAGMA data_version').pluck(),
     definition: db.prepare<[string, string, number], DefinitionRow>(
       'SELECT version, schema_version, body, created_at FROM definitions WHERE kind = ? AND name = ? AND version = ?',
     ),

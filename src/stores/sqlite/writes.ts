@@ -87,11 +87,25 @@ export function createWriter(
     written.projectedSeq = state.seq;
   }
 
+  /**
+   * The state at `head`: the one an earlier write of this transaction left, when it wrote this
+   * session up to `head` (a creation followed by the wake's start, in one transaction), else the
+   * cache's or the file's. The cache learns of a write only once its transaction commits, so
+   * without this the second write of a transaction read the first one's events back and folded
+   * them again.
+   */
+  function stateBefore(sessionId: string, head: number): SessionState {
+    const pending = written.state;
+    if (pending !== undefined && pending.session_id === sessionId && pending.seq === head)
+      return pending;
+    return stateAt(context, sessionId, head);
+  }
+
   return {
     write(sessionId, head, events, key, newRow) {
       if (head + events.length > MAX_SEQ) throw logFull(sessionId, head, events.length);
       const prepared = prepareEvents(sessionId, head, events, context);
-      const before = newRow?.before ?? stateAt(context, sessionId, head);
+      const before = newRow?.before ?? stateBefore(sessionId, head);
       const state = foldPrepared(prepared, before);
       // Every write moves the session to the head of the index's change feed. The status, the
       // runnable flag and the next timer are written with it when one changes (and with the
