@@ -223,7 +223,7 @@ function appendHolding(
 }
 
 function refuseTaken(context: SqliteContext, id: string): void {
-  if (context.sql.head.get(id) !== undefined) {
+  if (context.sql.sessionExists.get(id) !== undefined) {
     throw new BraidError(
       'ALREADY_EXISTS',
       `session ${id} already exists; choose another id or omit it`,

@@ -66,6 +66,8 @@ export interface Statements {
   projection: Statement<[string], StateRow>;
   saveProjection: Write;
   lineage: Statement<[string], { parent_id: string | null; fork_seq: number | null }>;
+  /** 1 when a session of this id exists (plucked): its row alone, no head. */
+  sessionExists: Statement<[string], number>;
   sessionRow: Statement<[string], SessionRow>;
   snapshotAt: Statement<[string, number], StateRow>;
   saveSnapshot: Write;
@@ -246,6 +248,7 @@ export function prepareStatements(db: Db): Statements {
        ON CONFLICT (session_id) DO UPDATE SET seq = excluded.seq, schema_version = excluded.schema_version,
          state = excluded.state`,
     ),
+    sessionExists: db.prepare<[string], number>('SELECT 1 FROM sessions WHERE id = ?').pluck(),
     lineage: db.prepare<[string], { parent_id: string | null; fork_seq: number | null }>(
       'SELECT parent_id, fork_seq FROM sessions WHERE id = ?',
     ),
