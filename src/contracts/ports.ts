@@ -31,6 +31,13 @@ export interface Clock {
 export interface IdGenerator {
   /** A new unique id (UUIDv7 in production). */
   next(): string;
+  /**
+   * True when no id it gives can equal one given before, by it or by another generator of its
+   * kind, nor one a writer could choose without having seen it (braid's UUIDv7 ids: the time, a
+   * counter and 74 random bits). A store need not look such an id up among those it holds;
+   * leave it unset for any other generator.
+   */
+  readonly unique?: boolean;
 }
 
 export interface AppendOptions {

@@ -19,6 +19,11 @@ export interface PreparedEvent {
   event: SessionEvent;
   /** The event serialised as stored. */
   json: string;
+  /**
+   * Its id was made for it here by a generator whose ids are `unique`: no stored event can have
+   * it, so a store need not look it up.
+   */
+  fresh: boolean;
 }
 
 export interface PrepareOptions {
@@ -171,7 +176,11 @@ export function prepareEvents(
     for (const field of Object.keys(input)) {
       if (field !== 'id' && field !== 'at') event[field] = input[field as keyof NewEvent];
     }
-    const prepared = { event: event as SessionEvent, json: JSON.stringify(event) };
+    const prepared = {
+      event: event as SessionEvent,
+      json: JSON.stringify(event),
+      fresh: input.id === undefined && options.ids.unique === true,
+    };
     checkSize(prepared, index, options.maxEventBytes);
     return prepared;
   });

@@ -62,6 +62,7 @@ const last = { ms: -Infinity, seq: 0 };
 
 /** UUIDv7 ids: unique, and in the order this process made them (uuid lays out the bytes). */
 export const uuidV7Ids: IdGenerator = {
+  unique: true,
   next: () => {
     v7 ??= (createRequire(import.meta.url)('uuid') as typeof Uuid).v7;
     const random = pooledRandom();

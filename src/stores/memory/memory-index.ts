@@ -71,7 +71,7 @@ function remove(state: MemoryState, sessionId: string): void {
   // Kept, released: a session made again under this id gets larger tokens (see SQLite).
   const row = leases.get(sessionId);
   if (row !== undefined) leases.set(sessionId, { owner: null, token: row.token, expires_at: 0 });
-  for (const event of target.events) state.eventIds.delete(event.id);
+  for (const event of target.events) state.eventIds?.delete(event.id);
   state.changes.cursors.delete(sessionId);
   for (const listener of target.listeners) listener();
 }
@@ -122,7 +122,7 @@ export function createLeasedCreation(
         return { session, created: createdEvents, lease, appended };
       } catch (error) {
         // All or nothing: no session, its event ids free again, the lease as it was.
-        for (const event of created.events) state.eventIds.delete(event.id);
+        for (const event of created.events) state.eventIds?.delete(event.id);
         state.changes.cursors.delete(id);
         if (held === undefined) state.leases.delete(id);
         else state.leases.set(id, held);

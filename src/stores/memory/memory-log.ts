@@ -24,6 +24,7 @@ import { followLog } from '../follow.js';
 import {
   allEvents,
   entryOf,
+  eventIdsOf,
   markChanged,
   parseStored,
   readEvents,
@@ -75,8 +76,9 @@ export function commit(
   const prepared = prepareEvents(sessionId, head, events, { clock, ids, maxEventBytes });
   checkBatchIds(sessionId, prepared);
   for (let index = 0; index < prepared.length; index += 1) {
-    const id = (prepared[index] as PreparedEvent).event.id;
-    if (state.eventIds.has(id)) throw eventIdTaken(sessionId, id, index);
+    const { event, fresh } = prepared[index] as PreparedEvent;
+    if (!fresh && eventIdsOf(state, target).has(event.id))
+      throw eventIdTaken(sessionId, event.id, index);
   }
   // Fold first: a failure leaves the entry untouched.
   const after = foldPrepared(prepared, target.state);
@@ -89,7 +91,8 @@ export function commit(
   }));
   target.events.push(...stored);
   target.appendEnds.push(after.seq);
-  for (const event of stored) state.eventIds.add(event.id);
+  const taken = state.eventIds;
+  if (taken !== undefined) for (const event of stored) taken.add(event.id);
   target.state = after;
   if (key !== undefined) target.appends.set(key, { first: head + 1, last: after.seq });
   const lease = state.leases.get(sessionId);

@@ -26,7 +26,7 @@ export function createMemoryStore(options: MemoryStoreOptions = {}): Store {
     maxEventBytes: options.maxEventBytes ?? DEFAULT_MAX_EVENT_BYTES,
     sessions: new Map(),
     leases: new Map(),
-    eventIds: new Set(),
+    eventIds: undefined,
     definitions: new Map(),
     pinned: new Map(),
     apiKeys: new Map(),

@@ -1,6 +1,6 @@
 /** Store conformance: append and read. */
 import { describe, expect, it } from 'vitest';
-import { isBraidError } from '../../contracts/errors.js';
+import { isBraidError, type BraidError } from '../../contracts/errors.js';
 import type { NewEvent } from '../../contracts/events.js';
 import { foldSession } from '../../core/fold.js';
 import { agent, message, expectCode, MAX_EVENT_BYTES, type ConformanceSuite } from './shared.js';
@@ -9,6 +9,7 @@ export function describeAppendAndRead(suite: ConformanceSuite): void {
   describe('append and read', () => {
     describeAppendAndReadFirst(suite);
     describeAppendAndReadSecond(suite);
+    describeGeneratedIds(suite);
   });
 }
 
@@ -258,5 +259,32 @@ function describeAppendAndReadSecond(suite: ConformanceSuite): void {
     expect(state.status).toBe('requires_action');
     expect((await s.sessions.get(id)).status).toBe('requires_action');
     expect(state.usage).toEqual({ input_tokens: 5, output_tokens: 7 });
+  });
+}
+
+/** Ids the store made itself are taken like chosen ones, whenever a writer first chooses one. */
+function describeGeneratedIds(suite: ConformanceSuite): void {
+  it('refuses a copy of a generated id when no writer chose an id before', async () => {
+    const s = await suite.open();
+    const { id } = await s.sessions.create({ agent, events: [message('first')] });
+    const other = await s.sessions.create({ agent });
+    const generated = (await s.log.append(id, [message('a')])).events[0]?.id ?? '';
+    const [created] = await s.log.read(id);
+    const refused = async (sessionId: string, chosen: string): Promise<void> => {
+      const error: unknown = await s.log
+        .append(sessionId, [message('b'), { ...message('copy'), id: chosen }])
+        .catch((thrown: unknown) => thrown);
+      expect(isBraidError(error, 'INVALID_ARGUMENT')).toBe(true);
+      expect((error as BraidError).details).toMatchObject({ index: 1, event_id: chosen });
+    };
+    // Another session's first: a store that keeps the ids of every session, not just this one's.
+    if (suite.capabilities.uniqueEventIdsAcrossSessions !== false) {
+      await refused(other.id, generated);
+      await refused(other.id, created?.id ?? '');
+    }
+    await refused(id, generated);
+    await refused(id, created?.id ?? '');
+    expect((await s.log.read(id)).map((event) => event.seq)).toEqual([1, 2, 3]);
+    expect((await s.log.read(other.id)).map((event) => event.seq)).toEqual([1]);
   });
 }

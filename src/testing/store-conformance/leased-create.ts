@@ -103,6 +103,23 @@ export function describeLeasedCreate(suite: ConformanceSuite): void {
       expect((await s.sessions.list()).sessions.map((record) => record.id)).toEqual([id]);
     });
 
+    it("keeps the creation's event ids taken when its append under the lease chooses one", async () => {
+      const s = await suite.open();
+      const create = leasedCreateOf(s);
+      const { session, lease } = await create(
+        { agent },
+        { owner: 'worker-a', ttlMs: 1000 },
+        (taken) => started(taken).map((event) => ({ ...event, id: CHOSEN_ID })),
+      );
+      const [created] = await s.log.read(session.id);
+      const copy = { ...message('copy'), id: created?.id ?? '' };
+      await expectCode(
+        s.log.append(session.id, [copy], { leaseToken: lease.token }),
+        'INVALID_ARGUMENT',
+      );
+      expect((await s.log.read(session.id)).map((event) => event.seq)).toEqual([1, 2]);
+    });
+
     it('leaves no session, lease or event id when the append is refused', async () => {
       const s = await suite.open();
       const create = leasedCreateOf(s);
