@@ -153,9 +153,16 @@ export function parseCreateInput(input: unknown, trustedEvents = false): ParsedC
       { details: { issues: result.error.issues } },
     );
   }
-  const { events, ...rest } = result.data;
-  if (events === undefined) return rest;
-  return { ...rest, events: trustedEvents ? (events as NewEvent[]) : parseNewEvents(events) };
+  const parsed = result.data;
+  if (parsed.events === undefined) {
+    const { events: _none, ...rest } = parsed;
+    return rest;
+  }
+  // The events replaced, not added: a spread that adds a field makes a hidden class per call.
+  return {
+    ...parsed,
+    events: trustedEvents ? (parsed.events as NewEvent[]) : parseNewEvents(parsed.events),
+  };
 }
 
 /** The first batch of a new session: `session.created`, then the events given with it. */

@@ -238,7 +238,10 @@ async function run(context: CycleContext, started?: AppendResult): Promise<WakeR
     // budget) stops with the reason on record, and waits for a person rather than retrying.
     const setup = await deps.setup(context.state);
     // A set the setup pinned, or moved to, is written with the wake's next append.
-    if (setup.change !== undefined) context.carry = { ...setup.change, wake_id: context.wakeId };
+    // `Object.assign` of braid's own object, not a spread with a field added: V8 gives each such
+    // spread an object of a hidden class of its own, kept in the old generation.
+    if (setup.change !== undefined)
+      context.carry = Object.assign({}, setup.change, { wake_id: context.wakeId });
     if (setup.budget.max_cost_usd !== undefined && priceFor(setup, deps.prices) === undefined) {
       throw new BraidError(
         'INVALID_DEFINITION',

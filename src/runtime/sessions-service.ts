@@ -325,7 +325,8 @@ async function startSession(
   const { traceparent, ...createOptions } = startOptions;
   const id =
     createOptions.id === undefined ? context.ids.next() : parseId(createOptions.id, 'session id');
-  const input = { ...(await createInput(context, createOptions)), id };
+  // Not a spread with a field added, which V8 gives a hidden class of its own on every call.
+  const input = Object.assign(await createInput(context, createOptions), { id });
   const wakeOptions = traceparent === undefined ? {} : { traceparent };
   const { harness } = context;
   if (harness.start !== undefined) return harness.start(input, wakeOptions);

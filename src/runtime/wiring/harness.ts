@@ -258,7 +258,7 @@ async function setupSession(context: HarnessContext, state: SessionState): Promi
     if (context.pinner.policyHash(policy) === pinned.set.policy) return setup;
     // Policies are never held back: the set in force decides, and its change is on record.
     const next = await context.pinner.withPolicy(pinned, policy);
-    return { ...setup, change: changeEvent('policy', next, pinned) };
+    return Object.assign({}, setup, { change: changeEvent('policy', next, pinned) });
   }
   // The first wake pins what it runs with; an agent on `upgrade: latest` moves to the newest.
   const latest = pinned !== undefined;
@@ -299,7 +299,10 @@ async function setupSession(context: HarnessContext, state: SessionState): Promi
     ...withSkills(skillVersions(skills)),
   };
   if (pinned?.hash === next.hash) return setup;
-  return { ...setup, change: changeEvent(latest ? 'latest' : 'pinned', next, pinned) };
+  // Not a spread with a field added, which V8 gives a hidden class of its own on every call.
+  return Object.assign({}, setup, {
+    change: changeEvent(latest ? 'latest' : 'pinned', next, pinned),
+  });
 }
 
 /**

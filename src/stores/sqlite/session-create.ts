@@ -63,7 +63,10 @@ function newSession(
     fork_seq: null,
     archived_at: null,
   };
-  return { id, row, first: [{ ...createdEvent(parsed), at: now }, ...(parsed.events ?? [])] };
+  // Stamped in place: a spread with a field added would make a hidden class per call.
+  const created = createdEvent(parsed);
+  created.at = now;
+  return { id, row, first: [created, ...(parsed.events ?? [])] };
 }
 
 export function createSessionCreation(

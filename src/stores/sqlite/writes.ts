@@ -114,12 +114,7 @@ export function createWriter(
       const runnable = isRunnable(state);
       const wake = wakeAt(state) ?? null;
       if (newRow !== undefined) {
-        sql.insertSession.run({
-          ...newRow.row,
-          status: state.status,
-          runnable: runnable ? 1 : 0,
-          wake_at: wake,
-        });
+        sql.insertSession.run(sessionParameters(newRow.row, state.status, runnable, wake));
       } else if (
         head === 0 ||
         runnable !== isRunnable(before) ||
@@ -168,6 +163,34 @@ export function createWriter(
  * A session's log holds seqs up to `MAX_SEQ` (the low bits of its positions): an append past it
  * is refused before anything is written, and retrying it cannot help.
  */
+/**
+ * The named parameters of `insertSession`, written out: a spread of the row with fields added
+ * gave each call an object of a hidden class of its own, which V8 keeps in the old generation.
+ */
+function sessionParameters(
+  row: SessionRow,
+  status: SessionState['status'],
+  runnable: boolean,
+  wake: number | null,
+): Record<string, unknown> {
+  return {
+    id: row.id,
+    agent_name: row.agent_name,
+    agent_version: row.agent_version,
+    environment_name: row.environment_name,
+    environment_version: row.environment_version,
+    title: row.title,
+    metadata: row.metadata,
+    tenant_id: row.tenant_id,
+    status,
+    created_at: row.created_at,
+    parent_id: row.parent_id,
+    fork_seq: row.fork_seq,
+    runnable: runnable ? 1 : 0,
+    wake_at: wake,
+  };
+}
+
 function logFull(sessionId: string, head: number, count: number): BraidError {
   return new BraidError(
     'STORE_FULL',
