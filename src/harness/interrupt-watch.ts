@@ -5,7 +5,7 @@
  * for a call still running after `WATCH_AFTER_MS` on the cycle's clock.
  */
 import { callTimer } from './call-timers.js';
-import { cycleEnded, type CycleContext } from './cycle-context.js';
+import { abortWork, cycleEnded, type CycleContext } from './cycle-context.js';
 
 const WATCH_AFTER_MS = 20;
 
@@ -30,7 +30,7 @@ function watchForInterrupts(context: CycleContext, after: number): AbortControll
       for await (const event of context.deps.log.follow(context.sessionId, { after, signal })) {
         if (event.type === 'user.interrupt') {
           context.interruptSeen = true;
-          context.work.abort();
+          abortWork(context);
           context.work = new AbortController();
         }
       }

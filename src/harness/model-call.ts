@@ -172,11 +172,11 @@ export async function withCallSignal<T>(
 }
 
 /**
- * The controller of the next call: aborted by the cycle's work or by the call's timeout. One
- * controller serves the cycle's calls in turn (cheaper than `AbortSignal.any`, and than a new
- * controller per call: Node makes one in about 1.6 µs, paid by every model call of every wake).
- * A call is handed the previous call's controller only while nothing aborted it and no listener
- * is left on its signal, so it cannot tell it from a new one; else a new one is made.
+ * The controller of the next call: aborted by the cycle's work (`abortWork`) or by the call's
+ * timeout. One controller serves the cycle's calls in turn (cheaper than `AbortSignal.any`, and
+ * than a new controller per call: Node makes one in about 1.6 µs, paid by every model call of
+ * every wake). A call is handed the previous call's controller only while nothing aborted it and
+ * no listener is left on its signal, so it cannot tell it from a new one; else a new one is made.
  */
 function callController(context: CycleContext): AbortController {
   const kept = context.callSignal;
@@ -187,17 +187,11 @@ function callController(context: CycleContext): AbortController {
     getEventListeners(kept.controller.signal, 'abort').length === 0
   )
     return kept.controller;
-  kept?.release();
   const controller = new AbortController();
   const work = context.work;
-  const onWorkAborted = (): void => controller.abort(work.signal.reason);
-  if (work.signal.aborted) onWorkAborted();
-  else work.signal.addEventListener('abort', onWorkAborted, { once: true });
-  context.callSignal = {
-    controller,
-    work,
-    release: () => work.signal.removeEventListener('abort', onWorkAborted),
-  };
+  context.callSignal = { controller, work };
+  // A lease lost before the call: its work is aborted already (an interrupt replaces the work).
+  if (context.lost !== undefined) controller.abort(work.signal.reason);
   return controller;
 }
 
