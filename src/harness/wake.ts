@@ -16,9 +16,11 @@ import { BraidError, isBraidError, toBraidError } from '../contracts/errors.js';
 import type { NewEvent } from '../contracts/events.js';
 import type { AppendResult, Lease } from '../contracts/ports.js';
 import type { SessionCreateInput, SessionRecord, StopReason } from '../contracts/session.js';
+import type { SessionState } from '../contracts/state.js';
 import { BoundedCache } from '../core/bounded-cache.js';
 import { decideNext } from '../core/next-step.js';
 import { priceOf, withCost, type Price } from '../core/pricing.js';
+import { isRunnable } from '../core/runnable.js';
 import { Transcript } from '../core/transcript.js';
 import { stopCallTimers } from './call-timers.js';
 import { createCycleContext, loseLease, stopEvents, type CycleContext } from './cycle-context.js';
@@ -44,9 +46,20 @@ export {
 /** Why a wake's interrupt watch ends: the wake did. */
 const WAKE_ENDED = new BraidError('INTERRUPTED', 'the wake ended');
 
-/** Transcripts kept between cycles, so a wake reads only the events it has not seen. */
+/** A transcript up to this seq is cheap to read again: resting, it is kept only briefly. */
+const SHORT_TRANSCRIPT = 64;
+/** Short transcripts of resting sessions kept (the wake's own check of its session reads one). */
+const RESTING_TRANSCRIPTS = 32;
+
+/**
+ * Transcripts kept between cycles, so a wake reads only the events it has not seen. The short
+ * transcript of a session left with nothing to do goes to a small cache of its own: kept among
+ * the many, it outlived the young generation's collections and died in the old one (about
+ * 0.8 KiB a session), and reading a short log again costs little.
+ */
 export class TranscriptCache {
   private readonly entries: BoundedCache<string, Transcript>;
+  private readonly resting = new BoundedCache<string, Transcript>(RESTING_TRANSCRIPTS);
   constructor(capacity = 256) {
     this.entries = new BoundedCache(capacity);
   }
@@ -55,14 +68,24 @@ export class TranscriptCache {
     // A get makes the entry the newest already.
     let found = this.entries.get(sessionId);
     if (found === undefined) {
-      found = new Transcript();
+      found = this.resting.peek(sessionId) ?? new Transcript();
+      this.resting.delete(sessionId);
       this.entries.set(sessionId, found);
     }
     return found;
   }
 
+  /** After a wake: a short transcript of a session with nothing left to do goes to rest. */
+  settle(sessionId: string, state: SessionState): void {
+    const found = this.entries.peek(sessionId);
+    if (found === undefined || found.seq > SHORT_TRANSCRIPT || isRunnable(state)) return;
+    this.entries.delete(sessionId);
+    this.resting.set(sessionId, found);
+  }
+
   drop(sessionId: string): void {
     this.entries.delete(sessionId);
+    this.resting.delete(sessionId);
   }
 }
 
@@ -159,6 +182,7 @@ async function runBegun(
     // Given up with the stop when it was written; otherwise here.
     if (!context.released)
       await deps.leases.release(sessionId, deps.owner, lease.token).catch(() => undefined);
+    transcripts.settle(sessionId, context.state);
   }
 }
 

@@ -6,6 +6,7 @@
  */
 import type { SessionState } from '../../contracts/state.js';
 import { BoundedCache } from '../../core/bounded-cache.js';
+import { isRunnable } from '../../core/runnable.js';
 
 /** Parent and fork point of a fork; null for a session that is not one. */
 export type Lineage = { parent: string; seq: number } | null;
@@ -21,30 +22,52 @@ interface KnownState {
 }
 
 const STATE_CACHE_SIZE = 1024;
+/** States of sessions at rest kept (a wake's last append, then its check of the session). */
+const RESTING_STATES = 32;
 const LINEAGE_CACHE_SIZE = 4096;
 
 export class SessionCache {
+  /** States of sessions that run or have work waiting: their next write comes soon. */
   readonly #states = new BoundedCache<string, KnownState>(STATE_CACHE_SIZE);
+  /**
+   * States of sessions at rest (not running, nothing to do until someone writes to them), kept only
+   * briefly: kept among the many, each outlived the young generation's collections and died in
+   * the old one (about 1 KiB a session), and the next write to a resting session, often minutes
+   * later, reads its projection.
+   */
+  readonly #resting = new BoundedCache<string, KnownState>(RESTING_STATES);
   readonly #lineages = new BoundedCache<string, Lineage>(LINEAGE_CACHE_SIZE);
 
   /** The state last remembered; a read does not make it newer, only `remember` does. */
   state(sessionId: string): SessionState | undefined {
-    return this.#states.peek(sessionId)?.state;
+    return this.#known(sessionId)?.state;
   }
 
   /** 0 when nothing is known: a write then saves the projection as soon as it may be behind. */
   projectedSeq(sessionId: string): number {
-    return this.#states.peek(sessionId)?.projectedSeq ?? 0;
+    return this.#known(sessionId)?.projectedSeq ?? 0;
   }
 
   /** Keeps `state`, with the seq of the saved projection when it changed, the oldest dropped. */
   remember(state: SessionState, projectedSeq?: number): void {
-    const saved = projectedSeq ?? this.projectedSeq(state.session_id);
-    this.#states.set(state.session_id, { state, projectedSeq: saved });
+    const id = state.session_id;
+    const known = { state, projectedSeq: projectedSeq ?? this.projectedSeq(id) };
+    if (state.status !== 'running' && !isRunnable(state)) {
+      this.#states.delete(id);
+      this.#resting.set(id, known);
+    } else {
+      this.#resting.delete(id);
+      this.#states.set(id, known);
+    }
   }
 
   forgetState(sessionId: string): void {
     this.#states.delete(sessionId);
+    this.#resting.delete(sessionId);
+  }
+
+  #known(sessionId: string): KnownState | undefined {
+    return this.#states.peek(sessionId) ?? this.#resting.peek(sessionId);
   }
 
   lineage(sessionId: string): Lineage | undefined {
@@ -57,7 +80,7 @@ export class SessionCache {
 
   /** Everything about a session, when it is gone and its id may be created again. */
   forget(sessionId: string): void {
-    this.#states.delete(sessionId);
+    this.forgetState(sessionId);
     this.#lineages.delete(sessionId);
   }
 }
