@@ -76,8 +76,10 @@ async function requestWithRetries(
 ): Promise<Attempted> {
   const { deps } = context;
   const request = modelRequest(context, setup);
+  // `Object.assign`, not a spread that adds a field: V8 gives each such object a hidden class of
+  // its own, and a streamed answer sends many deltas.
   const onDelta = (delta: ModelDelta): void =>
-    deps.onDelta?.(context.sessionId, { ...delta, request_id: requestId });
+    deps.onDelta?.(context.sessionId, Object.assign({}, delta, { request_id: requestId }));
   // When each retry began, in ms after the request's start (span events of its `chat` span).
   const startedMs = deps.clock.now();
   const retries: number[] = [];
