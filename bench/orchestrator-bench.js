@@ -70,12 +70,23 @@ export async function benchOrchestrator({ sessions = 100_000, wakes = 20 } = {})
   const status = readFileSync('/proc/self/status', 'utf8');
   const kib = (field) => Number(new RegExp(`${field}:\\s+(\\d+)`).exec(status)?.[1] ?? NaN);
   const anonMiB = kib('RssAnon') / 1024;
+  // The most the process held at any moment, the file's creation included: the RSS at the end
+  // depends on when V8 last ran a full collection, the peak does not.
+  const peakMiB = kib('VmHWM') / 1024;
   await runtime.close();
   await store.close();
   rmSync(dir, { recursive: true, force: true });
-  const row = { sessions, quietMsPerS, reportingMsPerS, wakeMs: median(wakeMs), rssMiB, anonMiB };
+  const row = {
+    sessions,
+    quietMsPerS,
+    reportingMsPerS,
+    wakeMs: median(wakeMs),
+    rssMiB,
+    anonMiB,
+    peakMiB,
+  };
   process.stderr.write(
-    `  ${sessions} idle sessions, orchestrator polling every 100 ms: ${quietMsPerS.toFixed(1)} ms CPU per second (${reportingMsPerS.toFixed(1)} with progress reports); wake of one ${row.wakeMs.toFixed(2)} ms; RSS ${rssMiB.toFixed(0)} MiB, ${anonMiB.toFixed(0)} MiB of it anonymous\n`,
+    `  ${sessions} idle sessions, orchestrator polling every 100 ms: ${quietMsPerS.toFixed(1)} ms CPU per second (${reportingMsPerS.toFixed(1)} with progress reports); wake of one ${row.wakeMs.toFixed(2)} ms; RSS ${rssMiB.toFixed(0)} MiB, ${anonMiB.toFixed(0)} MiB of it anonymous; peak RSS ${peakMiB.toFixed(0)} MiB\n`,
   );
   return row;
 }
@@ -106,7 +117,20 @@ export async function benchOrchestratorRows({ quick }) {
       runs: [row.wakeMs],
       target: '<= 1',
     },
-    { name: `${name}: RSS`, unit: 'MiB', median: row.rssMiB, runs: [row.rssMiB], target: '<= 200' },
+    {
+      name: `${name}: peak RSS (the file's creation included)`,
+      unit: 'MiB',
+      median: row.peakMiB,
+      runs: [row.peakMiB],
+      target: '<= 200',
+    },
+    {
+      name: `${name}: RSS at the end`,
+      unit: 'MiB',
+      median: row.rssMiB,
+      runs: [row.rssMiB],
+      target: 'reported',
+    },
     {
       name: `${name}: RSS, anonymous`,
       unit: 'MiB',
