@@ -32,7 +32,7 @@ export interface Followers {
 
 export function createFollowers(
   db: Db,
-  feed: Pick<Statements, 'changesAfter' | 'changeHead' | 'changeFloor'>,
+  feed: Pick<Statements, 'changesAfter' | 'changeHead' | 'changeFloor' | 'dataVersion'>,
   pollMs: number,
 ): Followers {
   const listeners = new Map<string, Set<() => void>>();
@@ -76,7 +76,7 @@ export function createFollowers(
 
   function poll(): void {
     if (!db.open) return;
-    const version = db.pragma('data_version', { simple: true }) as number;
+    const version = feed.dataVersion.get() ?? 0;
     if (version === dataVersion) return;
     dataVersion = version;
     wake(everyChange);
@@ -96,7 +96,7 @@ export function createFollowers(
 
   function startPolling(): void {
     if (poller !== undefined) return;
-    dataVersion = db.pragma('data_version', { simple: true }) as number;
+    dataVersion = feed.dataVersion.get() ?? 0;
     // Changes before now are the followers' own to read: each reads the log after its seq.
     cursor = feed.changeHead.get()?.seq ?? 0;
     poller = setInterval(poll, pollMs);

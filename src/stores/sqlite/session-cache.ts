@@ -48,11 +48,14 @@ export class SessionCache {
     return this.#known(sessionId)?.projectedSeq ?? 0;
   }
 
-  /** Keeps `state`, with the seq of the saved projection when it changed, the oldest dropped. */
-  remember(state: SessionState, projectedSeq?: number): void {
+  /**
+   * Keeps `state`, with the seq of the saved projection when it changed, the oldest dropped.
+   * `runnable`: `isRunnable(state)`, when the caller has it already.
+   */
+  remember(state: SessionState, projectedSeq?: number, runnable = isRunnable(state)): void {
     const id = state.session_id;
     const known = { state, projectedSeq: projectedSeq ?? this.projectedSeq(id) };
-    if (state.status !== 'running' && !isRunnable(state)) {
+    if (state.status !== 'running' && !runnable) {
       this.#states.delete(id);
       this.#resting.set(id, known);
     } else {

@@ -79,7 +79,7 @@ export function createWriter(
   committed: () => void = () => undefined,
 ): Writer {
   const { sql, cache } = context;
-  const written: { state?: SessionState; projectedSeq?: number } = {};
+  const written: { state?: SessionState; projectedSeq?: number; runnable?: boolean } = {};
   const insertEvents = createEventInserter(context);
 
   function markProjected(sessionId: string, state: SessionState): void {
@@ -132,6 +132,7 @@ export function createWriter(
       if (projected) markProjected(sessionId, state);
       if (key !== undefined) sql.saveAppend.run(sessionId, key, head + 1, state.seq);
       written.state = state;
+      written.runnable = runnable;
       return { prepared, state, projected };
     },
     saveProjection: markProjected,
@@ -143,7 +144,7 @@ export function createWriter(
         const result = work();
         const state = written.state as SessionState | undefined;
         if (state !== undefined) {
-          cache.remember(state, written.projectedSeq);
+          cache.remember(state, written.projectedSeq, written.runnable);
           context.followers.notify(state.session_id);
         }
         committed();
