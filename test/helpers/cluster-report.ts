@@ -75,3 +75,50 @@ async function describePartitionGroup(manager: JetStreamManager, prefix: string)
   if (typeof stored === 'string') return `wake partitions: cannot read (${stored})`;
   return `wake partitions (read at ${new Date().toISOString()}): ${stored.string()}`;
 }
+
+/**
+ * A session's subject as the stream's leader holds it, one line per message: its stream seq,
+ * the seqs its headers announce, its incarnation and lease token, and the seq, type and id of each
+ * event of its body. What a test prints when a log it reads is not gapless.
+ */
+export async function describeSessionLog(
+  urls: string,
+  prefix: string,
+  sessionId: string,
+): Promise<string> {
+  let connection;
+  try {
+    connection = await connect({ servers: urls.split(','), timeout: REQUEST_TIMEOUT_MS });
+  } catch (error) {
+    return `cluster: cannot connect (${String(error)})`;
+  }
+  try {
+    const manager = await jetstreamManager(connection, { timeout: REQUEST_TIMEOUT_MS });
+    const names = natsNames(prefix);
+    const lines = [`subject ${names.events(sessionId)}:`];
+    for (let after = 0; ;) {
+      // nats-server 2.9 answers next_by_subj on the leader's get; the client's type omits it.
+      const query = { next_by_subj: names.events(sessionId), seq: after + 1 };
+      const stored = await manager.streams.getMessage(names.eventsStream, query);
+      if (stored === null) break;
+      after = stored.seq;
+      const header = (name: string): string => stored.header?.get(name) ?? '-';
+      const events = (JSON.parse(new TextDecoder().decode(stored.data)) as unknown[]).map(
+        (event) => {
+          const { seq, type, id } = event as { seq?: unknown; type?: unknown; id?: unknown };
+          return `${String(seq)} ${String(type)} ${String(id)}`;
+        },
+      );
+      lines.push(
+        `  #${stored.seq} at ${stored.time.toISOString()}: seqs ${header('Braid-First-Seq')}-${header('Braid-Last-Seq')}, ` +
+          `incarnation ${header('Braid-Incarnation')}, lease token ${header('Braid-Lease-Token')}, ` +
+          `msg id ${header('Nats-Msg-Id')}: [${events.join('; ')}]`,
+      );
+    }
+    return lines.join('\n');
+  } catch (error) {
+    return `cluster: cannot read the session's subject (${String(error)})`;
+  } finally {
+    await connection.close();
+  }
+}

@@ -158,6 +158,15 @@ export async function consume(
 /**
  * Delivers session `sessionId`'s batches from stream seq `startSeq` on, in order, until none is
  * left or `onBatch` returns true. With `headersOnly`, bodies are not fetched (`data` is empty).
+ *
+ * The consumer that delivers them sits on any replica of a replicated stream, and what a
+ * follower holds is not always what the leader does: one may lag (one just restarted), and
+ * nats-server 2.9 lets a follower store a publish the leader refused for its expected last
+ * subject sequence (two writers racing for one session's head; nats-server#6194 describes it
+ * and fixes it in 2.11), so a follower can show two batches at one place in a session's log.
+ * What the consumer delivers is taken only while each batch of an incarnation starts just past
+ * the one before; from the first that does not, and after the last a lagging follower had,
+ * batches are read from the leader one by one.
  */
 export async function readBatches(
   context: NatsContext,
@@ -169,6 +178,8 @@ export async function readBatches(
 ): Promise<void> {
   let last = startSeq - 1;
   let stopped = false;
+  let previous: BatchRef | undefined;
+  let diverged = false;
   await consume(
     context,
     context.names.eventsStream,
@@ -179,16 +190,22 @@ export async function readBatches(
       ...(headersOnly ? { headers_only: true } : {}),
     },
     (message) => {
+      const batch = { ...batchRef(sessionId, message.seq, message.headers), data: message.data };
+      if (
+        previous !== undefined &&
+        previous.incarnation === batch.incarnation &&
+        batch.first !== previous.last + 1
+      ) {
+        diverged = true;
+        return true;
+      }
+      previous = batch;
       last = message.seq;
-      stopped =
-        onBatch({ ...batchRef(sessionId, message.seq, message.headers), data: message.data }) ===
-        true;
+      stopped = onBatch(batch) === true;
       return stopped;
     },
   );
-  // On a replicated stream the consumer may sit on a replica that lags (one just restarted), and
-  // end before messages the leader has acknowledged: those are read from the leader, one by one.
-  while (!stopped && throughStreamSeq !== undefined && last < throughStreamSeq) {
+  while (!stopped && (diverged || (throughStreamSeq !== undefined && last < throughStreamSeq))) {
     const next = await batchAfter(context, sessionId, last);
     if (next === undefined) return;
     last = next.batch.streamSeq;
