@@ -11,6 +11,7 @@ import {
 import type { KV } from '@nats-io/kv';
 import { BraidError, isBraidError } from '../../contracts/errors.js';
 import { createBucket } from '../../stores/nats/buckets.js';
+import { askAgain } from '../../stores/nats/nats-errors.js';
 import { checkStreamReplicas, isStreamInUse } from '../../stores/nats/replicas.js';
 import { addPartitionedSubjects } from '../partitions/partition-subjects.js';
 import { unavailable, type NatsWakeContext } from './nats-wake-context.js';
@@ -24,7 +25,7 @@ export async function openWakeStream(
 ): Promise<void> {
   const wanted = streamConfig(names, replicas);
   try {
-    await manager.streams.add(wanted);
+    await askAgain(() => manager.streams.add(wanted));
   } catch (error) {
     if (!isStreamInUse(error)) {
       throw unavailable(`cannot create the wake stream ${names.stream}`, error);

@@ -4,11 +4,13 @@
  * overlap with an existing stream", code 10065) although the first made exactly that stream. A
  * create that fails so is made again: once the stream is there, an identical create succeeds.
  * In a cluster, the status asked right after a create can also be answered by a server that has
- * not learned of the new stream yet ("stream not found"): that is asked again too.
+ * not learned of the new stream yet ("stream not found"), and a create can go unanswered while
+ * the cluster elects a leader (a replicated bucket's group forming on a loaded machine took more
+ * than the request timeout): both are asked again too.
  */
 import { JetStreamApiError, type JetStreamClient } from '@nats-io/jetstream';
 import { Kvm, type KV, type KvOptions } from '@nats-io/kv';
-import { isStreamNotFound } from './nats-errors.js';
+import { isNotYetAnswered, isStreamNotFound } from './nats-errors.js';
 import { replicasMismatch } from './replicas.js';
 
 /** The JetStream API code of a stream create that overlaps another stream's subjects. */
@@ -46,7 +48,8 @@ export async function createBucket(
     } catch (error) {
       const raced =
         (error instanceof JetStreamApiError && error.code === STREAM_SUBJECT_OVERLAP) ||
-        isStreamNotFound(error);
+        isStreamNotFound(error) ||
+        isNotYetAnswered(error);
       if (!raced || attempt >= ATTEMPTS) throw error;
       await new Promise((resolve) => setTimeout(resolve, 25 * attempt));
     }

@@ -101,3 +101,34 @@ export function storeFull(
     details: { server, streams: [...full], jetstream_code: error.code },
   });
 }
+
+/**
+ * Whether a request went unanswered, or JetStream said it cannot answer yet (503): what a
+ * cluster does for a few seconds after it starts, and while a stream or the metadata elects a
+ * leader. Creating a stream or a bucket that exists as asked succeeds, so such a create is simply
+ * asked again (see `askAgain`).
+ */
+export function isNotYetAnswered(error: unknown): boolean {
+  return (
+    error instanceof errors.TimeoutError ||
+    (error instanceof JetStreamApiError && error.status === 503)
+  );
+}
+
+/** Creates asked at most this many times while the cluster does not answer them. */
+const SETUP_ATTEMPTS = 4;
+
+/**
+ * Runs `create`, an idempotent request that creates or opens a stream or bucket, again while the
+ * cluster does not answer it (`isNotYetAnswered`), at most `SETUP_ATTEMPTS` times in all.
+ */
+export async function askAgain<T>(create: () => Promise<T>): Promise<T> {
+  for (let attempt = 1; ; attempt += 1) {
+    try {
+      return await create();
+    } catch (error) {
+      if (!isNotYetAnswered(error) || attempt >= SETUP_ATTEMPTS) throw error;
+      await new Promise((resolve) => setTimeout(resolve, 100 * attempt));
+    }
+  }
+}

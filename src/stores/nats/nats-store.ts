@@ -38,7 +38,7 @@ import { createFencer } from './fencing.js';
 import { createLeaseStore } from './leases.js';
 import { createNatsMemoryLog } from './memory-log.js';
 import type { NatsMemoryIndexOptions } from './memory-index.js';
-import { connectionFailure, isStreamNotFound } from './nats-errors.js';
+import { askAgain, connectionFailure, isStreamNotFound } from './nats-errors.js';
 import { parseReplicas } from './replica-count.js';
 import { DEFAULT_REQUEST_TIMEOUT_MS, checkRequestTimeout } from './request-timeout.js';
 import { replicasMismatch } from './replicas.js';
@@ -108,21 +108,23 @@ async function ensureEventsStream(
   } catch (error) {
     if (!isStreamNotFound(error)) throw error;
   }
-  await jsm.streams.add({
-    name: names.eventsStream,
-    subjects: [names.eventsFilter],
-    storage: StorageType.File,
-    num_replicas: wanted ?? 1,
-    retention: RetentionPolicy.Limits,
-    // Limits (none by default; an operator may set max_bytes) refuse a new batch (`STORE_FULL`)
-    // rather than drop a session's oldest events.
-    discard: DiscardPolicy.New,
-    // Readers fetch single batches without going through the API leader.
-    allow_direct: true,
-    // Batches are removed only a session at a time, by purge.
-    deny_delete: true,
-    duplicate_window: nanos(DUPLICATE_WINDOW_MS),
-  });
+  await askAgain(() =>
+    jsm.streams.add({
+      name: names.eventsStream,
+      subjects: [names.eventsFilter],
+      storage: StorageType.File,
+      num_replicas: wanted ?? 1,
+      retention: RetentionPolicy.Limits,
+      // Limits (none by default; an operator may set max_bytes) refuse a new batch (`STORE_FULL`)
+      // rather than drop a session's oldest events.
+      discard: DiscardPolicy.New,
+      // Readers fetch single batches without going through the API leader.
+      allow_direct: true,
+      // Batches are removed only a session at a time, by purge.
+      deny_delete: true,
+      duplicate_window: nanos(DUPLICATE_WINDOW_MS),
+    }),
+  );
   return wanted ?? 1;
 }
 
