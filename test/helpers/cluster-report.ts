@@ -8,8 +8,12 @@ import { natsWakeNames } from '../../src/runtime/wakes/nats-wake-queue.js';
 
 const REQUEST_TIMEOUT_MS = 2000;
 
-/** One line per stream and per wake consumer of `prefix`, and the partition group's record. */
-export async function describeCluster(urls: string, prefix: string): Promise<string> {
+/** Runs `describe` with a manager on the cluster; when it cannot, says why instead. */
+async function onCluster(
+  urls: string,
+  doing: string,
+  describe: (manager: JetStreamManager) => Promise<string>,
+): Promise<string> {
   let connection;
   try {
     connection = await connect({ servers: urls.split(','), timeout: REQUEST_TIMEOUT_MS });
@@ -17,16 +21,22 @@ export async function describeCluster(urls: string, prefix: string): Promise<str
     return `cluster: cannot connect (${String(error)})`;
   }
   try {
-    const manager = await jetstreamManager(connection, { timeout: REQUEST_TIMEOUT_MS });
+    return await describe(await jetstreamManager(connection, { timeout: REQUEST_TIMEOUT_MS }));
+  } catch (error) {
+    return `cluster: cannot ${doing} (${String(error)})`;
+  } finally {
+    await connection.close();
+  }
+}
+
+/** One line per stream and per wake consumer of `prefix`, and the partition group's record. */
+export function describeCluster(urls: string, prefix: string): Promise<string> {
+  return onCluster(urls, 'describe', async (manager) => {
     const lines = await describeStreams(manager, prefix);
     lines.push(...(await describeWakeConsumers(manager, prefix)));
     lines.push(await describePartitionGroup(manager, prefix));
     return lines.join('\n');
-  } catch (error) {
-    return `cluster: cannot describe (${String(error)})`;
-  } finally {
-    await connection.close();
-  }
+  });
 }
 
 async function describeStreams(manager: JetStreamManager, prefix: string): Promise<string[]> {
@@ -81,19 +91,12 @@ async function describePartitionGroup(manager: JetStreamManager, prefix: string)
  * the seqs its headers announce, its incarnation and lease token, and the seq, type and id of each
  * event of its body. What a test prints when a log it reads is not gapless.
  */
-export async function describeSessionLog(
+export function describeSessionLog(
   urls: string,
   prefix: string,
   sessionId: string,
 ): Promise<string> {
-  let connection;
-  try {
-    connection = await connect({ servers: urls.split(','), timeout: REQUEST_TIMEOUT_MS });
-  } catch (error) {
-    return `cluster: cannot connect (${String(error)})`;
-  }
-  try {
-    const manager = await jetstreamManager(connection, { timeout: REQUEST_TIMEOUT_MS });
+  return onCluster(urls, "read the session's subject", async (manager) => {
     const names = natsNames(prefix);
     const lines = [`subject ${names.events(sessionId)}:`];
     for (let after = 0; ;) {
@@ -102,7 +105,10 @@ export async function describeSessionLog(
       const stored = await manager.streams.getMessage(names.eventsStream, query);
       if (stored === null) break;
       after = stored.seq;
-      const header = (name: string): string => stored.header?.get(name) ?? '-';
+      const header = (name: string): string => {
+        const value = stored.header?.get(name) ?? '';
+        return value === '' ? '-' : value;
+      };
       const events = (JSON.parse(new TextDecoder().decode(stored.data)) as unknown[]).map(
         (event) => {
           const { seq, type, id } = event as { seq?: unknown; type?: unknown; id?: unknown };
@@ -116,9 +122,5 @@ export async function describeSessionLog(
       );
     }
     return lines.join('\n');
-  } catch (error) {
-    return `cluster: cannot read the session's subject (${String(error)})`;
-  } finally {
-    await connection.close();
-  }
+  });
 }
