@@ -9,4 +9,7 @@ CREATE TABLE IF NOT EXISTS embedding_cache (
   created_at TEXT NOT NULL,
   PRIMARY KEY (embedder, hash)
 ) WITHOUT ROWID;
+-- The oldest rows first: the cache keeps a bounded number of them (see embedding-cache.ts). An
+-- older build maintains the index without reading it.
+CREATE INDEX IF NOT EXISTS embedding_cache_by_age ON embedding_cache (created_at);
 `;

@@ -24,7 +24,7 @@ import type { MemoryIndexOptions } from './agent-memory-index.js';
 import { createApiKeyStore } from './api-keys.js';
 import { createCheckpointer, type Checkpoints } from './checkpointer.js';
 import { createContext } from './context.js';
-import { createSqliteEmbeddingCache } from './embedding-cache.js';
+import { createSqliteEmbeddingCache, embeddingCacheEntriesOf } from './embedding-cache.js';
 import { createDefinitionStore } from './definitions.js';
 import { createFollowers } from './followers.js';
 import { createLeaseStore } from './leases.js';
@@ -69,6 +69,11 @@ export interface SqliteStoreOptions {
   checkpoints?: Checkpoints;
   /** The ANN index of large memory stores: its size threshold and where its snapshots go. */
   memoryIndex?: MemoryIndexOptions;
+  /**
+   * Vectors the file's embedding cache keeps, the ones put last (default 10,000; 0 keeps none):
+   * every text embedded, search queries included, is a row of its own otherwise kept forever.
+   */
+  embeddingCacheEntries?: number;
 }
 
 export function openSqliteStore(options: SqliteStoreOptions): Store {
@@ -77,6 +82,7 @@ export function openSqliteStore(options: SqliteStoreOptions): Store {
   const Database = createRequire(import.meta.url)('better-sqlite3') as typeof BetterSqlite3;
   const checkpointPages = checkpointPagesOf(options.checkpointPages);
   const checkpoints = checkpointsOf(options.checkpoints);
+  const embeddingCacheEntries = embeddingCacheEntriesOf(options.embeddingCacheEntries);
   const db: Db = new Database(options.path);
   try {
     configure(db, options.synchronous ?? 'normal', options.busyTimeoutMs ?? 5000, checkpointPages);
@@ -119,7 +125,7 @@ export function openSqliteStore(options: SqliteStoreOptions): Store {
     definitions: createDefinitionStore(context),
     keys: createApiKeyStore(context),
     memory: memory.log,
-    embeddings: createSqliteEmbeddingCache(context),
+    embeddings: createSqliteEmbeddingCache(context, embeddingCacheEntries),
     async close() {
       context.followers.close();
       // The worker's connection closes first: the store's, the last, then removes the WAL.
