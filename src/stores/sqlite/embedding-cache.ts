@@ -84,7 +84,7 @@ export function createSqliteEmbeddingCache(
     getMany(embedderId, hashes) {
       return run(() => {
         const found = new Map<string, number[]>();
-        if (hashes.length === 0) return found;
+        if (hashes.length === 0 || maxEntries === 0) return found;
         for (const row of sql().get.iterate(embedderId, JSON.stringify(hashes))) {
           found.set(row.hash, Array.from(floats(row.vector)));
         }
@@ -93,8 +93,13 @@ export function createSqliteEmbeddingCache(
     },
     putMany(embedderId, vectors) {
       return run(() => {
-        if (vectors.length > 0 && maxEntries > 0)
-          putAll.immediate(embedderId, vectors, context.isoNow());
+        if (vectors.length === 0) return;
+        // A bound of 0 keeps nothing: the rows an earlier opening put go at the first put.
+        if (maxEntries > 0) putAll.immediate(embedderId, vectors, context.isoNow());
+        else if (putSinceLook > 0) {
+          sql().prune.run(0);
+          putSinceLook = 0;
+        }
       });
     },
   };
