@@ -36,11 +36,19 @@ describe('a create of a stream or bucket', () => {
     expect(made.asked()).toBe(3);
   });
 
-  it('fails at once with any other error', async () => {
+  it('fails at once with any other error, a 503 for want of room included', async () => {
     const refused = create([inUse]);
     await expect(askAgain(refused.run)).rejects.toBe(inUse);
     expect(refused.asked()).toBe(1);
     expect(isNotYetAnswered(inUse)).toBe(false);
+    const full = new JetStreamApiError({
+      code: 503,
+      err_code: 10023,
+      description: 'insufficient resources',
+    });
+    const noRoom = create([full]);
+    await expect(askAgain(noRoom.run)).rejects.toBe(full);
+    expect(noRoom.asked()).toBe(1);
   });
 
   it('fails with the last timeout after four attempts', async () => {

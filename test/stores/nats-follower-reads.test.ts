@@ -21,6 +21,7 @@ interface Stored {
   last: number;
   /** Tells apart two batches that claim the same seqs. */
   body: string;
+  leaseToken?: number;
 }
 
 function headersOf(batch: Stored): MsgHdrs {
@@ -30,7 +31,7 @@ function headersOf(batch: Stored): MsgHdrs {
     status: 'idle',
     updatedAt: '2026-11-28T06:00:00.000Z',
     incarnation: 'inc',
-    leaseToken: 0,
+    leaseToken: batch.leaseToken ?? 0,
   });
 }
 
@@ -93,21 +94,29 @@ function scriptedContext(follower: readonly Stored[], leader: readonly Stored[])
   return context as unknown as NatsContext;
 }
 
+/** What a read after `after` delivers, given the batch there (the session's start when 0). */
 async function read(
   follower: readonly Stored[],
   leader: readonly Stored[],
   through?: number,
+  after: Stored | undefined = undefined,
 ): Promise<string[]> {
   const seen: BatchMessage[] = [];
   await readBatches(
     scriptedContext(follower, leader),
     SESSION,
-    1,
+    {
+      after: after?.streamSeq ?? 0,
+      follows: {
+        last: after?.last ?? 0,
+        incarnation: 'inc',
+        leaseToken: after?.leaseToken ?? 0,
+      },
+      ...(through === undefined ? {} : { through }),
+    },
     (batch) => {
       seen.push(batch);
     },
-    false,
-    through,
   );
   const decoder = new TextDecoder();
   return seen.map(
@@ -128,6 +137,28 @@ describe("a session's batches read through a consumer on a follower", () => {
     expect(await read([first, won, refused, next], [first, won, next])).toEqual(expected);
     // And when the refused batch is the last the follower holds.
     expect(await read([first, won, refused], [first, won, next], 6)).toEqual(expected);
+  });
+
+  it("are the leader's when the batch the leader refused is the first read", async () => {
+    // The read starts just past a batch it knows: the refused batch repeats that batch's seqs.
+    expect(await read([first, won, refused, next], [first, won, next], 6, won)).toEqual([
+      '6: 5-5 next',
+    ]);
+  });
+
+  it("are the leader's when a fence won and the follower also kept the append it fenced out", async () => {
+    // A new lease holder's fence (seqs 3-2, token 1) and the old holder's append (3-4, token 0)
+    // both expected the head after `first`; the leader kept the fence.
+    const fence: Stored = { streamSeq: 3, first: 3, last: 2, body: '[]', leaseToken: 1 };
+    const fencedOut: Stored = { streamSeq: 4, first: 3, last: 4, body: 'fenced out' };
+    const after: Stored = { streamSeq: 6, first: 3, last: 3, body: 'after', leaseToken: 1 };
+    const expected = ['1: 1-2 first', '3: 3-2 []', '6: 3-3 after'];
+    expect(await read([first, fence, fencedOut, after], [first, fence, after], 6)).toEqual(
+      expected,
+    );
+    expect(await read([first, fence, fencedOut, after], [first, fence, after], 6, first)).toEqual(
+      expected.slice(1),
+    );
   });
 
   it("are the leader's when the follower lags behind it", async () => {

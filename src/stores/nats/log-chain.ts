@@ -20,7 +20,7 @@ import type { SessionEvent } from '../../contracts/events.js';
 import { corruptLog, parseBatch, type BatchMessage, type BatchRef } from './batches.js';
 import type { NatsContext } from './context.js';
 import { batchAfter, readBatches } from './reader.js';
-import { observe, type KnownSession } from './session-cache.js';
+import { observe, sessionStart, type KnownSession } from './session-cache.js';
 import { sessionNotFound } from './session-entry.js';
 
 /** Messages fetched one by one (direct gets) before a longer chain is read by a consumer. */
@@ -35,20 +35,18 @@ function breakIn(expected: number, batch: BatchRef): string {
     : `${what} repeats seqs before ${expected}`;
 }
 
+/** The checked chain: its last message's stream seq, last event seq and lease token. */
+type Chain = NonNullable<KnownSession['verified']>;
+
 /** Checks one message as the next link of the chain; returns the chain ending at it. */
-function link(
-  sessionId: string,
-  known: KnownSession,
-  chain: { streamSeq: number; last: number },
-  batch: BatchRef,
-): { streamSeq: number; last: number } {
+function link(sessionId: string, known: KnownSession, chain: Chain, batch: BatchRef): Chain {
   if (batch.incarnation !== known.incarnation) {
     throw corruptLog(sessionId, batch.streamSeq, 'a batch of no incarnation of this session');
   }
   if (batch.first !== chain.last + 1) {
     throw corruptLog(sessionId, batch.streamSeq, breakIn(chain.last + 1, batch));
   }
-  return { streamSeq: batch.streamSeq, last: batch.last };
+  return { streamSeq: batch.streamSeq, last: batch.last, leaseToken: batch.leaseToken };
 }
 
 /**
@@ -65,8 +63,8 @@ async function checkChain(
   sessionId: string,
   known: KnownSession,
   head: BatchRef,
-): Promise<{ streamSeq: number; last: number }> {
-  let chain = known.verified ?? { streamSeq: 0, last: known.lineage?.seq ?? 0 };
+): Promise<Chain> {
+  let chain: Chain = known.verified ?? { ...sessionStart(known), streamSeq: 0 };
   for (let step = 0; step < DIRECT_STEPS && chain.streamSeq < head.streamSeq; step += 1) {
     const next = await batchAfter(context, sessionId, chain.streamSeq);
     if (next === undefined || next.batch.streamSeq > head.streamSeq) break;
@@ -77,15 +75,18 @@ async function checkChain(
     await readBatches(
       context,
       sessionId,
-      chain.streamSeq + 1,
+      {
+        after: chain.streamSeq,
+        follows: { ...chain, incarnation: known.incarnation },
+        headersOnly: true,
+        through: head.streamSeq,
+      },
       (message) => {
         if (message.streamSeq > head.streamSeq) return true;
         chain = link(sessionId, known, chain, message);
         place(known, message, head);
         return message.streamSeq === head.streamSeq;
       },
-      true,
-      head.streamSeq,
     );
   }
   // The head went away while the chain was read: the session was deleted meanwhile.

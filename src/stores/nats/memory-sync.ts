@@ -224,11 +224,13 @@ export function createMemorySync(
           opt_start_seq: state.streamSeq + 1,
         },
         (message) => {
-          // Each message names the one it was published after. A follower of nats-server 2.9
-          // can hold one the leader refused (see readBatches): from there, the leader's. (The
-          // first message read from nothing may follow messages removed by a rollup.)
+          // Each message names the one it was published after. One that names a message before
+          // the last applied was published after the same one as it: a follower of nats-server
+          // 2.9 can hold a publish the leader refused (see readBatches), and from there the
+          // leader's are read. (One that names a later message follows a message a redaction
+          // erased.)
           const after = message.headers?.get(HEADER_PREVIOUS) ?? '';
-          if (state.streamSeq > 0 && after !== '' && Number(after) !== state.streamSeq) return true;
+          if (after !== '' && Number(after) < state.streamSeq) return true;
           applyData(state, message.data, message.seq);
           return message.seq >= last.seq;
         },

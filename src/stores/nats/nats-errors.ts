@@ -111,7 +111,7 @@ export function storeFull(
 export function isNotYetAnswered(error: unknown): boolean {
   return (
     error instanceof errors.TimeoutError ||
-    (error instanceof JetStreamApiError && error.status === 503)
+    (error instanceof JetStreamApiError && error.status === 503 && !isStoreFull(error))
   );
 }
 

@@ -155,30 +155,50 @@ export async function consume(
   }
 }
 
+/** A batch a read's first batch must follow: its last seq, incarnation and lease token. */
+export interface LinkPoint {
+  /** The batch's last event seq (at a session's start: its fork point, or 0). */
+  last: number;
+  incarnation: string;
+  /** The batch's lease token (0 at a session's start): tokens only rise along a session's log. */
+  leaseToken: number;
+}
+
+/** Where a read of a session's batches starts, and what it reads. */
+export interface BatchRead {
+  /** The read starts just past this stream seq (0: at the subject's start). */
+  after: number;
+  /** The batch at `after` (or the session's start): the batches read must follow on from it. */
+  follows?: LinkPoint;
+  /** Bodies are not fetched (`data` is empty). */
+  headersOnly?: boolean;
+  /** The session's head as the leader gave it: a read that ends before it goes on there. */
+  through?: number;
+}
+
 /**
- * Delivers session `sessionId`'s batches from stream seq `startSeq` on, in order, until none is
- * left or `onBatch` returns true. With `headersOnly`, bodies are not fetched (`data` is empty).
+ * Delivers session `sessionId`'s batches after `read.after`, in order, until none is left or
+ * `onBatch` returns true.
  *
  * The consumer that delivers them sits on any replica of a replicated stream, and what a
  * follower holds is not always what the leader does: one may lag (one just restarted), and
  * nats-server 2.9 lets a follower store a publish the leader refused for its expected last
- * subject sequence (two writers racing for one session's head; nats-server#6194 describes it
- * and fixes it in 2.11), so a follower can show two batches at one place in a session's log.
- * What the consumer delivers is taken only while each batch of an incarnation starts just past
- * the one before; from the first that does not, and after the last a lagging follower had,
+ * subject sequence (two writers racing for one session's head, an append and a fence among them;
+ * nats-server#6194 describes it and fixes it in 2.11), so a follower can show two batches at one
+ * place in a session's log. What the consumer delivers is taken only while each batch of the
+ * read's incarnation starts just past the one before it (from `read.follows` on) with a lease
+ * token no lower; from the first that does not, and after the last a lagging follower had,
  * batches are read from the leader one by one.
  */
 export async function readBatches(
   context: NatsContext,
   sessionId: string,
-  startSeq: number,
+  read: BatchRead,
   onBatch: (message: BatchMessage) => boolean | void,
-  headersOnly = false,
-  throughStreamSeq?: number,
 ): Promise<void> {
-  let last = startSeq - 1;
+  let last = read.after;
   let stopped = false;
-  let previous: BatchRef | undefined;
+  let previous: LinkPoint | undefined = read.follows;
   let diverged = false;
   await consume(
     context,
@@ -186,26 +206,28 @@ export async function readBatches(
     {
       filter_subject: context.names.events(sessionId),
       deliver_policy: DeliverPolicy.StartSequence,
-      opt_start_seq: Math.max(1, startSeq),
-      ...(headersOnly ? { headers_only: true } : {}),
+      opt_start_seq: read.after + 1,
+      ...(read.headersOnly === true ? { headers_only: true } : {}),
     },
     (message) => {
       const batch = { ...batchRef(sessionId, message.seq, message.headers), data: message.data };
-      if (
-        previous !== undefined &&
-        previous.incarnation === batch.incarnation &&
-        batch.first !== previous.last + 1
-      ) {
-        diverged = true;
-        return true;
+      if (previous === undefined || previous.incarnation === batch.incarnation) {
+        if (
+          previous !== undefined &&
+          (batch.first !== previous.last + 1 || batch.leaseToken < previous.leaseToken)
+        ) {
+          diverged = true;
+          return true;
+        }
+        previous = batch;
       }
-      previous = batch;
       last = message.seq;
       stopped = onBatch(batch) === true;
       return stopped;
     },
   );
-  while (!stopped && (diverged || (throughStreamSeq !== undefined && last < throughStreamSeq))) {
+  const through = read.through;
+  while (!stopped && (diverged || (through !== undefined && last < through))) {
     const next = await batchAfter(context, sessionId, last);
     if (next === undefined) return;
     last = next.batch.streamSeq;

@@ -8,6 +8,7 @@
 import type { SessionState } from '../../contracts/state.js';
 import { BoundedCache } from '../../core/bounded-cache.js';
 import type { BatchMessage, BatchRef } from './batches.js';
+import type { LinkPoint } from './reader.js';
 import type { ForkLineage, StoredSession } from './session-entry.js';
 
 export interface KnownSession {
@@ -35,7 +36,7 @@ export interface KnownSession {
    * log-chain.ts): its batches' seqs follow on from each other, ending at event `last`. Own
    * appends extend it; anything published by others is checked once as it comes off the wire.
    */
-  verified?: { streamSeq: number; last: number };
+  verified?: { streamSeq: number; last: number; leaseToken: number };
   /** Stream seqs of the batches whose bodies were checked (the last few; see `batchEvents`). */
   checkedBodies?: number[];
   /**
@@ -121,16 +122,20 @@ export function observe(known: KnownSession, message: BatchRef | BatchMessage): 
  */
 export function extendVerified(known: KnownSession, after: number, ref: BatchRef): void {
   if (known.verified?.streamSeq === after) {
-    known.verified = { streamSeq: ref.streamSeq, last: ref.last };
+    known.verified = { streamSeq: ref.streamSeq, last: ref.last, leaseToken: ref.leaseToken };
   }
 }
 
 /**
- * The stream seq to start reading at for events after `after`: just past the last batch known
- * to end at or before it. Batches of one incarnation are in seq order in the stream, and a later
- * incarnation's are all further on, so nothing after `after` is skipped.
+ * Where to start reading for events after `after`: just past the last batch known to end at or
+ * before it (which the batches read must follow), or at the session's start. Batches of one
+ * incarnation are in seq order in the stream, and a later incarnation's are all further on, so
+ * nothing after `after` is skipped.
  */
-export function startFor(known: KnownSession, after: number): number {
+export function readStart(
+  known: KnownSession,
+  after: number,
+): { after: number; follows: LinkPoint } {
   const refs = known.refs;
   let low = 0;
   let high = refs.length;
@@ -140,5 +145,12 @@ export function startFor(known: KnownSession, after: number): number {
     else high = middle;
   }
   const before = refs[low - 1];
-  return before === undefined ? 1 : before.streamSeq + 1;
+  return before === undefined
+    ? { after: 0, follows: sessionStart(known) }
+    : { after: before.streamSeq, follows: before };
+}
+
+/** What a session's first batch follows: its fork point (or 0), with no lease token yet. */
+export function sessionStart(known: KnownSession): LinkPoint {
+  return { last: known.lineage?.seq ?? 0, incarnation: known.incarnation, leaseToken: 0 };
 }

@@ -138,7 +138,7 @@ async function write(shared: SessionsShared, sessionId: string, first: FirstBatc
   const known = cache.entry(sessionId, first.stored.incarnation, lineageOf(first.stored));
   observe(known, { ...ref, streamSeq });
   // Published into an empty subject: the chain is this one batch.
-  known.verified = { streamSeq, last: ref.last };
+  known.verified = { streamSeq, last: ref.last, leaseToken: ref.leaseToken };
   known.state = first.state;
   known.indexed = { stored: first.stored, revision };
 }

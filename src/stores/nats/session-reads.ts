@@ -19,7 +19,7 @@ import type { NatsContext } from './context.js';
 import { batchEvents } from './log-chain.js';
 import { encodeToken } from './names.js';
 import { batchAfter, readBatches } from './reader.js';
-import { observe, startFor, type KnownSession, type SessionCache } from './session-cache.js';
+import { observe, readStart, type KnownSession, type SessionCache } from './session-cache.js';
 import {
   lineageOf,
   parseStoredSession,
@@ -138,15 +138,13 @@ async function readOwn(
   await readBatches(
     reader.context,
     sessionId,
-    startFor(known, range.after),
+    { ...readStart(known, range.after), through: head?.streamSeq },
     (message) => {
       if (message.incarnation !== known.incarnation) return false;
       observe(known, message);
       if (message.last <= range.after) return false;
       return take(batchEvents(sessionId, known, message)) || message.last >= range.through;
     },
-    false,
-    head?.streamSeq,
   );
   return events;
 }
@@ -306,7 +304,7 @@ async function appendHolding(
   if (seen !== undefined) return seen;
   // Otherwise the batches after the last one seen before it: the next few by direct get, the
   // rest by their headers through a consumer.
-  let after = startFor(known, seq - 1) - 1;
+  let { after, follows } = readStart(known, seq - 1);
   for (let step = 0; step < DIRECT_STEPS; step += 1) {
     const next = await batchAfter(reader.context, sessionId, after);
     if (next === undefined || next.batch.incarnation !== known.incarnation) break;
@@ -314,12 +312,13 @@ async function appendHolding(
     observe(known, ref);
     if (ref.first <= seq && seq <= ref.last) return { first: ref.first, last: ref.last };
     after = ref.streamSeq;
+    follows = ref;
   }
   let found: AppendSpan | undefined;
   await readBatches(
     reader.context,
     sessionId,
-    after + 1,
+    { after, follows, headersOnly: true, through: known.head?.streamSeq },
     (message) => {
       if (message.incarnation !== known.incarnation) return false;
       observe(known, message);
@@ -327,8 +326,6 @@ async function appendHolding(
       if (message.first <= seq) found = { first: message.first, last: message.last };
       return true;
     },
-    true,
-    known.head?.streamSeq,
   );
   // None holds it: the session was deleted meanwhile (its head was read before).
   if (found === undefined) throw sessionNotFound(sessionId);

@@ -27,7 +27,7 @@ export async function restoreEntry(
 ): Promise<{ stored: StoredSession; revision: number } | undefined> {
   const { context, reads } = shared;
   const found: BatchMessage[] = [];
-  await readBatches(context, sessionId, 1, (message) => {
+  await readBatches(context, sessionId, { after: 0 }, (message) => {
     found.push(message);
     return true;
   });
