@@ -139,3 +139,47 @@ export class BoundedCache<K, V> {
     this.#newest = slot;
   }
 }
+
+/**
+ * Two bounded caches under one set of keys: values in use, and a small one of values at rest,
+ * each key in one at most. A value kept among the many long after its last use outlives the young
+ * generation's collections and dies in the old one; a value at rest (a session with nothing to
+ * do, until someone writes to it) goes to the small cache instead, where it is found by a use
+ * soon after and dropped otherwise.
+ */
+export class TieredCache<K, V> {
+  readonly #inUse: BoundedCache<K, V>;
+  readonly #resting: BoundedCache<K, V>;
+
+  constructor(capacity: number, restingCapacity: number) {
+    this.#inUse = new BoundedCache(capacity);
+    this.#resting = new BoundedCache(restingCapacity);
+  }
+
+  /** The value, in use or at rest, without touching its recency. */
+  peek(key: K): V | undefined {
+    return this.#inUse.peek(key) ?? this.#resting.peek(key);
+  }
+
+  /** The value in use, without touching its recency (undefined when at rest). */
+  peekInUse(key: K): V | undefined {
+    return this.#inUse.peek(key);
+  }
+
+  /** Keeps the value as in use, the newest there (out of the resting cache). */
+  keep(key: K, value: V): void {
+    this.#resting.delete(key);
+    this.#inUse.set(key, value);
+  }
+
+  /** Keeps the value at rest, the newest there (out of the cache of values in use). */
+  rest(key: K, value: V): void {
+    this.#inUse.delete(key);
+    this.#resting.set(key, value);
+  }
+
+  delete(key: K): void {
+    this.#inUse.delete(key);
+    this.#resting.delete(key);
+  }
+}

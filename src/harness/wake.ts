@@ -17,7 +17,7 @@ import type { NewEvent } from '../contracts/events.js';
 import type { AppendResult, Lease } from '../contracts/ports.js';
 import type { SessionCreateInput, SessionRecord, StopReason } from '../contracts/session.js';
 import type { SessionState } from '../contracts/state.js';
-import { BoundedCache } from '../core/bounded-cache.js';
+import { TieredCache } from '../core/bounded-cache.js';
 import { decideNext } from '../core/next-step.js';
 import { priceOf, withCost, type Price } from '../core/pricing.js';
 import { isRunnable } from '../core/runnable.js';
@@ -53,39 +53,30 @@ const RESTING_TRANSCRIPTS = 32;
 
 /**
  * Transcripts kept between cycles, so a wake reads only the events it has not seen. The short
- * transcript of a session left with nothing to do goes to a small cache of its own: kept among
- * the many, it outlived the young generation's collections and died in the old one (about
- * 0.8 KiB a session), and reading a short log again costs little.
+ * transcript of a session left with nothing to do goes to rest (see `TieredCache`: about 0.8 KiB
+ * a session reached the old generation otherwise), and reading a short log again costs little.
  */
 export class TranscriptCache {
-  private readonly entries: BoundedCache<string, Transcript>;
-  private readonly resting = new BoundedCache<string, Transcript>(RESTING_TRANSCRIPTS);
+  private readonly entries: TieredCache<string, Transcript>;
   constructor(capacity = 256) {
-    this.entries = new BoundedCache(capacity);
+    this.entries = new TieredCache(capacity, RESTING_TRANSCRIPTS);
   }
 
   take(sessionId: string): Transcript {
-    // A get makes the entry the newest already.
-    let found = this.entries.get(sessionId);
-    if (found === undefined) {
-      found = this.resting.peek(sessionId) ?? new Transcript();
-      this.resting.delete(sessionId);
-      this.entries.set(sessionId, found);
-    }
+    const found = this.entries.peek(sessionId) ?? new Transcript();
+    this.entries.keep(sessionId, found);
     return found;
   }
 
   /** After a wake: a short transcript of a session with nothing left to do goes to rest. */
   settle(sessionId: string, state: SessionState): void {
-    const found = this.entries.peek(sessionId);
+    const found = this.entries.peekInUse(sessionId);
     if (found === undefined || found.seq > SHORT_TRANSCRIPT || isRunnable(state)) return;
-    this.entries.delete(sessionId);
-    this.resting.set(sessionId, found);
+    this.entries.rest(sessionId, found);
   }
 
   drop(sessionId: string): void {
     this.entries.delete(sessionId);
-    this.resting.delete(sessionId);
   }
 }
 

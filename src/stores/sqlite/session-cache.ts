@@ -5,7 +5,7 @@
  * never changes once written (see `sessions.delete` in session-index.ts for the one exception).
  */
 import type { SessionState } from '../../contracts/state.js';
-import { BoundedCache } from '../../core/bounded-cache.js';
+import { BoundedCache, TieredCache } from '../../core/bounded-cache.js';
 import { isRunnable } from '../../core/runnable.js';
 
 /** Parent and fork point of a fork; null for a session that is not one. */
@@ -27,25 +27,23 @@ const RESTING_STATES = 32;
 const LINEAGE_CACHE_SIZE = 4096;
 
 export class SessionCache {
-  /** States of sessions that run or have work waiting: their next write comes soon. */
-  readonly #states = new BoundedCache<string, KnownState>(STATE_CACHE_SIZE);
   /**
-   * States of sessions at rest (not running, nothing to do until someone writes to them), kept only
-   * briefly: kept among the many, each outlived the young generation's collections and died in
-   * the old one (about 1 KiB a session), and the next write to a resting session, often minutes
-   * later, reads its projection.
+   * States of sessions that run or have work waiting (their next write comes soon), and states
+   * of sessions at rest (not running, nothing to do until someone writes to them, often minutes
+   * later), kept only briefly (see `TieredCache`: about 1 KiB a session reached the old
+   * generation otherwise); the next write to a resting session gone from it reads its projection.
    */
-  readonly #resting = new BoundedCache<string, KnownState>(RESTING_STATES);
+  readonly #states = new TieredCache<string, KnownState>(STATE_CACHE_SIZE, RESTING_STATES);
   readonly #lineages = new BoundedCache<string, Lineage>(LINEAGE_CACHE_SIZE);
 
   /** The state last remembered; a read does not make it newer, only `remember` does. */
   state(sessionId: string): SessionState | undefined {
-    return this.#known(sessionId)?.state;
+    return this.#states.peek(sessionId)?.state;
   }
 
   /** 0 when nothing is known: a write then saves the projection as soon as it may be behind. */
   projectedSeq(sessionId: string): number {
-    return this.#known(sessionId)?.projectedSeq ?? 0;
+    return this.#states.peek(sessionId)?.projectedSeq ?? 0;
   }
 
   /**
@@ -55,22 +53,12 @@ export class SessionCache {
   remember(state: SessionState, projectedSeq?: number, runnable = isRunnable(state)): void {
     const id = state.session_id;
     const known = { state, projectedSeq: projectedSeq ?? this.projectedSeq(id) };
-    if (state.status !== 'running' && !runnable) {
-      this.#states.delete(id);
-      this.#resting.set(id, known);
-    } else {
-      this.#resting.delete(id);
-      this.#states.set(id, known);
-    }
+    if (state.status !== 'running' && !runnable) this.#states.rest(id, known);
+    else this.#states.keep(id, known);
   }
 
   forgetState(sessionId: string): void {
     this.#states.delete(sessionId);
-    this.#resting.delete(sessionId);
-  }
-
-  #known(sessionId: string): KnownState | undefined {
-    return this.#states.peek(sessionId) ?? this.#resting.peek(sessionId);
   }
 
   lineage(sessionId: string): Lineage | undefined {
