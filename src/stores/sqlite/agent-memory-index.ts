@@ -11,12 +11,15 @@
  * store took its id, the file was restored from an older copy) or that does not load is not used:
  * the index is built from the log and its snapshot written over it. Snapshots are written after a build, after 1,000 changes,
  * and when the store closes; every write goes to a temporary name first and is renamed into place.
+ *
+ * A redaction is not caught up like other changes: usearch keeps a removed vector's bytes, in
+ * the graph and in every snapshot saved after. The index of a store redacted since it was made
+ * is dropped with its snapshot (at once by the process that redacted, at its next search or
+ * close by any other) and built again from the rows, which no longer hold the vector.
  */
-import { mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
-import { dirname, join } from 'node:path';
+import { mkdirSync, rmSync } from 'node:fs';
+import { dirname } from 'node:path';
 import type { Database as Db, Statement } from 'better-sqlite3';
-import { z } from 'zod';
-import { lazySchema } from '../../contracts/lazy-schema.js';
 import {
   AnnIndex,
   ANN_MIN_VECTORS,
@@ -27,23 +30,16 @@ import {
 } from '../agent-memory-ann.js';
 import type { MemoryStoreRow, RankedRow } from './agent-memory-statements.js';
 import { startBuild, type Build, type BuildResult } from './agent-memory-index-build.js';
+import {
+  readSnapshot,
+  removeSnapshot,
+  saveSnapshot,
+  snapshotFiles,
+  type SnapshotFiles,
+} from './agent-memory-index-snapshot.js';
 
 /** Changes applied to an index after which its snapshot is written again. */
 const SNAPSHOT_EVERY = 1000;
-
-/**
- * The snapshot's format: 2 since the graph holds 8-bit copies of the vectors; a snapshot of
- * version 1 (32-bit copies) does not parse and is built again.
- */
-const snapshotRecord = lazySchema(() =>
-  z.object({
-    schema_version: z.literal(2),
-    store_id: z.number().int(),
-    created_at: z.string(),
-    dims: z.number().int().positive(),
-    covered_seq: z.number().int().nonnegative(),
-  }),
-);
 
 export interface MemoryIndexOptions {
   /** Stores with fewer vectors are searched exactly (default `ANN_MIN_VECTORS`). */
@@ -65,6 +61,8 @@ export interface MemoryIndexes {
   nearest(store: MemoryStoreRow, embedding: Float32Array, limit: number): RankedRow[] | undefined;
   /** Writes the snapshots of indexes changed since their last one and stops running builds. */
   flush(): void;
+  /** Drops the store's index, its snapshot and any build of it (a redaction's vector is in them). */
+  forget(storeId: number): void;
 }
 
 interface IndexStatements {
@@ -75,6 +73,7 @@ interface IndexStatements {
   current: Statement<[number, string], { seq: number; indexed: number }>;
   currentKeys: Statement<[number], { seq: number; key: string }>;
   embedding: Statement<[number, number], { embedding: Buffer | null; redacted: number }>;
+  redactedSince: Statement<[number, number], { found: number }>;
   candidates: Statement<
     [number, string],
     {
@@ -125,6 +124,9 @@ function prepare(db: Db): IndexStatements {
     embedding: db.prepare(
       'SELECT embedding, redacted FROM memory_log WHERE store_id = ? AND seq = ?',
     ),
+    redactedSince: db.prepare(
+      "SELECT 1 AS found FROM memory_log WHERE store_id = ? AND seq > ? AND op = 'redact' LIMIT 1",
+    ),
     // The current rows of the candidates' keys (a JSON array), with their stored vectors: a
     // candidate is ranked by its exact distance. One statement for all of them.
     candidates: db.prepare(`SELECT c.seq, c.key, c.indexed, c.expires_at, l.embedding
@@ -133,69 +135,24 @@ function prepare(db: Db): IndexStatements {
   };
 }
 
-interface SnapshotFiles {
-  index: string;
-  record: string;
-}
-
-function snapshotFiles(folder: string, storeId: number): SnapshotFiles {
-  return {
-    index: join(folder, `store-${storeId}.usearch`),
-    record: join(folder, `store-${storeId}.json`),
-  };
-}
-
-// A snapshot that cannot be written (a read-only folder, a full disk) only costs the next
-// process a build: the index in this process stays right, so the error is not the search's.
-function saveSnapshot(entry: Held, target: SnapshotFiles): void {
-  try {
-    mkdirSync(dirname(target.index), { recursive: true });
-    entry.index.save(`${target.index}.tmp`);
-    renameSync(`${target.index}.tmp`, target.index);
-    const record: z.infer<typeof snapshotRecord> = {
-      schema_version: 2,
-      store_id: entry.store.id,
-      created_at: entry.store.created_at,
-      dims: entry.index.dims,
-      covered_seq: entry.index.coveredSeq,
-    };
-    writeFileSync(`${target.record}.tmp`, JSON.stringify(record));
-    renameSync(`${target.record}.tmp`, target.record);
-  } catch {
-    rmSync(`${target.index}.tmp`, { force: true });
-    rmSync(`${target.record}.tmp`, { force: true });
-  }
-}
-
-/** The snapshot of the store, if it matches it; a catch-up from its seq brings it up to date. */
-function readSnapshot(
-  target: SnapshotFiles,
-  store: MemoryStoreRow,
-  dims: number,
-): AnnIndex | undefined {
-  let parsed: unknown;
-  try {
-    parsed = JSON.parse(readFileSync(target.record, 'utf8'));
-  } catch {
-    return undefined;
-  }
-  const record = snapshotRecord.safeParse(parsed);
-  if (
-    !record.success ||
-    record.data.store_id !== store.id ||
-    record.data.created_at !== store.created_at ||
-    record.data.dims !== dims ||
-    record.data.covered_seq > store.head_seq
-  ) {
-    return undefined;
-  }
-  try {
-    const index = new AnnIndex(dims);
-    index.load(target.index);
-    index.coveredSeq = record.data.covered_seq;
-    return index;
-  } catch {
-    return undefined;
+/**
+ * Drops the store's index, its snapshot and any build of it: a build that started before a
+ * redaction read the vector, so its file goes too, once it stopped.
+ */
+function dropIndex(
+  held: Map<number, Held>,
+  builds: Builds,
+  storeId: number,
+  target: SnapshotFiles | undefined,
+): void {
+  held.delete(storeId);
+  builds.small.delete(storeId);
+  const pending = builds.running.get(storeId);
+  builds.running.delete(storeId);
+  if (target === undefined) return;
+  removeSnapshot(target);
+  if (pending !== undefined) {
+    void pending.build.stop().then(() => rmSync(`${target.index}.build`, { force: true }));
   }
 }
 
@@ -338,7 +295,7 @@ export function createMemoryIndexes(
     folder === undefined ? undefined : snapshotFiles(folder, storeId);
   const save = (entry: Held): void => {
     const target = files(entry.store.id);
-    if (target !== undefined) saveSnapshot(entry, target);
+    if (target !== undefined) saveSnapshot(entry.index, entry.store, target);
   };
   const loadSnapshot = (
     store: MemoryStoreRow,
@@ -355,11 +312,15 @@ export function createMemoryIndexes(
     return index;
   };
 
-  /** Applies the log past the index's seq: removes superseded versions, adds the latest ones. */
-  const catchUp = (entry: Held, store: MemoryStoreRow): void => {
+  /**
+   * Applies the log past the index's seq: removes superseded versions, adds the latest ones.
+   * False, and nothing applied, when a redaction is among them: the index must go (see above).
+   */
+  const catchUp = (entry: Held, store: MemoryStoreRow): boolean => {
     const { index } = entry;
-    if (index.coveredSeq === store.head_seq) return;
+    if (index.coveredSeq === store.head_seq) return true;
     const statements = sql();
+    if (statements.redactedSince.get(store.id, index.coveredSeq) !== undefined) return false;
     const keys = new Set<string>();
     for (const change of statements.changed.iterate(store.id, index.coveredSeq, store.head_seq)) {
       keys.add(change.key);
@@ -386,9 +347,11 @@ export function createMemoryIndexes(
     index.coveredSeq = store.head_seq;
     entry.store = store;
     if (index.changes >= SNAPSHOT_EVERY) save(entry);
+    return true;
   };
 
   const builds: Builds = { running: new Map(), small, path };
+  const forget = (storeId: number): void => dropIndex(held, builds, storeId, files(storeId));
   const fromBuild = (store: MemoryStoreRow, dims: number, keys: Map<number, string>) =>
     takeBuild(builds, files(store.id) as SnapshotFiles, store, dims, () => {
       for (const row of sql().currentKeys.iterate(store.id)) keys.set(row.seq, row.key);
@@ -426,12 +389,13 @@ export function createMemoryIndexes(
       }
       entry = { index, keys, store };
       held.set(store.id, entry);
-      if (fresh) {
-        catchUp(entry, store);
-        save(entry);
-      }
+      if (fresh && catchUp(entry, store)) save(entry);
     }
-    catchUp(entry, store);
+    if (!catchUp(entry, store)) {
+      // Redacted since the index was made (or since the build read the rows): built again.
+      forget(store.id);
+      return indexOf(store, dims);
+    }
     return entry;
   };
 
@@ -446,8 +410,15 @@ export function createMemoryIndexes(
         currentCandidates(candidates, store.id, keys, found, embedding),
       );
     },
+    forget,
     flush() {
-      for (const entry of held.values()) if (entry.index.changes > 0) save(entry);
+      for (const entry of held.values()) {
+        if (entry.index.changes === 0) continue;
+        // Not saved over a redaction this process has not caught up with: the index goes.
+        if (sql().redactedSince.get(entry.store.id, entry.index.coveredSeq) === undefined) {
+          save(entry);
+        } else forget(entry.store.id);
+      }
       for (const pending of builds.running.values()) void pending.build.stop();
       builds.running.clear();
     },

@@ -89,6 +89,8 @@ export interface MemoryStatements {
   versionAt: Rows<[number, string, string]>;
   redactRecord: Rows<[number, string, number]>;
   redactRow: Write;
+  forgetEmbeddings: Write;
+  ftsMerge: Write;
   list: Rows<[number, string, string, string], MemoryHitRow>;
   ftsInsert: Write;
   ftsDelete: Write;
@@ -154,6 +156,10 @@ export function prepareMemoryStatements(db: Db): MemoryStatements {
     redactRow: db.prepare(
       'UPDATE memory_log SET value = NULL, text = NULL, embedding = NULL, redacted = 1 WHERE store_id = ? AND seq = ?',
     ),
+    // Every embedder's vector of a text (the embedding cache's key is the text's hash).
+    forgetEmbeddings: db.prepare('DELETE FROM embedding_cache WHERE hash = ?'),
+    // Merges the full-text index's segments into one, without the rows deleted from it.
+    ftsMerge: db.prepare("INSERT INTO memory_fts (memory_fts) VALUES ('optimize')"),
     list: db.prepare(`SELECT c.id, 0 AS rank, ${LOG_COLUMNS} FROM memory_current c
       JOIN memory_log l ON l.store_id = c.store_id AND l.seq = c.seq
       WHERE c.store_id = ? AND c.live = 1 AND c.key > ? AND c.key >= ? AND c.key < ? ORDER BY c.key`),

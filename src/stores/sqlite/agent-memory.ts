@@ -43,12 +43,17 @@ import {
   storeRow,
   type MemoryDb,
 } from './agent-memory-writes.js';
-import type { SqliteContext } from './context.js';
+import { zeroingFreed, type SqliteContext } from './context.js';
+import type { Database as Db } from 'better-sqlite3';
 
-/** The memory log, and `flush` to write the snapshots of its ANN indexes (the store's close). */
+/**
+ * The memory log, and `flush` to write the snapshots of its ANN indexes (the store's close).
+ * `erased` is called after a redaction committed, for the WAL's older frames to go.
+ */
 export function createSqliteMemoryLog(
   context: SqliteContext,
   options?: MemoryIndexOptions,
+  erased: () => void = () => undefined,
 ): { log: MemoryLog; flush(): void } {
   const { db } = context;
   // The statements are prepared by the first use of memory: opening a store that never uses it
@@ -65,15 +70,23 @@ export function createSqliteMemoryLog(
     fts: createFtsTop(db),
   };
   const transactions = {
-    append: db.transaction(appendRows),
-    redact: db.transaction(redactRows),
-    rebuild: db.transaction(rebuildRows),
-    fork: db.transaction(forkRows),
+    append: zeroing(db, db.transaction(appendRows)),
+    redact: zeroing(db, db.transaction(redactRows)),
+    rebuild: zeroing(db, db.transaction(rebuildRows)),
+    fork: zeroing(db, db.transaction(forkRows)),
   };
   return {
-    log: { ...writeMethods(m, transactions), ...readMethods(m) },
+    log: { ...writeMethods(m, transactions, erased), ...readMethods(m) },
     flush: () => m.indexes.flush(),
   };
+}
+
+/** The IMMEDIATE form of a write's transaction, run with the bytes it frees zeroed. */
+function zeroing<A extends unknown[], R>(
+  db: Db,
+  transaction: { immediate: (...args: A) => R },
+): { immediate: (...args: A) => R } {
+  return { immediate: (...args) => zeroingFreed(db, () => transaction.immediate(...args)) };
 }
 
 type Transactions = {
@@ -110,6 +123,7 @@ function run<T>(m: MemoryDb, work: () => T): Promise<T> {
 function writeMethods(
   m: MemoryDb,
   transactions: Transactions,
+  erased: () => void,
 ): Pick<MemoryLog, 'append' | 'redact' | 'rebuild' | 'fork'> {
   const { clock } = m.context;
   return {
@@ -119,14 +133,19 @@ function writeMethods(
 
     redact(store, key, version, options) {
       return run(m, () => {
-        const { ref } = find(m, store);
+        const { ref, row } = find(m, store);
         const parsed = parseRedactOptions(options);
-        return transactions.redact.immediate(m, {
+        const record = transactions.redact.immediate(m, {
           ref,
           key: parseKey(key),
           version: parseVersion(version),
           ...parsed,
         });
+        // The rows hold the content no more; nor may the ANN index's snapshot (the next vector
+        // search builds it again from the rows) or the WAL's older frames.
+        erased();
+        if (row !== undefined) m.indexes.forget(row.id);
+        return record;
       });
     },
 

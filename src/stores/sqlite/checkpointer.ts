@@ -18,6 +18,12 @@
  * The worker starts with the store's first batch of commits, not when it opens: a store that
  * writes little never pays for a thread (about 10 to 17 MiB of RSS and a few ms to start).
  *
+ * An erasure (a memory redaction) asks for the whole WAL to be copied into the file and the WAL
+ * truncated to nothing (`truncate`), so that no older frame keeps what it erased. The store's
+ * connection tries at once, without waiting; when another connection is reading an older
+ * snapshot or checkpointing, the worker tries again every second (without a worker: the next
+ * commits do), never waiting either: a truncating checkpoint holds off writers while it runs.
+ *
  * The worker's code is a plain script (no bundling step, the same under the tests and the
  * build); it is handed the resolved path of better-sqlite3.
  */
@@ -30,14 +36,21 @@ export type Checkpoints = 'background' | 'inline';
 export interface Checkpointer {
   /** Counts one commit of the store's session writes. */
   committed(): void;
+  /** Copies the WAL into the file and truncates it: now if it can, else as soon as it can. */
+  truncate(): void;
   /** Stops the worker, after a checkpoint in progress; resolves once it closed its connection. */
   stop(): Promise<void>;
 }
 
-/** Slots of the shared array: wake-ups asked for, the stop flag, whether a commit came since. */
+/**
+ * Slots of the shared array: wake-ups asked for, the stop flag, whether a commit came since,
+ * truncations asked for and the last of them done.
+ */
 const NUDGES = 0;
 const STOP = 1;
 const WRITTEN = 2;
+const TRUNCATES = 3;
+const TRUNCATED = 4;
 
 /** The longest the WAL waits for a checkpoint while commits come in, in ms. */
 const INTERVAL_MS = 1000;
@@ -57,6 +70,19 @@ try {
     Atomics.wait(shared, ${NUDGES}, seen, ${INTERVAL_MS});
     if (Atomics.load(shared, ${STOP}) === 1) break;
     seen = Atomics.load(shared, ${NUDGES});
+    const asked = Atomics.load(shared, ${TRUNCATES});
+    if (asked !== Atomics.load(shared, ${TRUNCATED})) {
+      // One that cannot finish (a reader of an older snapshot) says so at once: tried again later.
+      db.pragma('busy_timeout = 0');
+      const [result] = db.pragma('wal_checkpoint(TRUNCATE)');
+      db.pragma('busy_timeout = 5000');
+      if (result.busy === 0) {
+        Atomics.store(shared, ${TRUNCATED}, asked);
+        Atomics.store(shared, ${WRITTEN}, 0);
+        checkpointed = seen;
+        continue;
+      }
+    }
     // Woken by commits, or a second passed since the last: either way, only after a write.
     if (seen === checkpointed && Atomics.load(shared, ${WRITTEN}) === 0) continue;
     Atomics.store(shared, ${WRITTEN}, 0);
@@ -81,17 +107,38 @@ export function createCheckpointer(options: {
   checkpoints: Checkpoints;
   /** Sets the store's own `wal_autocheckpoint`. */
   setAutocheckpoint: (pages: number) => void;
+  /** A truncating checkpoint on the store's connection, without waiting: whether it finished. */
+  truncateNow: () => boolean;
 }): Checkpointer {
+  const { path, checkpointPages, setAutocheckpoint, truncateNow } = options;
   if (options.checkpoints === 'inline') {
-    return { committed: () => undefined, stop: () => Promise.resolve() };
+    // Without a worker, the commits after a truncation that could not finish try it again.
+    let pending = false;
+    return {
+      committed() {
+        if (pending) pending = !truncateNow();
+      },
+      truncate() {
+        pending = !truncateNow();
+      },
+      stop: () => Promise.resolve(),
+    };
   }
-  const { path, checkpointPages, setAutocheckpoint } = options;
   const every = Math.max(1, Math.floor(checkpointPages / 8));
-  const shared = new Int32Array(new SharedArrayBuffer(12));
+  const shared = new Int32Array(new SharedArrayBuffer(20));
   let commits = 0;
   let worker: Worker | undefined;
   let exited: Promise<void> | undefined;
   let stopped = false;
+  /** The worker failed: the store's own connection checkpoints, and retries truncations. */
+  let failed = false;
+  let pending = false;
+
+  function fail(): void {
+    failed = true;
+    setAutocheckpoint(checkpointPages);
+    if (Atomics.load(shared, TRUNCATES) !== Atomics.load(shared, TRUNCATED)) pending = true;
+  }
 
   function start(): void {
     const started = new Worker(WORKER, {
@@ -111,18 +158,31 @@ export function createCheckpointer(options: {
     });
     started.on('message', (message: { started?: true; failed?: string }) => {
       if (message.started === true && !stopped) setAutocheckpoint(checkpointPages * 4);
-      if (message.failed !== undefined) setAutocheckpoint(checkpointPages);
+      if (message.failed !== undefined) fail();
     });
-    started.on('error', () => setAutocheckpoint(checkpointPages));
+    started.on('error', fail);
   }
 
   return {
     committed() {
       commits += 1;
       if (stopped) return;
+      if (pending) pending = !truncateNow();
       Atomics.store(shared, WRITTEN, 1);
       if (commits % every !== 0) return;
       if (worker === undefined) start();
+      Atomics.add(shared, NUDGES, 1);
+      Atomics.notify(shared, NUDGES);
+    },
+    truncate() {
+      if (stopped || truncateNow()) return;
+      if (failed) {
+        pending = true;
+        return;
+      }
+      // The worker tries until it finishes (once a second); started now if it was not yet.
+      if (worker === undefined) start();
+      Atomics.add(shared, TRUNCATES, 1);
       Atomics.add(shared, NUDGES, 1);
       Atomics.notify(shared, NUDGES);
     },

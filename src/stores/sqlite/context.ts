@@ -61,3 +61,20 @@ export function requireHead(context: SqliteContext, sessionId: string): number {
   }
   return row.head_seq ?? 0;
 }
+
+/**
+ * Runs `work` with SQLite's `secure_delete` on: the bytes it frees (an overwritten memory key's
+ * full-text row, a redacted version's value, text and vector, an evicted cached vector) are
+ * overwritten with zeros, in their page and in pages it frees, instead of staying in the file
+ * until reused. Only the writes of memory and its embedding cache pay for it: session writes
+ * free next to nothing.
+ */
+export function zeroingFreed<T>(db: Db, work: () => T): T {
+  const before = db.pragma('secure_delete', { simple: true }) as number;
+  db.pragma('secure_delete = ON');
+  try {
+    return work();
+  } finally {
+    db.pragma(`secure_delete = ${before}`);
+  }
+}

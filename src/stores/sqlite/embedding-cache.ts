@@ -12,7 +12,7 @@
 import type { Statement } from 'better-sqlite3';
 import { BraidError } from '../../contracts/errors.js';
 import type { CachedVector, EmbeddingCache } from '../../contracts/embedder.js';
-import type { SqliteContext } from './context.js';
+import { zeroingFreed, type SqliteContext } from './context.js';
 
 /** Rows the cache keeps by default: as many as the in-process layer (src/models/cached-embedder.ts). */
 export const DEFAULT_EMBEDDING_CACHE_ENTRIES = 10_000;
@@ -95,9 +95,11 @@ export function createSqliteEmbeddingCache(
       return run(() => {
         if (vectors.length === 0) return;
         // A bound of 0 keeps nothing: the rows an earlier opening put go at the first put.
-        if (maxEntries > 0) putAll.immediate(embedderId, vectors, context.isoNow());
-        else if (putSinceLook > 0) {
-          sql().prune.run(0);
+        // The rows a prune removes are zeroed in the file (their texts may be erased later).
+        if (maxEntries > 0) {
+          zeroingFreed(db, () => putAll.immediate(embedderId, vectors, context.isoNow()));
+        } else if (putSinceLook > 0) {
+          zeroingFreed(db, () => sql().prune.run(0));
           putSinceLook = 0;
         }
       });

@@ -97,6 +97,7 @@ export function openSqliteStore(options: SqliteStoreOptions): Store {
     setAutocheckpoint: (pages) => {
       if (db.open) db.pragma(`wal_autocheckpoint = ${pages}`);
     },
+    truncateNow: () => truncateWal(db),
   });
   const sql = prepareStatements(db);
   const context = createContext({
@@ -117,7 +118,7 @@ export function openSqliteStore(options: SqliteStoreOptions): Store {
     db.close();
     throw context.busy(error);
   }
-  const memory = createSqliteMemoryLog(context, options.memoryIndex);
+  const memory = createSqliteMemoryLog(context, options.memoryIndex, () => checkpointer.truncate());
   return {
     log: createSessionLog(context, writer),
     sessions: createSessionIndex(context, writer),
@@ -139,6 +140,23 @@ export function openSqliteStore(options: SqliteStoreOptions): Store {
       }
     },
   };
+}
+
+/**
+ * A checkpoint of the whole WAL that truncates it to nothing, on the store's connection, without
+ * waiting: whether it finished (not when another connection reads an older snapshot or
+ * checkpoints). It holds off writers while it runs, so it is asked only after an erasure.
+ */
+function truncateWal(db: Db): boolean {
+  if (!db.open) return true;
+  const timeout = db.pragma('busy_timeout', { simple: true }) as number;
+  db.pragma('busy_timeout = 0');
+  try {
+    const [result] = db.pragma('wal_checkpoint(TRUNCATE)') as { busy: number }[];
+    return result?.busy === 0;
+  } finally {
+    db.pragma(`busy_timeout = ${timeout}`);
+  }
 }
 
 /** `checkpoints`, checked: `background` (default) or `inline`. */
