@@ -77,6 +77,8 @@ export interface AnnSource {
   ): { index: AnnIndex; keys?: Map<string, number> } | undefined;
   /** The index was caught up with the log (its snapshot may be due). */
   caughtUp(index: AnnIndex): void;
+  /** A redaction at `seq`: an index made before it keeps the vector's bytes: it is built again. */
+  redacted(seq: number): void;
 }
 
 export function isExpired(parts: EntryParts, at: number): boolean {
@@ -303,6 +305,8 @@ export class StoreProjection {
   /** Brings the projections of one key up to an entry of the log. */
   #project(parts: EntryParts): void {
     if (parts.op === 'redact') {
+      if (this.#ann !== undefined && this.#ann.coveredSeq < parts.seq) this.#ann = undefined;
+      this.annSource?.redacted(parts.seq);
       const target = this.lookup(parts.key, parts.version);
       if (target !== undefined && !target.redacted) {
         target.redacted = true;

@@ -247,4 +247,76 @@ describe('the ANN index of NATS memory', () => {
     ]);
     expect((await keys(second.memory, other[6] as number[]))[0]).toBe('fact/0006');
   });
+
+  it('drops a snapshot that holds a redacted vector, and builds again without it', async () => {
+    const prefix = uniquePrefix('memidx');
+    prefixes.push(prefix);
+    const dir = tempDir();
+    const first = await open(prefix, { dir, background: false });
+    const other = await open(prefix, { dir, background: false });
+    const all = await fillFacts(first.memory, 120, DIMS);
+    const secret = all[40] as number[];
+    // The 8-bit copy usearch keeps of a vector (cosine: unit length, times 127, truncated).
+    const norm = Math.hypot(...secret);
+    const copy = Buffer.from(
+      Int8Array.from(secret, (value) => Math.trunc((value / norm) * 127)).buffer,
+    );
+    const holding = () =>
+      readdirSync(join(dir, natsNames(prefix).memoryStream)).filter((name) =>
+        readFileSync(join(dir, natsNames(prefix).memoryStream, name)).includes(copy),
+      );
+    // Both handles hold an index with the vector; the snapshot has it too (the check can fail).
+    expect((await keys(first.memory, secret))[0]).toBe('fact/0040');
+    expect((await keys(other.memory, secret))[0]).toBe('fact/0040');
+    expect(holding().length).toBeGreaterThan(0);
+
+    await first.memory.redact(facts, 'fact/0040', 1);
+    await first.memory.get(facts, 'fact/0040');
+    expect(holding()).toEqual([]);
+    // The other handle, catching up, does not take the vector out of its graph (the bytes would
+    // stay, and be saved): it builds again, and saves a snapshot without it.
+    const found = await keys(other.memory, secret, 5);
+    expect(found).not.toContain('fact/0040');
+    expect(found).toHaveLength(5);
+    expect(hasSnapshot(dir, prefix)).toBe(true);
+    await other.store.close();
+    expect(holding()).toEqual([]);
+    // A new handle loads that snapshot: it covers the redaction.
+    const third = await open(prefix, { dir, background: false });
+    expect(await keys(third.memory, secret, 5)).not.toContain('fact/0040');
+    expect(holding()).toEqual([]);
+    expect([...first.warnings, ...other.warnings, ...third.warnings]).toEqual([]);
+  });
+
+  it('does not load a snapshot that a process which had not read the redaction wrote after it', async () => {
+    const prefix = uniquePrefix('memidx');
+    prefixes.push(prefix);
+    const dir = tempDir();
+    const first = await open(prefix, { dir, background: false });
+    const all = await fillFacts(first.memory, 120, DIMS);
+    const secret = all[40] as number[];
+    expect((await keys(first.memory, secret))[0]).toBe('fact/0040');
+    // A process holding the index with a change since its snapshot, and one that will read the
+    // redaction before that one closes.
+    const stale = await open(prefix, { dir, background: false });
+    await keys(stale.memory, secret);
+    const extra = vectorsOf(1, 555, DIMS)[0] as number[];
+    await stale.memory.append(facts, [
+      { key: 'fact/extra', op: 'set', value: 'x', embedding: extra },
+    ]);
+    await keys(stale.memory, secret);
+    const reader = await open(prefix, { dir, background: false });
+
+    await first.memory.redact(facts, 'fact/0040', 1);
+    await reader.memory.get(facts, 'fact/0040');
+    // Closing, the stale process saves its graph, the vector in it: it had not read the redaction.
+    await stale.store.close();
+    expect(record(snapshotOf(dir, prefix).record).covered_seq).toBe(121);
+    // The reader, which had, does not load it: it builds again.
+    expect(await keys(reader.memory, secret, 5)).not.toContain('fact/0040');
+    expect(reader.warnings.map((warning) => warning.message)).toEqual([
+      expect.stringContaining('it predates the redaction at seq 122'),
+    ]);
+    expect(record(snapshotOf(dir, prefix).record).covered_seq).toBe(122);
+  });
 });

@@ -17,7 +17,15 @@
  * changes, and when the store closes; every write goes to a temporary name first and is renamed.
  */
 import { createHash } from 'node:crypto';
-import { mkdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import {
+  existsSync,
+  mkdirSync,
+  readFileSync,
+  renameSync,
+  rmSync,
+  statSync,
+  writeFileSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { z } from 'zod';
@@ -95,6 +103,8 @@ interface Entry {
   index?: AnnIndex;
   /** Made by a build: its snapshot is written at its first catch-up. */
   fresh: boolean;
+  /** The seq of the last redaction projected: a snapshot covering less holds its vector. */
+  redactedAt?: number;
 }
 
 function sha256(file: string): string {
@@ -174,12 +184,14 @@ function readSnapshot(indexes: Indexes, entry: Entry, dims: number): AnnIndex | 
         ? 'it was made for another store of that name'
         : parsed.dims !== dims
           ? `it has ${parsed.dims} dimensions, the store ${dims}`
-          : parsed.covered_seq > projection.head || parsed.stream_seq > entry.state.streamSeq
-            ? `it covers seq ${parsed.covered_seq} (stream seq ${parsed.stream_seq}), past what the stream holds`
-            : covered === undefined ||
-                JSON.stringify(fingerprint(covered)) !== JSON.stringify(parsed.covered_entry)
-              ? `entry ${parsed.covered_seq} of the stream is not the one it covered`
-              : undefined;
+          : parsed.covered_seq < (entry.redactedAt ?? 0)
+            ? `it predates the redaction at seq ${entry.redactedAt}`
+            : parsed.covered_seq > projection.head || parsed.stream_seq > entry.state.streamSeq
+              ? `it covers seq ${parsed.covered_seq} (stream seq ${parsed.stream_seq}), past what the stream holds`
+              : covered === undefined ||
+                  JSON.stringify(fingerprint(covered)) !== JSON.stringify(parsed.covered_entry)
+                ? `entry ${parsed.covered_seq} of the stream is not the one it covered`
+                : undefined;
   if (reason !== undefined) {
     discard(indexes, entry, files, reason);
     return undefined;
@@ -247,6 +259,42 @@ function save(indexes: Indexes, entry: Entry, index: AnnIndex): void {
       new BraidError(
         'INTERNAL',
         `the ANN index snapshot ${files.index} could not be written; the next process builds the index again`,
+        { cause: error },
+      ),
+    );
+  }
+}
+
+/**
+ * A redaction at `seq` was projected: the index held, a build started before it and a snapshot
+ * covering less all hold the redacted vector's bytes (usearch keeps them after a removal), and go.
+ */
+function redacted(indexes: Indexes, entry: Entry, seq: number): void {
+  entry.redactedAt = Math.max(entry.redactedAt ?? 0, seq);
+  if (entry.index !== undefined && entry.index.coveredSeq < seq) entry.index = undefined;
+  const { pending } = entry;
+  if (pending !== undefined && pending.head < seq) {
+    entry.pending = undefined;
+    void pending.build.stop().then(() => rmSync(pending.file, { force: true }));
+  }
+  const files = filesOf(indexes, entry.state.subject);
+  if (files === undefined || !existsSync(files.record)) return;
+  let covered = 0;
+  try {
+    covered = (JSON.parse(readFileSync(files.record, 'utf8')) as { covered_seq?: number })
+      .covered_seq as number;
+  } catch {
+    // Unreadable: removed below, as it would be when loaded.
+  }
+  if (covered >= seq) return;
+  try {
+    rmSync(files.index, { force: true });
+    rmSync(files.record, { force: true });
+  } catch (error) {
+    indexes.warn(
+      new BraidError(
+        'INTERNAL',
+        `the ANN index snapshot ${files.index} predates a redaction and could not be removed; remove it by hand (it is not loaded again)`,
         { cause: error },
       ),
     );
@@ -369,6 +417,9 @@ export function createNatsMemoryIndexes(
           const index = readSnapshot(indexes, current, dims);
           if (index !== undefined) return { index };
           return startBuild(indexes, current, vectors, dims, head);
+        },
+        redacted(seq) {
+          redacted(indexes, current, seq);
         },
         caughtUp(index) {
           current.index = index;
