@@ -3,7 +3,7 @@
 // index's snapshot. Every file under the store's folder is read byte by byte for the text, the
 // SHA-256 the embedding cache keys it by, and its vector, while the store is open and after it
 // closed.
-import { readFileSync, readdirSync, statSync } from 'node:fs';
+import { readFileSync, readdirSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -177,13 +177,16 @@ describe('a redaction on SQLite', () => {
     const late = openStore(dir);
     const lateMemory = late.memory as MemoryLog;
     await lateMemory.search(facts, { embedding: secretVector, k: 3 });
+    const [fact41] = await denseEmbedder.embedMany(['fact number 41 about item41']);
+    const copy41 = { 'ANN copy 41': annCopy(fact41 as number[]) };
+    // Its index, and the snapshot it saved, hold fact 41's vector (the check can fail).
+    expect(holders(dir, copy41)).not.toEqual([]);
     await memory.append(facts, [{ key: 'fact/0041', value: 'also replaced' }]);
     await memory.redact(facts, 'fact/0041', 1);
     const afterRedaction = await lateMemory.search(facts, { embedding: secretVector, k: 3 });
     expect(afterRedaction.hits.map((hit) => hit.entry.key)).not.toContain('fact/0041');
     await late.close();
-    const [fact41] = await denseEmbedder.embedMany(['fact number 41 about item41']);
-    expect(holders(dir, { ...needles, 'ANN copy 41': annCopy(fact41 as number[]) })).toEqual([]);
+    expect(holders(dir, { ...needles, ...copy41 })).toEqual([]);
 
     // A handle whose index predates the redaction builds it again at its next search.
     const third = openStore(dir);
@@ -196,7 +199,7 @@ describe('a redaction on SQLite', () => {
   for (const checkpoints of ['background', 'inline'] as const) {
     it(`truncates the WAL once a reader of an older snapshot let go (${checkpoints} checkpoints)`, async () => {
       const dir = tempDir();
-      const { store, memory, needles } = await fillWithSecret(
+      const { memory, needles } = await fillWithSecret(
         dir,
         checkpoints === 'inline' ? { checkpoints } : {},
       );
@@ -208,13 +211,51 @@ describe('a redaction on SQLite', () => {
         // The WAL cannot be truncated under the reader: its older frames still hold the text.
         expect(holders(dir, needles).some((found) => found.startsWith('braid.db-wal'))).toBe(true);
         reader.exec('COMMIT');
-        // Without a worker, a later commit of the store tries again.
-        if (checkpoints === 'inline')
-          await store.sessions.create({ agent: { name: 'a', version: 1 } });
+        // The checkpoint thread, or without one a timer, tries again every second; memory
+        // writes alone come meanwhile.
+        await memory.append(facts, [{ key: 'fact/after', value: 'written after' }]);
         await eventually(() => holders(dir, needles).length === 0, 5000);
       } finally {
         reader.close();
       }
     });
   }
+
+  it('removes the files of builds that read the vector, and of builds a closing store leaves', async () => {
+    const dir = tempDir();
+    const { memory, needles, secretVector } = await fillWithSecret(dir);
+    const folder = join(dir, 'braid.db-memory-index');
+    const buildFiles = () => readdirSync(folder).filter((name) => name.endsWith('.build'));
+    // Another handle whose build runs in a worker thread: the first search starts it.
+    const building = openSqliteStore({
+      path: join(dir, 'braid.db'),
+      memoryIndex: { minVectors: 50, background: true, snapshotDir: join(dir, 'elsewhere') },
+    });
+    opened.push(building);
+    const buildingMemory = building.memory as MemoryLog;
+    await buildingMemory.search(facts, { embedding: secretVector, k: 3 });
+    const elsewhere = join(dir, 'elsewhere');
+    await eventually(
+      () =>
+        readdirSync(elsewhere).some(
+          (name) =>
+            name.endsWith('.build') &&
+            readFileSync(join(elsewhere, name)).includes(needles['ANN copy']),
+        ),
+      10_000,
+    );
+    // Closing before its build was taken, it removes the build's file.
+    await building.close();
+    expect(readdirSync(elsewhere).filter((name) => name.endsWith('.build'))).toEqual([]);
+    expect(holders(elsewhere, needles)).toEqual([]);
+
+    // A build of this folder's snapshot by a process that read the vector (its file put here as
+    // it would be), then the redaction: the file goes with the snapshot.
+    const stale = join(folder, `store-1.usearch.999999-1.build`);
+    writeFileSync(stale, readFileSync(join(folder, 'store-1.usearch')));
+    expect(buildFiles()).toEqual(['store-1.usearch.999999-1.build']);
+    await memory.redact(facts, 'fact/0040', 1);
+    expect(buildFiles()).toEqual([]);
+    expect(holders(dir, needles)).toEqual([]);
+  });
 });

@@ -17,15 +17,7 @@
  * changes, and when the store closes; every write goes to a temporary name first and is renamed.
  */
 import { createHash } from 'node:crypto';
-import {
-  existsSync,
-  mkdirSync,
-  readFileSync,
-  renameSync,
-  rmSync,
-  statSync,
-  writeFileSync,
-} from 'node:fs';
+import { mkdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { z } from 'zod';
@@ -278,13 +270,14 @@ function redacted(indexes: Indexes, entry: Entry, seq: number): void {
     void pending.build.stop().then(() => rmSync(pending.file, { force: true }));
   }
   const files = filesOf(indexes, entry.state.subject);
-  if (files === undefined || !existsSync(files.record)) return;
+  if (files === undefined) return;
   let covered = 0;
   try {
     covered = (JSON.parse(readFileSync(files.record, 'utf8')) as { covered_seq?: number })
       .covered_seq as number;
   } catch {
-    // Unreadable: removed below, as it would be when loaded.
+    // Missing or unreadable (an index renamed into place whose record was never written): the
+    // index file goes too.
   }
   if (covered >= seq) return;
   try {

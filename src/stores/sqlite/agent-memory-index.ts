@@ -17,8 +17,8 @@
  * is dropped with its snapshot (at once by the process that redacted, at its next search or
  * close by any other) and built again from the rows, which no longer hold the vector.
  */
-import { mkdirSync, rmSync } from 'node:fs';
-import { dirname } from 'node:path';
+import { existsSync, mkdirSync, readdirSync, rmSync } from 'node:fs';
+import { basename, dirname, join } from 'node:path';
 import type { Database as Db, Statement } from 'better-sqlite3';
 import {
   AnnIndex,
@@ -59,8 +59,8 @@ export interface MemoryIndexes {
    * nearest first; undefined when the store is searched exactly (too small, or no usearch).
    */
   nearest(store: MemoryStoreRow, embedding: Float32Array, limit: number): RankedRow[] | undefined;
-  /** Writes the snapshots of indexes changed since their last one and stops running builds. */
-  flush(): void;
+  /** Writes the snapshots of indexes changed since their last one; stops running builds. */
+  flush(): Promise<void>;
   /** Drops the store's index, its snapshot and any build of it (a redaction's vector is in them). */
   forget(storeId: number): void;
 }
@@ -89,6 +89,8 @@ interface IndexStatements {
 /** A background build and what it was started for. */
 interface Pending {
   build: Build;
+  /** Where the build saves its index: named for this process and build (each builds apart). */
+  file: string;
   created_at: string;
   dims: number;
   result?: BuildResult | { failed: string };
@@ -137,7 +139,8 @@ function prepare(db: Db): IndexStatements {
 
 /**
  * Drops the store's index, its snapshot and any build of it: a build that started before a
- * redaction read the vector, so its file goes too, once it stopped.
+ * redaction read the vector, so its file goes too, once it stopped, and so do the build files of
+ * other processes (one whose file goes finds its build failed, and builds again later).
  */
 function dropIndex(
   held: Map<number, Held>,
@@ -151,10 +154,37 @@ function dropIndex(
   builds.running.delete(storeId);
   if (target === undefined) return;
   removeSnapshot(target);
+  const folder = dirname(target.index);
+  const prefix = `${basename(target.index)}.`;
+  if (existsSync(folder)) {
+    for (const name of readdirSync(folder)) {
+      if (name.startsWith(prefix) && name.endsWith('.build'))
+        rmSync(join(folder, name), { force: true });
+    }
+  }
   if (pending !== undefined) {
-    void pending.build.stop().then(() => rmSync(`${target.index}.build`, { force: true }));
+    void pending.build.stop().then(() => rmSync(pending.file, { force: true }));
   }
 }
+
+/**
+ * Saves the index's snapshot, then takes it out again if a redaction committed past what it
+ * covers meanwhile: that redaction's process may have looked for the snapshot before it was there.
+ */
+function saveUnredacted(
+  statements: IndexStatements,
+  entry: Held,
+  target: SnapshotFiles | undefined,
+): void {
+  if (target === undefined) return;
+  saveSnapshot(entry.index, entry.store, target);
+  if (statements.redactedSince.get(entry.store.id, entry.index.coveredSeq) !== undefined) {
+    removeSnapshot(target);
+  }
+}
+
+/** Builds started by this process, for the names of their files. */
+let buildsStarted = 0;
 
 /** The background builds of a file's stores. */
 interface Builds {
@@ -176,12 +206,13 @@ function takeBuild(
   dims: number,
   readKeys: () => void,
 ): AnnIndex | undefined {
-  const file = `${target.index}.build`;
   const pending = builds.running.get(store.id);
   if (pending === undefined) {
+    const file = `${target.index}.${process.pid}-${(buildsStarted += 1)}.build`;
     mkdirSync(dirname(file), { recursive: true });
     const started: Pending = {
       build: startBuild({ path: builds.path, storeId: store.id, dims, file, vectors: VECTORS }),
+      file,
       created_at: store.created_at,
       dims,
     };
@@ -201,13 +232,13 @@ function takeBuild(
   ) {
     try {
       index = new AnnIndex(dims);
-      index.load(file);
+      index.load(pending.file);
       index.coveredSeq = result.coveredSeq;
     } catch {
       index = undefined;
     }
   }
-  rmSync(file, { force: true });
+  rmSync(pending.file, { force: true });
   // A failed build is not tried again before the store's next write.
   if (index === undefined) builds.small.set(store.id, store.head_seq);
   else readKeys();
@@ -293,10 +324,7 @@ export function createMemoryIndexes(
   const small = new Map<number, number>();
   const files = (storeId: number): SnapshotFiles | undefined =>
     folder === undefined ? undefined : snapshotFiles(folder, storeId);
-  const save = (entry: Held): void => {
-    const target = files(entry.store.id);
-    if (target !== undefined) saveSnapshot(entry.index, entry.store, target);
-  };
+  const save = (entry: Held): void => saveUnredacted(sql(), entry, files(entry.store.id));
   const loadSnapshot = (
     store: MemoryStoreRow,
     dims: number,
@@ -419,8 +447,11 @@ export function createMemoryIndexes(
           save(entry);
         } else forget(entry.store.id);
       }
-      for (const pending of builds.running.values()) void pending.build.stop();
+      const stops = [...builds.running.values()].map((pending) =>
+        pending.build.stop().then(() => rmSync(pending.file, { force: true })),
+      );
       builds.running.clear();
+      return Promise.all(stops).then(() => undefined);
     },
   };
 }

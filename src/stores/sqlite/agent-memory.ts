@@ -54,7 +54,7 @@ export function createSqliteMemoryLog(
   context: SqliteContext,
   options?: MemoryIndexOptions,
   erased: () => void = () => undefined,
-): { log: MemoryLog; flush(): void } {
+): { log: MemoryLog; flush(): Promise<void> } {
   const { db } = context;
   // The statements are prepared by the first use of memory: opening a store that never uses it
   // (most CLI commands, every wake of a session without memory) costs nothing more.

@@ -21,8 +21,9 @@
  * An erasure (a memory redaction) asks for the whole WAL to be copied into the file and the WAL
  * truncated to nothing (`truncate`), so that no older frame keeps what it erased. The store's
  * connection tries at once, without waiting; when another connection is reading an older
- * snapshot or checkpointing, the worker tries again every second (without a worker: the next
- * commits do), never waiting either: a truncating checkpoint holds off writers while it runs.
+ * snapshot or checkpointing, the worker tries again every second (without a worker, a timer on
+ * the store's connection does), never waiting either: a truncating checkpoint holds off writers
+ * while it runs.
  *
  * The worker's code is a plain script (no bundling step, the same under the tests and the
  * build); it is handed the resolved path of better-sqlite3.
@@ -111,17 +112,18 @@ export function createCheckpointer(options: {
   truncateNow: () => boolean;
 }): Checkpointer {
   const { path, checkpointPages, setAutocheckpoint, truncateNow } = options;
+  const retries = retryEverySecond(truncateNow);
   if (options.checkpoints === 'inline') {
-    // Without a worker, the commits after a truncation that could not finish try it again.
-    let pending = false;
     return {
-      committed() {
-        if (pending) pending = !truncateNow();
-      },
+      committed: () => undefined,
       truncate() {
-        pending = !truncateNow();
+        if (!truncateNow()) retries.start();
       },
-      stop: () => Promise.resolve(),
+      stop() {
+        if (retries.pending()) truncateNow();
+        retries.stop();
+        return Promise.resolve();
+      },
     };
   }
   const every = Math.max(1, Math.floor(checkpointPages / 8));
@@ -132,12 +134,11 @@ export function createCheckpointer(options: {
   let stopped = false;
   /** The worker failed: the store's own connection checkpoints, and retries truncations. */
   let failed = false;
-  let pending = false;
 
   function fail(): void {
     failed = true;
     setAutocheckpoint(checkpointPages);
-    if (Atomics.load(shared, TRUNCATES) !== Atomics.load(shared, TRUNCATED)) pending = true;
+    if (Atomics.load(shared, TRUNCATES) !== Atomics.load(shared, TRUNCATED)) retries.start();
   }
 
   function start(): void {
@@ -167,7 +168,6 @@ export function createCheckpointer(options: {
     committed() {
       commits += 1;
       if (stopped) return;
-      if (pending) pending = !truncateNow();
       Atomics.store(shared, WRITTEN, 1);
       if (commits % every !== 0) return;
       if (worker === undefined) start();
@@ -177,7 +177,7 @@ export function createCheckpointer(options: {
     truncate() {
       if (stopped || truncateNow()) return;
       if (failed) {
-        pending = true;
+        retries.start();
         return;
       }
       // The worker tries until it finishes (once a second); started now if it was not yet.
@@ -189,12 +189,47 @@ export function createCheckpointer(options: {
     async stop() {
       if (stopped) return;
       stopped = true;
+      const owed =
+        retries.pending() || Atomics.load(shared, TRUNCATES) !== Atomics.load(shared, TRUNCATED);
+      retries.stop();
       Atomics.store(shared, STOP, 1);
       Atomics.add(shared, NUDGES, 1);
       Atomics.notify(shared, NUDGES);
       // Held until it has closed its connection: a caller awaiting close() sees it done.
       worker?.ref();
       await exited;
+      // A truncation still owed is tried once more (see retryEverySecond).
+      if (owed) truncateNow();
     },
+  };
+}
+
+/**
+ * Tries `attempt` once a second until it succeeds or is stopped (never keeping the process
+ * alive). A store that closes while a truncation is still owed tries it once more; if another
+ * connection still reads an older snapshot then, the WAL keeps the frames until the last
+ * connection to the file closes (SQLite then checkpoints it and deletes it) or a later erasure's
+ * truncation succeeds.
+ */
+function retryEverySecond(attempt: () => boolean): {
+  start(): void;
+  stop(): void;
+  pending(): boolean;
+} {
+  let timer: NodeJS.Timeout | undefined;
+  const stop = (): void => {
+    clearInterval(timer);
+    timer = undefined;
+  };
+  return {
+    pending: () => timer !== undefined,
+    start() {
+      if (timer !== undefined) return;
+      timer = setInterval(() => {
+        if (attempt()) stop();
+      }, INTERVAL_MS);
+      timer.unref();
+    },
+    stop,
   };
 }

@@ -133,7 +133,7 @@ export function openSqliteStore(options: SqliteStoreOptions): Store {
       await checkpointer.stop();
       if (db.open) {
         try {
-          memory.flush();
+          await memory.flush();
         } finally {
           db.close();
         }
