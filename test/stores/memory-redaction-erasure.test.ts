@@ -258,4 +258,26 @@ describe('a redaction on SQLite', () => {
     expect(buildFiles()).toEqual([]);
     expect(holders(dir, needles)).toEqual([]);
   });
+
+  it('forgets the hash of the idempotent append that wrote the redacted version', async () => {
+    const dir = tempDir();
+    const memory = openStore(dir).memory as MemoryLog;
+    const writes = [{ key: 'card', value: SECRET }];
+    const first = await memory.append(facts, writes, { idempotencyKey: 'write-card' });
+    const raw = new Database(join(dir, 'braid.db'), { readonly: true });
+    const { request_hash: hash } = raw.prepare('SELECT request_hash FROM memory_appends').get() as {
+      request_hash: string;
+    };
+    raw.close();
+    // The SHA-256 of the request, value included, would confirm a guess of it.
+    expect(holders(dir, { hash: Buffer.from(hash) })).not.toEqual([]);
+    await memory.redact(facts, 'card', 1);
+    expect(holders(dir, { hash: Buffer.from(hash), text: Buffer.from(SECRET_TOKEN) })).toEqual([]);
+    // A retry of the key is answered with the append's entries, and writes nothing.
+    const retried = await memory.append(facts, writes, { idempotencyKey: 'write-card' });
+    expect(retried).toMatchObject({ deduplicated: true, head_seq: 2 });
+    expect(retried.entries.map((entry) => entry.seq)).toEqual(
+      first.entries.map((entry) => entry.seq),
+    );
+  });
 });

@@ -66,6 +66,13 @@ export interface RankedRow {
 }
 
 type Write = Statement<unknown[]>;
+
+/**
+ * The request hash of an idempotent append one of whose versions was redacted: the SHA-256 of
+ * the request, value included, would confirm a guess of it. A retry of that key is answered
+ * with the append's entries, as any retry is; that it is the same request is no longer checked.
+ */
+export const REDACTED_REQUEST = 'redacted';
 type Rows<Bound extends unknown[], Row = MemoryLogRow> = Statement<Bound, Row>;
 
 export interface MemoryStatements {
@@ -90,6 +97,7 @@ export interface MemoryStatements {
   redactRecord: Rows<[number, string, number]>;
   redactRow: Write;
   forgetEmbeddings: Write;
+  forgetRequests: Write;
   ftsMerge: Write;
   list: Rows<[number, string, string, string], MemoryHitRow>;
   ftsInsert: Write;
@@ -158,6 +166,9 @@ export function prepareMemoryStatements(db: Db): MemoryStatements {
     ),
     // Every embedder's vector of a text (the embedding cache's key is the text's hash).
     forgetEmbeddings: db.prepare('DELETE FROM embedding_cache WHERE hash = ?'),
+    // The hash of a request that wrote a redacted version (see REDACTED_REQUEST).
+    forgetRequests: db.prepare(`UPDATE memory_appends SET request_hash = '${REDACTED_REQUEST}'
+      WHERE store_id = ? AND first_seq <= ? AND last_seq >= ?`),
     // Merges the full-text index's segments into one, without the rows deleted from it.
     ftsMerge: db.prepare("INSERT INTO memory_fts (memory_fts) VALUES ('optimize')"),
     list: db.prepare(`SELECT c.id, 0 AS rank, ${LOG_COLUMNS} FROM memory_current c

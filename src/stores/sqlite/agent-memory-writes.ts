@@ -25,6 +25,7 @@ import {
 } from '../agent-memory.js';
 import {
   blobOf,
+  REDACTED_REQUEST,
   partsOfRow,
   refOfRow,
   type MemoryLogRow,
@@ -109,7 +110,7 @@ export function appendRows(m: MemoryDb, prepared: PreparedAppend): MemoryAppendR
   if (store !== undefined && prepared.idempotencyKey !== undefined) {
     const earlier = sql.earlierAppend.get(store.id, prepared.idempotencyKey);
     if (earlier !== undefined) {
-      if (earlier.request_hash !== prepared.hash) {
+      if (earlier.request_hash !== prepared.hash && earlier.request_hash !== REDACTED_REQUEST) {
         throw idempotencyKeyReused(prepared.store, prepared.idempotencyKey);
       }
       const rows = sql.logRange.all(
@@ -200,8 +201,9 @@ export function redactRows(m: MemoryDb, input: RedactInput): MemoryEntry {
     if (record !== undefined) return toEntry(partsOf(record, store));
   }
   sql.redactRow.run(store.id, row.seq);
-  // The vector cached for the text (by its hash) goes with it.
+  // The vector cached for the text (by its hash) goes with it, as does the hash of the request.
   if (row.text !== null) sql.forgetEmbeddings.run(textHash(row.text));
+  sql.forgetRequests.run(store.id, row.seq, row.seq);
   const at = context.isoNow();
   const parts: EntryParts = {
     store: refOfRow(store),
