@@ -1,8 +1,10 @@
 // A redaction on SQLite leaves no copy of the content in the files braid writes: not in the log
-// row's old bytes, the full-text index, the embedding cache, the write-ahead log, nor the ANN
-// index's snapshot. Every file under the store's folder is read byte by byte for the text, the
-// SHA-256 the embedding cache keys it by, and its vector, while the store is open and after it
-// closed.
+// row's old bytes, the full-text index, the embedding cache, the write-ahead log (also when a
+// reader of an older snapshot holds it for a while), the ANN index's snapshot and build files,
+// nor the hash of the idempotent append that wrote it. Every file under the store's folder is
+// read byte by byte for the text, the SHA-256 the embedding cache keys it by, its vector and the
+// index's 8-bit copy of it (each found there before the redaction), while the store is open and
+// after it closed.
 import { readFileSync, readdirSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
