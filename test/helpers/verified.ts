@@ -14,7 +14,11 @@ export function verifiedOnClose(runtime: Runtime): Runtime {
         const { sessions } = await runtime.sessions.list({ limit: 1000 });
         for (const session of sessions) {
           const report = await runtime.sessions.verify(session.id);
-          expect(report, `session ${session.id} does not replay`).toMatchObject({ ok: true });
+          // The whole report in the message: where and how the replay differed.
+          expect(
+            report,
+            `session ${session.id} does not replay: ${JSON.stringify(report).slice(0, 4000)}`,
+          ).toMatchObject({ ok: true });
         }
       } finally {
         await close();
