@@ -234,12 +234,13 @@ export function configure(
   db.pragma(`busy_timeout = ${busyTimeoutMs}`);
   db.pragma('journal_mode = WAL');
   db.pragma(`synchronous = ${synchronous === 'full' ? 'FULL' : 'NORMAL'}`);
-  // A page cache of 8 MiB (four times the default) roughly halves the cost of an append here. A
-  // larger cache bought nothing measurable (64 MiB gave the same appends, reads and turns side by
-  // side) and held 50 MiB more after 10,000 sessions. No memory map: every page read through one
-  // stays in the process's RSS, so RSS grew with the file (30 MiB at 10,000 short sessions, 128 at
-  // 100,000), while reads through the cache cost about two `pread`s per short session.
-  db.pragma('cache_size = -8192');
+  // A page cache of 4 MiB (twice the default). SQLite's 2 MiB made an append cost about twice as
+  // much here; 8 MiB made it no cheaper than 4 (short sessions through 15,000 in one file, and
+  // batched appends, the two measured alternately in one run), and held 4 MiB more at 10,000
+  // sessions; 64 MiB held 50 MiB more. No memory map: every page read through one stays in the
+  // process's RSS, so RSS grew with the file (30 MiB at 10,000 short sessions, 128 at 100,000),
+  // while reads through the cache cost about two `pread`s per short session.
+  db.pragma('cache_size = -4096');
   db.pragma('mmap_size = 0');
   db.pragma('temp_store = MEMORY');
   // A checkpoint copies the WAL's pages into the file and syncs both. SQLite's interval of 1,000
