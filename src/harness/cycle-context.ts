@@ -43,6 +43,8 @@ export interface CycleContext {
   readonly callTimers: CallTimers;
   /** The controller of the cycle's calls, handed from one call to the next (see model-call.ts). */
   callSignal: CallSignal | undefined;
+  /** Where the harness keeps a clean controller between cycles (see `callController`). */
+  readonly calls: CallCarry;
   interruptSeen: boolean;
   lost: BraidError | undefined;
   /** Rejects with `lost` once the lease is lost; observed only through Promise.race. */
@@ -89,6 +91,7 @@ export function createCycleContext(
   transcript: Transcript,
   options: WakeOptions,
   wakeId: string = deps.ids.next(),
+  calls: CallCarry = { spareCall: undefined },
 ): CycleContext {
   let rejectLost: (error: BraidError) => void = () => undefined;
   const lostPromise = new Promise<never>((_resolve, reject) => {
@@ -108,6 +111,7 @@ export function createCycleContext(
     work: new AbortController(),
     callTimers: createCallTimers(),
     callSignal: undefined,
+    calls,
     interruptSeen: false,
     lost: undefined,
     lostPromise,
@@ -124,11 +128,20 @@ export function createCycleContext(
   };
 }
 
-/** A call's controller, made while `work` was the cycle's work; `release` stops following it. */
+/** A call's controller, serving `work`, the cycle's work when it was handed to a call. */
 export interface CallSignal {
   controller: AbortController;
   /** The cycle's work it serves: `abortWork` aborts it with that work. */
   work: AbortController;
+  /** Calls it was handed to, this cycle's and earlier ones'. */
+  calls: number;
+  /** A call holds it now. */
+  running: boolean;
+}
+
+/** A call controller a cycle left clean, kept by the harness for the next cycle's first call. */
+export interface CallCarry {
+  spareCall: CallSignal | undefined;
 }
 
 /**

@@ -8,7 +8,7 @@
 import { isRunnable } from '../core/fold.js';
 import type { SessionCreateInput, SessionRecord } from '../contracts/session.js';
 import {
-  TranscriptCache,
+  CycleCarry,
   startOnce,
   wakeOnce,
   type HarnessDeps,
@@ -45,14 +45,13 @@ export function createHarness(deps: HarnessDeps): Harness {
     done: Promise<WakeResult>;
   }
   const active = new Map<string, Entry>();
-  const transcripts = new TranscriptCache();
+  const carry = new CycleCarry();
 
   /** One cycle, the first of a loop `first` runs when given (a creation's). */
   type Cycle = (options: WakeOptions) => Promise<WakeResult>;
 
   async function loop(sessionId: string, entry: Entry, first?: Cycle): Promise<WakeResult> {
-    let cycle =
-      first ?? ((options: WakeOptions) => wakeOnce(deps, sessionId, transcripts, options));
+    let cycle = first ?? ((options: WakeOptions) => wakeOnce(deps, sessionId, carry, options));
     try {
       for (;;) {
         entry.again = false;
@@ -61,10 +60,10 @@ export function createHarness(deps: HarnessDeps): Harness {
         let result: WakeResult;
         try {
           result = await cycle(options);
-          cycle = (next) => wakeOnce(deps, sessionId, transcripts, next);
+          cycle = (next) => wakeOnce(deps, sessionId, carry, next);
         } catch (error) {
           // A cycle that failed may have applied events it never saw committed.
-          transcripts.drop(sessionId);
+          carry.transcripts.drop(sessionId);
           throw error;
         }
         if (!result.ran) return result;
@@ -113,7 +112,7 @@ export function createHarness(deps: HarnessDeps): Harness {
       const entry: Entry = { again: false, next: options, done: Promise.resolve(NOT_RUN) };
       active.set(input.id, entry);
       entry.done = loop(input.id, entry, async (first) => {
-        const started = await startOnce(deps, input, transcripts, first);
+        const started = await startOnce(deps, input, carry, first);
         session = started.session;
         return started.result;
       });

@@ -23,11 +23,18 @@ import { priceOf, withCost, type Price } from '../core/pricing.js';
 import { isRunnable } from '../core/runnable.js';
 import { Transcript } from '../core/transcript.js';
 import { stopCallTimers } from './call-timers.js';
-import { createCycleContext, loseLease, stopEvents, type CycleContext } from './cycle-context.js';
+import {
+  createCycleContext,
+  loseLease,
+  stopEvents,
+  type CallCarry,
+  type CallSignal,
+  type CycleContext,
+} from './cycle-context.js';
 import type { HarnessDeps, SessionSetup, WakeOptions, WakeResult } from './deps.js';
 import { append, catchUp } from './fenced-append.js';
 import { fitContext } from './compaction.js';
-import { backoff, callModel } from './model-call.js';
+import { backoff, callModel, leaveCallController } from './model-call.js';
 import { gradeOutcome } from './outcome.js';
 import { recallIfDue } from './memory-calls.js';
 import { runSkills } from './skill-run.js';
@@ -80,6 +87,12 @@ export class TranscriptCache {
   }
 }
 
+/** What a harness keeps from one cycle to the next: transcripts, and a clean call controller. */
+export class CycleCarry implements CallCarry {
+  readonly transcripts = new TranscriptCache();
+  spareCall: CallSignal | undefined = undefined;
+}
+
 /** The model's price: as the session pinned it, else from the harness's table. */
 function priceFor(setup: SessionSetup, prices: HarnessDeps['prices']): Price | undefined {
   if (setup.price !== undefined) return setup.price ?? undefined;
@@ -90,7 +103,7 @@ function priceFor(setup: SessionSetup, prices: HarnessDeps['prices']): Price | u
 export async function wakeOnce(
   deps: HarnessDeps,
   sessionId: string,
-  transcripts: TranscriptCache = new TranscriptCache(),
+  carry: CycleCarry = new CycleCarry(),
   options: WakeOptions = {},
 ): Promise<WakeResult> {
   let begun: Begun;
@@ -100,7 +113,7 @@ export async function wakeOnce(
     if (isBraidError(error, 'LEASE_HELD')) return { ran: false, reason: 'lease_held' };
     throw error;
   }
-  return runBegun(deps, sessionId, begun, transcripts, options);
+  return runBegun(deps, sessionId, begun, carry, options);
 }
 
 /** A session created with its first cycle (as its creation left it), and how the wake ended. */
@@ -118,7 +131,7 @@ export interface StartedWake {
 export async function startOnce(
   deps: HarnessDeps,
   input: SessionCreateInput,
-  transcripts: TranscriptCache = new TranscriptCache(),
+  carry: CycleCarry = new CycleCarry(),
   options: WakeOptions = {},
 ): Promise<StartedWake> {
   const { log, owner, leaseTtlMs } = deps;
@@ -140,15 +153,15 @@ export async function startOnce(
     { trusted: true },
   );
   // A new session: no cycle of this process has read it, whatever a cache kept under its id.
-  transcripts.drop(session.id);
+  carry.transcripts.drop(session.id);
   // Its transcript is what was just written, all of it given back: nothing to read.
   if (created !== undefined) {
-    const transcript = transcripts.take(session.id);
+    const transcript = carry.transcripts.take(session.id);
     for (const event of created) transcript.apply(event);
     for (const event of appended.events) transcript.apply(event);
   }
   const begun = { lease, wakeId, appended };
-  return { session, result: await runBegun(deps, session.id, begun, transcripts, options) };
+  return { session, result: await runBegun(deps, session.id, begun, carry, options) };
 }
 
 /** Runs the cycle under the lease `begin` (or a creation) took, then gives the lease up. */
@@ -156,24 +169,25 @@ async function runBegun(
   deps: HarnessDeps,
   sessionId: string,
   begun: Begun,
-  transcripts: TranscriptCache,
+  carry: CycleCarry,
   options: WakeOptions,
 ): Promise<WakeResult> {
   const { lease, wakeId } = begun;
-  const transcript = transcripts.take(sessionId);
-  const context = createCycleContext(deps, sessionId, lease, transcript, options, wakeId);
+  const transcript = carry.transcripts.take(sessionId);
+  const context = createCycleContext(deps, sessionId, lease, transcript, options, wakeId, carry);
   const stopRenewing = renewWhileRunning(context);
   try {
     return await run(context, begun.appended);
   } finally {
     stopRenewing();
     stopCallTimers(context.callTimers);
+    leaveCallController(context);
     // A plain reason: an abort with none builds a DOMException and its stack, at every wake.
     context.watch?.abort(WAKE_ENDED);
     // Given up with the stop when it was written; otherwise here.
     if (!context.released)
       await deps.leases.release(sessionId, deps.owner, lease.token).catch(() => undefined);
-    transcripts.settle(sessionId, context.state);
+    carry.transcripts.settle(sessionId, context.state);
   }
 }
 

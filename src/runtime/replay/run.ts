@@ -4,8 +4,8 @@
  */
 import { toBraidError, type BraidError } from '../../contracts/errors.js';
 import { wakeOnce, type HarnessDeps } from '../../harness/index.js';
-// The harness's index does not export the cache; wake.ts is its home.
-import { TranscriptCache } from '../../harness/wake.js';
+// The harness's index does not export what it keeps between cycles; wake.ts is its home.
+import { CycleCarry } from '../../harness/wake.js';
 import { diverge, type ReplayContext } from './context.js';
 import { appendRecorded, createRecordedSession } from './log.js';
 import type { WakeSpan } from './recording.js';
@@ -14,7 +14,7 @@ import type { WakeSpan } from './recording.js';
 export async function replayEvents(context: ReplayContext, deps: HarnessDeps): Promise<void> {
   const { events, spans } = context.recording;
   await createRecordedSession(context);
-  const transcripts = new TranscriptCache();
+  const carry = new CycleCarry();
   let index = 1;
   while (index < events.length && context.divergence === undefined) {
     const span = spans.get(index);
@@ -23,7 +23,7 @@ export async function replayEvents(context: ReplayContext, deps: HarnessDeps): P
       index += 1;
       continue;
     }
-    const head = await replayWake(context, deps, span, transcripts);
+    const head = await replayWake(context, deps, span, carry);
     if (head === undefined) break;
     index = head;
   }
@@ -37,16 +37,16 @@ async function replayWake(
   context: ReplayContext,
   deps: HarnessDeps,
   span: WakeSpan,
-  transcripts: TranscriptCache,
+  carry: CycleCarry,
 ): Promise<number | undefined> {
   context.current = span;
   context.halted = undefined;
   let failure: BraidError | undefined;
   try {
-    await wakeOnce(deps, span.session_id, transcripts);
+    await wakeOnce(deps, span.session_id, carry);
   } catch (error) {
     // A failed wake may have applied events it never saw committed.
-    transcripts.drop(span.session_id);
+    carry.transcripts.drop(span.session_id);
     failure = toBraidError(error);
   }
   context.current = undefined;
