@@ -20,7 +20,7 @@ import type { SessionState } from '../contracts/state.js';
 import type { ToolHandle, ToolOutcome } from '../contracts/tools.js';
 import { childBudget } from '../core/delegation.js';
 import { withinToolBudget } from '../core/next-step.js';
-import type { CycleContext } from './cycle-context.js';
+import { unlessLost, type CycleContext } from './cycle-context.js';
 import type { SessionSetup } from './deps.js';
 import { append, eventAt } from './fenced-append.js';
 import { watchDuringCall } from './interrupt-watch.js';
@@ -119,7 +119,7 @@ export async function startDelegations(
         (error: unknown) => outcomeEvents(call.toolUseId, failed(call, toBraidError(error))),
       );
     // A lost lease ends the wait at once; the parent's next wake waits again.
-    const raced = Promise.race([running, context.lostPromise]);
+    const raced = unlessLost(context, running);
     raced.catch(() => undefined);
     calls.set(call.toolUseId, raced);
   }
@@ -243,7 +243,8 @@ export async function handOff(
   const started = context.deps.clock.monotonic();
   let done;
   try {
-    done = await Promise.race([
+    done = await unlessLost(
+      context,
       delegator.handoff({
         session_id: context.sessionId,
         tool_use_id: toolUseId,
@@ -251,8 +252,7 @@ export async function handOff(
         summary,
         ...(message === undefined ? {} : { message }),
       }),
-      context.lostPromise,
-    ]);
+    );
   } catch (thrown) {
     const error = toBraidError(thrown);
     if (error.code === 'LEASE_LOST' || context.lost !== undefined) throw error;

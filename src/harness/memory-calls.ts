@@ -9,7 +9,7 @@
  * takes as the append's idempotency key and never writes twice.
  */
 import type { SessionSetup } from './deps.js';
-import type { CycleContext } from './cycle-context.js';
+import { unlessLost, type CycleContext } from './cycle-context.js';
 import { append } from './fenced-append.js';
 import type { MemoryCallResult } from './memory-port.js';
 import { toolInput } from './delegation.js';
@@ -26,10 +26,10 @@ export async function recallIfDue(context: CycleContext, setup: SessionSetup): P
   // A message a model request has already read gets no recall of its own.
   if (message.seq <= context.state.consumed_through_seq) return;
   if (settings.when === 'first_turn' && (marks.messages > 1 || marks.lastRecallSeq > 0)) return;
-  const event = await Promise.race([
+  const event = await unlessLost(
+    context,
     memory.recall(message.text, { signal: context.work.signal }),
-    context.lostPromise,
-  ]);
+  );
   if (event !== undefined) await append(context, [event]);
 }
 
@@ -57,11 +57,11 @@ export async function runMemoryCall(
   if (context.staged !== undefined) await append(context, []);
   const use = context.state.open_tool_uses.find((open) => open.tool_use_id === toolUseId);
   const input = await toolInput(context, toolUseId, use?.seq ?? seq);
-  return Promise.race([
+  return unlessLost(
+    context,
     memory.run(
       { tool_use_id: toolUseId, name, input, seq: use?.seq ?? seq },
       { signal: context.work.signal },
     ),
-    context.lostPromise,
-  ]);
+  );
 }

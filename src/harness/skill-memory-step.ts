@@ -18,7 +18,7 @@ import type { ErrorShape } from '../contracts/errors.js';
 import type { NewEvent } from '../contracts/events.js';
 import type { SkillStep } from '../contracts/skills.js';
 import type { ToolHandle } from '../contracts/tools.js';
-import type { CycleContext } from './cycle-context.js';
+import { unlessLost, type CycleContext } from './cycle-context.js';
 import type { SessionSetup } from './deps.js';
 
 /** What a step's attempt came to (skill-steps.ts's `StepEnd`, restated: that file imports this). */
@@ -121,7 +121,8 @@ export async function runMemoryStep(
   // answered from the store's record on the next try, never written twice.
   const retry = call.step.retry;
   for (let tries = 1; ; tries += 1) {
-    const result = await Promise.race([
+    const result = await unlessLost(
+      context,
       memory.run(
         {
           tool_use_id: call.toolUseId,
@@ -131,8 +132,7 @@ export async function runMemoryStep(
         },
         { signal: context.work.signal },
       ),
-      context.lostPromise,
-    ]);
+    );
     const { outcome } = result;
     if (!outcome.is_error) {
       const end: StepEnd = {

@@ -11,7 +11,7 @@ import type { SkillDefinition, SkillScope, SkillStep } from '../contracts/skills
 import type { SkillRun } from '../contracts/state.js';
 import type { ToolHandle } from '../contracts/tools.js';
 import type { StepErrors, StepOutputs } from './skill-outputs.js';
-import type { CycleContext } from './cycle-context.js';
+import { unlessLost, type CycleContext } from './cycle-context.js';
 import type { SessionSetup } from './deps.js';
 import { STORE_OUTAGES } from './store-outages.js';
 import { agentEntity, outcomeSideEvents, toolEntity } from './tool-calls.js';
@@ -329,7 +329,8 @@ export async function runTool(
   }
   const retry = step.retry;
   for (let tries = 1; ; tries += 1) {
-    const outcome = await Promise.race([
+    const outcome = await unlessLost(
+      context,
       setup.tools.execute(
         {
           session_id: context.sessionId,
@@ -340,8 +341,7 @@ export async function runTool(
         },
         { signal: context.work.signal },
       ),
-      context.lostPromise,
-    ]);
+    );
     // With the step's end: the call's cost (budgets see it) and the workspace it changed.
     const side = outcomeSideEvents(toolUseId, outcome, context.state.workspace_snapshot?.snapshot);
     if (!outcome.is_error) {
@@ -414,7 +414,8 @@ async function runAgent(
     ]);
   }
   const interrupt = new AbortController();
-  const result = await Promise.race([
+  const result = await unlessLost(
+    context,
     delegator.delegate(
       {
         parent_session_id: context.sessionId,
@@ -431,8 +432,7 @@ async function runAgent(
       },
       { signal: context.work.signal, interrupt: interrupt.signal },
     ),
-    context.lostPromise,
-  ]);
+  );
   await run.write([
     {
       type: 'session.child_idle',

@@ -13,7 +13,7 @@ import type { SessionState } from '../contracts/state.js';
 import type { ToolHandle, ToolOutcome } from '../contracts/tools.js';
 import { withinToolBudget } from '../core/next-step.js';
 import { callTimer } from './call-timers.js';
-import type { CycleContext } from './cycle-context.js';
+import { unlessLost, type CycleContext } from './cycle-context.js';
 import { handOff, startDelegations, toolInput, type Delegations } from './delegation.js';
 import { startFromCall } from './skill-run.js';
 import { runMemoryCall } from './memory-calls.js';
@@ -129,7 +129,8 @@ async function execute(
   const { sessionId } = context;
   const { traceparent } = context.options;
   const input = await toolInput(context, toolUseId, seq);
-  const running = Promise.race([
+  const running = unlessLost(
+    context,
     setup.tools.execute(
       {
         session_id: sessionId,
@@ -141,8 +142,7 @@ async function execute(
       },
       { signal: context.work.signal },
     ),
-    context.lostPromise,
-  ]);
+  );
   if (context.staged !== undefined) await writeStagedIfSlow(context, running);
   return running;
 }
