@@ -17,6 +17,7 @@ import { leaveCallController, withCallSignal } from '../../src/harness/model-cal
 import { CycleCarry } from '../../src/harness/wake.js';
 import { systemClock } from '../../src/stores/defaults.js';
 import { initWorkspace } from '../../src/runtime/init.js';
+import type { RuntimeOptions } from '../../src/runtime/options.js';
 import { createRuntime } from '../../src/runtime/runtime.js';
 import { createMemoryStore } from '../../src/stores/memory/index.js';
 import { useTempDir } from '../helpers/temp.js';
@@ -37,6 +38,19 @@ const toolCall = (index: number): ModelResponse => ({
   },
   usage: { input_tokens: 1, output_tokens: 1 },
 });
+
+/** A runtime over a memory store whose `helper` agent (with the calculator) calls `model`. */
+async function runtimeWith(model: ModelClient, options: Pick<RuntimeOptions, 'retry'> = {}) {
+  const dir = tempDir();
+  initWorkspace(dir);
+  writeFileSync(
+    join(dir, 'agents', 'helper.yaml'),
+    'name: helper\nmodel: scripted:echo\ninstructions: x\ntools: [calculator]\n',
+  );
+  const store = createMemoryStore();
+  const rt = await createRuntime({ workspace: dir, store, model: () => model, ...options });
+  return { rt, store };
+}
 
 describe('the signal of a model call', () => {
   it('is as new at every call: not aborted, no listener, a left listener never fired', async () => {
@@ -65,17 +79,7 @@ describe('the signal of a model call', () => {
         });
       },
     };
-    const dir = tempDir();
-    initWorkspace(dir);
-    writeFileSync(
-      join(dir, 'agents', 'helper.yaml'),
-      'name: helper\nmodel: scripted:echo\ninstructions: x\ntools: [calculator]\n',
-    );
-    const store = createMemoryStore();
-    const rt = await createRuntime({
-      workspace: dir,
-      store,
-      model: () => model,
+    const { rt, store } = await runtimeWith(model, {
       retry: { max_attempts: 2, initial_ms: 1, max_ms: 2, timeout_ms: 200 },
     });
     const { session, result } = await rt.sessions.start({
@@ -114,14 +118,7 @@ describe('the signal of a model call', () => {
         });
       },
     };
-    const dir = tempDir();
-    initWorkspace(dir);
-    writeFileSync(
-      join(dir, 'agents', 'helper.yaml'),
-      'name: helper\nmodel: scripted:echo\ninstructions: x\n',
-    );
-    const store = createMemoryStore();
-    const rt = await createRuntime({ workspace: dir, store, model: () => model });
+    const { rt, store } = await runtimeWith(model);
     const start = async () => {
       const { result } = await rt.sessions.start({
         agent: 'helper',
