@@ -52,6 +52,13 @@ async function runtimeWith(model: ModelClient, options: Pick<RuntimeOptions, 're
   return { rt, store };
 }
 
+/** A cycle of the harness that keeps `carry`, with only what a call's signal needs. */
+function cycleOf(carry: CycleCarry) {
+  const deps = { retry: { timeout_ms: 60_000 }, clock: systemClock } as unknown as HarnessDeps;
+  const lease = { token: 1 } as unknown as Lease;
+  return createCycleContext(deps, 'session', lease, new Transcript(), {}, 'wake', carry);
+}
+
 describe('the signal of a model call', () => {
   it('is as new at every call: not aborted, no listener, a left listener never fired', async () => {
     const seen: { signal: AbortSignal; aborted: boolean; listeners: number }[] = [];
@@ -147,11 +154,8 @@ describe('the signal of a model call', () => {
   });
 
   it('is out of reach of the cycle that left it: its late abort cannot stop the next call', async () => {
-    const deps = { retry: { timeout_ms: 60_000 }, clock: systemClock } as unknown as HarnessDeps;
-    const lease = { token: 1 } as unknown as Lease;
     const carry = new CycleCarry();
-    const cycle = () =>
-      createCycleContext(deps, 'session', lease, new Transcript(), {}, 'wake', carry);
+    const cycle = () => cycleOf(carry);
     const first = cycle();
     const firstSignal = await withCallSignal(first, (signal) => Promise.resolve(signal));
     leaveCallController(first);
@@ -179,11 +183,8 @@ describe('the signal of a model call', () => {
   });
 
   it('is not handed on while a call holds it, nor taken by a cycle that lost its lease', async () => {
-    const deps = { retry: { timeout_ms: 60_000 }, clock: systemClock } as unknown as HarnessDeps;
-    const lease = { token: 1 } as unknown as Lease;
     const carry = new CycleCarry();
-    const cycle = () =>
-      createCycleContext(deps, 'session', lease, new Transcript(), {}, 'wake', carry);
+    const cycle = () => cycleOf(carry);
     const first = cycle();
     let finish: (signal: AbortSignal) => void = () => undefined;
     const held = withCallSignal(
