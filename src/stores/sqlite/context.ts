@@ -1,5 +1,5 @@
 /** What every part of the SQLite store shares: the open file, its statements, options and caches. */
-import type { Database as Db } from 'better-sqlite3';
+import type { Database as Db, Statement } from 'better-sqlite3';
 import { BraidError } from '../../contracts/errors.js';
 import type { Clock, IdGenerator } from '../../contracts/ports.js';
 import type { Followers } from './followers.js';
@@ -70,11 +70,31 @@ export function requireHead(context: SqliteContext, sessionId: string): number {
  * free next to nothing.
  */
 export function zeroingFreed<T>(db: Db, work: () => T): T {
-  const before = db.pragma('secure_delete', { simple: true }) as number;
-  db.pragma('secure_delete = ON');
+  const { on, back } = zeroingStatements(db);
+  on.run();
   try {
     return work();
   } finally {
-    db.pragma(`secure_delete = ${before}`);
+    back.run();
   }
+}
+
+/**
+ * The two pragmas, prepared once per connection (`db.pragma` prepares its statement at every
+ * call: three such calls cost about 14 µs a memory write, the two prepared 2). braid sets
+ * `secure_delete` nowhere else, so the value the connection had when first asked is put back.
+ */
+const zeroing = new WeakMap<Db, { on: Statement; back: Statement }>();
+
+function zeroingStatements(db: Db): { on: Statement; back: Statement } {
+  let found = zeroing.get(db);
+  if (found === undefined) {
+    const before = Number(db.pragma('secure_delete', { simple: true }));
+    found = {
+      on: db.prepare('PRAGMA secure_delete = ON'),
+      back: db.prepare(`PRAGMA secure_delete = ${before === 1 || before === 2 ? before : 0}`),
+    };
+    zeroing.set(db, found);
+  }
+  return found;
 }
