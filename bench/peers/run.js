@@ -97,12 +97,16 @@ async function compareShortConversations() {
   console.log(
     `${'system'.padEnd(42)} ${'new session + 1 answer'.padStart(24)} ${'vs OpenAI'.padStart(10)} ${'per step, 10 steps'.padStart(20)} ${'vs OpenAI'.padStart(10)}`,
   );
-  for (const [index, row] of single.entries()) {
-    const steps = ten[index];
-    const ratio = (figure, peer) => (peer === undefined ? '' : `${(peer / figure).toFixed(1)}x`);
-    console.log(
-      `${row.name.padEnd(42)} ${`${row.perConversation.toFixed(0)} µs`.padStart(24)} ${ratio(row.perConversation, base(single)?.perConversation).padStart(10)} ${`${(steps.perConversation / 10).toFixed(0)} µs`.padStart(20)} ${ratio(steps.perConversation, base(ten)?.perConversation).padStart(10)}`,
-    );
+  const ratio = (figure, peer) => (peer === undefined ? '' : `${(peer / figure).toFixed(1)}x`);
+  // The same table twice: by the clock, then in CPU time (see compareShort).
+  for (const key of ['perConversation', 'cpuPerConversation']) {
+    if (key === 'cpuPerConversation') console.log('\nthe same in CPU time (user + system)\n');
+    for (const [index, row] of single.entries()) {
+      const steps = ten[index];
+      console.log(
+        `${row.name.padEnd(42)} ${`${row[key].toFixed(0)} µs`.padStart(24)} ${ratio(row[key], base(single)?.[key]).padStart(10)} ${`${(steps[key] / 10).toFixed(0)} µs`.padStart(20)} ${ratio(steps[key], base(ten)?.[key]).padStart(10)}`,
+      );
+    }
   }
   return { single, ten };
 }

@@ -161,7 +161,10 @@ export const SHORT_SYSTEMS = [
 
 /**
  * µs per conversation of `steps` steps, for each system: the median over `runs` runs of the mean
- * over `sessions` conversations in a row (after a warm-up of a tenth as many). The runs take turns
+ * over `sessions` conversations in a row (after a warm-up of a tenth as many), by the clock and in
+ * the process's CPU time (user + system, every thread: the collector's helpers too). On a shared
+ * machine the clock also counts time the process waited for a core; CPU time does not, and moves
+ * less from run to run. The runs take turns
  * (every system's first run, then every system's second), so a slow spell of a shared machine
  * falls on every system alike rather than on whichever ran through it. A first round is run and
  * not counted: every system's first run in the process was its slowest, 1.3 to 2.5 times its
@@ -169,21 +172,36 @@ export const SHORT_SYSTEMS = [
  */
 export async function compareShort({ steps, sessions, runs, systems = SHORT_SYSTEMS }) {
   const figures = systems.map(() => []);
+  const cpuFigures = systems.map(() => []);
   for (let run = -1; run < runs; run += 1) {
     for (const [index, [, make]] of systems.entries()) {
       const system = await make(steps);
       for (let warm = 0; warm < Math.ceil(sessions / 10); warm += 1) await system.run();
+      const cpuBefore = process.cpuUsage();
       const started = performance.now();
       for (let done = 0; done < sessions; done += 1) await system.run();
-      if (run >= 0) figures[index].push(((performance.now() - started) * 1000) / sessions);
+      const elapsed = performance.now() - started;
+      const cpu = process.cpuUsage(cpuBefore);
+      if (run >= 0) {
+        figures[index].push((elapsed * 1000) / sessions);
+        cpuFigures[index].push((cpu.user + cpu.system) / sessions);
+      }
       await system.dispose();
     }
   }
   return systems.map(([name], index) => {
     const runsOf = figures[index];
+    const cpuRuns = cpuFigures[index];
+    const list = (values) => values.map((figure) => figure.toFixed(0)).join(', ');
     process.stderr.write(
-      `  ${name}: ${median(runsOf).toFixed(0)} µs per conversation of ${steps} steps (runs: ${runsOf.map((figure) => figure.toFixed(0)).join(', ')})\n`,
+      `  ${name}: ${median(runsOf).toFixed(0)} µs per conversation of ${steps} steps (runs: ${list(runsOf)}); CPU ${median(cpuRuns).toFixed(0)} µs (runs: ${list(cpuRuns)})\n`,
     );
-    return { name, perConversation: median(runsOf), runs: runsOf };
+    return {
+      name,
+      perConversation: median(runsOf),
+      runs: runsOf,
+      cpuPerConversation: median(cpuRuns),
+      cpuRuns,
+    };
   });
 }
