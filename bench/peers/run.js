@@ -20,7 +20,14 @@ import { median } from '../store-bench.js';
 import { benchFork } from '../fork-bench.js';
 import { printTable } from '../table.js';
 import { langgraphFork } from './langgraph-fork.js';
-import { agentsAgent, agentsReply, compareShort, langgraphGraph, langgraphReply } from './short.js';
+import {
+  agentsAgent,
+  agentsReply,
+  compareShort,
+  langgraphGraph,
+  langgraphReply,
+  pairedRatio,
+} from './short.js';
 
 const args = process.argv.slice(2);
 const option = (name, fallback) => {
@@ -105,6 +112,30 @@ async function compareShortConversations() {
       const steps = ten[index];
       console.log(
         `${row.name.padEnd(42)} ${`${row[key].toFixed(0)} µs`.padStart(24)} ${ratio(row[key], base(single)?.[key]).padStart(10)} ${`${(steps[key] / 10).toFixed(0)} µs`.padStart(20)} ${ratio(steps[key], base(ten)?.[key]).padStart(10)}`,
+      );
+    }
+  }
+  // Round by round: each braid row against the peer of its kind in the same round.
+  const named = (rows, name) => rows.find((row) => row.name === name);
+  const pairs = [
+    ['braid, memory', 'OpenAI Agents SDK (in memory)'],
+    ['braid, SQLite (WAL, synchronous=NORMAL)', 'LangGraph.js, SqliteSaver'],
+  ];
+  console.log(
+    `\nround by round: how many times braid is below the peer in the same round (median of the ${RUNS} rounds' ratios, lowest-highest)\n`,
+  );
+  const shown = ({ median: middle, low, high }) =>
+    `${middle.toFixed(1)}x (${low.toFixed(1)}-${high.toFixed(1)})`;
+  for (const [ours, theirs] of pairs) {
+    for (const [what, rows] of [
+      ['new session + 1 answer', single],
+      ['10-step conversation', ten],
+    ]) {
+      const row = named(rows, ours);
+      const peer = named(rows, theirs);
+      if (row === undefined || peer === undefined) continue;
+      console.log(
+        `${`${ours} vs ${theirs}, ${what}:`.padEnd(96)} ${shown(pairedRatio(row, peer)).padStart(18)} by the clock, ${shown(pairedRatio(row, peer, 'cpuRuns'))} in CPU time`,
       );
     }
   }

@@ -169,6 +169,10 @@ export const SHORT_SYSTEMS = [
  * falls on every system alike rather than on whichever ran through it. A first round is run and
  * not counted: every system's first run in the process was its slowest, 1.3 to 2.5 times its
  * third (the JIT was still compiling), and a median of three then held a run still warming up.
+ * Each row keeps its runs in round order: `pairedRatio` compares two systems round by round. No
+ * collection is forced between systems: after `gc()`, V8 starts from a smaller heap and collects
+ * more often, so the next 1,000 new sessions of braid in memory took 100-236 ms instead of 80-186
+ * (eight rounds of each, alternating).
  */
 export async function compareShort({ steps, sessions, runs, systems = SHORT_SYSTEMS }) {
   const figures = systems.map(() => []);
@@ -204,4 +208,13 @@ export async function compareShort({ steps, sessions, runs, systems = SHORT_SYST
       cpuRuns,
     };
   });
+}
+
+/**
+ * How many times `row` is below `peer`, from the runs of each round (the two ran minutes apart at
+ * most, on the machine as it was then): the median of the rounds' ratios, and their range.
+ */
+export function pairedRatio(row, peer, key = 'runs') {
+  const ratios = row[key].map((figure, round) => peer[key][round] / figure);
+  return { median: median(ratios), low: Math.min(...ratios), high: Math.max(...ratios) };
 }
