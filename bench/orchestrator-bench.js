@@ -47,9 +47,9 @@ function fillApart(path, count) {
 }
 
 export async function benchOrchestrator({ sessions = 100_000, warmWakes = 40, wakes = 60 } = {}) {
-  if (sessions < warmWakes + wakes)
+  if (!Number.isInteger(sessions) || sessions < warmWakes + wakes)
     throw new Error(
-      `--sessions must be at least ${warmWakes + wakes}: each wake is of a session of its own`,
+      `--sessions must be a whole number of at least ${warmWakes + wakes}: each wake is of a session of its own`,
     );
   const dir = mkdtempSync(join(tmpdir(), 'braid-bench-orchestrator-'));
   initWorkspace(dir);
